@@ -1,0 +1,4 @@
+package cli
+
+// doctorCmd is filled in below.
+func doctorCmd(e *env, args []string) int { return 0 }

@@ -1,0 +1,123 @@
+// Package cli is cordon's command line: one file per subcommand, each turning
+// flags into calls. Exit statuses: a contained command's own status passes
+// through; cordon's own failures (usage, profile, setup) exit with
+// ExitCordon, so they are never mistaken for the command's.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+// Exit statuses of cordon itself.
+const (
+	// ExitCordon is returned when cordon fails, before or while building the
+	// sandbox; the command did not run.
+	ExitCordon = 125
+)
+
+// Version is set at build time with -ldflags "-X ...cli.Version=...".
+var Version = "dev"
+
+// env is what a subcommand needs from the process, so tests can supply it.
+type env struct {
+	stdin          *os.File
+	stdout, stderr io.Writer
+	stdoutFile     *os.File
+	stderrFile     *os.File
+	getenv         func(string) (string, bool)
+	cwd            string
+}
+
+// Main runs cordon with args (without the program name) and returns the exit
+// status.
+func Main(args []string) int {
+	cwd, _ := os.Getwd()
+	e := &env{
+		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		stdoutFile: os.Stdout, stderrFile: os.Stderr,
+		getenv: os.LookupEnv, cwd: cwd,
+	}
+	if len(args) == 0 {
+		usage(e.stderr)
+		return ExitCordon
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "run":
+		return runCmd(e, rest)
+	case "doctor":
+		return doctorCmd(e, rest)
+	case "profile":
+		err = profileCmd(e, rest)
+	case "version", "--version":
+		fmt.Fprintln(e.stdout, "cordon", Version)
+	case "help", "-h", "-help", "--help":
+		usage(e.stdout)
+	case hiddenInit:
+		initMain()
+	case hiddenHold:
+		io.Copy(io.Discard, os.Stdin)
+	default:
+		fmt.Fprintf(e.stderr, "cordon: unknown command %q\n", cmd)
+		usage(e.stderr)
+		return ExitCordon
+	}
+	if err != nil {
+		return fail(e, err)
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: cordon <command> [flags]
+
+commands:
+  run [flags] -- CMD [ARGS...]   run CMD in a least-privilege sandbox
+  doctor                         what this host supports and what cordon will do here
+  profile show [flags]           print the effective profile
+  version                        print the version
+
+Run 'cordon <command> -h' for the flags of a command.
+`)
+}
+
+// fail prints err as a cordon error and returns ExitCordon.
+func fail(e *env, err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var perrs profile.Errors
+	if errors.As(err, &perrs) {
+		for _, pe := range perrs {
+			fmt.Fprintf(e.stderr, "cordon: %s\n", pe)
+		}
+		return ExitCordon
+	}
+	fmt.Fprintf(e.stderr, "cordon: %s\n", err)
+	return ExitCordon
+}
+
+// newFlags makes a flag set that reports errors instead of exiting.
+func newFlags(e *env, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "usage: cordon %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// list is a repeatable string flag.
+type list []string
+
+func (l *list) String() string     { return strings.Join(*l, ",") }
+func (l *list) Set(v string) error { *l = append(*l, v); return nil }

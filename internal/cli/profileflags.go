@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"path/filepath"
+
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+// profileFlags are the flags that choose and adjust a profile, shared by run
+// and profile show.
+type profileFlags struct {
+	file      string
+	workspace string
+	ro, rw    list
+}
+
+func (pf *profileFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&pf.file, "profile", "", "profile `FILE` (default: the embedded default profile)")
+	fs.StringVar(&pf.workspace, "workspace", "", "workspace `DIR`, bound read-write (default: the profile's, '.' in the default profile)")
+	fs.Var(&pf.ro, "ro", "bind host `PATH` read-only at the same place (repeatable)")
+	fs.Var(&pf.rw, "rw", "bind host `PATH` read-write at the same place (repeatable)")
+}
+
+// load reads the profile and applies the command-line adjustments.
+func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
+	var p *profile.Profile
+	if pf.file == "" {
+		p = profile.Default()
+	} else {
+		var err error
+		if p, err = profile.LoadFile(pf.file); err != nil {
+			return nil, err
+		}
+	}
+	if pf.workspace != "" {
+		p.Workspace.Path = pf.abs(e, pf.workspace)
+		p.Workspace.Writable = true
+	}
+	for _, spec := range []struct {
+		paths    list
+		flag     string
+		writable bool
+	}{{pf.ro, "--ro", false}, {pf.rw, "--rw", true}} {
+		for _, path := range spec.paths {
+			abs := pf.abs(e, path)
+			if msg := profile.TargetProblem(abs); msg != "" {
+				return nil, fmt.Errorf("%s %s: %s", spec.flag, path, msg)
+			}
+			if err := p.AddMount(abs, spec.writable); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", spec.flag, path, err)
+			}
+		}
+	}
+	return p, nil
+}
+
+func (pf *profileFlags) abs(e *env, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(e.cwd, p)
+}

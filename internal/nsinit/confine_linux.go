@@ -1,0 +1,105 @@
+package nsinit
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/landlock"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/seccomp"
+)
+
+// confine applies the process-wide layers to every thread of init, in an
+// order where each step still has what it needs: the capability bounding set
+// and ambient set are emptied, core dumps disabled, no_new_privs set,
+// Landlock applied, every capability dropped, and seccomp installed last.
+// The command inherits all of it. It returns the Landlock ABI in force.
+func confine(spec *sandbox.Spec) (int, error) {
+	last, err := lastCap()
+	if err != nil {
+		return 0, err
+	}
+	for c := 0; c <= last; c++ {
+		if err := allThreads(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); err != nil {
+			return 0, fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+		return 0, fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return 0, fmt.Errorf("disabling core dumps: %w", err)
+	}
+	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+		return 0, fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	abi := 0
+	if spec.Landlock {
+		if abi, err = landlock.Restrict(view(spec)); err != nil {
+			return 0, err
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := allThreads(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
+		return 0, fmt.Errorf("dropping capabilities: %w", err)
+	}
+	if spec.Seccomp {
+		prog, err := seccomp.Native()
+		if err != nil {
+			return 0, err
+		}
+		if err := prog.Install(); err != nil {
+			return 0, err
+		}
+	}
+	return abi, nil
+}
+
+// view lists what Landlock lets the sandbox write, from the spec.
+func view(spec *sandbox.Spec) landlock.View {
+	v := landlock.View{
+		WritableDirs: []string{"/tmp", "/dev/shm", spec.Home},
+		Devices:      []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/pts"},
+	}
+	for _, m := range spec.Mounts {
+		if !m.Writable || m.Missing || m.Device {
+			continue
+		}
+		fi, err := os.Stat(m.Target)
+		if err != nil {
+			continue
+		}
+		if fi.IsDir() {
+			v.WritableDirs = append(v.WritableDirs, m.Target)
+		} else {
+			v.WritableFiles = append(v.WritableFiles, m.Target)
+		}
+	}
+	return v
+}
+
+func allThreads(trap, a1, a2, a3 uintptr) error {
+	if _, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func lastCap() (int, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 0, fmt.Errorf("reading cap_last_cap: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("parsing cap_last_cap: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,221 @@
+// Package nsinit is the sandbox side of cordon: PID 1 of the sandbox's PID
+// namespace. It reads the Spec, builds the root file system and pivots into
+// it, confines itself (capabilities, no_new_privs, Landlock, seccomp), starts
+// the command, reaps every process, forwards signals, and reports how the
+// command ended. Everything it does before the command starts happens before
+// any code of the sandbox runs.
+package nsinit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+// Main runs the init and never returns. It is reached through the hidden
+// subcommand sandbox.InitArg of the cordon binary.
+func Main() {
+	status := os.NewFile(sandbox.StatusFD, "status")
+	report := func(s sandbox.Status) {
+		b, _ := json.Marshal(s)
+		status.Write(append(b, '\n'))
+	}
+	if err := run(report); err != nil {
+		var se *stageError
+		if errors.As(err, &se) {
+			report(sandbox.Status{Event: "error", Stage: se.stage, Error: se.err.Error()})
+		} else {
+			report(sandbox.Status{Event: "error", Error: err.Error()})
+		}
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+type stageError struct {
+	stage string
+	err   error
+}
+
+func (e *stageError) Error() string { return e.stage + ": " + e.err.Error() }
+
+func stage(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stageError{name, err}
+}
+
+func run(report func(sandbox.Status)) error {
+	// Nothing inherited beyond the descriptors cordon passes may reach the
+	// command: mark all of them close-on-exec.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return stage("closing inherited descriptors", err)
+	}
+	// Non-dumpable: the sandbox cannot ptrace, read the memory of or open
+	// /proc/1/exe of its init.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return stage("prctl dumpable", err)
+	}
+	specFile := os.NewFile(sandbox.SpecFD, "spec")
+	spec, err := sandbox.ReadSpec(specFile)
+	specFile.Close()
+	if err != nil {
+		return stage("reading spec", err)
+	}
+
+	if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+		return stage("setting hostname", err)
+	}
+	rfs := &rootfs{spec: spec}
+	if err := rfs.build(); err != nil {
+		return stage("building root", err)
+	}
+	if err := os.Chdir(spec.Workdir); err != nil {
+		return stage("entering working directory", err)
+	}
+	abi, err := confine(spec)
+	if err != nil {
+		return stage("confining", err)
+	}
+
+	// Forward the signals the host side passes on to the command's
+	// process group. Registered before the command starts so none is lost.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
+
+	cmd, err := command(spec)
+	if err != nil {
+		code := 127
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOEXEC) {
+			code = 126
+		}
+		report(sandbox.Status{Event: "exec-error", Error: err.Error(), Code: code})
+		return nil
+	}
+	if err := cmd.Start(); err != nil {
+		code := 127
+		if !errors.Is(err, os.ErrNotExist) {
+			code = 126
+		}
+		report(sandbox.Status{Event: "exec-error", Error: err.Error(), Code: code})
+		return nil
+	}
+	pid := cmd.Process.Pid
+	report(sandbox.Status{Event: "started", Pid: pid, LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
+
+	go func() {
+		for s := range sigs {
+			unix.Kill(-pid, s.(syscall.Signal))
+		}
+	}()
+	ws := reap(pid)
+	st := sandbox.Status{Event: "exit"}
+	if ws.Signaled() {
+		st.Signal = int(ws.Signal())
+	} else {
+		st.Code = ws.ExitStatus()
+	}
+	report(st)
+	return nil
+}
+
+// forwarded are the signals init passes on to the command.
+var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT,
+	unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT}
+
+// command prepares the command: its program is looked up in the sandbox's
+// PATH, and it starts in a new session with only descriptors 0-2.
+func command(spec *sandbox.Spec) (*exec.Cmd, error) {
+	if len(spec.Args) == 0 {
+		return nil, fmt.Errorf("no command")
+	}
+	prog, err := lookPath(spec.Args[0], spec.Path)
+	if err != nil {
+		return nil, err
+	}
+	cmd := &exec.Cmd{
+		Path:   prog,
+		Args:   spec.Args,
+		Env:    spec.Env,
+		Dir:    spec.Workdir,
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setsid:  true,
+			Setctty: spec.TTY,
+			Ctty:    0,
+		},
+	}
+	return cmd, nil
+}
+
+// lookPath finds name in the sandbox's PATH, as a shell would.
+func lookPath(name, pathEnv string) (string, error) {
+	if strings.Contains(name, "/") {
+		if err := executable(name); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		return name, nil
+	}
+	var firstErr error
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		err := executable(p)
+		if err == nil {
+			return p, nil
+		}
+		if firstErr == nil && !errors.Is(err, os.ErrNotExist) {
+			firstErr = fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	if firstErr != nil {
+		return "", firstErr
+	}
+	return "", fmt.Errorf("%s: command not found: %w", name, os.ErrNotExist)
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("is a directory: %w", os.ErrPermission)
+	}
+	return unix.Access(p, unix.X_OK)
+}
+
+// reap waits for every process in the sandbox. When the command exits, the
+// rest of the sandbox is killed: nothing outlives the call.
+func reap(pid int) unix.WaitStatus {
+	var main unix.WaitStatus
+	for {
+		var ws unix.WaitStatus
+		p, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil { // ECHILD: nothing left
+			return main
+		}
+		if p == pid {
+			main = ws
+			unix.Kill(-1, unix.SIGKILL)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package profile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+)
+
+// Error is a problem in a profile, located in its source.
+type Error struct {
+	File  string // file name, or DefaultName
+	Line  int    // 1-based; 0 when unknown
+	Col   int    // 1-based; 0 when unknown
+	Field string // YAML path of the field, e.g. "mounts[2].path"; may be empty
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Col)
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in one profile, in source order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Default returns the embedded default profile.
+func Default() *Profile {
+	p, err := Parse(DefaultName, defaultYAML)
+	if err != nil {
+		// The embedded profile is covered by tests; this cannot happen in a
+		// released binary.
+		panic("embedded default profile: " + err.Error())
+	}
+	return p
+}
+
+// LoadFile reads and parses the profile at path.
+func LoadFile(path string) (*Profile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading profile: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes and validates a profile. name is used in error messages.
+// Every error it returns is an Errors value.
+func Parse(name string, data []byte) (*Profile, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, Errors{{File: name, Msg: "profile is empty"}}
+	}
+	file, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, Errors{locate(name, err)}
+	}
+	if len(file.Docs) != 1 {
+		return nil, Errors{{File: name, Msg: fmt.Sprintf("want exactly one YAML document, found %d", len(file.Docs))}}
+	}
+	src := newSource(name, file)
+	var p Profile
+	if err := yaml.UnmarshalWithOptions(data, &p, yaml.DisallowUnknownField(), yaml.Strict()); err != nil {
+		e := locate(name, err)
+		if e.Field == "" && e.Line > 0 {
+			e.Field = src.fieldAt(e.Line, e.Col)
+		}
+		return nil, Errors{e}
+	}
+	if errs := p.validate(src); len(errs) > 0 {
+		return nil, errs
+	}
+	return &p, nil
+}
+
+// locate turns a decoder error into an Error with the position it carries.
+func locate(name string, err error) *Error {
+	e := &Error{File: name, Msg: err.Error()}
+	var located interface {
+		GetToken() *token.Token
+		GetMessage() string
+	}
+	if errors.As(err, &located) {
+		e.Msg = located.GetMessage()
+		if tk := located.GetToken(); tk != nil && tk.Position != nil {
+			e.Line, e.Col = tk.Position.Line, tk.Position.Column
+		}
+	}
+	return e
+}
+
+// source maps YAML paths to positions and back, for error messages.
+type source struct {
+	name   string
+	byPath map[string]*token.Position
+}
+
+func newSource(name string, file *ast.File) *source {
+	s := &source{name: name, byPath: map[string]*token.Position{}}
+	for _, doc := range file.Docs {
+		ast.Walk(s, doc)
+	}
+	return s
+}
+
+// Visit records the position of every mapping key and sequence element.
+func (s *source) Visit(n ast.Node) ast.Visitor {
+	switch v := n.(type) {
+	case *ast.MappingValueNode:
+		if tk := v.Key.GetToken(); tk != nil && tk.Position != nil {
+			s.byPath[fieldName(v.GetPath())] = tk.Position
+		}
+	case *ast.SequenceNode:
+		for i, item := range v.Values {
+			if tk := item.GetToken(); tk != nil && tk.Position != nil {
+				s.byPath[fmt.Sprintf("%s[%d]", fieldName(v.GetPath()), i)] = tk.Position
+			}
+		}
+	}
+	return s
+}
+
+// fieldName turns a goccy path ("$.mounts[0].path") into the form used in
+// messages ("mounts[0].path").
+func fieldName(p string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(p, "$"), ".")
+}
+
+// errorAt builds an Error for field, positioned at the field or, when the
+// field is absent from the source, at its nearest present parent.
+func (s *source) errorAt(field, format string, args ...any) *Error {
+	e := &Error{File: s.name, Field: field, Msg: fmt.Sprintf(format, args...)}
+	for f := field; f != ""; f = parent(f) {
+		if pos, ok := s.byPath[f]; ok {
+			e.Line, e.Col = pos.Line, pos.Column
+			break
+		}
+	}
+	return e
+}
+
+// fieldAt finds the field whose key sits at or just before line:col.
+func (s *source) fieldAt(line, col int) string {
+	best, bestLine, bestCol := "", 0, 0
+	for f, pos := range s.byPath {
+		if pos.Line > line || (pos.Line == line && pos.Column > col) {
+			continue
+		}
+		if pos.Line > bestLine || (pos.Line == bestLine && pos.Column > bestCol) {
+			best, bestLine, bestCol = f, pos.Line, pos.Column
+		}
+	}
+	return best
+}
+
+func parent(field string) string {
+	i := strings.LastIndexAny(field, ".[")
+	if i < 0 {
+		return ""
+	}
+	return field[:i]
+}

@@ -1,0 +1,146 @@
+// Package profile defines cordon's profiles: one YAML file per agent that says
+// exactly what the agent's sandbox may see and do. Loading is strict (unknown
+// fields, wrong types and impossible values are errors that name the file,
+// line, column and field) and pure: nothing here touches the host beyond
+// reading the profile file itself.
+package profile
+
+import (
+	_ "embed"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Version is the profile format version this build understands.
+const Version = 1
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default profile's source.
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// DefaultName is the name shown for the embedded default profile in errors.
+const DefaultName = "<default profile>"
+
+// Profile is a validated profile. Field names follow the YAML keys.
+type Profile struct {
+	Version   int       `yaml:"version" json:"version"`
+	Agent     string    `yaml:"agent" json:"agent"`
+	Hostname  string    `yaml:"hostname" json:"hostname"`
+	User      User      `yaml:"user" json:"user"`
+	Workspace Workspace `yaml:"workspace" json:"workspace"`
+	Mounts    []Mount   `yaml:"mounts" json:"mounts"`
+	Env       Env       `yaml:"env" json:"env"`
+	Resources Resources `yaml:"resources" json:"resources"`
+}
+
+// User is the unprivileged account the command runs as inside the sandbox.
+type User struct {
+	Name string `yaml:"name" json:"name"`
+	UID  int    `yaml:"uid" json:"uid"`
+	GID  int    `yaml:"gid" json:"gid"`
+}
+
+// Home is the user's home directory inside the sandbox.
+func (u User) Home() string { return "/home/" + u.Name }
+
+// Workspace is the host directory the agent works in.
+type Workspace struct {
+	// Path on the host; relative paths are relative to the current directory
+	// of the cordon process. Empty means no workspace.
+	Path string `yaml:"path" json:"path"`
+	// Target is where the workspace appears inside; empty means the same
+	// path as on the host.
+	Target   string `yaml:"target,omitempty" json:"target,omitempty"`
+	Writable bool   `yaml:"writable" json:"writable"`
+}
+
+// Mount binds one host path into the sandbox.
+type Mount struct {
+	Path     string `yaml:"path" json:"path"`
+	Target   string `yaml:"target,omitempty" json:"target,omitempty"`
+	Writable bool   `yaml:"writable,omitempty" json:"writable,omitempty"`
+	Optional bool   `yaml:"optional,omitempty" json:"optional,omitempty"`
+}
+
+// Dest is where the mount appears inside the sandbox.
+func (m Mount) Dest() string {
+	if m.Target != "" {
+		return m.Target
+	}
+	return m.Path
+}
+
+// Env says which environment variables reach the command. Nothing else of the
+// host environment does.
+type Env struct {
+	// Set gives variables fixed values.
+	Set map[string]string `yaml:"set,omitempty" json:"set,omitempty"`
+	// Pass copies variables from cordon's own environment when they are set.
+	Pass []string `yaml:"pass,omitempty" json:"pass,omitempty"`
+}
+
+// Resources holds the limits of the sandbox.
+type Resources struct {
+	// TmpSize caps /tmp and the home directory (each is its own tmpfs).
+	TmpSize Size `yaml:"tmp_size" json:"tmp_size"`
+}
+
+// Environ builds the command's environment from the profile and a lookup in
+// the host environment. HOME defaults to the sandbox user's home.
+func (p *Profile) Environ(lookup func(string) (string, bool)) []string {
+	vars := map[string]string{"HOME": p.User.Home()}
+	for _, name := range p.Env.Pass {
+		if v, ok := lookup(name); ok {
+			vars[name] = v
+		}
+	}
+	for k, v := range p.Env.Set {
+		vars[k] = v
+	}
+	names := make([]string, 0, len(vars))
+	for k := range vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	env := make([]string, 0, len(names))
+	for _, k := range names {
+		env = append(env, k+"="+vars[k])
+	}
+	return env
+}
+
+// AddMount adds a bind given on the command line (--ro, --rw). A path that the
+// profile already binds at the same place is replaced.
+func (p *Profile) AddMount(hostPath string, writable bool) error {
+	if !path.IsAbs(hostPath) {
+		return fmt.Errorf("mount %q: path must be absolute", hostPath)
+	}
+	m := Mount{Path: path.Clean(hostPath), Writable: writable}
+	for i := range p.Mounts {
+		if p.Mounts[i].Dest() == m.Dest() {
+			p.Mounts[i] = m
+			return nil
+		}
+	}
+	p.Mounts = append(p.Mounts, m)
+	return nil
+}
+
+// String renders a one-line summary, for messages.
+func (m Mount) String() string {
+	var b strings.Builder
+	b.WriteString(m.Path)
+	if m.Target != "" && m.Target != m.Path {
+		b.WriteString(" -> " + m.Target)
+	}
+	if m.Writable {
+		b.WriteString(" (rw)")
+	} else {
+		b.WriteString(" (ro)")
+	}
+	return b.String()
+}

@@ -1,0 +1,47 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// sealedSelf returns a sealed in-memory copy of the running binary. The
+// sandbox init is started from it, so a process in the sandbox that reaches
+// the init's executable (/proc/1/exe) finds a file nobody can write, and the
+// cordon binary on disk is never open in the sandbox (CVE-2019-5736).
+func sealedSelf() (*os.File, error) {
+	src, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return nil, fmt.Errorf("opening own executable: %w", err)
+	}
+	defer src.Close()
+	fd, err := unix.MemfdCreate("cordon", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
+	if errors.Is(err, unix.EINVAL) { // kernels before 6.3 know no MFD_EXEC
+		fd, err = unix.MemfdCreate("cordon", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	mem := os.NewFile(uintptr(fd), "cordon")
+	if _, err := io.Copy(mem, src); err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("copying own executable: %w", err)
+	}
+	seals := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	if _, err := unix.FcntlInt(mem.Fd(), unix.F_ADD_SEALS, seals); err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("sealing executable copy: %w", err)
+	}
+	// Keep the descriptor clear of the low numbers the child's descriptors
+	// are moved to before exec.
+	high, err := unix.FcntlInt(mem.Fd(), unix.F_DUPFD_CLOEXEC, 100)
+	mem.Close()
+	if err != nil {
+		return nil, fmt.Errorf("moving executable descriptor: %w", err)
+	}
+	return os.NewFile(uintptr(high), "cordon"), nil
+}

@@ -1,0 +1,66 @@
+package sandbox
+
+import "os"
+
+import "github.com/cordon-sandbox/cordon/internal/profile"
+
+// Layers that may be skipped with --allow-degraded.
+const (
+	LayerLandlock = "landlock"
+	LayerSeccomp  = "seccomp"
+)
+
+// DegradableLayers lists the layers --allow-degraded accepts.
+var DegradableLayers = []string{LayerLandlock, LayerSeccomp}
+
+// Options describe one contained run.
+type Options struct {
+	Profile *profile.Profile
+	Args    []string
+	// AllowDegraded names layers the run may go without when the host lacks
+	// them.
+	AllowDegraded map[string]bool
+	// Cwd resolves a relative workspace path.
+	Cwd string
+	// LookupEnv reads cordon's own environment, for env.pass.
+	LookupEnv func(string) (string, bool)
+	Stdin     *os.File
+	Stdout    *os.File
+	Stderr    *os.File
+}
+
+// Result is how a run ended.
+type Result struct {
+	// ExitCode is the command's exit status; for an exec failure, 126 or
+	// 127 as a shell reports them.
+	ExitCode int
+	// Signal is the signal that killed the command, 0 if none.
+	Signal int
+	// ExecError says why the command could not be started.
+	ExecError   string
+	LandlockABI int
+	// Degraded lists the layers that were skipped.
+	Degraded []string
+	Notes    []string
+}
+
+// SetupError is a failure of cordon itself, before or while the sandbox was
+// built; the command did not run.
+type SetupError struct {
+	Stage string
+	Err   error
+}
+
+func (e *SetupError) Error() string { return e.Stage + ": " + e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+func setupErr(stage string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &SetupError{Stage: stage, Err: err}
+}
+
+// HoldArg is the hidden subcommand that waits for its stdin to close; it
+// only exists to own a user namespace for an idmapped mount.
+const HoldArg = "__hold"

@@ -1,0 +1,414 @@
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/landlock"
+	"github.com/cordon-sandbox/cordon/internal/mnt"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/seccomp"
+)
+
+// nobody is the host id the sandbox user maps to when cordon runs as root
+// and the workspace belongs to root: never host root itself.
+const nobody = 65534
+
+// Run builds the sandbox, runs the command in it and waits for it to end.
+func Run(opts Options) (*Result, error) {
+	res := &Result{}
+	spec, err := buildSpec(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLayers(spec, opts.AllowDegraded, res); err != nil {
+		return nil, err
+	}
+
+	rootMode := os.Geteuid() == 0
+	ids := idMapping{uid: os.Geteuid(), gid: os.Getegid()}
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	if rootMode {
+		ids = rootIDs(spec)
+		files, err = openTrees(spec, ids)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	exe, err := sealedSelf()
+	if err != nil {
+		return nil, setupErr("protecting the cordon binary", err)
+	}
+	defer exe.Close()
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, setupErr("creating spec pipe", err)
+	}
+	defer specR.Close()
+	defer specW.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, setupErr("creating status pipe", err)
+	}
+	defer statusR.Close()
+	defer statusW.Close()
+
+	cmd := &exec.Cmd{
+		Path:       fmt.Sprintf("/proc/self/fd/%d", exe.Fd()),
+		Args:       []string{"cordon", InitArg},
+		Env:        []string{},
+		Stdin:      opts.Stdin,
+		Stdout:     opts.Stdout,
+		Stderr:     opts.Stderr,
+		ExtraFiles: append([]*os.File{specR, statusW}, files...),
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+				unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: ids.uid, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: ids.gid, Size: 1}},
+			// Init keeps these capabilities (in its own user namespace only)
+			// to build the root; it drops them before the command starts.
+			AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE},
+			Pdeathsig:   unix.SIGKILL,
+		},
+	}
+	if rootMode {
+		// Drop host root's supplementary groups, which would otherwise still
+		// grant access to group-readable host files.
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = true
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
+	}
+
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
+	defer signal.Stop(sigs)
+
+	if err := cmd.Start(); err != nil {
+		return nil, setupErr("creating the sandbox namespaces", namespaceHint(err))
+	}
+	specR.Close()
+	statusW.Close()
+	for _, f := range files {
+		f.Close()
+	}
+	files = nil
+
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	if err := json.NewEncoder(specW).Encode(spec); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, setupErr("sending the spec", err)
+	}
+	specW.Close()
+
+	statuses := readStatuses(statusR)
+	waitErr := cmd.Wait()
+	return finish(res, <-statuses, waitErr)
+}
+
+// finish interprets init's messages and its own exit.
+func finish(res *Result, msgs []Status, waitErr error) (*Result, error) {
+	var exited bool
+	for _, m := range msgs {
+		switch m.Event {
+		case "error":
+			return nil, setupErr(m.Stage, errors.New(m.Error))
+		case "started":
+			res.LandlockABI = m.LandlockABI
+			if m.Note != "" {
+				res.Notes = append(res.Notes, m.Note)
+			}
+		case "exec-error":
+			res.ExitCode, res.ExecError = m.Code, m.Error
+			return res, nil
+		case "exit":
+			res.ExitCode, res.Signal, exited = m.Code, m.Signal, true
+		}
+	}
+	if !exited {
+		if waitErr != nil {
+			return nil, setupErr("sandbox init", fmt.Errorf("ended without reporting: %w", waitErr))
+		}
+		return nil, setupErr("sandbox init", errors.New("ended without reporting"))
+	}
+	return res, nil
+}
+
+func readStatuses(r *os.File) <-chan []Status {
+	out := make(chan []Status, 1)
+	go func() {
+		var msgs []Status
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var s Status
+			if json.Unmarshal(sc.Bytes(), &s) == nil {
+				msgs = append(msgs, s)
+			}
+		}
+		out <- msgs
+	}()
+	return out
+}
+
+func namespaceHint(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("%w (are unprivileged user namespaces enabled? see `cordon doctor`)", err)
+	}
+	return err
+}
+
+// checkLayers refuses to run without seccomp or Landlock unless the user
+// allowed it, and records what was skipped.
+func checkLayers(spec *Spec, allow map[string]bool, res *Result) error {
+	if err := seccomp.Available(); err != nil {
+		if !allow[LayerSeccomp] {
+			return setupErr("seccomp", fmt.Errorf("%w; refusing to run without it (--allow-degraded=seccomp runs anyway)", err))
+		}
+		spec.Seccomp = false
+		res.Degraded = append(res.Degraded, LayerSeccomp)
+	}
+	if landlock.ABI() < 1 {
+		if !allow[LayerLandlock] {
+			return setupErr("landlock", errors.New("Landlock is not available in this kernel; refusing to run without it (--allow-degraded=landlock runs anyway)"))
+		}
+		spec.Landlock = false
+		res.Degraded = append(res.Degraded, LayerLandlock)
+	}
+	return nil
+}
+
+// buildSpec turns the profile and options into the Spec init receives.
+func buildSpec(opts Options) (*Spec, error) {
+	p := opts.Profile
+	if len(opts.Args) == 0 {
+		return nil, setupErr("command", errors.New("no command given"))
+	}
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	env := p.Environ(lookup)
+	spec := &Spec{
+		Hostname: p.Hostname,
+		UserName: p.User.Name,
+		UID:      p.User.UID,
+		GID:      p.User.GID,
+		Home:     p.User.Home(),
+		TmpSize:  p.Resources.TmpSize.Bytes,
+		Workdir:  p.User.Home(),
+		Env:      env,
+		Args:     opts.Args,
+		Landlock: true,
+		Seccomp:  true,
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			spec.Path = strings.TrimPrefix(kv, "PATH=")
+		}
+	}
+	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		spec.Mounts = append(spec.Mounts, Mount{Source: "/dev/" + d, Target: "/dev/" + d, Device: true, Writable: true})
+	}
+	targets := map[string]string{}
+	for _, m := range p.Mounts {
+		spec.Mounts = append(spec.Mounts, Mount{Source: m.Path, Target: m.Dest(), Writable: m.Writable, Optional: m.Optional})
+		targets[m.Dest()] = m.Path
+	}
+	if ws := p.Workspace.Path; ws != "" {
+		if !filepath.IsAbs(ws) {
+			ws = filepath.Join(opts.Cwd, ws)
+		}
+		ws = filepath.Clean(ws)
+		if err := checkDir(ws); err != nil {
+			return nil, setupErr("workspace", err)
+		}
+		target := p.Workspace.Target
+		if target == "" {
+			target = ws
+		}
+		if msg := profile.TargetProblem(target); msg != "" {
+			return nil, setupErr("workspace", errors.New(msg))
+		}
+		if prev, dup := targets[target]; dup {
+			return nil, setupErr("workspace", fmt.Errorf("%s is also the target of the mount of %s", target, prev))
+		}
+		spec.Mounts = append(spec.Mounts, Mount{Source: ws, Target: target, Writable: p.Workspace.Writable})
+		spec.Workdir = target
+	}
+	return spec, nil
+}
+
+// checkDir verifies that p is a directory reached without symlinks.
+func checkDir(p string) error {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS,
+	})
+	if errors.Is(err, unix.ELOOP) {
+		hint := ""
+		if real, rerr := filepath.EvalSymlinks(p); rerr == nil {
+			hint = fmt.Sprintf(" (%s)", real)
+		}
+		return fmt.Errorf("%s: %w%s", p, mnt.ErrSymlink, hint)
+	}
+	if err != nil {
+		return &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	unix.Close(fd)
+	return nil
+}
+
+// idMapping is the host uid and gid the sandbox user maps to.
+type idMapping struct{ uid, gid int }
+
+// rootIDs picks, for a cordon running as root, the host ids of the sandbox
+// user: those of the workspace's owner when that is not root, so that what
+// the command creates belongs to the owner; nobody otherwise.
+func rootIDs(spec *Spec) idMapping {
+	ids := idMapping{uid: nobody, gid: nobody}
+	for _, m := range spec.Mounts {
+		if m.Target != spec.Workdir || m.Device {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(m.Source, &st); err == nil && st.Uid != 0 {
+			ids = idMapping{uid: int(st.Uid), gid: int(st.Gid)}
+		}
+	}
+	return ids
+}
+
+// openTrees opens every bind source on the host side (as root, which can
+// reach paths the sandbox user could not) and returns the detached mounts,
+// recording their descriptor numbers in the spec. Writable mounts owned by
+// someone other than the sandbox user's host id are idmapped to it.
+func openTrees(spec *Spec, ids idMapping) ([]*os.File, error) {
+	var files []*os.File
+	fail := func(err error) ([]*os.File, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, err
+	}
+	idmaps := map[[2]uint32]*os.File{}
+	defer func() {
+		for _, f := range idmaps {
+			f.Close()
+		}
+	}()
+	for i := range spec.Mounts {
+		m := &spec.Mounts[i]
+		src, err := mnt.Open(m.Source, attrsFor(*m), !m.Writable)
+		if err != nil {
+			if m.Optional && errors.Is(err, unix.ENOENT) {
+				m.Missing = true
+				continue
+			}
+			return fail(setupErr("mount "+m.Source, err))
+		}
+		if src.Kind == mnt.Symlink {
+			m.Link = src.Link
+			continue
+		}
+		if m.Writable && !m.Device {
+			var st unix.Stat_t
+			if err := unix.Fstat(int(src.Tree.Fd()), &st); err != nil {
+				src.Close()
+				return fail(setupErr("mount "+m.Source, err))
+			}
+			if int(st.Uid) != ids.uid || int(st.Gid) != ids.gid {
+				key := [2]uint32{st.Uid, st.Gid}
+				userns, ok := idmaps[key]
+				if !ok {
+					userns, err = newUserns(st.Uid, uint32(ids.uid), st.Gid, uint32(ids.gid))
+					if err != nil {
+						src.Close()
+						return fail(setupErr("idmapping "+m.Source, err))
+					}
+					idmaps[key] = userns
+				}
+				if err := mnt.Idmap(src.Tree, int(userns.Fd())); err != nil {
+					src.Close()
+					return fail(setupErr("idmapping "+m.Source, err))
+				}
+			}
+		}
+		m.Tree = FirstFD + len(files)
+		files = append(files, src.Tree)
+	}
+	return files, nil
+}
+
+// attrsFor are the mount attributes of a bind.
+func attrsFor(m Mount) uint64 {
+	a := uint64(unix.MOUNT_ATTR_NOSUID)
+	if m.Device {
+		a |= unix.MOUNT_ATTR_NOEXEC
+	} else {
+		a |= unix.MOUNT_ATTR_NODEV
+	}
+	if !m.Writable {
+		a |= unix.MOUNT_ATTR_RDONLY
+	}
+	return a
+}
+
+// newUserns returns a user namespace whose only mapping sends the on-disk
+// owner ids to the sandbox user's host ids, for an idmapped mount.
+func newUserns(fromUID, toUID, fromGID, toGID uint32) (*os.File, error) {
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{"cordon", HoldArg}
+	cmd.Env = []string{}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: int(fromUID), HostID: int(toUID), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: int(fromGID), HostID: int(toGID), Size: 1}},
+		Pdeathsig:   unix.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting id-mapping helper: %w", err)
+	}
+	defer func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	if err != nil {
+		return nil, fmt.Errorf("opening helper's user namespace: %w", err)
+	}
+	return f, nil
+}

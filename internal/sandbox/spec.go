@@ -1,0 +1,84 @@
+// Package sandbox is the host side of cordon: it turns a profile into a Spec,
+// starts the sandbox init in new namespaces, passes it the Spec through a
+// pipe, forwards signals, and reports how the command ended.
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Spec is everything the sandbox init needs, computed on the host side. It
+// reaches init as JSON on a pipe, never through paths the sandbox could change.
+type Spec struct {
+	Hostname string   `json:"hostname"`
+	UserName string   `json:"user_name"`
+	UID      int      `json:"uid"` // inside the sandbox
+	GID      int      `json:"gid"`
+	Home     string   `json:"home"`
+	Mounts   []Mount  `json:"mounts"`
+	TmpSize  int64    `json:"tmp_size"`
+	Workdir  string   `json:"workdir"`
+	Env      []string `json:"env"`
+	Args     []string `json:"args"`
+	// Path is the PATH used to find Args[0].
+	Path string `json:"path"`
+	// Landlock and Seccomp are false only when the user allowed running
+	// without that layer.
+	Landlock bool `json:"landlock"`
+	Seccomp  bool `json:"seccomp"`
+	TTY      bool `json:"tty"`
+}
+
+// Mount is one bind mount of a host path.
+type Mount struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	Writable bool   `json:"writable,omitempty"`
+	Optional bool   `json:"optional,omitempty"`
+	// Device marks the /dev nodes cordon binds; they keep device access.
+	Device bool `json:"device,omitempty"`
+	// Tree is the fd number, in init, of a detached mount the host side
+	// prepared; 0 when init opens Source itself.
+	Tree int `json:"tree,omitempty"`
+	// Link is set instead of Tree when the host side found a symlink.
+	Link string `json:"link,omitempty"`
+	// Missing is set when an optional source does not exist.
+	Missing bool `json:"missing,omitempty"`
+}
+
+// Fixed descriptor numbers in init.
+const (
+	SpecFD   = 3 // the Spec, JSON, read to EOF
+	StatusFD = 4 // init's Status messages, JSON lines
+	FirstFD  = 5 // detached mounts and other passed descriptors
+)
+
+// InitArg is the hidden subcommand that runs the sandbox init.
+const InitArg = "__init"
+
+// Status is one message from init to the host side.
+type Status struct {
+	// Event is "error" (setup failed), "started", "exec-error" or "exit".
+	Event string `json:"event"`
+	Stage string `json:"stage,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Code is the exit code for "exit", and 126 or 127 for "exec-error".
+	Code        int    `json:"code,omitempty"`
+	Signal      int    `json:"signal,omitempty"`
+	LandlockABI int    `json:"landlock_abi,omitempty"`
+	Pid         int    `json:"pid,omitempty"`
+	Note        string `json:"note,omitempty"`
+}
+
+// ReadSpec decodes a Spec.
+func ReadSpec(r io.Reader) (*Spec, error) {
+	var s Spec
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("reading sandbox spec: %w", err)
+	}
+	return &s, nil
+}

@@ -1,0 +1,190 @@
+package seccomp
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+)
+
+// Seccomp return values (linux/seccomp.h).
+const (
+	RetKillProcess uint32 = 0x80000000
+	RetErrno       uint32 = 0x00050000
+	RetAllow       uint32 = 0x7fff0000
+
+	errnoEPERM        = 1
+	errnoENOSYS       = 38
+	errnoEAFNOSUPPORT = 97
+
+	x32SyscallBit = 0x40000000
+)
+
+// Offsets into struct seccomp_data.
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+)
+
+// Program is an assembled filter with what it was built from.
+type Program struct {
+	Arch         *arch.Info
+	Instructions []bpf.Instruction
+	// Skipped are allowlist names this architecture does not have.
+	Skipped []string
+}
+
+// Native builds the filter for the architecture cordon runs on.
+func Native() (*Program, error) {
+	a, err := arch.GetInfo("")
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: %w", err)
+	}
+	return Build(a)
+}
+
+// special are syscalls decided by their arguments, or refused with an errno
+// other than EPERM. Each returns the instructions of its block, which ends in
+// a return.
+var special = []struct {
+	name  string
+	block func() []bpf.Instruction
+}{
+	// ioctl(fd, request): the request is an unsigned int; compare its low 32
+	// bits so that high bits cannot hide TIOCSTI or TIOCLINUX.
+	{"ioctl", func() []bpf.Instruction {
+		return append([]bpf.Instruction{loadArgLow(1)}, memberOf([]uint32{tiocsti, tioclinux}, errno(errnoEPERM), RetAllow)...)
+	}},
+	// clone(flags, ...): no new namespaces.
+	{"clone", func() []bpf.Instruction {
+		return []bpf.Instruction{
+			loadArgLow(0),
+			bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: cloneNamespaces, SkipTrue: 1},
+			bpf.RetConstant{Val: RetAllow},
+			bpf.RetConstant{Val: errno(errnoEPERM)},
+		}
+	}},
+	// clone3 passes its flags in memory, where seccomp cannot read them:
+	// ENOSYS makes the C library fall back to clone, which is checked.
+	{"clone3", func() []bpf.Instruction {
+		return []bpf.Instruction{bpf.RetConstant{Val: errno(errnoENOSYS)}}
+	}},
+	{"socket", func() []bpf.Instruction {
+		return append([]bpf.Instruction{loadArgLow(0)}, memberOf(SocketFamilies, RetAllow, errno(errnoEAFNOSUPPORT))...)
+	}},
+	{"socketpair", func() []bpf.Instruction {
+		return append([]bpf.Instruction{loadArgLow(0)}, memberOf([]uint32{afUnix}, RetAllow, errno(errnoEAFNOSUPPORT))...)
+	}},
+	{"personality", func() []bpf.Instruction {
+		return append([]bpf.Instruction{loadArgLow(0)}, memberOf(Personalities, RetAllow, errno(errnoEPERM))...)
+	}},
+}
+
+// Build assembles the filter for one architecture:
+//
+//  1. a foreign architecture kills the process;
+//  2. on x86_64, x32 syscalls fail with ENOSYS;
+//  3. the special syscalls are decided by their arguments;
+//  4. the allowlist, as ascending ranges of syscall numbers, allows;
+//  5. anything else fails with EPERM.
+func Build(a *arch.Info) (*Program, error) {
+	if a == nil || a.SyscallNames == nil {
+		return nil, fmt.Errorf("seccomp: no syscall table for this architecture")
+	}
+	p := &Program{Arch: a}
+	prog := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: offArch, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(a.ID), SkipTrue: 1},
+		bpf.RetConstant{Val: RetKillProcess},
+		bpf.LoadAbsolute{Off: offNr, Size: 4},
+	}
+	if a.ID == arch.X86_64.ID {
+		prog = append(prog,
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32SyscallBit, SkipFalse: 1},
+			bpf.RetConstant{Val: errno(errnoENOSYS)},
+		)
+	}
+
+	specialNrs := map[uint32]bool{}
+	for _, s := range special {
+		nr, ok := a.SyscallNames[s.name]
+		if !ok {
+			continue
+		}
+		specialNrs[uint32(nr)] = true
+		block := s.block()
+		if len(block) > 255 {
+			return nil, fmt.Errorf("seccomp: block for %s too long", s.name)
+		}
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(nr), SkipFalse: uint8(len(block))})
+		prog = append(prog, block...)
+	}
+
+	var nrs []uint32
+	for _, name := range Allowed {
+		nr, ok := a.SyscallNames[name]
+		if !ok {
+			p.Skipped = append(p.Skipped, name)
+			continue
+		}
+		if !specialNrs[uint32(nr)] {
+			nrs = append(nrs, uint32(nr))
+		}
+	}
+	for _, r := range ranges(sortedUnique(nrs)) {
+		prog = append(prog,
+			bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: r[1], SkipTrue: 3},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: r[0], SkipFalse: 1},
+			bpf.RetConstant{Val: RetAllow},
+			bpf.RetConstant{Val: errno(errnoEPERM)},
+		)
+	}
+	prog = append(prog, bpf.RetConstant{Val: errno(errnoEPERM)})
+	if len(prog) > 4096 {
+		return nil, fmt.Errorf("seccomp: program has %d instructions, the kernel takes 4096", len(prog))
+	}
+	p.Instructions = prog
+	return p, nil
+}
+
+// ranges groups ascending numbers into [lo, hi] runs.
+func ranges(nrs []uint32) [][2]uint32 {
+	var out [][2]uint32
+	for _, n := range nrs {
+		if len(out) > 0 && out[len(out)-1][1]+1 == n {
+			out[len(out)-1][1] = n
+			continue
+		}
+		out = append(out, [2]uint32{n, n})
+	}
+	return out
+}
+
+// memberOf returns instructions that return in when the accumulator equals
+// one of vals, and out otherwise.
+func memberOf(vals []uint32, in, out uint32) []bpf.Instruction {
+	var prog []bpf.Instruction
+	for i, v := range vals {
+		// Skip the remaining comparisons and the "out" return.
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: uint8(len(vals) - i)})
+	}
+	return append(prog, bpf.RetConstant{Val: out}, bpf.RetConstant{Val: in})
+}
+
+func errno(e uint32) uint32 { return RetErrno | e }
+
+// loadArgLow loads the low 32 bits of syscall argument i.
+func loadArgLow(i uint32) bpf.Instruction {
+	off := offArgs + 8*i
+	if !littleEndian {
+		off += 4
+	}
+	return bpf.LoadAbsolute{Off: off, Size: 4}
+}
+
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
