@@ -1,4 +1,113 @@
 package cli
 
-// doctorCmd is filled in below.
-func doctorCmd(e *env, args []string) int { return 0 }
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+// doctorCmd implements `cordon doctor [--json]`: what this host supports and
+// what cordon will do here. Exit status 0 when `cordon run` can contain
+// commands with every layer, 1 when a layer is missing.
+func doctorCmd(e *env, args []string) int {
+	fs := newFlags(e, "doctor", "doctor [--json]")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return fail(e, err)
+	}
+	h := sandbox.ProbeHost()
+	ready := h.UserNamespaces == "" && h.Seccomp == "" && h.LandlockABI > 0
+	if *asJSON {
+		out, _ := json.MarshalIndent(struct {
+			sandbox.Host
+			Ready bool `json:"ready"`
+		}{h, ready}, "", "  ")
+		fmt.Fprintln(e.stdout, string(out))
+	} else {
+		printDoctor(e, h, ready)
+	}
+	if !ready {
+		return 1
+	}
+	return 0
+}
+
+func printDoctor(e *env, h sandbox.Host, ready bool) {
+	w := e.stdout
+	row := func(k, format string, args ...any) { fmt.Fprintf(w, "  %-18s %s\n", k, fmt.Sprintf(format, args...)) }
+	missing := func(layer, why string) string {
+		return fmt.Sprintf("MISSING (%s): cordon run refuses; --allow-degraded=%s runs without it", why, layer)
+	}
+
+	fmt.Fprintln(w, "host")
+	row("kernel", "%s (%s)", h.Kernel, h.Arch)
+	if h.Root {
+		row("running as", "root")
+	} else {
+		row("running as", "uid %d (rootless)", h.UID)
+	}
+	if h.UserNamespaces == "" {
+		row("user namespaces", "yes")
+	} else {
+		row("user namespaces", "NO: %s", h.UserNamespaces)
+	}
+	if h.LandlockABI > 0 {
+		row("landlock", "ABI %d", h.LandlockABI)
+	} else {
+		row("landlock", "no")
+	}
+	if h.Seccomp == "" {
+		row("seccomp", "filters yes, user notification %s", yesNo(h.SeccompNotify))
+	} else {
+		row("seccomp", "NO: %s", h.Seccomp)
+	}
+	cg := h.Cgroup.Version
+	if len(h.Cgroup.V1Controllers) > 0 {
+		cg += ", v1 controllers: " + strings.Join(h.Cgroup.V1Controllers, " ")
+	}
+	if len(h.Cgroup.V2Controllers) > 0 {
+		cg += ", v2 controllers: " + strings.Join(h.Cgroup.V2Controllers, " ")
+	}
+	row("cgroups", "%s; delegated to cordon: %s", cg, yesNo(h.Cgroup.Delegated))
+
+	fmt.Fprintln(w, "\nwhat cordon will do here")
+	if h.UserNamespaces == "" {
+		row("namespaces", "user, mount, pid, net, ipc, uts, cgroup; a new root with pivot_root")
+	} else {
+		row("namespaces", "cannot run: user namespaces are required and cannot be skipped")
+	}
+	if h.Root {
+		row("sandbox user", "the profile's user (uid 1000 by default) inside, mapped to the workspace owner's host ids, or to nobody (65534) with an idmapped workspace when root owns it; never host root; supplementary groups dropped")
+	} else {
+		row("sandbox user", "the profile's user (uid 1000 by default) inside, mapped to your uid %d; your supplementary groups stay in effect for host files (the kernel does not let an unprivileged user drop them)", h.UID)
+	}
+	if h.LandlockABI > 0 {
+		row("landlock", "enforced with ABI %d: read beneath the view, write only where the profile allows", h.LandlockABI)
+	} else {
+		row("landlock", "%s", missing(sandbox.LayerLandlock, "kernel has no Landlock"))
+	}
+	if h.Seccomp == "" {
+		row("seccomp", "enforced: default-deny allowlist, foreign architectures killed")
+	} else {
+		row("seccomp", "%s", missing(sandbox.LayerSeccomp, h.Seccomp))
+	}
+	row("capabilities", "all dropped (effective, permitted, inheritable, bounding, ambient); no_new_privs")
+	row("network", "none: a private network namespace with only lo")
+	row("limits", "size-capped /tmp and home (tmpfs); no cgroup limits yet")
+
+	fmt.Fprintln(w)
+	if ready {
+		fmt.Fprintln(w, "ready: cordon run contains commands with every layer on this host")
+	} else {
+		fmt.Fprintln(w, "not ready: see the lines marked NO or MISSING")
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

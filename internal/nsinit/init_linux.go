@@ -77,12 +77,23 @@ func run(report func(sandbox.Status)) error {
 	if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
 		return stage("setting hostname", err)
 	}
+	if err := loopbackUp(); err != nil {
+		return stage("bringing up lo", err)
+	}
 	rfs := &rootfs{spec: spec}
 	if err := rfs.build(); err != nil {
 		return stage("building root", err)
 	}
 	if err := os.Chdir(spec.Workdir); err != nil {
 		return stage("entering working directory", err)
+	}
+	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	if spec.TTY {
+		peer, err := openConsole()
+		if err != nil {
+			return stage("allocating the terminal", err)
+		}
+		stdio = []*os.File{peer, peer, peer}
 	}
 	abi, err := confine(spec)
 	if err != nil {
@@ -94,7 +105,7 @@ func run(report func(sandbox.Status)) error {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 
-	cmd, err := command(spec)
+	cmd, err := command(spec, stdio)
 	if err != nil {
 		code := 127
 		if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOEXEC) {
@@ -136,7 +147,7 @@ var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT
 
 // command prepares the command: its program is looked up in the sandbox's
 // PATH, and it starts in a new session with only descriptors 0-2.
-func command(spec *sandbox.Spec) (*exec.Cmd, error) {
+func command(spec *sandbox.Spec, stdio []*os.File) (*exec.Cmd, error) {
 	if len(spec.Args) == 0 {
 		return nil, fmt.Errorf("no command")
 	}
@@ -149,9 +160,9 @@ func command(spec *sandbox.Spec) (*exec.Cmd, error) {
 		Args:   spec.Args,
 		Env:    spec.Env,
 		Dir:    spec.Workdir,
-		Stdin:  os.Stdin,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
+		Stdin:  stdio[0],
+		Stdout: stdio[1],
+		Stderr: stdio[2],
 		SysProcAttr: &syscall.SysProcAttr{
 			Setsid:  true,
 			Setctty: spec.TTY,
@@ -218,4 +229,52 @@ func reap(pid int) unix.WaitStatus {
 			unix.Kill(-1, unix.SIGKILL)
 		}
 	}
+}
+
+// loopbackUp brings up lo, the only interface of the sandbox's network
+// namespace, so that programs can talk to themselves over 127.0.0.1.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// openConsole allocates a pseudo-terminal in the sandbox's devpts, sends its
+// master to the host side, and waits until the host side has sized it.
+func openConsole() (*os.File, error) {
+	sock := os.NewFile(sandbox.ConsoleFD, "console")
+	defer sock.Close()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer master.Close()
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		return nil, fmt.Errorf("unlocking: %w", err)
+	}
+	pfd, _, errno := unix.Syscall(unix.SYS_IOCTL, master.Fd(), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
+		return nil, fmt.Errorf("opening peer: %w", errno)
+	}
+	peer := os.NewFile(pfd, "tty")
+	if err := sandbox.SendFD(sock, master); err != nil {
+		peer.Close()
+		return nil, fmt.Errorf("sending master: %w", err)
+	}
+	if _, err := sock.Read(make([]byte, 1)); err != nil {
+		peer.Close()
+		return nil, fmt.Errorf("waiting for the host side: %w", err)
+	}
+	return peer, nil
 }

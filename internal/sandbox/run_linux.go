@@ -69,6 +69,20 @@ func Run(opts Options) (*Result, error) {
 	defer statusR.Close()
 	defer statusW.Close()
 
+	// Descriptors of init: SpecFD, StatusFD, ConsoleFD (closed without a
+	// terminal), then the detached mounts from FirstFD on.
+	extra := []*os.File{specR, statusW, nil}
+	var tty *terminal
+	if isTerminal(opts.Stdin) && isTerminal(opts.Stdout) {
+		if tty, err = newTerminal(opts.Stdin, opts.Stdout); err != nil {
+			return nil, setupErr("allocating a terminal", err)
+		}
+		defer tty.close()
+		spec.TTY = true
+		extra[ConsoleFD-SpecFD] = tty.Peer
+	}
+	extra = append(extra, files...)
+
 	cmd := &exec.Cmd{
 		Path:       fmt.Sprintf("/proc/self/fd/%d", exe.Fd()),
 		Args:       []string{"cordon", InitArg},
@@ -76,7 +90,7 @@ func Run(opts Options) (*Result, error) {
 		Stdin:      opts.Stdin,
 		Stdout:     opts.Stdout,
 		Stderr:     opts.Stderr,
-		ExtraFiles: append([]*os.File{specR, statusW}, files...),
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 				unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
@@ -84,7 +98,7 @@ func Run(opts Options) (*Result, error) {
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: ids.gid, Size: 1}},
 			// Init keeps these capabilities (in its own user namespace only)
 			// to build the root; it drops them before the command starts.
-			AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE},
+			AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_ADMIN},
 			Pdeathsig:   unix.SIGKILL,
 		},
 	}
@@ -130,8 +144,19 @@ func Run(opts Options) (*Result, error) {
 	specW.Close()
 
 	statuses := readStatuses(statusR)
+	if tty != nil {
+		if err := tty.start(); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			if msgs := <-statuses; len(msgs) > 0 {
+				return finish(res, msgs, err)
+			}
+			return nil, setupErr("terminal", err)
+		}
+	}
 	waitErr := cmd.Wait()
-	return finish(res, <-statuses, waitErr)
+	msgs := <-statuses
+	return finish(res, msgs, waitErr)
 }
 
 // finish interprets init's messages and its own exit.
@@ -256,7 +281,7 @@ func buildSpec(opts Options) (*Spec, error) {
 			target = ws
 		}
 		if msg := profile.TargetProblem(target); msg != "" {
-			return nil, setupErr("workspace", errors.New(msg))
+			return nil, setupErr("workspace "+ws, fmt.Errorf("%s; run cordon from a project directory or choose one with --workspace DIR", msg))
 		}
 		if prev, dup := targets[target]; dup {
 			return nil, setupErr("workspace", fmt.Errorf("%s is also the target of the mount of %s", target, prev))

@@ -52,7 +52,10 @@ type Mount struct {
 const (
 	SpecFD   = 3 // the Spec, JSON, read to EOF
 	StatusFD = 4 // init's Status messages, JSON lines
-	FirstFD  = 5 // detached mounts and other passed descriptors
+	// ConsoleFD is a unix socket on which init sends back the master of the
+	// pseudo-terminal it allocates when TTY is set; closed otherwise.
+	ConsoleFD = 5
+	FirstFD   = 6 // detached mounts
 )
 
 // InitArg is the hidden subcommand that runs the sandbox init.

@@ -1,0 +1,148 @@
+package sandbox
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/landlock"
+	"github.com/cordon-sandbox/cordon/internal/seccomp"
+)
+
+// Host is what this host supports, as far as cordon is concerned.
+type Host struct {
+	Kernel string `json:"kernel"`
+	Arch   string `json:"arch"`
+	Root   bool   `json:"root"`
+	UID    int    `json:"uid"`
+	// UserNamespaces is empty when cordon can create its namespaces here,
+	// and says why not otherwise.
+	UserNamespaces string `json:"user_namespaces_error,omitempty"`
+	LandlockABI    int    `json:"landlock_abi"`
+	Seccomp        string `json:"seccomp_error,omitempty"`
+	SeccompNotify  bool   `json:"seccomp_user_notification"`
+	Cgroup         Cgroup `json:"cgroup"`
+}
+
+// Cgroup describes the cgroup hierarchy of the host.
+type Cgroup struct {
+	// Version is "v2", "v1", "hybrid" or "none".
+	Version string `json:"version"`
+	// V1Controllers are the mounted v1 controllers.
+	V1Controllers []string `json:"v1_controllers,omitempty"`
+	// V2Controllers are the controllers available in cordon's own v2 cgroup.
+	V2Controllers []string `json:"v2_controllers,omitempty"`
+	// Delegated reports whether cordon may create child cgroups.
+	Delegated bool `json:"delegated"`
+}
+
+// ProbeHost inspects the host. It starts one short-lived process in new
+// namespaces to learn whether that works.
+func ProbeHost() Host {
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	h := Host{
+		Kernel:      unix.ByteSliceToString(uts.Release[:]),
+		Arch:        unix.ByteSliceToString(uts.Machine[:]),
+		Root:        os.Geteuid() == 0,
+		UID:         os.Geteuid(),
+		LandlockABI: landlock.ABI(),
+	}
+	if err := tryNamespaces(); err != nil {
+		h.UserNamespaces = err.Error()
+	}
+	if err := seccomp.Available(); err != nil {
+		h.Seccomp = err.Error()
+	}
+	var sizes [3]uint16
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_NOTIF_SIZES, 0, uintptr(unsafe.Pointer(&sizes)))
+	h.SeccompNotify = errno == 0
+	h.Cgroup = probeCgroup()
+	return h
+}
+
+// tryNamespaces starts `cordon __hold` in the namespaces a sandbox uses.
+func tryNamespaces() error {
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{"cordon", HoldArg}
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Geteuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Getegid(), Size: 1}},
+		Pdeathsig:   unix.SIGKILL,
+	}
+	if err := cmd.Run(); err != nil {
+		return namespaceHint(err)
+	}
+	return nil
+}
+
+func probeCgroup() Cgroup {
+	var c Cgroup
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
+		c.Version = "none"
+		return c
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		c.Version = "v2"
+	} else {
+		entries, _ := os.ReadDir("/sys/fs/cgroup")
+		for _, e := range entries {
+			var sub unix.Statfs_t
+			p := "/sys/fs/cgroup/" + e.Name()
+			if unix.Statfs(p, &sub) != nil {
+				continue
+			}
+			switch sub.Type {
+			case unix.CGROUP_SUPER_MAGIC:
+				if strings.HasPrefix(e.Name(), "name=") || e.Name() == "systemd" {
+					continue
+				}
+				c.V1Controllers = append(c.V1Controllers, e.Name())
+			case unix.CGROUP2_SUPER_MAGIC:
+				c.Version = "hybrid"
+			}
+		}
+		if c.Version == "" {
+			c.Version = "v1"
+		}
+		if len(c.V1Controllers) == 0 && c.Version == "hybrid" {
+			c.Version = "v2"
+		}
+	}
+	if c.Version == "v2" {
+		if self, err := ownCgroupV2(); err == nil {
+			dir := "/sys/fs/cgroup" + self
+			if b, err := os.ReadFile(dir + "/cgroup.controllers"); err == nil {
+				c.V2Controllers = strings.Fields(string(b))
+			}
+			c.Delegated = unix.Access(dir, unix.W_OK) == nil
+		}
+	} else if len(c.V1Controllers) > 0 {
+		c.Delegated = unix.Access("/sys/fs/cgroup/"+c.V1Controllers[0], unix.W_OK) == nil
+	}
+	return c
+}
+
+// ownCgroupV2 returns the path of the process's v2 cgroup.
+func ownCgroupV2() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if p, ok := bytes.CutPrefix(line, []byte("0::")); ok {
+			return string(p), nil
+		}
+	}
+	return "", fmt.Errorf("no cgroup v2 entry")
+}

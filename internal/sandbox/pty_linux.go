@@ -1,0 +1,135 @@
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"golang.org/x/sys/unix"
+)
+
+// terminal relays between cordon's own terminal and a pseudo-terminal that
+// the sandbox init allocated in the sandbox's own devpts, whose master end it
+// passed back over a socket (so that ttyname, job control and window sizes
+// work inside). The sandbox never holds the user's terminal, so it cannot
+// push input into it or reach the session it belongs to; TIOCSTI and
+// TIOCLINUX are refused by seccomp as well.
+type terminal struct {
+	host   *os.File // cordon's stdin, a terminal
+	out    *os.File // cordon's stdout
+	sock   *os.File // cordon's end of the socket the master arrives on
+	Peer   *os.File // init's end, passed as ConsoleFD
+	master *os.File
+	saved  *unix.Termios
+	done   chan struct{}
+	winch  chan os.Signal
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	if f == nil {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// newTerminal prepares the socket the sandbox's pty master will come back on.
+func newTerminal(host, out *os.File) (*terminal, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("console socket: %w", err)
+	}
+	return &terminal{host: host, out: out, sock: os.NewFile(uintptr(fds[0]), "console"),
+		Peer: os.NewFile(uintptr(fds[1]), "console-peer"), done: make(chan struct{})}, nil
+}
+
+// start receives the master, sizes it like the host terminal, acknowledges
+// (init starts the command only then), puts the host terminal in raw mode and
+// relays in both directions.
+func (t *terminal) start() error {
+	t.Peer.Close()
+	master, err := RecvFD(t.sock)
+	if err != nil {
+		close(t.done)
+		return fmt.Errorf("receiving the sandbox terminal: %w", err)
+	}
+	t.master = master
+	t.resize()
+	if _, err := t.sock.Write([]byte{1}); err != nil {
+		close(t.done)
+		return fmt.Errorf("acknowledging the sandbox terminal: %w", err)
+	}
+	if saved, err := unix.IoctlGetTermios(int(t.host.Fd()), unix.TCGETS); err == nil {
+		raw := *saved
+		raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+		raw.Oflag &^= unix.OPOST
+		raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+		raw.Cflag &^= unix.CSIZE | unix.PARENB
+		raw.Cflag |= unix.CS8
+		raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
+		if unix.IoctlSetTermios(int(t.host.Fd()), unix.TCSETS, &raw) == nil {
+			t.saved = saved
+		}
+	}
+	t.winch = make(chan os.Signal, 1)
+	signal.Notify(t.winch, unix.SIGWINCH)
+	go func() {
+		for range t.winch {
+			t.resize()
+		}
+	}()
+	go io.Copy(t.master, t.host)
+	go func() {
+		io.Copy(t.out, t.master) // ends with EIO when the sandbox is gone
+		close(t.done)
+	}()
+	return nil
+}
+
+func (t *terminal) resize() {
+	if ws, err := unix.IoctlGetWinsize(int(t.host.Fd()), unix.TIOCGWINSZ); err == nil {
+		unix.IoctlSetWinsize(int(t.master.Fd()), unix.TIOCSWINSZ, ws)
+	}
+}
+
+// close waits for the output to drain and restores the host terminal.
+func (t *terminal) close() {
+	t.Peer.Close()
+	t.sock.Close()
+	if t.master == nil {
+		return
+	}
+	<-t.done
+	signal.Stop(t.winch)
+	close(t.winch)
+	if t.saved != nil {
+		unix.IoctlSetTermios(int(t.host.Fd()), unix.TCSETS, t.saved)
+	}
+	t.master.Close()
+}
+
+// SendFD passes f over the unix socket sock.
+func SendFD(sock, f *os.File) error {
+	return unix.Sendmsg(int(sock.Fd()), []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0)
+}
+
+// RecvFD receives one descriptor passed with SendFD.
+func RecvFD(sock *os.File) (*os.File, error) {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, fmt.Errorf("no descriptor received")
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return nil, fmt.Errorf("no descriptor received")
+	}
+	return os.NewFile(uintptr(fds[0]), "pty-master"), nil
+}
