@@ -69,7 +69,18 @@ func LoadFile(path string) (*Profile, error) {
 
 // Parse decodes and validates a profile. name is used in error messages.
 // Every error it returns is an Errors value.
-func Parse(name string, data []byte) (*Profile, error) {
+func Parse(name string, data []byte) (p *Profile, err error) {
+	// The YAML library can panic on some malformed input; a bad profile is
+	// an error, never a crash.
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, Errors{{File: name, Msg: fmt.Sprintf("malformed YAML (the decoder failed: %v)", r)}}
+		}
+	}()
+	return parse(name, data)
+}
+
+func parse(name string, data []byte) (*Profile, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, Errors{{File: name, Msg: "profile is empty"}}
 	}

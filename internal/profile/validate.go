@@ -69,6 +69,9 @@ func (p *Profile) validate(src *source) Errors {
 	}
 	if p.User.GID == 0 && !src.has("user.gid") {
 		p.User.GID = p.User.UID
+		if p.User.GID < 1 || p.User.GID > maxID {
+			p.User.GID = DefaultUID // the uid is reported; don't report it twice
+		}
 	}
 	if p.User.UID < 1 || p.User.UID > maxID {
 		bad("user.uid", "%d is out of range: the sandbox user is never root; use 1..%d", p.User.UID, maxID)

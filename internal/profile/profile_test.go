@@ -1,0 +1,198 @@
+package profile
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDefaultProfile(t *testing.T) {
+	p := Default()
+	if p.Agent != "default" || p.Hostname != "cordon" {
+		t.Errorf("agent/hostname: got %q/%q", p.Agent, p.Hostname)
+	}
+	if p.User.UID == 0 || p.User.GID == 0 {
+		t.Errorf("default user is root: %+v", p.User)
+	}
+	if !p.Workspace.Writable || p.Workspace.Path != "." {
+		t.Errorf("workspace: got %+v, want . read-write", p.Workspace)
+	}
+	for _, m := range p.Mounts {
+		if m.Writable {
+			t.Errorf("default mount %s is writable", m.Path)
+		}
+		if m.Path == "/etc" || m.Path == "/home" || m.Path == "/root" || strings.HasPrefix(m.Path, "/home/") {
+			t.Errorf("default profile binds %s", m.Path)
+		}
+	}
+	if p.Resources.TmpSize.Bytes != 256<<20 {
+		t.Errorf("tmp_size: got %d", p.Resources.TmpSize.Bytes)
+	}
+}
+
+func TestEnviron(t *testing.T) {
+	p := Default()
+	host := map[string]string{"LANG": "C.UTF-8", "SECRET_TOKEN": "x", "PATH": "/host/bin", "HOME": "/root"}
+	got := p.Environ(func(k string) (string, bool) { v, ok := host[k]; return v, ok })
+	want := []string{"HOME=/home/agent", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("environment (-want +got):\n%s", diff)
+	}
+}
+
+const minimal = "version: 1\nagent: a\n"
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		src   string
+		line  int
+		col   int
+		field string
+		msg   string
+	}{
+		{"unknown field", minimal + "bogus: 1\n", 3, 1, "bogus", `unknown field "bogus"`},
+		{"unknown nested field", minimal + "mounts:\n  - path: /usr\n    bogus: 1\n", 5, 5, "mounts[0].bogus", `unknown field "bogus"`},
+		{"wrong type", minimal + "user:\n  uid: abc\n", 4, 8, "user.uid", "cannot unmarshal"},
+		{"relative mount", minimal + "mounts:\n  - path: usr\n", 4, 5, "mounts[0].path", "must be an absolute path"},
+		{"unclean mount", minimal + "mounts:\n  - path: /usr/../etc\n", 4, 5, "mounts[0].path", "not clean"},
+		{"root mount", minimal + "mounts:\n  - path: /\n", 4, 5, "mounts[0].path", "whole host root"},
+		{"etc wholesale", minimal + "mounts:\n  - path: /etc\n", 4, 5, "mounts[0].path", "not bound wholesale"},
+		{"reserved proc", minimal + "mounts:\n  - path: /srv\n    target: /proc/x\n", 5, 5, "mounts[1-1].target", "reserved"},
+		{"duplicate target", minimal + "mounts:\n  - path: /usr\n  - path: /opt\n    target: /usr\n", 6, 5, "mounts[1].target", "already the target"},
+		{"root user", minimal + "user:\n  uid: 0\n", 4, 3, "user.uid", "never root"},
+		{"bad size", minimal + "resources:\n  tmp_size: 12Q\n", 4, 3, "resources.tmp_size", "not a size"},
+		{"tiny size", minimal + "resources:\n  tmp_size: 1k\n", 4, 3, "resources.tmp_size", "too small"},
+		{"negative size", minimal + "resources:\n  tmp_size: -5MiB\n", 4, 3, "resources.tmp_size", "negative"},
+		{"bad env name", minimal + "env:\n  pass: [\"A-B\"]\n", 4, 10, "env.pass[0]", "not a valid environment variable name"},
+		{"missing version", "agent: a\n", 0, 0, "version", "missing"},
+		{"wrong version", "version: 2\nagent: a\n", 1, 1, "version", "unsupported version 2"},
+		{"missing agent", "version: 1\n", 0, 0, "agent", "missing"},
+		{"bad hostname", minimal + "hostname: a_b\n", 3, 1, "hostname", "not a valid host name"},
+		{"syntax error", minimal + "mounts: [\n", 3, 9, "", "not found"},
+		{"duplicate key", minimal + "agent: b\n", 3, 1, "", "already defined"},
+		{"empty", "  \n", 0, 0, "", "empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.field = strings.ReplaceAll(tt.field, "[1-1]", "[0]")
+			_, err := Parse("p.yaml", []byte(tt.src))
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) == 0 {
+				t.Fatalf("got %v, want profile errors", err)
+			}
+			e := errs[0]
+			if e.File != "p.yaml" || e.Line != tt.line || (tt.col != 0 && e.Col != tt.col) || e.Field != tt.field || !strings.Contains(e.Msg, tt.msg) {
+				t.Errorf("got %q (line %d col %d field %q), want line %d col %d field %q message containing %q",
+					e.Error(), e.Line, e.Col, e.Field, tt.line, tt.col, tt.field, tt.msg)
+			}
+			if tt.line > 0 && !strings.HasPrefix(e.Error(), "p.yaml:") {
+				t.Errorf("message %q does not start with file:line:col", e.Error())
+			}
+		})
+	}
+}
+
+func TestParseReportsEveryProblem(t *testing.T) {
+	src := minimal + "user:\n  uid: 0\nmounts:\n  - path: usr\nresources:\n  tmp_size: x\n"
+	_, err := Parse("p.yaml", []byte(src))
+	var errs Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("got %v", err)
+	}
+	var fields []string
+	for _, e := range errs {
+		fields = append(fields, e.Field)
+	}
+	want := []string{"user.uid", "mounts[0].path", "resources.tmp_size"}
+	if diff := cmp.Diff(want, fields); diff != "" {
+		t.Errorf("fields (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseFull(t *testing.T) {
+	src := `version: 1
+agent: reviewer
+hostname: box
+user:
+  name: bot
+  uid: 2000
+workspace:
+  path: /srv/repo
+  target: /work
+  writable: false
+mounts:
+  - path: /usr
+  - path: /data
+    target: /mnt/data
+    writable: true
+env:
+  set:
+    FOO: bar
+  pass: [TERM]
+resources:
+  tmp_size: 1.5GiB
+`
+	p, err := Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.User.GID != 2000 {
+		t.Errorf("gid defaults to uid: got %d", p.User.GID)
+	}
+	if p.User.Home() != "/home/bot" {
+		t.Errorf("home: got %s", p.User.Home())
+	}
+	if got := p.Resources.TmpSize.Bytes; got != 3<<29 {
+		t.Errorf("tmp_size: got %d", got)
+	}
+	if p.Mounts[1].Dest() != "/mnt/data" || !p.Mounts[1].Writable {
+		t.Errorf("mount: got %+v", p.Mounts[1])
+	}
+}
+
+func TestAddMount(t *testing.T) {
+	p := Default()
+	n := len(p.Mounts)
+	if err := p.AddMount("/opt", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AddMount("/usr", true); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Mounts) != n+1 {
+		t.Errorf("got %d mounts, want %d", len(p.Mounts), n+1)
+	}
+	i := slices.IndexFunc(p.Mounts, func(m Mount) bool { return m.Path == "/usr" })
+	if !p.Mounts[i].Writable {
+		t.Error("--rw /usr did not replace the read-only /usr")
+	}
+	if err := p.AddMount("rel", false); err == nil {
+		t.Error("relative path accepted")
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{"4096", 4096, false}, {"512MiB", 512 << 20, false}, {"1.5GiB", 3 << 29, false},
+		{"64k", 64 << 10, false}, {"2G", 2 << 30, false}, {"1MB", 1e6, false}, {"10B", 10, false},
+		{"", 0, true}, {"MiB", 0, true}, {"1.5.5M", 0, true}, {"-1", 0, true}, {"1e30GiB", 0, true}, {"NaN", 0, true},
+	} {
+		got, err := ParseSize(tt.in)
+		if (err != nil) != tt.bad || (!tt.bad && got != tt.want) {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d (error: %v)", tt.in, got, err, tt.want, tt.bad)
+		}
+	}
+	for n, want := range map[int64]string{256 << 20: "256MiB", 3 << 29: "1536MiB", 1000: "1000", 1 << 40: "1TiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
