@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -62,6 +63,7 @@ func run(report func(sandbox.Status)) error {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return stage("closing inherited descriptors", err)
 	}
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("cordon-init\x00")[0])), 0, 0, 0)
 	// Non-dumpable: the sandbox cannot ptrace, read the memory of or open
 	// /proc/1/exe of its init.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
