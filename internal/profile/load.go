@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -113,8 +114,12 @@ func locate(name string, err error) *Error {
 		GetToken() *token.Token
 		GetMessage() string
 	}
+	var typeErr *yaml.TypeError
 	if errors.As(err, &located) {
 		e.Msg = located.GetMessage()
+		if errors.As(err, &typeErr) && typeErr.DstType != nil && typeErr.SrcType != nil {
+			e.Msg = fmt.Sprintf("want %s, found %s", kindName(typeErr.DstType), kindName(typeErr.SrcType))
+		}
 		if tk := located.GetToken(); tk != nil && tk.Position != nil {
 			e.Line, e.Col = tk.Position.Line, tk.Position.Column
 		}
@@ -122,14 +127,36 @@ func locate(name string, err error) *Error {
 	return e
 }
 
+// kindName names a Go type the way a profile author thinks of it.
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping"
+	}
+	return t.String()
+}
+
 // source maps YAML paths to positions and back, for error messages.
 type source struct {
-	name   string
-	byPath map[string]*token.Position
+	name string
+	// keys holds where each field's key (or list item) starts; values
+	// where its value starts when that is a scalar.
+	keys, values map[string]*token.Position
 }
 
 func newSource(name string, file *ast.File) *source {
-	s := &source{name: name, byPath: map[string]*token.Position{}}
+	s := &source{name: name, keys: map[string]*token.Position{}, values: map[string]*token.Position{}}
 	for _, doc := range file.Docs {
 		ast.Walk(s, doc)
 	}
@@ -140,13 +167,19 @@ func newSource(name string, file *ast.File) *source {
 func (s *source) Visit(n ast.Node) ast.Visitor {
 	switch v := n.(type) {
 	case *ast.MappingValueNode:
+		field := fieldName(v.GetPath())
 		if tk := v.Key.GetToken(); tk != nil && tk.Position != nil {
-			s.byPath[fieldName(v.GetPath())] = tk.Position
+			s.keys[field] = tk.Position
+		}
+		if _, scalar := v.Value.(ast.ScalarNode); scalar {
+			if tk := v.Value.GetToken(); tk != nil && tk.Position != nil {
+				s.values[field] = tk.Position
+			}
 		}
 	case *ast.SequenceNode:
 		for i, item := range v.Values {
 			if tk := item.GetToken(); tk != nil && tk.Position != nil {
-				s.byPath[fmt.Sprintf("%s[%d]", fieldName(v.GetPath()), i)] = tk.Position
+				s.keys[fmt.Sprintf("%s[%d]", fieldName(v.GetPath()), i)] = tk.Position
 			}
 		}
 	}
@@ -159,15 +192,17 @@ func fieldName(p string) string {
 	return strings.TrimPrefix(strings.TrimPrefix(p, "$"), ".")
 }
 
-// errorAt builds an Error for field, positioned at the field or, when the
-// field is absent from the source, at its nearest present parent.
+// errorAt builds an Error for field, positioned at its value when that is a
+// scalar, else at its key or, when the field is absent from the source, at
+// its nearest present parent.
 func (s *source) errorAt(field, format string, args ...any) *Error {
 	e := &Error{File: s.name, Field: field, Msg: fmt.Sprintf(format, args...)}
-	for f := field; f != ""; f = parent(f) {
-		if pos, ok := s.byPath[f]; ok {
-			e.Line, e.Col = pos.Line, pos.Column
-			break
-		}
+	pos, ok := s.values[field]
+	for f := field; !ok && f != ""; f = parent(f) {
+		pos, ok = s.keys[f]
+	}
+	if ok {
+		e.Line, e.Col = pos.Line, pos.Column
 	}
 	return e
 }
@@ -175,7 +210,7 @@ func (s *source) errorAt(field, format string, args ...any) *Error {
 // fieldAt finds the field whose key sits at or just before line:col.
 func (s *source) fieldAt(line, col int) string {
 	best, bestLine, bestCol := "", 0, 0
-	for f, pos := range s.byPath {
+	for f, pos := range s.keys {
 		if pos.Line > line || (pos.Line == line && pos.Column > col) {
 			continue
 		}

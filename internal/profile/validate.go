@@ -153,7 +153,7 @@ func (p *Profile) validate(src *source) Errors {
 
 // has reports whether field is written in the source.
 func (s *source) has(field string) bool {
-	_, ok := s.byPath[field]
+	_, ok := s.keys[field]
 	return ok
 }
 
