@@ -15,22 +15,26 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/seccomp"
 )
 
-// confine applies the process-wide layers to every thread of init, in an
-// order where each step still has what it needs: the capability bounding set
-// and ambient set are emptied, core dumps disabled, no_new_privs set,
-// Landlock applied, every capability dropped, and seccomp installed last.
-// The command inherits all of it. It returns the Landlock ABI in force.
+// confine applies the layers, in an order where each step still has what it
+// needs: the capability bounding set and ambient set are emptied, core dumps
+// disabled, no_new_privs set, Landlock applied, every capability dropped, and
+// seccomp installed last. The command inherits all of it.
+//
+// The bounding and ambient sets are per thread and a child inherits them
+// from the thread that forks it: they are emptied on init's main thread,
+// to which Main locks the goroutine that starts the command. Everything else
+// applies to every thread of init. It returns the Landlock ABI in force.
 func confine(spec *sandbox.Spec) (int, error) {
 	last, err := lastCap()
 	if err != nil {
 		return 0, err
 	}
 	for c := 0; c <= last; c++ {
-		if err := allThreads(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); err != nil {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
 			return 0, fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
 		}
 	}
-	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("clearing ambient capabilities: %w", err)
 	}
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -26,6 +27,9 @@ import (
 // Main runs the init and never returns. It is reached through the hidden
 // subcommand sandbox.InitArg of the cordon binary.
 func Main() {
+	// The command is forked from this thread, which holds the emptied
+	// bounding and ambient capability sets (see confine).
+	runtime.LockOSThread()
 	status := os.NewFile(sandbox.StatusFD, "status")
 	report := func(s sandbox.Status) {
 		b, _ := json.Marshal(s)

@@ -196,3 +196,20 @@ func TestSizes(t *testing.T) {
 		}
 	}
 }
+
+func TestNameRules(t *testing.T) {
+	for _, tt := range []struct {
+		rule nameRule
+		name string
+		ok   bool
+	}{
+		{agentRe, "code-reviewer.v2", true}, {agentRe, "-x", false}, {agentRe, "", false}, {agentRe, strings.Repeat("a", 129), false},
+		{hostnameRe, "box-1", true}, {hostnameRe, "a", true}, {hostnameRe, "box-", false}, {hostnameRe, "a_b", false}, {hostnameRe, strings.Repeat("a", 64), false},
+		{userRe, "agent", true}, {userRe, "_svc-1", true}, {userRe, "Agent", false}, {userRe, "1a", false},
+		{envNameRe, "PATH", true}, {envNameRe, "_x1", true}, {envNameRe, "1X", false}, {envNameRe, "A-B", false}, {envNameRe, "A=B", false},
+	} {
+		if got := tt.rule.MatchString(tt.name); got != tt.ok {
+			t.Errorf("%+v.MatchString(%q) = %v, want %v", tt.rule, tt.name, got, tt.ok)
+		}
+	}
+}

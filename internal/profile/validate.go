@@ -3,7 +3,6 @@ package profile
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 )
 
@@ -18,12 +17,41 @@ const (
 	maxID = 65533
 )
 
+// Name checks. Hand-written rather than regular expressions: the profile
+// package is initialized in every sandbox's init, where start-up time counts.
 var (
-	agentRe    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	hostnameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
-	userRe     = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	envNameRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	agentRe    = nameRule{first: alnum, rest: alnum + "._-", max: 128}
+	hostnameRe = nameRule{first: alnum, rest: alnum + "-", last: alnum, max: 63}
+	userRe     = nameRule{first: lower + "_", rest: lower + digits + "_-", max: 32}
+	envNameRe  = nameRule{first: letters + "_", rest: letters + digits + "_", max: 1 << 16}
 )
+
+const (
+	lower   = "abcdefghijklmnopqrstuvwxyz"
+	letters = lower + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	digits  = "0123456789"
+	alnum   = letters + digits
+)
+
+// nameRule accepts names of 1..max bytes whose first byte is in first, the
+// others in rest, and the last (when last is set and the name is longer than
+// one byte) in last.
+type nameRule struct {
+	first, rest, last string
+	max               int
+}
+
+func (r nameRule) MatchString(s string) bool {
+	if len(s) == 0 || len(s) > r.max || strings.IndexByte(r.first, s[0]) < 0 {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if strings.IndexByte(r.rest, s[i]) < 0 {
+			return false
+		}
+	}
+	return r.last == "" || len(s) == 1 || strings.IndexByte(r.last, s[len(s)-1]) >= 0
+}
 
 // reserved are paths inside the sandbox that cordon builds itself; no bind may
 // replace them or be placed beneath the special file systems.

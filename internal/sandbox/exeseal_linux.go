@@ -27,7 +27,7 @@ func sealedSelf() (*os.File, error) {
 		return nil, fmt.Errorf("memfd_create: %w", err)
 	}
 	mem := os.NewFile(uintptr(fd), "cordon")
-	if _, err := io.Copy(mem, src); err != nil {
+	if err := copyFile(mem, src); err != nil {
 		mem.Close()
 		return nil, fmt.Errorf("copying own executable: %w", err)
 	}
@@ -44,4 +44,23 @@ func sealedSelf() (*os.File, error) {
 		return nil, fmt.Errorf("moving executable descriptor: %w", err)
 	}
 	return os.NewFile(uintptr(high), "cordon"), nil
+}
+
+// copyFile copies src to dst inside the kernel.
+func copyFile(dst, src *os.File) error {
+	fi, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	for left := fi.Size(); left > 0; {
+		n, err := unix.Sendfile(int(dst.Fd()), int(src.Fd()), nil, int(min(left, 1<<30)))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		left -= int64(n)
+	}
+	return nil
 }

@@ -27,6 +27,18 @@ const nobody = 65534
 // Run builds the sandbox, runs the command in it and waits for it to end.
 func Run(opts Options) (*Result, error) {
 	res := &Result{}
+	// Copying the binary is the slowest step on the host side: do it while
+	// the spec and the mounts are prepared.
+	sealed := make(chan sealResult, 1)
+	go func() {
+		f, err := sealedSelf()
+		sealed <- sealResult{f, err}
+	}()
+	defer func() {
+		if s := <-sealed; s.f != nil {
+			s.f.Close()
+		}
+	}()
 	spec, err := buildSpec(opts)
 	if err != nil {
 		return nil, err
@@ -51,11 +63,12 @@ func Run(opts Options) (*Result, error) {
 		}
 	}
 
-	exe, err := sealedSelf()
-	if err != nil {
-		return nil, setupErr("protecting the cordon binary", err)
+	seal := <-sealed
+	sealed <- seal // for the deferred close
+	if seal.err != nil {
+		return nil, setupErr("protecting the cordon binary", seal.err)
 	}
-	defer exe.Close()
+	exe := seal.f
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, setupErr("creating spec pipe", err)
@@ -157,6 +170,11 @@ func Run(opts Options) (*Result, error) {
 	waitErr := cmd.Wait()
 	msgs := <-statuses
 	return finish(res, msgs, waitErr)
+}
+
+type sealResult struct {
+	f   *os.File
+	err error
 }
 
 // finish interprets init's messages and its own exit.
