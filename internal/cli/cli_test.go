@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -72,7 +73,8 @@ func TestScripts(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"owner": cmdOwner,
+			"owner":   cmdOwner,
+			"running": cmdRunning,
 		},
 	})
 }
@@ -102,4 +104,34 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// running [-gone] ARG...: within ten seconds, a process whose command line is
+// exactly ARG... exists (or, negated, none does).
+func cmdRunning(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) == 0 {
+		ts.Fatalf("usage: running ARG...")
+	}
+	want := strings.Join(args, "\x00") + "\x00"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		found := false
+		pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range pids {
+			if b, err := os.ReadFile(p); err == nil && string(b) == want {
+				found = true
+				break
+			}
+		}
+		if found != neg {
+			return
+		}
+		if time.Now().After(deadline) {
+			if neg {
+				ts.Fatalf("%q still running after 10s", strings.Join(args, " "))
+			}
+			ts.Fatalf("%q not running after 10s", strings.Join(args, " "))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -131,12 +131,7 @@ func run(report func(sandbox.Status)) error {
 	pid := cmd.Process.Pid
 	report(sandbox.Status{Event: "started", Pid: pid, LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
 
-	go func() {
-		for s := range sigs {
-			unix.Kill(-pid, s.(syscall.Signal))
-		}
-	}()
-	ws := reap(pid)
+	ws := supervise(pid, sigs)
 	st := sandbox.Status{Event: "exit"}
 	if ws.Signaled() {
 		st.Signal = int(ws.Signal())
@@ -217,22 +212,46 @@ func executable(p string) error {
 	return unix.Access(p, unix.X_OK)
 }
 
-// reap waits for every process in the sandbox. When the command exits, the
-// rest of the sandbox is killed: nothing outlives the call.
-func reap(pid int) unix.WaitStatus {
-	var main unix.WaitStatus
+// supervise forwards signals to the command's process group and reaps every
+// process in the sandbox. When the command exits, the rest of the sandbox is
+// killed: nothing outlives the call. It returns the command's status.
+//
+// Signals are sent from the calling goroutine, locked to the thread the
+// command was forked from: with Landlock before ABI 8 each thread of init is
+// its own Landlock domain, and signals only reach processes of the sender's
+// domain.
+func supervise(pid int, sigs <-chan os.Signal) unix.WaitStatus {
+	exited := make(chan unix.WaitStatus, 1)
+	empty := make(chan struct{})
+	go func() {
+		for {
+			var ws unix.WaitStatus
+			p, err := unix.Wait4(-1, &ws, 0, nil)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil { // ECHILD: nothing left
+				close(empty)
+				return
+			}
+			if p == pid {
+				exited <- ws
+			}
+		}
+	}()
+	var status unix.WaitStatus
 	for {
-		var ws unix.WaitStatus
-		p, err := unix.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil { // ECHILD: nothing left
-			return main
-		}
-		if p == pid {
-			main = ws
+		select {
+		case s := <-sigs:
+			unix.Kill(-pid, s.(syscall.Signal))
+		case status = <-exited:
 			unix.Kill(-1, unix.SIGKILL)
+		case <-empty:
+			select { // the command's status, if not taken yet
+			case status = <-exited:
+			default:
+			}
+			return status
 		}
 	}
 }

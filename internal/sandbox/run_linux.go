@@ -229,17 +229,23 @@ func namespaceHint(err error) error {
 	return err
 }
 
+// The host's layers, as functions so that tests can take them away.
+var (
+	seccompAvailable = seccomp.Available
+	landlockABI      = landlock.ABI
+)
+
 // checkLayers refuses to run without seccomp or Landlock unless the user
 // allowed it, and records what was skipped.
 func checkLayers(spec *Spec, allow map[string]bool, res *Result) error {
-	if err := seccomp.Available(); err != nil {
+	if err := seccompAvailable(); err != nil {
 		if !allow[LayerSeccomp] {
 			return setupErr("seccomp", fmt.Errorf("%w; refusing to run without it (--allow-degraded=seccomp runs anyway)", err))
 		}
 		spec.Seccomp = false
 		res.Degraded = append(res.Degraded, LayerSeccomp)
 	}
-	if landlock.ABI() < 1 {
+	if landlockABI() < 1 {
 		if !allow[LayerLandlock] {
 			return setupErr("landlock", errors.New("Landlock is not available in this kernel; refusing to run without it (--allow-degraded=landlock runs anyway)"))
 		}
