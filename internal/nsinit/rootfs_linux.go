@@ -41,20 +41,6 @@ type rootfs struct {
 	notes []string
 }
 
-// bindAttrs are the mount attributes of a bind.
-func bindAttrs(m sandbox.Mount) uint64 {
-	a := uint64(unix.MOUNT_ATTR_NOSUID)
-	if m.Device {
-		a |= unix.MOUNT_ATTR_NOEXEC
-	} else {
-		a |= unix.MOUNT_ATTR_NODEV
-	}
-	if !m.Writable {
-		a |= unix.MOUNT_ATTR_RDONLY
-	}
-	return a
-}
-
 // source is a bind ready to be placed.
 type source struct {
 	m   sandbox.Mount
@@ -175,7 +161,7 @@ func (r *rootfs) openSources() ([]source, error) {
 			}
 			out = append(out, source{m, &mnt.Source{Path: m.Source, Kind: kind, Tree: tree}})
 		default:
-			s, err := mnt.Open(m.Source, bindAttrs(m), !m.Writable)
+			s, err := mnt.Open(m.Source, m.Attrs(), !m.Writable)
 			if err != nil {
 				if m.Optional && errors.Is(err, unix.ENOENT) {
 					continue

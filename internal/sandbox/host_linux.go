@@ -15,33 +15,6 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/seccomp"
 )
 
-// Host is what this host supports, as far as cordon is concerned.
-type Host struct {
-	Kernel string `json:"kernel"`
-	Arch   string `json:"arch"`
-	Root   bool   `json:"root"`
-	UID    int    `json:"uid"`
-	// UserNamespaces is empty when cordon can create its namespaces here,
-	// and says why not otherwise.
-	UserNamespaces string `json:"user_namespaces_error,omitempty"`
-	LandlockABI    int    `json:"landlock_abi"`
-	Seccomp        string `json:"seccomp_error,omitempty"`
-	SeccompNotify  bool   `json:"seccomp_user_notification"`
-	Cgroup         Cgroup `json:"cgroup"`
-}
-
-// Cgroup describes the cgroup hierarchy of the host.
-type Cgroup struct {
-	// Version is "v2", "v1", "hybrid" or "none".
-	Version string `json:"version"`
-	// V1Controllers are the mounted v1 controllers.
-	V1Controllers []string `json:"v1_controllers,omitempty"`
-	// V2Controllers are the controllers available in cordon's own v2 cgroup.
-	V2Controllers []string `json:"v2_controllers,omitempty"`
-	// Delegated reports whether cordon may create child cgroups.
-	Delegated bool `json:"delegated"`
-}
-
 // ProbeHost inspects the host. It starts one short-lived process in new
 // namespaces to learn whether that works.
 func ProbeHost() Host {

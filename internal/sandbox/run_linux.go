@@ -376,7 +376,7 @@ func openTrees(spec *Spec, ids idMapping) ([]*os.File, error) {
 	}()
 	for i := range spec.Mounts {
 		m := &spec.Mounts[i]
-		src, err := mnt.Open(m.Source, attrsFor(*m), !m.Writable)
+		src, err := mnt.Open(m.Source, m.Attrs(), !m.Writable)
 		if err != nil {
 			if m.Optional && errors.Is(err, unix.ENOENT) {
 				m.Missing = true
@@ -415,20 +415,6 @@ func openTrees(spec *Spec, ids idMapping) ([]*os.File, error) {
 		files = append(files, src.Tree)
 	}
 	return files, nil
-}
-
-// attrsFor are the mount attributes of a bind.
-func attrsFor(m Mount) uint64 {
-	a := uint64(unix.MOUNT_ATTR_NOSUID)
-	if m.Device {
-		a |= unix.MOUNT_ATTR_NOEXEC
-	} else {
-		a |= unix.MOUNT_ATTR_NODEV
-	}
-	if !m.Writable {
-		a |= unix.MOUNT_ATTR_RDONLY
-	}
-	return a
 }
 
 // newUserns returns a user namespace whose only mapping sends the on-disk
