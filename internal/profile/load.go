@@ -92,9 +92,12 @@ func parse(name string, data []byte) (*Profile, error) {
 	if len(file.Docs) != 1 {
 		return nil, Errors{{File: name, Msg: fmt.Sprintf("want exactly one YAML document, found %d", len(file.Docs))}}
 	}
+	if file.Docs[0].Body == nil {
+		return nil, Errors{{File: name, Msg: "profile is empty"}}
+	}
 	src := newSource(name, file)
 	var p Profile
-	if err := yaml.UnmarshalWithOptions(data, &p, yaml.DisallowUnknownField(), yaml.Strict()); err != nil {
+	if err := yaml.NodeToValue(file.Docs[0].Body, &p, yaml.DisallowUnknownField(), yaml.Strict()); err != nil {
 		e := locate(name, err)
 		if e.Field == "" && e.Line > 0 {
 			e.Field = src.fieldAt(e.Line, e.Col)
