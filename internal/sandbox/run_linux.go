@@ -122,8 +122,14 @@ func Run(opts Options) (*Result, error) {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
 
+	// Signals for cordon go to the command. On a terminal, window changes
+	// reach it through the pseudo-terminal instead.
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
+	forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGCONT}
+	if tty == nil {
+		forward = append(forward, unix.SIGWINCH)
+	}
+	signal.Notify(sigs, forward...)
 	defer signal.Stop(sigs)
 
 	if err := cmd.Start(); err != nil {
