@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/internal/landlock"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
@@ -18,7 +19,7 @@ func doctorCmd(e *env, args []string) int {
 		return fail(e, err)
 	}
 	h := sandbox.ProbeHost()
-	ready := h.UserNamespaces == "" && h.Seccomp == "" && h.LandlockABI > 0
+	ready := h.UserNamespaces == "" && h.Seccomp == "" && h.LandlockABI >= landlock.MinABI
 	if *asJSON {
 		out, _ := json.MarshalIndent(struct {
 			sandbox.Host
@@ -83,8 +84,10 @@ func printDoctor(e *env, h sandbox.Host, ready bool) {
 	} else {
 		row("sandbox user", "the profile's user (uid 1000 by default) inside, mapped to your uid %d; your supplementary groups stay in effect for host files (the kernel does not let an unprivileged user drop them)", h.UID)
 	}
-	if h.LandlockABI > 0 {
+	if h.LandlockABI >= landlock.MinABI {
 		row("landlock", "enforced with ABI %d: read beneath the view, write only where the profile allows", h.LandlockABI)
+	} else if h.LandlockABI > 0 {
+		row("landlock", "ABI %d ONLY: cordon run refuses (it needs ABI %d); --allow-degraded=landlock enforces what ABI %d offers", h.LandlockABI, landlock.MinABI, h.LandlockABI)
 	} else {
 		row("landlock", "%s", missing(sandbox.LayerLandlock, "kernel has no Landlock"))
 	}

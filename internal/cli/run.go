@@ -52,7 +52,7 @@ func runCmd(e *env, args []string) int {
 		return fail(e, err)
 	}
 	for _, layer := range res.Degraded {
-		fmt.Fprintf(e.stderr, "cordon: warning: ran without %s, as --allow-degraded=%s asked\n", layer, layer)
+		fmt.Fprintf(e.stderr, "cordon: warning: ran without full %s, as --allow-degraded asked\n", layer)
 	}
 	if *verbose {
 		fmt.Fprintf(e.stderr, "cordon: landlock ABI %d\n", res.LandlockABI)

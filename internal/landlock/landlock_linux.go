@@ -23,6 +23,11 @@ type View struct {
 	Devices []string
 }
 
+// MinABI is the Landlock ABI cordon needs for the whole view: file access
+// (1), renames across directories (2), truncation (3), device ioctls (5) and
+// IPC scoping (6). With less, cordon runs only when the user allows it.
+const MinABI = 6
+
 // ABI returns the Landlock ABI version the kernel offers, 0 when Landlock is
 // unavailable.
 func ABI() int {
@@ -34,8 +39,9 @@ func ABI() int {
 }
 
 // Restrict confines every thread of the calling process, and everything it
-// starts, to v. It uses the best ABI the kernel offers and fails when the
-// kernel offers none.
+// starts, to v, with every right the kernel's ABI can enforce (the caller
+// decides beforehand whether an ABI below MinABI is acceptable). It fails
+// when the kernel offers no Landlock at all.
 func Restrict(v View) (abi int, err error) {
 	abi = ABI()
 	if abi < 1 {

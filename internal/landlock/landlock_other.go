@@ -11,6 +11,9 @@ type View struct {
 	Devices       []string
 }
 
+// MinABI is the Landlock ABI cordon needs.
+const MinABI = 6
+
 // ABI is 0 outside Linux.
 func ABI() int { return 0 }
 

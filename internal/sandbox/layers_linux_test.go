@@ -49,6 +49,26 @@ func TestMissingLayersFailClosed(t *testing.T) {
 	}
 }
 
+func TestOldLandlockNeedsConsent(t *testing.T) {
+	defer func(s func() error, l func() int) { seccompAvailable, landlockABI = s, l }(seccompAvailable, landlockABI)
+	seccompAvailable = func() error { return nil }
+	landlockABI = func() int { return 3 }
+	spec := &Spec{Seccomp: true, Landlock: true}
+	err := checkLayers(spec, nil, &Result{})
+	if err == nil || !strings.Contains(err.Error(), "ABI 3; cordon needs ABI 6") {
+		t.Fatalf("got %v, want a refusal naming both ABIs", err)
+	}
+	res := &Result{}
+	if err := checkLayers(spec, map[string]bool{LayerLandlock: true}, res); err != nil {
+		t.Fatal(err)
+	}
+	// Allowed: Landlock still applies, with what ABI 3 offers, and the
+	// outcome says so.
+	if !spec.Landlock || !slices.Equal(res.Degraded, []string{"landlock (ABI 3 of 6)"}) {
+		t.Errorf("got %+v, %v", spec, res.Degraded)
+	}
+}
+
 func TestLayersPresentAreKept(t *testing.T) {
 	defer func(s func() error, l func() int) { seccompAvailable, landlockABI = s, l }(seccompAvailable, landlockABI)
 	seccompAvailable = func() error { return nil }

@@ -251,12 +251,18 @@ func checkLayers(spec *Spec, allow map[string]bool, res *Result) error {
 		spec.Seccomp = false
 		res.Degraded = append(res.Degraded, LayerSeccomp)
 	}
-	if landlockABI() < 1 {
+	switch abi := landlockABI(); {
+	case abi < 1:
 		if !allow[LayerLandlock] {
 			return setupErr("landlock", errors.New("Landlock is not available in this kernel; refusing to run without it (--allow-degraded=landlock runs anyway)"))
 		}
 		spec.Landlock = false
 		res.Degraded = append(res.Degraded, LayerLandlock)
+	case abi < landlock.MinABI:
+		if !allow[LayerLandlock] {
+			return setupErr("landlock", fmt.Errorf("this kernel offers Landlock ABI %d; cordon needs ABI %d (device ioctls, IPC scoping); refusing to run with less (--allow-degraded=landlock enforces what ABI %d offers)", abi, landlock.MinABI, abi))
+		}
+		res.Degraded = append(res.Degraded, fmt.Sprintf("%s (ABI %d of %d)", LayerLandlock, abi, landlock.MinABI))
 	}
 	return nil
 }
