@@ -6,12 +6,13 @@ import (
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/landlock"
+	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
 // doctorCmd implements `cordon doctor [--json]`: what this host supports and
-// what cordon will do here. Exit status 0 when `cordon run` can contain
-// commands with every layer, 1 when a layer is missing.
+// what cordon will do here, checked by building one real sandbox. Exit status
+// 0 when `cordon run` can contain commands with every layer, 1 otherwise.
 func doctorCmd(e *env, args []string) int {
 	fs := newFlags(e, "doctor", "doctor [--json]")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -20,14 +21,23 @@ func doctorCmd(e *env, args []string) int {
 	}
 	h := sandbox.ProbeHost()
 	ready := h.UserNamespaces == "" && h.Seccomp == "" && h.LandlockABI >= landlock.MinABI
+	// The layers exist: build a real sandbox to be sure they work together.
+	trial := "not run: a layer is missing"
+	if ready {
+		trial = "ok"
+		if err := sandbox.Trial(profile.Default()); err != nil {
+			trial, ready = err.Error(), false
+		}
+	}
 	if *asJSON {
 		out, _ := json.MarshalIndent(struct {
 			sandbox.Host
-			Ready bool `json:"ready"`
-		}{h, ready}, "", "  ")
+			Trial string `json:"trial"`
+			Ready bool   `json:"ready"`
+		}{h, trial, ready}, "", "  ")
 		fmt.Fprintln(e.stdout, string(out))
 	} else {
-		printDoctor(e, h, ready)
+		printDoctor(e, h, trial, ready)
 	}
 	if !ready {
 		return 1
@@ -35,7 +45,7 @@ func doctorCmd(e *env, args []string) int {
 	return 0
 }
 
-func printDoctor(e *env, h sandbox.Host, ready bool) {
+func printDoctor(e *env, h sandbox.Host, trial string, ready bool) {
 	w := e.stdout
 	row := func(k, format string, args ...any) { fmt.Fprintf(w, "  %-18s %s\n", k, fmt.Sprintf(format, args...)) }
 	missing := func(layer, why string) string {
@@ -100,11 +110,13 @@ func printDoctor(e *env, h sandbox.Host, ready bool) {
 	row("network", "none: a private network namespace with only lo")
 	row("limits", "size-capped /tmp and home (tmpfs); no cgroup limits yet")
 
+	row("trial sandbox", "%s", trial)
+
 	fmt.Fprintln(w)
 	if ready {
 		fmt.Fprintln(w, "ready: cordon run contains commands with every layer on this host")
 	} else {
-		fmt.Fprintln(w, "not ready: see the lines marked NO or MISSING")
+		fmt.Fprintln(w, "not ready: see the lines marked NO, MISSING or ONLY, and the trial sandbox")
 	}
 }
 

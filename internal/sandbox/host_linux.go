@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/landlock"
+	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/seccomp"
 )
 
@@ -118,4 +120,27 @@ func ownCgroupV2() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no cgroup v2 entry")
+}
+
+// Trial runs `true` in a sandbox built from p without a workspace, with
+// every layer, and reports what went wrong, if anything.
+func Trial(p *profile.Profile) error {
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer devnull.Close()
+	q := *p
+	q.Workspace = profile.Workspace{}
+	res, err := Run(Options{Profile: &q, Args: []string{"true"}, Stdin: devnull, Stdout: devnull, Stderr: devnull})
+	if err != nil {
+		return err
+	}
+	if res.ExecError != "" {
+		return errors.New(res.ExecError)
+	}
+	if res.ExitCode != 0 || res.Signal != 0 {
+		return fmt.Errorf("true exited with status %d, signal %d", res.ExitCode, res.Signal)
+	}
+	return nil
 }

@@ -419,7 +419,7 @@ func openTrees(spec *Spec, ids idMapping) ([]*os.File, error) {
 				}
 				if err := mnt.Idmap(src.Tree, int(userns.Fd())); err != nil {
 					src.Close()
-					return fail(setupErr("idmapping "+m.Source, err))
+					return fail(setupErr("idmapping "+m.Source, fmt.Errorf("%w; its file system may not support idmapped mounts: run cordon as its owner, or give it to an unprivileged owner, whose id the sandbox user then takes", err)))
 				}
 			}
 		}
