@@ -12,6 +12,9 @@ import (
 
 // runCmd implements `cordon run [flags] -- CMD [ARGS...]`.
 func runCmd(e *env, args []string) int {
+	// Copy cordon's binary for the sandbox's init while the rest is read.
+	exe := sandbox.SealExecutable()
+	defer exe.Close()
 	fs := newFlags(e, "run", "run [flags] -- CMD [ARGS...]")
 	var pf profileFlags
 	pf.register(fs)
@@ -40,6 +43,7 @@ func runCmd(e *env, args []string) int {
 	}
 	res, err := sandbox.Run(sandbox.Options{
 		Profile:       p,
+		Exe:           exe,
 		Args:          fs.Args(),
 		AllowDegraded: allow,
 		Cwd:           e.cwd,

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -111,16 +110,8 @@ func run(report func(sandbox.Status)) error {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 
-	cmd, err := command(spec, stdio)
+	pid, err := startCommand(spec, stdio)
 	if err != nil {
-		code := 127
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOEXEC) {
-			code = 126
-		}
-		report(sandbox.Status{Event: "exec-error", Error: err.Error(), Code: code})
-		return nil
-	}
-	if err := cmd.Start(); err != nil {
 		code := 127
 		if !errors.Is(err, os.ErrNotExist) {
 			code = 126
@@ -128,7 +119,6 @@ func run(report func(sandbox.Status)) error {
 		report(sandbox.Status{Event: "exec-error", Error: err.Error(), Code: code})
 		return nil
 	}
-	pid := cmd.Process.Pid
 	report(sandbox.Status{Event: "started", Pid: pid, LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
 
 	ws := supervise(pid, sigs)
@@ -146,31 +136,28 @@ func run(report func(sandbox.Status)) error {
 var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT,
 	unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT}
 
-// command prepares the command: its program is looked up in the sandbox's
-// PATH, and it starts in a new session with only descriptors 0-2.
-func command(spec *sandbox.Spec, stdio []*os.File) (*exec.Cmd, error) {
+// startCommand starts the command: its program is looked up in the
+// sandbox's PATH, and it starts in a new session with only descriptors 0-2.
+// It is forked with syscall.ForkExec rather than os/exec, whose first use
+// forks an extra child to probe for pidfd support.
+func startCommand(spec *sandbox.Spec, stdio []*os.File) (int, error) {
 	if len(spec.Args) == 0 {
-		return nil, fmt.Errorf("no command")
+		return 0, fmt.Errorf("no command")
 	}
 	prog, err := lookPath(spec.Args[0], spec.Path)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	cmd := &exec.Cmd{
-		Path:   prog,
-		Args:   spec.Args,
-		Env:    spec.Env,
-		Dir:    spec.Workdir,
-		Stdin:  stdio[0],
-		Stdout: stdio[1],
-		Stderr: stdio[2],
-		SysProcAttr: &syscall.SysProcAttr{
-			Setsid:  true,
-			Setctty: spec.TTY,
-			Ctty:    0,
-		},
+	pid, err := syscall.ForkExec(prog, spec.Args, &syscall.ProcAttr{
+		Dir:   spec.Workdir,
+		Env:   spec.Env,
+		Files: []uintptr{stdio[0].Fd(), stdio[1].Fd(), stdio[2].Fd()},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: spec.TTY, Ctty: 0},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", prog, err)
 	}
-	return cmd, nil
+	return pid, nil
 }
 
 // lookPath finds name in the sandbox's PATH, as a shell would.

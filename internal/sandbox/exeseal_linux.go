@@ -5,9 +5,45 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
+
+// Executable is a sealed copy of the cordon binary being made in the
+// background: the copy is the slowest step on the host side, so the CLI
+// starts it before it parses its flags and the profile.
+type Executable struct {
+	done  chan struct{}
+	f     *os.File
+	err   error
+	close sync.Once
+}
+
+// SealExecutable starts copying the running binary into a sealed memfd.
+func SealExecutable() *Executable {
+	e := &Executable{done: make(chan struct{})}
+	go func() {
+		e.f, e.err = sealedSelf()
+		close(e.done)
+	}()
+	return e
+}
+
+// File waits for the copy.
+func (e *Executable) File() (*os.File, error) {
+	<-e.done
+	return e.f, e.err
+}
+
+// Close waits for the copy and releases it; later calls do nothing.
+func (e *Executable) Close() {
+	e.close.Do(func() {
+		if f, _ := e.File(); f != nil {
+			f.Close()
+		}
+	})
+}
 
 // sealedSelf returns a sealed in-memory copy of the running binary. The
 // sandbox init is started from it, so a process in the sandbox that reaches

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -44,18 +43,19 @@ func ProbeHost() Host {
 
 // tryNamespaces starts `cordon __hold` in the namespaces a sandbox uses.
 func tryNamespaces() error {
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"cordon", HoldArg}
-	cmd.Env = []string{}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
+	p, err := start("/proc/self/exe", []string{"cordon", HoldArg}, nil, &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Geteuid(), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Getegid(), Size: 1}},
 		Pdeathsig:   unix.SIGKILL,
-	}
-	if err := cmd.Run(); err != nil {
+	})
+	if err != nil {
 		return namespaceHint(err)
+	}
+	ws, err := p.wait()
+	if err != nil || ws.ExitStatus() != 0 {
+		return fmt.Errorf("namespace trial: status %v, %v", ws, err)
 	}
 	return nil
 }

@@ -1,8 +1,10 @@
 package sandbox
 
-import "os"
+import (
+	"os"
 
-import "github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
 
 // Layers that may be skipped with --allow-degraded.
 const (
@@ -24,9 +26,12 @@ type Options struct {
 	Cwd string
 	// LookupEnv reads cordon's own environment, for env.pass.
 	LookupEnv func(string) (string, bool)
-	Stdin     *os.File
-	Stdout    *os.File
-	Stderr    *os.File
+	// Exe is the sealed copy of cordon to start init from; nil makes one.
+	Exe *Executable
+
+	Stdin  *os.File
+	Stdout *os.File
+	Stderr *os.File
 }
 
 // Result is how a run ended.

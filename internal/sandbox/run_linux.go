@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -27,18 +26,11 @@ const nobody = 65534
 // Run builds the sandbox, runs the command in it and waits for it to end.
 func Run(opts Options) (*Result, error) {
 	res := &Result{}
-	// Copying the binary is the slowest step on the host side: do it while
-	// the spec and the mounts are prepared.
-	sealed := make(chan sealResult, 1)
-	go func() {
-		f, err := sealedSelf()
-		sealed <- sealResult{f, err}
-	}()
-	defer func() {
-		if s := <-sealed; s.f != nil {
-			s.f.Close()
-		}
-	}()
+	exe := opts.Exe
+	if exe == nil {
+		exe = SealExecutable()
+	}
+	defer exe.Close()
 	spec, err := buildSpec(opts)
 	if err != nil {
 		return nil, err
@@ -63,12 +55,10 @@ func Run(opts Options) (*Result, error) {
 		}
 	}
 
-	seal := <-sealed
-	sealed <- seal // for the deferred close
-	if seal.err != nil {
-		return nil, setupErr("protecting the cordon binary", seal.err)
+	exeFile, err := exe.File()
+	if err != nil {
+		return nil, setupErr("protecting the cordon binary", err)
 	}
-	exe := seal.f
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, setupErr("creating spec pipe", err)
@@ -96,30 +86,30 @@ func Run(opts Options) (*Result, error) {
 	}
 	extra = append(extra, files...)
 
-	cmd := &exec.Cmd{
-		Path:       fmt.Sprintf("/proc/self/fd/%d", exe.Fd()),
-		Args:       []string{"cordon", InitArg},
-		Env:        []string{},
-		Stdin:      opts.Stdin,
-		Stdout:     opts.Stdout,
-		Stderr:     opts.Stderr,
-		ExtraFiles: extra,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
-				unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: ids.uid, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: ids.gid, Size: 1}},
-			// Init keeps these capabilities (in its own user namespace only)
-			// to build the root; it drops them before the command starts.
-			AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_ADMIN},
-			Pdeathsig:   unix.SIGKILL,
-		},
+	sys := &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: ids.uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: ids.gid, Size: 1}},
+		// Init keeps these capabilities (in its own user namespace only)
+		// to build the root; it drops them before the command starts.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_ADMIN},
+		Pdeathsig:   unix.SIGKILL,
 	}
 	if rootMode {
 		// Drop host root's supplementary groups, which would otherwise still
 		// grant access to group-readable host files.
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = true
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
+		sys.GidMappingsEnableSetgroups = true
+		sys.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
+	}
+	stdio := []*os.File{opts.Stdin, opts.Stdout, opts.Stderr}
+	for i := range stdio {
+		if stdio[i] == nil {
+			if stdio[i], err = devNull(nil); err != nil {
+				return nil, setupErr("opening /dev/null", err)
+			}
+			defer stdio[i].Close()
+		}
 	}
 
 	// Signals for cordon go to the command. On a terminal, window changes
@@ -132,7 +122,8 @@ func Run(opts Options) (*Result, error) {
 	signal.Notify(sigs, forward...)
 	defer signal.Stop(sigs)
 
-	if err := cmd.Start(); err != nil {
+	init, err := start(fmt.Sprintf("/proc/self/fd/%d", exeFile.Fd()), []string{"cordon", InitArg}, append(stdio, extra...), sys)
+	if err != nil {
 		return nil, setupErr("creating the sandbox namespaces", namespaceHint(err))
 	}
 	specR.Close()
@@ -148,7 +139,7 @@ func Run(opts Options) (*Result, error) {
 		for {
 			select {
 			case s := <-sigs:
-				cmd.Process.Signal(s)
+				init.signal(s.(syscall.Signal))
 			case <-done:
 				return
 			}
@@ -156,8 +147,7 @@ func Run(opts Options) (*Result, error) {
 	}()
 
 	if err := json.NewEncoder(specW).Encode(spec); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+		init.kill()
 		return nil, setupErr("sending the spec", err)
 	}
 	specW.Close()
@@ -165,26 +155,20 @@ func Run(opts Options) (*Result, error) {
 	statuses := readStatuses(statusR)
 	if tty != nil {
 		if err := tty.start(); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
+			init.kill()
 			if msgs := <-statuses; len(msgs) > 0 {
-				return finish(res, msgs, err)
+				return finish(res, msgs, 0, err)
 			}
 			return nil, setupErr("terminal", err)
 		}
 	}
-	waitErr := cmd.Wait()
+	ws, err := init.wait()
 	msgs := <-statuses
-	return finish(res, msgs, waitErr)
-}
-
-type sealResult struct {
-	f   *os.File
-	err error
+	return finish(res, msgs, ws, err)
 }
 
 // finish interprets init's messages and its own exit.
-func finish(res *Result, msgs []Status, waitErr error) (*Result, error) {
+func finish(res *Result, msgs []Status, ws unix.WaitStatus, waitErr error) (*Result, error) {
 	var exited bool
 	for _, m := range msgs {
 		switch m.Event {
@@ -203,10 +187,13 @@ func finish(res *Result, msgs []Status, waitErr error) (*Result, error) {
 		}
 	}
 	if !exited {
-		if waitErr != nil {
+		switch {
+		case waitErr != nil:
 			return nil, setupErr("sandbox init", fmt.Errorf("ended without reporting: %w", waitErr))
+		case ws.Signaled():
+			return nil, setupErr("sandbox init", fmt.Errorf("killed by %s without reporting", unix.SignalName(ws.Signal())))
 		}
-		return nil, setupErr("sandbox init", errors.New("ended without reporting"))
+		return nil, setupErr("sandbox init", fmt.Errorf("exited with status %d without reporting", ws.ExitStatus()))
 	}
 	return res, nil
 }
@@ -432,28 +419,23 @@ func openTrees(spec *Spec, ids idMapping) ([]*os.File, error) {
 // newUserns returns a user namespace whose only mapping sends the on-disk
 // owner ids to the sandbox user's host ids, for an idmapped mount.
 func newUserns(fromUID, toUID, fromGID, toGID uint32) (*os.File, error) {
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"cordon", HoldArg}
-	cmd.Env = []string{}
-	stdin, err := cmd.StdinPipe()
+	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
+	defer r.Close()
+	defer w.Close()
+	helper, err := start("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: int(fromUID), HostID: int(toUID), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: int(fromGID), HostID: int(toGID), Size: 1}},
 		Pdeathsig:   unix.SIGKILL,
-	}
-	if err := cmd.Start(); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("starting id-mapping helper: %w", err)
 	}
-	defer func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	defer helper.kill()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", helper.pid))
 	if err != nil {
 		return nil, fmt.Errorf("opening helper's user namespace: %w", err)
 	}

@@ -8,3 +8,12 @@ import "errors"
 func Run(Options) (*Result, error) {
 	return nil, &SetupError{Stage: "platform", Err: errors.New("cordon sandboxes need Linux")}
 }
+
+// Executable is a sealed copy of cordon; only on Linux.
+type Executable struct{}
+
+// SealExecutable does nothing outside Linux.
+func SealExecutable() *Executable { return &Executable{} }
+
+// Close does nothing outside Linux.
+func (*Executable) Close() {}

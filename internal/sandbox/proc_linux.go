@@ -1,0 +1,75 @@
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// process is a child started with syscall.ForkExec. cordon does not use
+// os/exec for its own children: its first use in a process forks an extra
+// child to probe for pidfd support, which costs every sandbox a fork.
+type process struct {
+	pid    int
+	mu     sync.Mutex
+	reaped bool
+}
+
+// start forks and execs path with files as its descriptors 0, 1, 2, ...; a
+// nil file leaves that descriptor closed.
+func start(path string, args []string, files []*os.File, sys *syscall.SysProcAttr) (*process, error) {
+	fds := make([]uintptr, len(files))
+	for i, f := range files {
+		fds[i] = ^uintptr(0)
+		if f != nil {
+			fds[i] = f.Fd()
+		}
+	}
+	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{Env: []string{}, Files: fds, Sys: sys})
+	if err != nil {
+		return nil, err
+	}
+	return &process{pid: pid}, nil
+}
+
+// signal sends sig unless the process was already reaped (its pid may then
+// belong to another process).
+func (p *process) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.reaped {
+		unix.Kill(p.pid, sig)
+	}
+}
+
+// wait reaps the process and returns its status.
+func (p *process) wait() (unix.WaitStatus, error) {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(p.pid, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		p.mu.Lock()
+		p.reaped = true
+		p.mu.Unlock()
+		return ws, err
+	}
+}
+
+// kill kills the process and reaps it.
+func (p *process) kill() {
+	p.signal(unix.SIGKILL)
+	p.wait()
+}
+
+// devNull returns f, or /dev/null when f is nil.
+func devNull(f *os.File) (*os.File, error) {
+	if f != nil {
+		return f, nil
+	}
+	return os.OpenFile(os.DevNull, os.O_RDWR, 0)
+}
