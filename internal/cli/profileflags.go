@@ -44,11 +44,7 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 		writable bool
 	}{{pf.ro, "--ro", false}, {pf.rw, "--rw", true}} {
 		for _, path := range spec.paths {
-			abs := pf.abs(e, path)
-			if msg := profile.TargetProblem(abs); msg != "" {
-				return nil, fmt.Errorf("%s %s: %s", spec.flag, path, msg)
-			}
-			if err := p.AddMount(abs, spec.writable); err != nil {
+			if err := p.AddMount(pf.abs(e, path), spec.writable); err != nil {
 				return nil, fmt.Errorf("%s %s: %w", spec.flag, path, err)
 			}
 		}

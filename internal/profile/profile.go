@@ -120,6 +120,12 @@ func (p *Profile) AddMount(hostPath string, writable bool) error {
 		return fmt.Errorf("mount %q: path must be absolute", hostPath)
 	}
 	m := Mount{Path: path.Clean(hostPath), Writable: writable}
+	if msg := hostPathProblem(m.Path); msg != "" {
+		return fmt.Errorf("%s", msg)
+	}
+	if msg := p.targetProblem(m.Dest()); msg != "" {
+		return fmt.Errorf("%s", msg)
+	}
 	for i := range p.Mounts {
 		if p.Mounts[i].Dest() == m.Dest() {
 			p.Mounts[i] = m

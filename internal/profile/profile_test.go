@@ -63,6 +63,7 @@ func TestParseErrors(t *testing.T) {
 		{"etc wholesale", minimal + "mounts:\n  - path: /etc\n", 4, 11, "mounts[0].path", "not bound wholesale"},
 		{"reserved proc", minimal + "mounts:\n  - path: /srv\n    target: /proc/x\n", 5, 13, "mounts[1-1].target", "reserved"},
 		{"duplicate target", minimal + "mounts:\n  - path: /usr\n  - path: /opt\n    target: /usr\n", 6, 13, "mounts[1].target", "already the target"},
+		{"hides home", minimal + "mounts:\n  - path: /home\n", 4, 11, "mounts[0].path", "would hide the sandbox user's home"},
 		{"root user", minimal + "user:\n  uid: 0\n", 4, 8, "user.uid", "never root"},
 		{"bad size", minimal + "resources:\n  tmp_size: 12Q\n", 4, 13, "resources.tmp_size", "not a size"},
 		{"tiny size", minimal + "resources:\n  tmp_size: 1k\n", 4, 13, "resources.tmp_size", "too small"},
@@ -170,8 +171,10 @@ func TestAddMount(t *testing.T) {
 	if !p.Mounts[i].Writable {
 		t.Error("--rw /usr did not replace the read-only /usr")
 	}
-	if err := p.AddMount("rel", false); err == nil {
-		t.Error("relative path accepted")
+	for _, bad := range []string{"rel", "/", "/home", "/proc/x", "/tmp", "/etc"} {
+		if err := p.AddMount(bad, false); err == nil {
+			t.Errorf("AddMount(%q) accepted", bad)
+		}
 	}
 }
 

@@ -110,12 +110,8 @@ func (p *Profile) validate(src *source) Errors {
 
 	targets := map[string]string{}
 	checkTarget := func(field, target string) {
-		if msg := TargetProblem(target); msg != "" {
+		if msg := p.targetProblem(target); msg != "" {
 			bad(field, "%s", msg)
-			return
-		}
-		if home := p.User.Home(); target == home {
-			bad(field, "%s is the sandbox user's home, which cordon provides", target)
 			return
 		}
 		if prev, dup := targets[target]; dup {
@@ -202,7 +198,19 @@ func hostPathProblem(p string) string {
 	return ""
 }
 
-// targetProblem explains why t cannot be a place inside the sandbox, or "".
+// targetProblem is TargetProblem, and also refuses targets that would hide
+// the sandbox user's home.
+func (p *Profile) targetProblem(t string) string {
+	if msg := TargetProblem(t); msg != "" {
+		return msg
+	}
+	if home := p.User.Home(); t == home || strings.HasPrefix(home, t+"/") {
+		return fmt.Sprintf("%s would hide the sandbox user's home (%s), which cordon provides; bind below it or elsewhere", t, home)
+	}
+	return ""
+}
+
+// TargetProblem explains why t cannot be a place inside the sandbox, or "".
 func TargetProblem(t string) string {
 	if msg := hostPathProblem(t); msg != "" {
 		return msg
