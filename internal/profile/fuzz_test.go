@@ -32,7 +32,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if p.Version != Version || p.User.UID < 1 || p.User.GID < 1 || p.Resources.TmpSize.Bytes < minTmpSize {
+		if p.Version != Version || p.User.UID < 1 || p.User.GID < 1 || p.Resources.TmpSize.N < 1<<20 {
 			t.Fatalf("invalid profile accepted: %+v", p)
 		}
 		for _, m := range p.Mounts {
@@ -48,8 +48,17 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("round trip of\n%s\nfailed: %v", out, err)
 		}
-		if q.Agent != p.Agent || len(q.Mounts) != len(p.Mounts) || q.Resources.TmpSize.Bytes != p.Resources.TmpSize.Bytes {
+		if q.Agent != p.Agent || len(q.Mounts) != len(p.Mounts) || !sameLimits(&q.Resources, &p.Resources) {
 			t.Fatalf("round trip changed the profile:\n%s", strings.TrimSpace(string(out)))
 		}
 	})
+}
+
+func sameLimits(a, b *Resources) bool {
+	for _, l := range Limits {
+		if a.Get(l.Name).String() != b.Get(l.Name).String() {
+			return false
+		}
+	}
+	return true
 }

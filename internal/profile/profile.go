@@ -83,12 +83,6 @@ type Env struct {
 	Pass []string `yaml:"pass,omitempty" json:"pass,omitempty"`
 }
 
-// Resources holds the limits of the sandbox.
-type Resources struct {
-	// TmpSize caps /tmp and the home directory (each is its own tmpfs).
-	TmpSize Size `yaml:"tmp_size" json:"tmp_size"`
-}
-
 // Environ builds the command's environment from the profile and a lookup in
 // the host environment. HOME defaults to the sandbox user's home.
 func (p *Profile) Environ(lookup func(string) (string, bool)) []string {

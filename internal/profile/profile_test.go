@@ -28,8 +28,8 @@ func TestDefaultProfile(t *testing.T) {
 			t.Errorf("default profile binds %s", m.Path)
 		}
 	}
-	if p.Resources.TmpSize.Bytes != 256<<20 {
-		t.Errorf("tmp_size: got %d", p.Resources.TmpSize.Bytes)
+	if p.Resources.TmpSize.N != 256<<20 {
+		t.Errorf("tmp_size: got %d", p.Resources.TmpSize.N)
 	}
 }
 
@@ -66,7 +66,7 @@ func TestParseErrors(t *testing.T) {
 		{"hides home", minimal + "mounts:\n  - path: /home\n", 4, 11, "mounts[0].path", "would hide the sandbox user's home"},
 		{"root user", minimal + "user:\n  uid: 0\n", 4, 8, "user.uid", "never root"},
 		{"bad size", minimal + "resources:\n  tmp_size: 12Q\n", 4, 13, "resources.tmp_size", "not a size"},
-		{"tiny size", minimal + "resources:\n  tmp_size: 1k\n", 4, 13, "resources.tmp_size", "too small"},
+		{"tiny size", minimal + "resources:\n  tmp_size: 1k\n", 4, 13, "resources.tmp_size", "below the smallest tmp_size, 1MiB"},
 		{"negative size", minimal + "resources:\n  tmp_size: -5MiB\n", 4, 13, "resources.tmp_size", "negative"},
 		{"bad env name", minimal + "env:\n  pass: [\"A-B\"]\n", 4, 10, "env.pass[0]", "not a valid environment variable name"},
 		{"missing version", "agent: a\n", 0, 0, "version", "missing"},
@@ -147,7 +147,7 @@ resources:
 	if p.User.Home() != "/home/bot" {
 		t.Errorf("home: got %s", p.User.Home())
 	}
-	if got := p.Resources.TmpSize.Bytes; got != 3<<29 {
+	if got := p.Resources.TmpSize.N; got != 3<<29 {
 		t.Errorf("tmp_size: got %d", got)
 	}
 	if p.Mounts[1].Dest() != "/mnt/data" || !p.Mounts[1].Writable {
@@ -213,6 +213,45 @@ func TestNameRules(t *testing.T) {
 	} {
 		if got := tt.rule.MatchString(tt.name); got != tt.ok {
 			t.Errorf("%+v.MatchString(%q) = %v, want %v", tt.rule, tt.name, got, tt.ok)
+		}
+	}
+}
+
+func TestLimits(t *testing.T) {
+	p := Default()
+	for _, l := range Limits {
+		q := p.Resources.Get(l.Name)
+		if q == nil || !q.Set() {
+			t.Errorf("%s: no default", l.Name)
+			continue
+		}
+		if want, _ := parseQuantity(l, l.Default); q.N != want.N {
+			t.Errorf("%s: default.yaml says %s, Limits says %s", l.Name, q, l.Default)
+		}
+	}
+	for _, tt := range []struct {
+		name, value, want string
+		ok               bool
+	}{
+		{"wall", "1.5m", "90s", true}, {"wall", "30", "30s", true}, {"wall", "250ms", "250ms", true}, {"wall", "1ms", "", false},
+		{"wall", "unlimited", "unlimited", true}, {"wall", "soon", "", false}, {"wall", "-1s", "", false},
+		{"cpu_time", "2m", "2m", true}, {"cpu_time", "500ms", "", false},
+		{"cpus", "1.5", "1.5", true}, {"cpus", "0.001", "", false}, {"cpus", "two", "", false},
+		{"memory", "128MiB", "128MiB", true}, {"memory", "1MiB", "", false},
+		{"pids", "64", "64", true}, {"pids", "6.5", "", false}, {"pids", "3", "", false},
+		{"open_files", "unlimited", "", false}, {"tmp_size", "unlimited", "", false},
+		{"output", "1MiB", "1MiB", true}, {"nosuch", "1", "", false},
+	} {
+		p := Default()
+		err := p.SetLimit(tt.name, tt.value)
+		if (err == nil) != tt.ok {
+			t.Errorf("SetLimit(%s, %s): error %v, want ok=%v", tt.name, tt.value, err, tt.ok)
+			continue
+		}
+		if tt.ok {
+			if got := p.Resources.Get(tt.name).String(); got != tt.want {
+				t.Errorf("SetLimit(%s, %s) = %s, want %s", tt.name, tt.value, got, tt.want)
+			}
 		}
 	}
 }

@@ -7,24 +7,6 @@ import (
 	"strings"
 )
 
-// Size is a number of bytes written with a unit: "512MiB", "1.5GiB", "64k",
-// or a plain number of bytes. It keeps the text it was read from, so that
-// validation can report a bad value where it was written.
-type Size struct {
-	Bytes int64
-	text  string
-}
-
-// UnmarshalText stores the text; ParseSize checks it during validation.
-func (s *Size) UnmarshalText(b []byte) error {
-	s.text = string(b)
-	s.Bytes = 0
-	return nil
-}
-
-// MarshalText prints the size in the largest binary unit that divides it.
-func (s Size) MarshalText() ([]byte, error) { return []byte(FormatSize(s.Bytes)), nil }
-
 var sizeUnits = []struct {
 	name string
 	mult float64

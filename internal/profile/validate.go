@@ -11,8 +11,6 @@ const (
 	DefaultHostname = "cordon"
 	DefaultUserName = "agent"
 	DefaultUID      = 1000
-	DefaultTmpSize  = 256 << 20
-	minTmpSize      = 1 << 20
 	// maxID keeps the sandbox user clear of root and of the overflow ids.
 	maxID = 65533
 )
@@ -159,19 +157,7 @@ func (p *Profile) validate(src *source) Errors {
 		}
 	}
 
-	if p.Resources.TmpSize.text == "" && p.Resources.TmpSize.Bytes == 0 {
-		p.Resources.TmpSize.Bytes = DefaultTmpSize
-	} else if p.Resources.TmpSize.text != "" {
-		n, err := ParseSize(p.Resources.TmpSize.text)
-		switch {
-		case err != nil:
-			bad("resources.tmp_size", "%v", err)
-		case n < minTmpSize:
-			bad("resources.tmp_size", "%s is too small: at least %s", p.Resources.TmpSize.text, FormatSize(minTmpSize))
-		default:
-			p.Resources.TmpSize.Bytes = n
-		}
-	}
+	p.validateResources(bad)
 	return errs
 }
 

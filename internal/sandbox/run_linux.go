@@ -271,7 +271,7 @@ func buildSpec(opts Options) (*Spec, error) {
 		UID:      p.User.UID,
 		GID:      p.User.GID,
 		Home:     p.User.Home(),
-		TmpSize:  p.Resources.TmpSize.Bytes,
+		TmpSize:  p.Resources.TmpSize.N,
 		Workdir:  p.User.Home(),
 		Env:      env,
 		Args:     opts.Args,
