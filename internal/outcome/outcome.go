@@ -1,0 +1,224 @@
+// Package outcome describes how a contained run ended: one structure with a
+// status, the exit status cordon returns, the limit that ended the run, the
+// resources used against every limit, and one human sentence. It is pure:
+// the supervisor gathers the facts, Decide turns them into an Outcome.
+package outcome
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Status is how a run ended.
+type Status string
+
+// Statuses, in the order Decide considers them.
+const (
+	SandboxError  Status = "sandbox_error"
+	Timeout       Status = "timeout"
+	OutputLimit   Status = "output_limit"
+	MemoryLimit   Status = "memory_limit"
+	PidsLimit     Status = "pids_limit"
+	CPUTimeLimit  Status = "cpu_time_limit"
+	FileSizeLimit Status = "file_size_limit"
+	Signaled      Status = "signaled"
+	ExitNonzero   Status = "exit_nonzero"
+	OK            Status = "ok"
+)
+
+// Exit statuses of cordon that are not the command's own.
+const (
+	ExitFileSizeLimit = 119
+	ExitCPUTimeLimit  = 120
+	ExitMemoryLimit   = 121
+	ExitPidsLimit     = 122
+	ExitOutputLimit   = 123
+	ExitTimeout       = 124 // like timeout(1)
+	ExitSandboxError  = 125
+	ExitCannotRun     = 126 // like a shell
+	ExitNotFound      = 127 // like a shell
+	exitSignalBase    = 128 // 128+N: killed by signal N, like a shell
+)
+
+// limitStatus maps the limits that end a run to their status and exit code.
+var limitStatus = map[string]struct {
+	status Status
+	exit   int
+}{
+	"wall":      {Timeout, ExitTimeout},
+	"output":    {OutputLimit, ExitOutputLimit},
+	"memory":    {MemoryLimit, ExitMemoryLimit},
+	"pids":      {PidsLimit, ExitPidsLimit},
+	"cpu_time":  {CPUTimeLimit, ExitCPUTimeLimit},
+	"file_size": {FileSizeLimit, ExitFileSizeLimit},
+}
+
+// Outcome is the whole account of one run.
+type Outcome struct {
+	Status Status `json:"status"`
+	// ExitCode is the status cordon exits with.
+	ExitCode int `json:"exit_code"`
+	// CommandExitCode is the command's own exit status, when it exited.
+	CommandExitCode *int `json:"command_exit_code,omitempty"`
+	// Signal is the signal that ended the command, e.g. "SIGKILL".
+	Signal string `json:"signal,omitempty"`
+	// Limit is the limit that ended the run.
+	Limit *Limit `json:"limit,omitempty"`
+	Usage Usage  `json:"usage"`
+	// Limits is every limit in force, how it was enforced and how much of
+	// it the run used.
+	Limits []LimitState `json:"limits"`
+	// Degraded names containment layers the run went without, at the
+	// user's request.
+	Degraded []string `json:"degraded,omitempty"`
+	// Error says what failed, for sandbox_error.
+	Error string `json:"error,omitempty"`
+	// Message is one sentence for a person.
+	Message string `json:"message"`
+}
+
+// Limit names a limit and its value.
+type Limit struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Usage is what the run consumed. Fields that could not be measured on this
+// host are absent.
+type Usage struct {
+	WallMS          int64  `json:"wall_ms"`
+	UserCPUMS       *int64 `json:"user_cpu_ms,omitempty"`
+	SystemCPUMS     *int64 `json:"system_cpu_ms,omitempty"`
+	PeakMemoryBytes *int64 `json:"peak_memory_bytes,omitempty"`
+	PeakProcesses   *int64 `json:"peak_processes,omitempty"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+}
+
+// LimitState is one limit of the run.
+type LimitState struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// EnforcedBy is "cgroup v2", "cgroup v1", "rlimit", "tmpfs",
+	// "supervisor", or "unenforced".
+	EnforcedBy string `json:"enforced_by"`
+	// Used is the fraction of the limit the run used, when measured.
+	Used *float64 `json:"used,omitempty"`
+}
+
+// Facts are what the supervisor observed.
+type Facts struct {
+	// Err is set when the sandbox could not be built or run.
+	Err error
+	// Exited and Code: the command exited by itself with Code.
+	Exited bool
+	Code   int
+	// Signal is the signal that ended the command, 0 if none.
+	Signal     int
+	SignalName string
+	// ExecFailed is set when the command could not be started; Code is then
+	// 126 or 127.
+	ExecFailed string
+	// Killed names the limit for which cordon ended the run ("wall",
+	// "output", "memory", "pids", "cpu_time"), or "".
+	Killed string
+	// OOMKills counts processes the kernel killed for memory.
+	OOMKills int64
+	Wall     time.Duration
+	Usage    Usage
+	Limits   []LimitState
+	Degraded []string
+}
+
+// Signal numbers Decide recognizes (the same on every Linux architecture
+// cordon supports).
+const (
+	sigKill = 9
+	sigXCPU = 24
+	sigXFSZ = 25
+)
+
+// Decide turns the facts of a run into its outcome.
+func Decide(f Facts) Outcome {
+	o := Outcome{Usage: f.Usage, Limits: f.Limits, Degraded: f.Degraded}
+	o.Usage.WallMS = f.Wall.Milliseconds()
+	if f.Exited {
+		code := f.Code
+		o.CommandExitCode = &code
+	}
+	if f.Signal != 0 {
+		o.Signal = f.SignalName
+	}
+	limit := f.Killed
+	switch {
+	case limit != "":
+	case f.Signal == sigXCPU:
+		limit = "cpu_time"
+	case f.Signal == sigXFSZ:
+		limit = "file_size"
+	case f.OOMKills > 0 && (f.Signal == sigKill || !f.Exited):
+		limit = "memory"
+	}
+	switch {
+	case f.Err != nil:
+		o.Status, o.ExitCode, o.Error = SandboxError, ExitSandboxError, f.Err.Error()
+		o.Message = "cordon could not run the command: " + f.Err.Error()
+		return o
+	case limit != "":
+		ls := limitStatus[limit]
+		o.Status, o.ExitCode = ls.status, ls.exit
+		o.Limit = &Limit{Name: limit, Value: o.limitValue(limit)}
+		o.Message = fmt.Sprintf("stopped: the %s limit (%s) was reached", strings.ReplaceAll(limit, "_", " "), o.Limit.Value)
+	case f.ExecFailed != "":
+		o.Status, o.ExitCode = ExitNonzero, f.Code
+		o.Message = "the command could not be started: " + f.ExecFailed
+	case f.Signal != 0:
+		o.Status, o.ExitCode = Signaled, exitSignalBase+f.Signal
+		o.Message = fmt.Sprintf("the command was killed by %s", f.SignalName)
+	case f.Code != 0:
+		o.Status, o.ExitCode = ExitNonzero, f.Code
+		o.Message = fmt.Sprintf("the command exited with status %d", f.Code)
+	default:
+		o.Status, o.ExitCode = OK, 0
+		o.Message = "the command exited with status 0"
+	}
+	if near := o.nearest(); near != "" {
+		o.Message += "; " + near
+	}
+	return o
+}
+
+func (o *Outcome) limitValue(name string) string {
+	for _, l := range o.Limits {
+		if l.Name == name {
+			return l.Value
+		}
+	}
+	return "?"
+}
+
+// nearest describes the limit the run came closest to, when it used at
+// least half of one that did not end it.
+func (o *Outcome) nearest() string {
+	var best *LimitState
+	for i := range o.Limits {
+		l := &o.Limits[i]
+		if l.Used == nil || (o.Limit != nil && l.Name == o.Limit.Name) {
+			continue
+		}
+		if best == nil || *l.Used > *best.Used {
+			best = l
+		}
+	}
+	if best == nil || *best.Used < 0.5 {
+		return ""
+	}
+	return fmt.Sprintf("it used %.0f%% of the %s limit (%s)", 100**best.Used, strings.ReplaceAll(best.Name, "_", " "), best.Value)
+}
+
+// Clean reports whether the run ended by the command exiting with status 0.
+func (o *Outcome) Clean() bool { return o.Status == OK }
+
+// Summary is the one line printed on stderr when a run did not end cleanly.
+func (o *Outcome) Summary() string { return "cordon: " + o.Message }

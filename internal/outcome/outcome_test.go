@@ -1,0 +1,80 @@
+package outcome
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func used(f float64) *float64 { return &f }
+
+func TestDecide(t *testing.T) {
+	limits := []LimitState{
+		{Name: "wall", Value: "1s", EnforcedBy: "supervisor", Used: used(0.2)},
+		{Name: "memory", Value: "128MiB", EnforcedBy: "cgroup v1", Used: used(0.9)},
+		{Name: "pids", Value: "64", EnforcedBy: "cgroup v1"},
+		{Name: "cpu_time", Value: "1s", EnforcedBy: "rlimit"},
+		{Name: "file_size", Value: "1MiB", EnforcedBy: "rlimit"},
+		{Name: "output", Value: "1KiB", EnforcedBy: "supervisor"},
+	}
+	tests := []struct {
+		name   string
+		facts  Facts
+		status Status
+		exit   int
+		limit  string
+		msg    string
+	}{
+		{"clean", Facts{Exited: true}, OK, 0, "", "exited with status 0; it used 90% of the memory limit (128MiB)"},
+		{"nonzero", Facts{Exited: true, Code: 3}, ExitNonzero, 3, "", "exited with status 3"},
+		{"signal", Facts{Signal: 11, SignalName: "SIGSEGV"}, Signaled, 139, "", "killed by SIGSEGV"},
+		{"wall", Facts{Signal: 9, SignalName: "SIGKILL", Killed: "wall"}, Timeout, 124, "wall", "wall limit (1s) was reached"},
+		{"output", Facts{Signal: 9, Killed: "output"}, OutputLimit, 123, "output", "output limit (1KiB)"},
+		{"pids", Facts{Signal: 9, Killed: "pids"}, PidsLimit, 122, "pids", "pids limit (64)"},
+		{"oom killed the command", Facts{Signal: 9, SignalName: "SIGKILL", OOMKills: 1}, MemoryLimit, 121, "memory", "memory limit (128MiB)"},
+		{"oom killed a child only", Facts{Exited: true, Code: 1, OOMKills: 1}, ExitNonzero, 1, "", "exited with status 1"},
+		{"cpu rlimit", Facts{Signal: 24, SignalName: "SIGXCPU"}, CPUTimeLimit, 120, "cpu_time", "cpu time limit (1s)"},
+		{"file size rlimit", Facts{Signal: 25, SignalName: "SIGXFSZ"}, FileSizeLimit, 119, "file_size", "file size limit (1MiB)"},
+		{"not found", Facts{Exited: true, Code: 127, ExecFailed: "x: command not found"}, ExitNonzero, 127, "", "could not be started"},
+		{"sandbox error", Facts{Err: errors.New("landlock: missing")}, SandboxError, 125, "", "could not run the command: landlock: missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.facts.Limits = limits
+			tt.facts.Wall = 1500 * time.Millisecond
+			o := Decide(tt.facts)
+			if o.Status != tt.status || o.ExitCode != tt.exit {
+				t.Errorf("got %s/%d, want %s/%d", o.Status, o.ExitCode, tt.status, tt.exit)
+			}
+			if (o.Limit == nil) != (tt.limit == "") || (o.Limit != nil && o.Limit.Name != tt.limit) {
+				t.Errorf("limit: got %+v, want %q", o.Limit, tt.limit)
+			}
+			if !strings.Contains(o.Message, tt.msg) {
+				t.Errorf("message %q does not say %q", o.Message, tt.msg)
+			}
+			if o.Usage.WallMS != 1500 {
+				t.Errorf("wall: got %d", o.Usage.WallMS)
+			}
+			if _, err := json.Marshal(o); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestExitCodesAreDistinct(t *testing.T) {
+	seen := map[int]string{}
+	for name, ls := range limitStatus {
+		if prev, dup := seen[ls.exit]; dup {
+			t.Errorf("%s and %s share exit code %d", name, prev, ls.exit)
+		}
+		seen[ls.exit] = name
+	}
+	for _, c := range []int{ExitSandboxError, ExitCannotRun, ExitNotFound} {
+		if name, dup := seen[c]; dup {
+			t.Errorf("%s uses reserved exit code %d", name, c)
+		}
+	}
+}
