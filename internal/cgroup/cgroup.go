@@ -1,0 +1,196 @@
+// Package cgroup gives one sandbox a cgroup of its own, below cordon's own
+// cgroup and never elsewhere: it sets the memory (swap included), process
+// and CPU limits, reads usage, kills what is inside, and removes it. It
+// speaks cgroup v2 (a delegated subtree or the root) and cgroup v1 (the
+// memory, pids, cpu and cpuacct controllers), chosen at run time. All paths
+// are relative to a root directory, so the package is tested against fake
+// trees as well as the real one.
+package cgroup
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Limits are what the cgroup enforces; zero means no limit.
+type Limits struct {
+	MemoryBytes   int64
+	Pids          int64
+	CPUMillicores int64
+}
+
+// Stats is what the cgroup measured. Nil fields were not available.
+type Stats struct {
+	MemoryPeak *int64
+	PidsPeak   *int64
+	// PidsMaxEvents counts forks refused by the pids limit.
+	PidsMaxEvents int64
+	// OOMKills counts processes killed for the memory limit.
+	OOMKills int64
+	// CPUUsageNS is the CPU time of everything in the cgroup, when known.
+	CPUUsageNS *int64
+}
+
+// Group is one sandbox's cgroup.
+type Group interface {
+	// Version is "v2" or "v1".
+	Version() string
+	// AddProcess moves a process (all its threads) into the group.
+	AddProcess(pid int) error
+	Stats() (Stats, error)
+	// Kill kills every process in the group.
+	Kill() error
+	// Remove deletes the group's directories; it must be empty.
+	Remove() error
+	// Paths are the group's directories, for messages and cleanup.
+	Paths() []string
+}
+
+// ErrNotDelegated means cordon may not create cgroups where it runs.
+var ErrNotDelegated = errors.New("no cgroup is delegated to cordon here")
+
+// Host describes where cgroups are on this host.
+type Host struct {
+	// Root is the cgroup file system's mount point, /sys/fs/cgroup.
+	Root string
+	// Self is the content of /proc/self/cgroup.
+	Self []byte
+}
+
+// System is the real host.
+func System() (Host, error) {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return Host{}, fmt.Errorf("reading own cgroup: %w", err)
+	}
+	return Host{Root: "/sys/fs/cgroup", Self: self}, nil
+}
+
+// v1Controllers are the v1 hierarchies cordon uses: cpuacct only measures.
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
+
+// Version reports "v2" when the root is a cgroup2 tree with controllers,
+// "v1" when v1 controllers are mounted below it, "" when neither.
+func (h Host) Version() string {
+	if _, err := os.Stat(filepath.Join(h.Root, "cgroup.controllers")); err == nil {
+		return "v2"
+	}
+	for _, c := range v1Controllers[:3] {
+		if _, err := os.Stat(filepath.Join(h.Root, c, "cgroup.procs")); err == nil {
+			return "v1"
+		}
+	}
+	return ""
+}
+
+// New creates the group name below cordon's own cgroup and sets the limits.
+// On failure nothing is left behind.
+func (h Host) New(name string, l Limits) (Group, error) {
+	if strings.ContainsAny(name, "/") || name == "" || name == "." || name == ".." {
+		return nil, fmt.Errorf("bad cgroup name %q", name)
+	}
+	switch h.Version() {
+	case "v2":
+		return h.newV2(name, l)
+	case "v1":
+		return h.newV1(name, l)
+	}
+	return nil, fmt.Errorf("%w: no cgroup file system at %s", ErrNotDelegated, h.Root)
+}
+
+// ownPath returns the path of the process's cgroup in the hierarchy whose
+// /proc/self/cgroup entry lists controller ("" for the v2 entry).
+func (h Host) ownPath(controller string) (string, error) {
+	sc := bufio.NewScanner(bytes.NewReader(h.Self))
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if controller == "" && parts[0] == "0" && parts[1] == "" {
+			return parts[2], nil
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if controller != "" && c == controller {
+				return parts[2], nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no %q entry in /proc/self/cgroup", controller)
+}
+
+func write(dir, file, value string) error {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
+		return fmt.Errorf("setting %s: %w", file, err)
+	}
+	return nil
+}
+
+func readInt(dir, file string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return -1, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// optInt reads a counter that older kernels lack.
+func optInt(dir, file string) *int64 {
+	v, err := readInt(dir, file)
+	if err != nil {
+		return nil
+	}
+	return &v
+}
+
+// keyed reads "key value" lines (memory.events, pids.events, cpu.stat,
+// memory.oom_control).
+func keyed(dir, file, key string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == key {
+			return strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return 0, nil
+}
+
+// procs lists the pids in a cgroup directory.
+func procs(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// removeDirs removes cgroup directories, deepest first.
+func removeDirs(dirs []string) error {
+	var errs []error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Remove(dirs[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,219 @@
+package cgroup
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func mkfile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// A fake v2 tree: cordon runs in /svc, whose children get controllers.
+func TestV2FakeTree(t *testing.T) {
+	root := t.TempDir()
+	mkfile(t, filepath.Join(root, "cgroup.controllers"), "cpu memory pids")
+	mkfile(t, filepath.Join(root, "svc", "cgroup.subtree_control"), "memory")
+	h := Host{Root: root, Self: []byte("0::/svc\n")}
+	if v := h.Version(); v != "v2" {
+		t.Fatalf("version %q", v)
+	}
+	g, err := h.New("cordon-1", Limits{MemoryBytes: 128 << 20, Pids: 64, CPUMillicores: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "svc", "cordon-1")
+	if got := g.Paths(); len(got) != 1 || got[0] != dir {
+		t.Fatalf("paths %v, want [%s]", got, dir)
+	}
+	for file, want := range map[string]string{
+		"memory.max": "134217728", "memory.oom.group": "1", "pids.max": "64", "cpu.max": "150000 100000",
+	} {
+		if got := read(t, filepath.Join(dir, file)); got != want {
+			t.Errorf("%s = %q, want %q", file, got, want)
+		}
+	}
+	// The missing controllers were enabled for the children of /svc.
+	if got := read(t, filepath.Join(root, "svc", "cgroup.subtree_control")); got != "+pids +cpu" {
+		t.Errorf("subtree_control write %q", got)
+	}
+	if err := g.AddProcess(42); err != nil || read(t, filepath.Join(dir, "cgroup.procs")) != "42" {
+		t.Errorf("AddProcess: %v", err)
+	}
+	mkfile(t, filepath.Join(dir, "memory.peak"), "1000\n")
+	mkfile(t, filepath.Join(dir, "memory.events"), "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+	mkfile(t, filepath.Join(dir, "pids.events"), "max 5\n")
+	mkfile(t, filepath.Join(dir, "cpu.stat"), "usage_usec 2500\nuser_usec 2000\n")
+	s, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MemoryPeak == nil || *s.MemoryPeak != 1000 || s.OOMKills != 1 || s.PidsMaxEvents != 5 || s.CPUUsageNS == nil || *s.CPUUsageNS != 2500000 || s.PidsPeak != nil {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestV2NotDelegated(t *testing.T) {
+	root := t.TempDir()
+	mkfile(t, filepath.Join(root, "cgroup.controllers"), "cpu memory pids")
+	// No cgroup.subtree_control in cordon's own cgroup: nothing delegated.
+	os.MkdirAll(filepath.Join(root, "user.slice"), 0o755)
+	h := Host{Root: root, Self: []byte("0::/user.slice\n")}
+	if _, err := h.New("cordon-1", Limits{Pids: 64}); !errors.Is(err, ErrNotDelegated) {
+		t.Fatalf("got %v, want ErrNotDelegated", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "user.slice", "cordon-1")); err == nil {
+		t.Error("left a directory behind")
+	}
+}
+
+// A fake v1 tree like this host's: separate hierarchies, cordon in a
+// sub-cgroup of the memory hierarchy.
+func TestV1FakeTree(t *testing.T) {
+	root := t.TempDir()
+	for _, c := range []string{"memory", "pids", "cpu", "cpuacct"} {
+		mkfile(t, filepath.Join(root, c, "cgroup.procs"), "")
+	}
+	os.MkdirAll(filepath.Join(root, "memory", "api", "x"), 0o755)
+	self := "8:pids:/\n4:memory:/api/x\n2:cpuacct:/\n1:cpu:/\n0::/\n"
+	h := Host{Root: root, Self: []byte(self)}
+	if v := h.Version(); v != "v1" {
+		t.Fatalf("version %q", v)
+	}
+	mem := filepath.Join(root, "memory", "api", "x", "cordon-1")
+
+	g, err := h.New("cordon-1", Limits{MemoryBytes: 64 << 20, Pids: 32, CPUMillicores: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{mem, filepath.Join(root, "pids", "cordon-1"), filepath.Join(root, "cpu", "cordon-1"), filepath.Join(root, "cpuacct", "cordon-1")}
+	if got := g.Paths(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("paths %v, want %v", got, want)
+	}
+	for file, want := range map[string]string{
+		"memory/api/x/cordon-1/memory.limit_in_bytes": "67108864",
+		"pids/cordon-1/pids.max":                      "32",
+		"cpu/cordon-1/cpu.cfs_period_us":              "100000",
+		"cpu/cordon-1/cpu.cfs_quota_us":               "50000",
+	} {
+		if got := read(t, filepath.Join(root, file)); got != want {
+			t.Errorf("%s = %q, want %q", file, got, want)
+		}
+	}
+	if err := g.AddProcess(7); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range want {
+		if read(t, filepath.Join(d, "cgroup.procs")) != "7" {
+			t.Errorf("%s: process not added", d)
+		}
+	}
+	mkfile(t, filepath.Join(mem, "memory.max_usage_in_bytes"), "4096")
+	mkfile(t, filepath.Join(mem, "memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+	mkfile(t, filepath.Join(root, "pids", "cordon-1", "pids.events"), "max 0\n")
+	mkfile(t, filepath.Join(root, "pids", "cordon-1", "pids.peak"), "9")
+	mkfile(t, filepath.Join(root, "cpuacct", "cordon-1", "cpuacct.usage"), "123")
+	s, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *s.MemoryPeak != 4096 || s.OOMKills != 2 || *s.PidsPeak != 9 || *s.CPUUsageNS != 123 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestV1MissingController(t *testing.T) {
+	root := t.TempDir()
+	mkfile(t, filepath.Join(root, "memory", "cgroup.procs"), "")
+	h := Host{Root: root, Self: []byte("4:memory:/\n")}
+	if _, err := h.New("c", Limits{Pids: 10}); !errors.Is(err, ErrNotDelegated) {
+		t.Fatalf("got %v, want ErrNotDelegated for the missing pids controller", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "memory", "c")); err == nil {
+		t.Error("left the memory directory behind")
+	}
+}
+
+func TestBadNames(t *testing.T) {
+	h := Host{Root: t.TempDir()}
+	for _, n := range []string{"", ".", "..", "a/b"} {
+		if _, err := h.New(n, Limits{}); err == nil {
+			t.Errorf("name %q accepted", n)
+		}
+	}
+}
+
+// The real hierarchy of this host, when cordon may use it.
+func TestRealGroup(t *testing.T) {
+	h, err := System()
+	if err != nil {
+		t.Skip(err)
+	}
+	g, err := h.New("cordon-test-"+strings.ReplaceAll(t.Name(), "/", "-"), Limits{MemoryBytes: 64 << 20, Pids: 32, CPUMillicores: 500})
+	if errors.Is(err, ErrNotDelegated) {
+		t.Skipf("no delegated cgroup here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if err := g.AddProcess(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PidsPeak != nil && *s.PidsPeak < 1 {
+		t.Errorf("process not counted: %+v", s)
+	}
+	if s.MemoryPeak == nil || s.CPUUsageNS == nil {
+		t.Errorf("memory or CPU not measured: %+v", s)
+	}
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	// The group empties once the kill lands; then it can be removed.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err = g.Remove()
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	for _, p := range g.Paths() {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left behind", p)
+		}
+	}
+}

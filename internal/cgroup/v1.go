@@ -1,0 +1,135 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// v1 is one directory per controller hierarchy.
+type v1 struct {
+	dirs map[string]string // controller -> directory
+	// memsw reports whether swap is accounted (memory.memsw.*).
+	memsw bool
+}
+
+func (h Host) newV1(name string, l Limits) (Group, error) {
+	g := &v1{dirs: map[string]string{}}
+	// Every controller present is used, to measure even what is not limited;
+	// one that a limit needs must be present.
+	need := map[string]bool{"memory": l.MemoryBytes > 0, "pids": l.Pids > 0, "cpu": l.CPUMillicores > 0}
+	for _, c := range v1Controllers {
+		mount := filepath.Join(h.Root, c)
+		if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); err != nil {
+			if !need[c] {
+				continue
+			}
+			g.Remove()
+			return nil, fmt.Errorf("%w: the %s controller is not mounted", ErrNotDelegated, c)
+		}
+		own, err := h.ownPath(c)
+		if err != nil {
+			g.Remove()
+			return nil, err
+		}
+		dir := filepath.Join(mount, filepath.Clean("/"+own), name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			g.Remove()
+			if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
+				return nil, fmt.Errorf("%w: %v", ErrNotDelegated, err)
+			}
+			return nil, fmt.Errorf("creating cgroup: %w", err)
+		}
+		g.dirs[c] = dir
+	}
+	if err := g.set(l); err != nil {
+		g.Remove()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *v1) set(l Limits) error {
+	if d, ok := g.dirs["memory"]; ok && l.MemoryBytes > 0 {
+		m := strconv.FormatInt(l.MemoryBytes, 10)
+		if err := write(d, "memory.limit_in_bytes", m); err != nil {
+			return err
+		}
+		// Swap may not bypass the limit: memory and swap together are held
+		// to the same value.
+		if _, err := os.Stat(filepath.Join(d, "memory.memsw.limit_in_bytes")); err == nil {
+			if err := write(d, "memory.memsw.limit_in_bytes", m); err != nil {
+				return err
+			}
+			g.memsw = true
+		}
+	}
+	if d, ok := g.dirs["pids"]; ok && l.Pids > 0 {
+		if err := write(d, "pids.max", strconv.FormatInt(l.Pids, 10)); err != nil {
+			return err
+		}
+	}
+	if d, ok := g.dirs["cpu"]; ok && l.CPUMillicores > 0 {
+		if err := write(d, "cpu.cfs_period_us", strconv.Itoa(cpuPeriodUS)); err != nil {
+			return err
+		}
+		if err := write(d, "cpu.cfs_quota_us", strconv.FormatInt(l.CPUMillicores*cpuPeriodUS/1000, 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *v1) Version() string { return "v1" }
+
+func (g *v1) Paths() []string {
+	var out []string
+	for _, c := range v1Controllers {
+		if d, ok := g.dirs[c]; ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (g *v1) AddProcess(pid int) error {
+	for _, d := range g.Paths() {
+		if err := write(d, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *v1) Stats() (Stats, error) {
+	var s Stats
+	if d, ok := g.dirs["memory"]; ok {
+		peak := "memory.max_usage_in_bytes"
+		if g.memsw {
+			peak = "memory.memsw.max_usage_in_bytes"
+		}
+		s.MemoryPeak = optInt(d, peak)
+		var err error
+		if s.OOMKills, err = keyed(d, "memory.oom_control", "oom_kill"); err != nil {
+			return s, err
+		}
+	}
+	if d, ok := g.dirs["pids"]; ok {
+		s.PidsPeak = optInt(d, "pids.peak")
+		var err error
+		if s.PidsMaxEvents, err = keyed(d, "pids.events", "max"); err != nil {
+			return s, err
+		}
+	}
+	if d, ok := g.dirs["cpuacct"]; ok {
+		s.CPUUsageNS = optInt(d, "cpuacct.usage")
+	}
+	return s, nil
+}
+
+func (g *v1) Kill() error { return killAll(g.Paths()) }
+
+func (g *v1) Remove() error { return removeDirs(g.Paths()) }

@@ -1,0 +1,158 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// cpuPeriodUS is the CPU bandwidth period, in microseconds, for both versions.
+const cpuPeriodUS = 100000
+
+type v2 struct{ dir string }
+
+func (h Host) newV2(name string, l Limits) (Group, error) {
+	own, err := h.ownPath("")
+	if err != nil {
+		return nil, err
+	}
+	parent := filepath.Join(h.Root, filepath.Clean("/"+own))
+	// The controllers must be enabled for the parent's children. A cgroup
+	// other than the root cannot have processes and enabled controllers
+	// at once, so a parent that holds cordon itself must already have them.
+	if err := enableControllers(parent); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotDelegated, err)
+	}
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
+			return nil, fmt.Errorf("%w: %v", ErrNotDelegated, err)
+		}
+		return nil, fmt.Errorf("creating cgroup: %w", err)
+	}
+	g := &v2{dir: dir}
+	if err := g.set(l); err != nil {
+		g.Remove()
+		return nil, err
+	}
+	return g, nil
+}
+
+// enableControllers makes the memory, pids and cpu controllers available to
+// the children of parent, to limit and to measure.
+func enableControllers(parent string) error {
+	want := []string{"memory", "pids", "cpu"}
+	b, err := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
+	if err != nil {
+		return err
+	}
+	have := strings.Fields(string(b))
+	var add []string
+	for _, c := range want {
+		if !contains(have, c) {
+			add = append(add, "+"+c)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	if err := write(parent, "cgroup.subtree_control", strings.Join(add, " ")); err != nil {
+		return fmt.Errorf("enabling %s in %s: %w", strings.Join(add, " "), parent, err)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *v2) set(l Limits) error {
+	if l.MemoryBytes > 0 {
+		m := strconv.FormatInt(l.MemoryBytes, 10)
+		if err := write(g.dir, "memory.max", m); err != nil {
+			return err
+		}
+		// Swap may not bypass the limit.
+		if _, err := os.Stat(filepath.Join(g.dir, "memory.swap.max")); err == nil {
+			if err := write(g.dir, "memory.swap.max", "0"); err != nil {
+				return err
+			}
+		}
+		// An out-of-memory kill takes the whole sandbox, not one process.
+		if err := write(g.dir, "memory.oom.group", "1"); err != nil {
+			return err
+		}
+	}
+	if l.Pids > 0 {
+		if err := write(g.dir, "pids.max", strconv.FormatInt(l.Pids, 10)); err != nil {
+			return err
+		}
+	}
+	if l.CPUMillicores > 0 {
+		quota := l.CPUMillicores * cpuPeriodUS / 1000
+		if err := write(g.dir, "cpu.max", fmt.Sprintf("%d %d", quota, cpuPeriodUS)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *v2) Version() string { return "v2" }
+func (g *v2) Paths() []string { return []string{g.dir} }
+
+func (g *v2) AddProcess(pid int) error {
+	return write(g.dir, "cgroup.procs", strconv.Itoa(pid))
+}
+
+func (g *v2) Stats() (Stats, error) {
+	var s Stats
+	s.MemoryPeak = optInt(g.dir, "memory.peak")
+	s.PidsPeak = optInt(g.dir, "pids.peak")
+	var err error
+	if s.PidsMaxEvents, err = keyed(g.dir, "pids.events", "max"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return s, err
+	}
+	if s.OOMKills, err = keyed(g.dir, "memory.events", "oom_kill"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return s, err
+	}
+	if us, err := keyed(g.dir, "cpu.stat", "usage_usec"); err == nil {
+		ns := us * 1000
+		s.CPUUsageNS = &ns
+	}
+	return s, nil
+}
+
+func (g *v2) Kill() error {
+	if err := write(g.dir, "cgroup.kill", "1"); err == nil {
+		return nil
+	}
+	return killAll([]string{g.dir})
+}
+
+func (g *v2) Remove() error { return removeDirs([]string{g.dir}) }
+
+// killAll sends SIGKILL to every process listed in the directories.
+func killAll(dirs []string) error {
+	var errs []error
+	for _, d := range dirs {
+		pids, err := procs(d)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
