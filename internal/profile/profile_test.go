@@ -231,7 +231,7 @@ func TestLimits(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name, value, want string
-		ok               bool
+		ok                bool
 	}{
 		{"wall", "1.5m", "90s", true}, {"wall", "30", "30s", true}, {"wall", "250ms", "250ms", true}, {"wall", "1ms", "", false},
 		{"wall", "unlimited", "unlimited", true}, {"wall", "soon", "", false}, {"wall", "-1s", "", false},
