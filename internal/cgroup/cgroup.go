@@ -33,8 +33,11 @@ type Stats struct {
 	PidsMaxEvents int64
 	// OOMKills counts processes killed for the memory limit.
 	OOMKills int64
-	// CPUUsageNS is the CPU time of everything in the cgroup, when known.
-	CPUUsageNS *int64
+	// CPUUsageNS is the CPU time of everything in the cgroup, and
+	// CPUUserNS and CPUSystemNS its parts, when known.
+	CPUUsageNS  *int64
+	CPUUserNS   *int64
+	CPUSystemNS *int64
 }
 
 // Group is one sandbox's cgroup.

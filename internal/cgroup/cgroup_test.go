@@ -63,12 +63,12 @@ func TestV2FakeTree(t *testing.T) {
 	mkfile(t, filepath.Join(dir, "memory.peak"), "1000\n")
 	mkfile(t, filepath.Join(dir, "memory.events"), "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
 	mkfile(t, filepath.Join(dir, "pids.events"), "max 5\n")
-	mkfile(t, filepath.Join(dir, "cpu.stat"), "usage_usec 2500\nuser_usec 2000\n")
+	mkfile(t, filepath.Join(dir, "cpu.stat"), "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n")
 	s, err := g.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.MemoryPeak == nil || *s.MemoryPeak != 1000 || s.OOMKills != 1 || s.PidsMaxEvents != 5 || s.CPUUsageNS == nil || *s.CPUUsageNS != 2500000 || s.PidsPeak != nil {
+	if s.MemoryPeak == nil || *s.MemoryPeak != 1000 || s.OOMKills != 1 || s.PidsMaxEvents != 5 || s.CPUUsageNS == nil || *s.CPUUsageNS != 2500000 || *s.CPUUserNS != 2000000 || *s.CPUSystemNS != 500000 || s.PidsPeak != nil {
 		t.Errorf("stats %+v", s)
 	}
 }

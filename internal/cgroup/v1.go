@@ -126,6 +126,8 @@ func (g *v1) Stats() (Stats, error) {
 	}
 	if d, ok := g.dirs["cpuacct"]; ok {
 		s.CPUUsageNS = optInt(d, "cpuacct.usage")
+		s.CPUUserNS = optInt(d, "cpuacct.usage_user")
+		s.CPUSystemNS = optInt(d, "cpuacct.usage_sys")
 	}
 	return s, nil
 }

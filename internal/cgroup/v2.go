@@ -124,9 +124,11 @@ func (g *v2) Stats() (Stats, error) {
 	if s.OOMKills, err = keyed(g.dir, "memory.events", "oom_kill"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return s, err
 	}
-	if us, err := keyed(g.dir, "cpu.stat", "usage_usec"); err == nil {
-		ns := us * 1000
-		s.CPUUsageNS = &ns
+	for key, dst := range map[string]**int64{"usage_usec": &s.CPUUsageNS, "user_usec": &s.CPUUserNS, "system_usec": &s.CPUSystemNS} {
+		if us, err := keyed(g.dir, "cpu.stat", key); err == nil {
+			ns := us * 1000
+			*dst = &ns
+		}
 	}
 	return s, nil
 }

@@ -7,8 +7,11 @@ import (
 
 // Hidden subcommands the cordon binary runs itself with.
 const (
-	hiddenInit = sandbox.InitArg
-	hiddenHold = sandbox.HoldArg
+	hiddenInit    = sandbox.InitArg
+	hiddenHold    = sandbox.HoldArg
+	hiddenCleanup = sandbox.CleanupArg
 )
 
 func initMain() { nsinit.Main() }
+
+func cleanupMain(dirs []string) { sandbox.Cleanup(dirs) }

@@ -9,8 +9,11 @@ import (
 )
 
 const (
-	hiddenInit = sandbox.InitArg
-	hiddenHold = sandbox.HoldArg
+	hiddenInit    = sandbox.InitArg
+	hiddenHold    = sandbox.HoldArg
+	hiddenCleanup = "__cleanup"
 )
 
 func initMain() { os.Exit(ExitCordon) }
+
+func cleanupMain([]string) {}

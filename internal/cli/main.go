@@ -65,6 +65,8 @@ func Main(args []string) int {
 		initMain()
 	case hiddenHold:
 		io.Copy(io.Discard, os.Stdin)
+	case hiddenCleanup:
+		cleanupMain(rest)
 	default:
 		fmt.Fprintf(e.stderr, "cordon: unknown command %q\n", cmd)
 		usage(e.stderr)

@@ -1,25 +1,31 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
-// runCmd implements `cordon run [flags] -- CMD [ARGS...]`.
+// runCmd implements `cordon run [flags] -- CMD [ARGS...]`. It exits with the
+// outcome's exit status: the command's own when it exited by itself.
 func runCmd(e *env, args []string) int {
 	// Copy cordon's binary for the sandbox's init while the rest is read.
 	exe := sandbox.SealExecutable()
 	defer exe.Close()
+
 	fs := newFlags(e, "run", "run [flags] -- CMD [ARGS...]")
 	var pf profileFlags
 	pf.register(fs)
-	var degraded list
+	var degraded, limits list
 	fs.Var(&degraded, "allow-degraded", "run even if `LAYER` ("+strings.Join(sandbox.DegradableLayers, ", ")+") is unavailable; repeatable or comma-separated")
+	fs.Var(&limits, "limit", "set a resource limit, `NAME=VALUE` (e.g. memory=512MiB, wall=30s); repeatable")
+	asJSON := fs.Bool("json", false, "print the outcome as JSON on stderr after the command's output")
+	outFile := fs.String("outcome", "", "write the outcome as JSON to `FILE`")
 	verbose := fs.Bool("v", false, "report the layers in force on stderr")
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
@@ -41,7 +47,16 @@ func runCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	res, err := sandbox.Run(sandbox.Options{
+	for _, l := range limits {
+		name, value, ok := strings.Cut(l, "=")
+		if !ok {
+			return fail(e, fmt.Errorf("--limit %s: want NAME=VALUE", l))
+		}
+		if err := p.SetLimit(name, value); err != nil {
+			return fail(e, fmt.Errorf("--limit %s", err))
+		}
+	}
+	o, err := sandbox.Run(sandbox.Options{
 		Profile:       p,
 		Exe:           exe,
 		Args:          fs.Args(),
@@ -53,24 +68,35 @@ func runCmd(e *env, args []string) int {
 		Stderr:        e.stderrFile,
 	})
 	if err != nil {
-		return fail(e, err)
+		fail(e, err)
 	}
-	for _, layer := range res.Degraded {
+	for _, layer := range o.Degraded {
 		fmt.Fprintf(e.stderr, "cordon: warning: ran without full %s, as --allow-degraded asked\n", layer)
 	}
 	if *verbose {
-		fmt.Fprintf(e.stderr, "cordon: landlock ABI %d\n", res.LandlockABI)
-		for _, n := range res.Notes {
+		fmt.Fprintf(e.stderr, "cordon: landlock ABI %d\n", o.LandlockABI)
+		for _, n := range o.Notes {
 			fmt.Fprintf(e.stderr, "cordon: note: %s\n", n)
 		}
 	}
-	switch {
-	case res.ExecError != "":
-		fmt.Fprintf(e.stderr, "cordon: %s\n", res.ExecError)
-		return res.ExitCode
-	case res.Signal != 0:
-		fmt.Fprintf(e.stderr, "cordon: command killed by signal %d (%s)\n", res.Signal, unix.SignalName(unix.Signal(res.Signal)))
-		return 128 + res.Signal
+	report(e, o, err == nil, *asJSON, *outFile)
+	return o.ExitCode
+}
+
+// report prints the outcome: as JSON when asked, else one line when the run
+// did not end cleanly (a sandbox error has already been printed).
+func report(e *env, o outcome.Outcome, printSummary, asJSON bool, file string) {
+	if file != "" {
+		b, _ := json.MarshalIndent(o, "", "  ")
+		if err := os.WriteFile(file, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintf(e.stderr, "cordon: writing the outcome: %v\n", err)
+		}
 	}
-	return res.ExitCode
+	switch {
+	case asJSON:
+		b, _ := json.Marshal(o)
+		fmt.Fprintln(e.stderr, string(b))
+	case printSummary && !o.Clean():
+		fmt.Fprintln(e.stderr, o.Summary())
+	}
 }

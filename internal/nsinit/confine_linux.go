@@ -37,8 +37,8 @@ func confine(spec *sandbox.Spec) (int, error) {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("clearing ambient capabilities: %w", err)
 	}
-	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
-		return 0, fmt.Errorf("disabling core dumps: %w", err)
+	if err := setRlimits(spec.Rlimits); err != nil {
+		return 0, err
 	}
 	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return 0, fmt.Errorf("setting no_new_privs: %w", err)
@@ -106,4 +106,33 @@ func lastCap() (int, error) {
 		return 0, fmt.Errorf("parsing cap_last_cap: %w", err)
 	}
 	return n, nil
+}
+
+// setRlimits disables core dumps and sets the per-process limits. CPU time
+// gets a hard limit one second above the soft one: SIGXCPU first, which a
+// process may catch, then SIGKILL.
+func setRlimits(r sandbox.Rlimits) error {
+	limits := []struct {
+		name     string
+		resource int
+		soft     int64
+		hard     int64
+	}{
+		{"core dumps", unix.RLIMIT_CORE, 0, 0},
+		{"CPU time", unix.RLIMIT_CPU, r.CPUSeconds, r.CPUSeconds + 1},
+		{"file size", unix.RLIMIT_FSIZE, r.FileSize, r.FileSize},
+		{"open files", unix.RLIMIT_NOFILE, r.OpenFiles, r.OpenFiles},
+		{"processes", unix.RLIMIT_NPROC, r.Processes, r.Processes},
+	}
+	for _, l := range limits {
+		if l.name != "core dumps" && l.soft == 0 {
+			continue
+		}
+		// syscall.Setrlimit, not unix.Setrlimit: for RLIMIT_NOFILE it also
+		// stops the Go runtime from restoring its saved limit in children.
+		if err := syscall.Setrlimit(l.resource, &syscall.Rlimit{Cur: uint64(l.soft), Max: uint64(l.hard)}); err != nil {
+			return fmt.Errorf("setting the %s limit: %w", l.name, err)
+		}
+	}
+	return nil
 }

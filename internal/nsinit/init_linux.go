@@ -122,7 +122,7 @@ func run(report func(sandbox.Status)) error {
 	report(sandbox.Status{Event: "started", Pid: pid, LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
 
 	ws := supervise(pid, sigs)
-	st := sandbox.Status{Event: "exit"}
+	st := sandbox.Status{Event: "exit", TmpUsed: tmpUsed(spec)}
 	if ws.Signaled() {
 		st.Signal = int(ws.Signal())
 	} else {
@@ -289,4 +289,18 @@ func openConsole() (*os.File, error) {
 		return nil, fmt.Errorf("waiting for the host side: %w", err)
 	}
 	return peer, nil
+}
+
+// tmpUsed returns the most bytes in use in any size-capped file system.
+func tmpUsed(spec *sandbox.Spec) int64 {
+	var most int64
+	for _, dir := range []string{"/tmp", "/dev/shm", spec.Home} {
+		var st unix.Statfs_t
+		if unix.Statfs(dir, &st) == nil {
+			if used := int64(st.Blocks-st.Bfree) * int64(st.Bsize); used > most {
+				most = used
+			}
+		}
+	}
+	return most
 }

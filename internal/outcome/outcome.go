@@ -72,6 +72,10 @@ type Outcome struct {
 	// Degraded names containment layers the run went without, at the
 	// user's request.
 	Degraded []string `json:"degraded,omitempty"`
+	// LandlockABI is the Landlock ABI that was in force, 0 if none.
+	LandlockABI int `json:"landlock_abi,omitempty"`
+	// Notes are remarks about the containment of this run.
+	Notes []string `json:"notes,omitempty"`
 	// Error says what failed, for sandbox_error.
 	Error string `json:"error,omitempty"`
 	// Message is one sentence for a person.

@@ -16,4 +16,4 @@ func ProbeHost() Host {
 }
 
 // Trial fails outside Linux.
-func Trial(*profile.Profile) error { return errors.New("cordon sandboxes need Linux") }
+func Trial(*profile.Profile, map[string]bool) error { return errors.New("cordon sandboxes need Linux") }

@@ -45,18 +45,23 @@ func (p *process) signal(sig syscall.Signal) {
 	}
 }
 
-// wait reaps the process and returns its status.
-func (p *process) wait() (unix.WaitStatus, error) {
+// wait reaps the process and returns its status and resource usage, which
+// includes that of every descendant it reaped.
+func (p *process) wait() (unix.WaitStatus, *unix.Rusage, error) {
 	var ws unix.WaitStatus
+	var ru unix.Rusage
 	for {
-		_, err := unix.Wait4(p.pid, &ws, 0, nil)
+		_, err := unix.Wait4(p.pid, &ws, 0, &ru)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		p.mu.Lock()
 		p.reaped = true
 		p.mu.Unlock()
-		return ws, err
+		if err != nil {
+			return ws, nil, err
+		}
+		return ws, &ru, nil
 	}
 }
 

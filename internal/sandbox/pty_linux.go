@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,14 +17,15 @@ import (
 // push input into it or reach the session it belongs to; TIOCSTI and
 // TIOCLINUX are refused by seccomp as well.
 type terminal struct {
-	host   *os.File // cordon's stdin, a terminal
-	out    *os.File // cordon's stdout
-	sock   *os.File // cordon's end of the socket the master arrives on
-	Peer   *os.File // init's end, passed as ConsoleFD
+	host   *os.File  // cordon's stdin, a terminal
+	out    io.Writer // cordon's stdout
+	sock   *os.File  // cordon's end of the socket the master arrives on
+	Peer   *os.File  // init's end, passed as ConsoleFD
 	master *os.File
 	saved  *unix.Termios
 	done   chan struct{}
 	winch  chan os.Signal
+	closed sync.Once
 }
 
 // isTerminal reports whether f is a terminal.
@@ -36,7 +38,7 @@ func isTerminal(f *os.File) bool {
 }
 
 // newTerminal prepares the socket the sandbox's pty master will come back on.
-func newTerminal(host, out *os.File) (*terminal, error) {
+func newTerminal(host *os.File, out io.Writer) (*terminal, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("console socket: %w", err)
@@ -94,8 +96,11 @@ func (t *terminal) resize() {
 	}
 }
 
-// close waits for the output to drain and restores the host terminal.
-func (t *terminal) close() {
+// close waits for the output to drain and restores the host terminal;
+// later calls do nothing.
+func (t *terminal) close() { t.closed.Do(t.doClose) }
+
+func (t *terminal) doClose() {
 	t.Peer.Close()
 	t.sock.Close()
 	if t.master == nil {

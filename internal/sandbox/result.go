@@ -12,8 +12,13 @@ const (
 	LayerSeccomp  = "seccomp"
 )
 
+// LayerCgroup may be skipped when no cgroup is delegated to cordon: memory
+// and CPU bandwidth then go unenforced, and processes and CPU time are
+// limited per process by rlimits.
+const LayerCgroup = "cgroup"
+
 // DegradableLayers lists the layers --allow-degraded accepts.
-var DegradableLayers = []string{LayerLandlock, LayerSeccomp}
+var DegradableLayers = []string{LayerLandlock, LayerSeccomp, LayerCgroup}
 
 // Options describe one contained run.
 type Options struct {
@@ -32,21 +37,6 @@ type Options struct {
 	Stdin  *os.File
 	Stdout *os.File
 	Stderr *os.File
-}
-
-// Result is how a run ended.
-type Result struct {
-	// ExitCode is the command's exit status; for an exec failure, 126 or
-	// 127 as a shell reports them.
-	ExitCode int
-	// Signal is the signal that killed the command, 0 if none.
-	Signal int
-	// ExecError says why the command could not be started.
-	ExecError   string
-	LandlockABI int
-	// Degraded lists the layers that were skipped.
-	Degraded []string
-	Notes    []string
 }
 
 // SetupError is a failure of cordon itself, before or while the sandbox was

@@ -5,16 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/landlock"
 	"github.com/cordon-sandbox/cordon/internal/mnt"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/seccomp"
 )
@@ -23,9 +26,18 @@ import (
 // and the workspace belongs to root: never host root itself.
 const nobody = 65534
 
-// Run builds the sandbox, runs the command in it and waits for it to end.
-func Run(opts Options) (*Result, error) {
+// Run builds the sandbox, runs the command in it, waits for it to end and
+// returns the outcome. When the sandbox cannot be built or fails, the outcome
+// says sandbox_error and err is the SetupError.
+func Run(opts Options) (outcome.Outcome, error) {
 	res := &Result{}
+	err := run(opts, res)
+	o := outcome.Decide(res.facts(err))
+	o.LandlockABI, o.Notes = res.LandlockABI, res.Notes
+	return o, err
+}
+
+func run(opts Options, res *Result) error {
 	exe := opts.Exe
 	if exe == nil {
 		exe = SealExecutable()
@@ -33,11 +45,22 @@ func Run(opts Options) (*Result, error) {
 	defer exe.Close()
 	spec, err := buildSpec(opts)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := checkLayers(spec, opts.AllowDegraded, res); err != nil {
-		return nil, err
+		return err
 	}
+	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res)
+	if err != nil {
+		return err
+	}
+	res.limiter = lim
+	ended := false
+	defer func() {
+		if !ended && lim.group != nil {
+			lim.remove()
+		}
+	}()
 
 	rootMode := os.Geteuid() == 0
 	ids := idMapping{uid: os.Geteuid(), gid: os.Getegid()}
@@ -51,38 +74,70 @@ func Run(opts Options) (*Result, error) {
 		ids = rootIDs(spec)
 		files, err = openTrees(spec, ids)
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 
 	exeFile, err := exe.File()
 	if err != nil {
-		return nil, setupErr("protecting the cordon binary", err)
+		return setupErr("protecting the cordon binary", err)
 	}
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return nil, setupErr("creating spec pipe", err)
+		return setupErr("creating spec pipe", err)
 	}
 	defer specR.Close()
 	defer specW.Close()
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return nil, setupErr("creating status pipe", err)
+		return setupErr("creating status pipe", err)
 	}
 	defer statusR.Close()
 	defer statusW.Close()
+
+	stdin, stdout, stderr := opts.Stdin, opts.Stdout, opts.Stderr
+	for _, f := range []**os.File{&stdin, &stdout, &stderr} {
+		if *f == nil {
+			if *f, err = devNull(nil); err != nil {
+				return setupErr("opening /dev/null", err)
+			}
+			defer (*f).Close()
+		}
+	}
+	// The command's output passes through cordon, which counts it and cuts
+	// it at the output limit.
+	outCap := &outputCap{limit: quantity(opts.Profile.Resources.Output), marker: stderr, trip: func() { lim.trip("output") }}
+	res.output = outCap
 
 	// Descriptors of init: SpecFD, StatusFD, ConsoleFD (closed without a
 	// terminal), then the detached mounts from FirstFD on.
 	extra := []*os.File{specR, statusW, nil}
 	var tty *terminal
+	var copies sync.WaitGroup
+	stdio := []*os.File{stdin, nil, nil}
 	if isTerminal(opts.Stdin) && isTerminal(opts.Stdout) {
-		if tty, err = newTerminal(opts.Stdin, opts.Stdout); err != nil {
-			return nil, setupErr("allocating a terminal", err)
+		if tty, err = newTerminal(opts.Stdin, outCap.writer(stdout, false)); err != nil {
+			return setupErr("allocating a terminal", err)
 		}
 		defer tty.close()
 		spec.TTY = true
 		extra[ConsoleFD-SpecFD] = tty.Peer
+		stdio[1], stdio[2] = stdout, stderr
+	} else {
+		for i, dst := range []*os.File{stdout, stderr} {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return setupErr("creating output pipes", err)
+			}
+			defer r.Close()
+			defer w.Close()
+			stdio[i+1] = w
+			copies.Add(1)
+			go func(dst io.Writer, r *os.File) {
+				defer copies.Done()
+				io.Copy(dst, r)
+			}(outCap.writer(dst, i == 1), r)
+		}
 	}
 	extra = append(extra, files...)
 
@@ -102,18 +157,10 @@ func Run(opts Options) (*Result, error) {
 		sys.GidMappingsEnableSetgroups = true
 		sys.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
-	stdio := []*os.File{opts.Stdin, opts.Stdout, opts.Stderr}
-	for i := range stdio {
-		if stdio[i] == nil {
-			if stdio[i], err = devNull(nil); err != nil {
-				return nil, setupErr("opening /dev/null", err)
-			}
-			defer stdio[i].Close()
-		}
-	}
 
-	// Signals for cordon go to the command. On a terminal, window changes
-	// reach it through the pseudo-terminal instead.
+	// Signals for cordon go to the command; a second SIGINT or SIGTERM
+	// kills the sandbox. On a terminal, window changes reach the command
+	// through the pseudo-terminal instead.
 	sigs := make(chan os.Signal, 16)
 	forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGCONT}
 	if tty == nil {
@@ -122,23 +169,44 @@ func Run(opts Options) (*Result, error) {
 	signal.Notify(sigs, forward...)
 	defer signal.Stop(sigs)
 
+	if err := lim.startCleanup(); err != nil {
+		return setupErr("cgroup", err)
+	}
 	init, err := start(fmt.Sprintf("/proc/self/fd/%d", exeFile.Fd()), []string{"cordon", InitArg}, append(stdio, extra...), sys)
 	if err != nil {
-		return nil, setupErr("creating the sandbox namespaces", namespaceHint(err))
+		return setupErr("creating the sandbox namespaces", namespaceHint(err))
 	}
 	specR.Close()
 	statusW.Close()
+	for _, f := range stdio[1:] {
+		if tty == nil {
+			f.Close() // cordon keeps only the reading ends
+		}
+	}
 	for _, f := range files {
 		f.Close()
 	}
 	files = nil
+	killInit := func() { init.signal(unix.SIGKILL) }
+	if err := lim.begin(init.pid, killInit); err != nil {
+		init.kill()
+		return err
+	}
 
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
+		interrupts := 0
 		for {
 			select {
 			case s := <-sigs:
+				if s == unix.SIGINT || s == unix.SIGTERM {
+					if interrupts++; interrupts > 1 {
+						res.setInterrupted()
+						killInit()
+						continue
+					}
+				}
 				init.signal(s.(syscall.Signal))
 			case <-done:
 				return
@@ -148,7 +216,7 @@ func Run(opts Options) (*Result, error) {
 
 	if err := json.NewEncoder(specW).Encode(spec); err != nil {
 		init.kill()
-		return nil, setupErr("sending the spec", err)
+		return setupErr("sending the spec", err)
 	}
 	specW.Close()
 
@@ -156,46 +224,53 @@ func Run(opts Options) (*Result, error) {
 	if tty != nil {
 		if err := tty.start(); err != nil {
 			init.kill()
-			if msgs := <-statuses; len(msgs) > 0 {
-				return finish(res, msgs, 0, err)
-			}
-			return nil, setupErr("terminal", err)
+			<-statuses
+			return setupErr("terminal", err)
 		}
 	}
-	ws, err := init.wait()
-	msgs := <-statuses
-	return finish(res, msgs, ws, err)
+	ws, ru, waitErr := init.wait()
+	copies.Wait()
+	if tty != nil {
+		tty.close()
+	}
+	ended = true
+	res.killed, res.stats, res.wall = lim.end()
+	res.rusage = ru
+	return res.finish(<-statuses, ws, waitErr)
 }
 
 // finish interprets init's messages and its own exit.
-func finish(res *Result, msgs []Status, ws unix.WaitStatus, waitErr error) (*Result, error) {
-	var exited bool
+func (res *Result) finish(msgs []Status, ws unix.WaitStatus, waitErr error) error {
 	for _, m := range msgs {
 		switch m.Event {
 		case "error":
-			return nil, setupErr(m.Stage, errors.New(m.Error))
+			return setupErr(m.Stage, errors.New(m.Error))
 		case "started":
 			res.LandlockABI = m.LandlockABI
 			if m.Note != "" {
 				res.Notes = append(res.Notes, m.Note)
 			}
 		case "exec-error":
-			res.ExitCode, res.ExecError = m.Code, m.Error
-			return res, nil
+			res.ExitCode, res.ExecError, res.exited = m.Code, m.Error, true
+			return nil
 		case "exit":
-			res.ExitCode, res.Signal, exited = m.Code, m.Signal, true
+			res.ExitCode, res.Signal, res.exited, res.tmpUsed = m.Code, m.Signal, m.Signal == 0, m.TmpUsed
+			return nil
 		}
 	}
-	if !exited {
-		switch {
-		case waitErr != nil:
-			return nil, setupErr("sandbox init", fmt.Errorf("ended without reporting: %w", waitErr))
-		case ws.Signaled():
-			return nil, setupErr("sandbox init", fmt.Errorf("killed by %s without reporting", unix.SignalName(ws.Signal())))
-		}
-		return nil, setupErr("sandbox init", fmt.Errorf("exited with status %d without reporting", ws.ExitStatus()))
+	// Init was killed before it could report: by cordon, for a limit or a
+	// second interrupt, which ends the command with it.
+	if res.killed != "" || res.interrupted() {
+		res.Signal = int(unix.SIGKILL)
+		return nil
 	}
-	return res, nil
+	switch {
+	case waitErr != nil:
+		return setupErr("sandbox init", fmt.Errorf("ended without reporting: %w", waitErr))
+	case ws.Signaled():
+		return setupErr("sandbox init", fmt.Errorf("killed by %s without reporting", unix.SignalName(ws.Signal())))
+	}
+	return setupErr("sandbox init", fmt.Errorf("exited with status %d without reporting", ws.ExitStatus()))
 }
 
 func readStatuses(r *os.File) <-chan []Status {

@@ -2,11 +2,16 @@
 
 package sandbox
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+)
 
 // Run is only possible on Linux.
-func Run(Options) (*Result, error) {
-	return nil, &SetupError{Stage: "platform", Err: errors.New("cordon sandboxes need Linux")}
+func Run(Options) (outcome.Outcome, error) {
+	err := &SetupError{Stage: "platform", Err: errors.New("cordon sandboxes need Linux")}
+	return outcome.Decide(outcome.Facts{Err: err}), err
 }
 
 // Executable is a sealed copy of cordon; only on Linux.

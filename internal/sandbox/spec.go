@@ -12,16 +12,19 @@ import (
 // Spec is everything the sandbox init needs, computed on the host side. It
 // reaches init as JSON on a pipe, never through paths the sandbox could change.
 type Spec struct {
-	Hostname string   `json:"hostname"`
-	UserName string   `json:"user_name"`
-	UID      int      `json:"uid"` // inside the sandbox
-	GID      int      `json:"gid"`
-	Home     string   `json:"home"`
-	Mounts   []Mount  `json:"mounts"`
-	TmpSize  int64    `json:"tmp_size"`
-	Workdir  string   `json:"workdir"`
-	Env      []string `json:"env"`
-	Args     []string `json:"args"`
+	Hostname string  `json:"hostname"`
+	UserName string  `json:"user_name"`
+	UID      int     `json:"uid"` // inside the sandbox
+	GID      int     `json:"gid"`
+	Home     string  `json:"home"`
+	Mounts   []Mount `json:"mounts"`
+	TmpSize  int64   `json:"tmp_size"`
+	// Rlimits are set on init and inherited by the command; 0 leaves one
+	// as it is.
+	Rlimits Rlimits  `json:"rlimits"`
+	Workdir string   `json:"workdir"`
+	Env     []string `json:"env"`
+	Args    []string `json:"args"`
 	// Path is the PATH used to find Args[0].
 	Path string `json:"path"`
 	// Landlock and Seccomp are false only when the user allowed running
@@ -29,6 +32,15 @@ type Spec struct {
 	Landlock bool `json:"landlock"`
 	Seccomp  bool `json:"seccomp"`
 	TTY      bool `json:"tty"`
+}
+
+// Rlimits are the per-process limits: CPU seconds, the largest file
+// written, open descriptors, and (when no cgroup counts them) processes.
+type Rlimits struct {
+	CPUSeconds int64 `json:"cpu_seconds,omitempty"`
+	FileSize   int64 `json:"file_size,omitempty"`
+	OpenFiles  int64 `json:"open_files,omitempty"`
+	Processes  int64 `json:"processes,omitempty"`
 }
 
 // Mount is one bind mount of a host path.
@@ -73,6 +85,9 @@ type Status struct {
 	LandlockABI int    `json:"landlock_abi,omitempty"`
 	Pid         int    `json:"pid,omitempty"`
 	Note        string `json:"note,omitempty"`
+	// TmpUsed is, at exit, the most bytes used in any of the size-capped
+	// file systems (/tmp, /dev/shm, home).
+	TmpUsed int64 `json:"tmp_used,omitempty"`
 }
 
 // ReadSpec decodes a Spec.

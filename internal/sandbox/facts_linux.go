@@ -1,0 +1,88 @@
+package sandbox
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/cgroup"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+)
+
+// Result gathers the facts of one run for outcome.Decide.
+type Result struct {
+	// ExitCode is the command's exit status; for an exec failure, 126 or
+	// 127 as a shell reports them.
+	ExitCode int
+	// Signal is the signal that killed the command, 0 if none.
+	Signal int
+	// ExecError says why the command could not be started.
+	ExecError   string
+	LandlockABI int
+	// Degraded lists the layers that were skipped.
+	Degraded []string
+	Notes    []string
+
+	exited  bool
+	tmpUsed int64
+	limiter *limiter
+	output  *outputCap
+	killed  string
+	stats   cgroup.Stats
+	wall    time.Duration
+	rusage  *unix.Rusage
+
+	mu   sync.Mutex
+	intr bool
+}
+
+func (r *Result) setInterrupted() {
+	r.mu.Lock()
+	r.intr = true
+	r.mu.Unlock()
+}
+
+func (r *Result) interrupted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.intr
+}
+
+// facts turns what the run observed into outcome.Facts.
+func (r *Result) facts(err error) outcome.Facts {
+	f := outcome.Facts{
+		Err:        err,
+		Exited:     r.exited,
+		Code:       r.ExitCode,
+		Signal:     r.Signal,
+		ExecFailed: r.ExecError,
+		Killed:     r.killed,
+		OOMKills:   r.stats.OOMKills,
+		Wall:       r.wall,
+		Degraded:   r.Degraded,
+	}
+	if r.Signal != 0 {
+		f.SignalName = unix.SignalName(unix.Signal(r.Signal))
+	}
+	if r.output != nil {
+		f.Usage.StdoutBytes, f.Usage.StderrBytes = r.output.counts()
+	}
+	// The cgroup counts every process, also those killed with init; the
+	// rusage of init only those it reaped.
+	if r.stats.CPUUserNS != nil && r.stats.CPUSystemNS != nil {
+		user, sys := *r.stats.CPUUserNS/1e6, *r.stats.CPUSystemNS/1e6
+		f.Usage.UserCPUMS, f.Usage.SystemCPUMS = &user, &sys
+	} else if ru := r.rusage; ru != nil {
+		user := ru.Utime.Sec*1000 + ru.Utime.Usec/1000
+		sys := ru.Stime.Sec*1000 + ru.Stime.Usec/1000
+		f.Usage.UserCPUMS, f.Usage.SystemCPUMS = &user, &sys
+	}
+	f.Usage.PeakMemoryBytes = r.stats.MemoryPeak
+	f.Usage.PeakProcesses = r.stats.PidsPeak
+	f.Usage.WallMS = r.wall.Milliseconds()
+	if r.limiter != nil && err == nil {
+		f.Limits = r.limiter.states(f.Usage, r.tmpUsed)
+	}
+	return f
+}

@@ -1,0 +1,318 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/cgroup"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+// watchEvery is how often the cgroup's counters are read.
+const watchEvery = 20 * time.Millisecond
+
+// limiter enforces the limits that live on the host side: the sandbox's
+// cgroup, the wall clock, the output cap (with outputCap), and a watcher
+// that ends the run when the cgroup reports a limit hit.
+type limiter struct {
+	res   profile.Resources
+	group cgroup.Group // nil without cgroups
+	// cleanup removes the group if cordon dies (see startCleanup).
+	cleanup *os.File
+
+	mu     sync.Mutex
+	killed string // the limit that ended the run
+	kill   func() // kills the whole sandbox
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	start  time.Time
+}
+
+// needsCgroup reports whether any limit only a cgroup can enforce is set.
+func needsCgroup(r profile.Resources) bool {
+	return r.Memory.Set() || r.Pids.Set() || r.CPUs.Set() || r.CPUTime.Set()
+}
+
+// newLimiter creates the sandbox's cgroup when a limit needs one, and fills
+// the spec's rlimits. Without a delegated cgroup it refuses, unless the user
+// allowed running with the limits that then fall back or go unenforced.
+func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result) (*limiter, error) {
+	r := p.Resources
+	l := &limiter{res: r, stop: make(chan struct{})}
+	spec.Rlimits = Rlimits{
+		CPUSeconds: ceilSeconds(r.CPUTime),
+		FileSize:   quantity(r.FileSize),
+		OpenFiles:  quantity(r.OpenFiles),
+	}
+	if !needsCgroup(r) {
+		return l, nil
+	}
+	host, err := cgroup.System()
+	if err == nil {
+		l.group, err = host.New(fmt.Sprintf("cordon-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9), cgroup.Limits{
+			MemoryBytes:   quantity(r.Memory),
+			Pids:          quantity(r.Pids),
+			CPUMillicores: quantity(r.CPUs),
+		})
+	}
+	if err == nil {
+		return l, nil
+	}
+	if !errors.Is(err, cgroup.ErrNotDelegated) {
+		return nil, setupErr("cgroup", err)
+	}
+	if !allow[LayerCgroup] {
+		return nil, setupErr("cgroup", fmt.Errorf("%w; refusing to run with memory, cpus, pids and cpu_time not enforced for the whole sandbox (--allow-degraded=cgroup runs with memory and cpus unenforced, and pids and cpu_time limited per process)", err))
+	}
+	spec.Rlimits.Processes = quantity(r.Pids)
+	res.Degraded = append(res.Degraded, LayerCgroup)
+	return l, nil
+}
+
+func quantity(q profile.Quantity) int64 {
+	if !q.Set() {
+		return 0
+	}
+	return q.N
+}
+
+func ceilSeconds(q profile.Quantity) int64 {
+	if !q.Set() {
+		return 0
+	}
+	return int64((q.Duration() + time.Second - 1) / time.Second)
+}
+
+// begin places init in the cgroup and starts the wall clock and the watcher.
+func (l *limiter) begin(initPid int, kill func()) error {
+	l.kill = kill
+	l.start = time.Now()
+	if l.group != nil {
+		if err := l.group.AddProcess(initPid); err != nil {
+			return setupErr("cgroup", err)
+		}
+	}
+	if l.res.Wall.Set() {
+		timer := time.AfterFunc(l.res.Wall.Duration(), func() { l.trip("wall") })
+		go func() { <-l.stop; timer.Stop() }()
+	}
+	if l.group != nil {
+		l.wg.Add(1)
+		go l.watch()
+	}
+	return nil
+}
+
+// watch ends the run when the cgroup reports that a limit was hit: a fork
+// refused by the pids limit, a process killed for memory (cgroup v1 kills
+// one process; the whole sandbox goes), or the sandbox's CPU time used up.
+func (l *limiter) watch() {
+	defer l.wg.Done()
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		s, err := l.group.Stats()
+		if err != nil {
+			continue
+		}
+		switch {
+		case s.OOMKills > 0:
+			l.trip("memory")
+		case s.PidsMaxEvents > 0:
+			l.trip("pids")
+		case l.res.CPUTime.Set() && s.CPUUsageNS != nil && *s.CPUUsageNS >= l.res.CPUTime.N:
+			l.trip("cpu_time")
+		}
+	}
+}
+
+// trip ends the run for a limit; the first limit wins.
+func (l *limiter) trip(limit string) {
+	l.mu.Lock()
+	first := l.killed == ""
+	if first {
+		l.killed = limit
+	}
+	l.mu.Unlock()
+	if first && l.kill != nil {
+		l.kill()
+		if l.group != nil {
+			l.group.Kill()
+		}
+	}
+}
+
+// end stops the clocks and returns the limit that ended the run and the
+// cgroup's final counters, then removes the cgroup.
+func (l *limiter) end() (killed string, stats cgroup.Stats, wall time.Duration) {
+	close(l.stop)
+	l.wg.Wait()
+	wall = time.Since(l.start)
+	l.mu.Lock()
+	killed = l.killed
+	l.mu.Unlock()
+	if l.group != nil {
+		stats, _ = l.group.Stats()
+		// A fork refused by the pids limit just before the command ended
+		// is caught here if the watcher had no turn.
+		if killed == "" && stats.PidsMaxEvents > 0 {
+			killed = "pids"
+		}
+		l.remove()
+	}
+	return killed, stats, wall
+}
+
+// remove deletes the cgroup, killing what may linger, then releases the
+// cleanup helper.
+func (l *limiter) remove() {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.group.Kill()
+		if l.group.Remove() == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if l.cleanup != nil {
+		l.cleanup.Close()
+	}
+}
+
+// enforcedBy says how each limit was enforced on this run.
+func (l *limiter) enforcedBy(name string) string {
+	cg := "unenforced"
+	if l.group != nil {
+		cg = "cgroup " + l.group.Version()
+	}
+	switch name {
+	case "wall", "output":
+		return "supervisor"
+	case "tmp_size":
+		return "tmpfs"
+	case "open_files", "file_size":
+		return "rlimit"
+	case "memory", "cpus":
+		return cg
+	case "pids", "cpu_time":
+		if l.group == nil {
+			return "rlimit"
+		}
+		if name == "cpu_time" {
+			return cg + " and rlimit"
+		}
+		return cg
+	}
+	return "unenforced"
+}
+
+// states lists every limit with how it was enforced and how much was used.
+func (l *limiter) states(u outcome.Usage, tmpUsed int64) []outcome.LimitState {
+	var out []outcome.LimitState
+	for _, spec := range profile.Limits {
+		q := l.res.Get(spec.Name)
+		st := outcome.LimitState{Name: spec.Name, Value: q.String(), EnforcedBy: l.enforcedBy(spec.Name)}
+		if !q.Set() {
+			st.EnforcedBy = "unlimited"
+		}
+		var used float64 = -1
+		switch spec.Name {
+		case "wall":
+			used = float64(u.WallMS) / float64(q.Duration().Milliseconds())
+		case "cpu_time":
+			if u.UserCPUMS != nil && u.SystemCPUMS != nil {
+				used = float64(*u.UserCPUMS+*u.SystemCPUMS) / float64(q.Duration().Milliseconds())
+			}
+		case "memory":
+			if u.PeakMemoryBytes != nil {
+				used = float64(*u.PeakMemoryBytes) / float64(q.N)
+			}
+		case "pids":
+			if u.PeakProcesses != nil {
+				used = float64(*u.PeakProcesses) / float64(q.N)
+			}
+		case "tmp_size":
+			used = float64(tmpUsed) / float64(q.N)
+		case "output":
+			used = float64(u.StdoutBytes+u.StderrBytes) / float64(q.N)
+		}
+		if used >= 0 && q.Set() {
+			v := float64(int(used*1000+0.5)) / 1000
+			st.Used = &v
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// startCleanup starts a helper that removes the cgroup if cordon itself is
+// killed: it waits for its stdin to close, then kills whatever is left in
+// the cgroup and removes it. In its own session, it survives a signal sent
+// to cordon's process group.
+func (l *limiter) startCleanup() error {
+	if l.group == nil {
+		return nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = start("/proc/self/exe", append([]string{"cordon", CleanupArg}, l.group.Paths()...), []*os.File{r}, &syscall.SysProcAttr{Setsid: true})
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("starting the cgroup cleanup helper: %w", err)
+	}
+	l.cleanup = w
+	return nil
+}
+
+// CleanupArg is the hidden subcommand of the cleanup helper.
+const CleanupArg = "__cleanup"
+
+// Cleanup is the cleanup helper: when stdin closes, it kills what is left
+// in the cgroup directories and removes them.
+func Cleanup(dirs []string) {
+	var b [1]byte
+	for {
+		if _, err := os.Stdin.Read(b[:]); err != nil {
+			break
+		}
+	}
+	for _, d := range dirs {
+		if !strings.HasPrefix(d, "/sys/fs/cgroup/") || !strings.Contains(d, "/cordon-") {
+			return // not a directory cordon made
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		left := false
+		for _, d := range dirs {
+			if pids, err := os.ReadFile(d + "/cgroup.procs"); err == nil {
+				for _, f := range strings.Fields(string(pids)) {
+					var pid int
+					fmt.Sscan(f, &pid)
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+				left = true
+			}
+		}
+		if !left {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
