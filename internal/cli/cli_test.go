@@ -1,7 +1,11 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io/fs"
+	"regexp"
+	"sync"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // binDir holds the cordon binary the scripts run: the real static binary,
@@ -66,6 +71,10 @@ func TestScripts(t *testing.T) {
 			switch cond {
 			case "root":
 				return os.Geteuid() == 0, nil
+			case "cgroups":
+				// Whether cordon may create cgroups here.
+				out, _ := exec.Command(filepath.Join(binDir, "cordon"), "doctor", "--json").Output()
+				return strings.Contains(string(out), `"delegated": true`), nil
 			case "sandbox":
 				// Whether this host can run cordon sandboxes at all.
 				return exec.Command(filepath.Join(binDir, "cordon"), "doctor").Run() == nil, nil
@@ -73,8 +82,12 @@ func TestScripts(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"owner":   cmdOwner,
-			"running": cmdRunning,
+			"owner":        cmdOwner,
+			"running":      cmdRunning,
+			"outcome":      cmdOutcome,
+			"outcomevalid": cmdOutcomeValid,
+			"savepid":      cmdSavePid,
+			"cgroupgone":   cmdCgroupGone,
 		},
 	})
 }
@@ -131,6 +144,110 @@ func cmdRunning(ts *testscript.TestScript, neg bool, args []string) {
 				ts.Fatalf("%q still running after 10s", strings.Join(args, " "))
 			}
 			ts.Fatalf("%q not running after 10s", strings.Join(args, " "))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// outcome FILE PATH REGEXP: the JSON value at PATH in the outcome file
+// matches REGEXP. PATH is dotted; "limits.NAME.FIELD" picks a limit by name.
+func cmdOutcome(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: outcome FILE PATH REGEXP")
+	}
+	var v any
+	ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[0])), &v))
+	for _, key := range strings.Split(args[1], ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[key]
+		case []any:
+			var found any
+			for _, item := range x {
+				if m, ok := item.(map[string]any); ok && m["name"] == key {
+					found = item
+				}
+			}
+			v = found
+		default:
+			v = nil
+		}
+	}
+	got, _ := json.Marshal(v)
+	ok := regexp.MustCompile(args[2]).Match(got)
+	if ok == neg {
+		ts.Fatalf("outcome %s = %s; want %s%s", args[1], got, map[bool]string{true: "no match for ", false: ""}[neg], args[2])
+	}
+}
+
+var outcomeSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	return jsonschema.NewCompiler().Compile("../../docs/outcome.schema.json")
+})
+
+// outcomevalid FILE: the outcome file follows docs/outcome.schema.json.
+func cmdOutcomeValid(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: outcomevalid FILE")
+	}
+	schema, err := outcomeSchema()
+	ts.Check(err)
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(ts.ReadFile(args[0])))
+	ts.Check(err)
+	if err := schema.Validate(inst); (err == nil) == neg {
+		ts.Fatalf("outcome %s against the schema: %v", args[0], err)
+	}
+}
+
+// savepid VAR ARG...: VAR is set to the pid of the process whose command line
+// is ARG... (the program by its base name), waiting up to ten seconds for it.
+func cmdSavePid(ts *testscript.TestScript, neg bool, args []string) {
+	want := strings.Join(args[1:], "\x00") + "\x00"
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			if prog, rest, ok := strings.Cut(string(b), "\x00"); ok && filepath.Base(prog)+"\x00"+rest == want {
+				ts.Setenv(args[0], filepath.Base(filepath.Dir(p)))
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("no process %q", strings.Join(args[1:], " "))
+}
+
+// cgroupgone PID: within ten seconds no cgroup of the cordon process PID is
+// left in any hierarchy.
+func cmdCgroupGone(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: cgroupgone PID")
+	}
+	prefix := "cordon-" + args[0] + "-"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			if strings.HasPrefix(d.Name(), prefix) {
+				left = append(left, p)
+				return filepath.SkipDir
+			}
+			if strings.Count(p, "/") > 7 {
+				return filepath.SkipDir
+			}
+			return nil
+		})
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("cgroups left behind: %v", left)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

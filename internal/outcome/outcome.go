@@ -146,6 +146,9 @@ const (
 // Decide turns the facts of a run into its outcome.
 func Decide(f Facts) Outcome {
 	o := Outcome{Usage: f.Usage, Limits: f.Limits, Degraded: f.Degraded}
+	if o.Limits == nil {
+		o.Limits = []LimitState{}
+	}
 	o.Usage.WallMS = f.Wall.Milliseconds()
 	if f.Exited {
 		code := f.Code
