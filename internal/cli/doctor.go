@@ -20,10 +20,10 @@ func doctorCmd(e *env, args []string) int {
 		return fail(e, err)
 	}
 	h := sandbox.ProbeHost()
-	ready := h.UserNamespaces == "" && h.Seccomp == "" && h.LandlockABI >= landlock.MinABI
+	ready := h.UserNamespaces == "" && h.Seccomp == "" && h.LandlockABI >= landlock.MinABI && h.Cgroup.Delegated
 	// The layers exist: build a real sandbox to be sure they work together.
 	trial := "not run: a layer is missing"
-	if ready {
+	if h.UserNamespaces == "" && h.Seccomp == "" && h.LandlockABI >= landlock.MinABI {
 		trial = "ok"
 		// Cgroups are reported above; the trial checks the containment.
 		if err := sandbox.Trial(profile.Default(), map[string]bool{sandbox.LayerCgroup: true}); err != nil {
@@ -109,7 +109,11 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool) {
 	}
 	row("capabilities", "all dropped (effective, permitted, inheritable, bounding, ambient); no_new_privs")
 	row("network", "none: a private network namespace with only lo")
-	row("limits", "size-capped /tmp and home (tmpfs); no cgroup limits yet")
+	if h.Cgroup.Delegated {
+		row("limits", "memory (swap included), pids, cpus and total cpu_time by cgroup %s; cpu_time, file_size and open_files per process by rlimit; wall and output by cordon; tmp_size by tmpfs", h.Cgroup.Using)
+	} else {
+		row("limits", "NO CGROUP (%s): cordon run refuses; --allow-degraded=cgroup runs with memory and cpus UNENFORCED, and pids and cpu_time per process by rlimit; file_size and open_files (rlimit), wall and output (cordon) and tmp_size (tmpfs) as always", h.Cgroup.Problem)
+	}
 
 	row("trial sandbox", "%s", trial)
 

@@ -23,6 +23,10 @@ type Cgroup struct {
 	V1Controllers []string `json:"v1_controllers,omitempty"`
 	// V2Controllers are the controllers available in cordon's own v2 cgroup.
 	V2Controllers []string `json:"v2_controllers,omitempty"`
-	// Delegated reports whether cordon may create child cgroups.
+	// Delegated reports whether cordon may create the cgroups it needs.
 	Delegated bool `json:"delegated"`
+	// Using is the version cordon uses, "v1" or "v2".
+	Using string `json:"using,omitempty"`
+	// Problem says why cgroups cannot be used.
+	Problem string `json:"problem,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/internal/cgroup"
 	"github.com/cordon-sandbox/cordon/internal/landlock"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/seccomp"
@@ -96,14 +97,25 @@ func probeCgroup() Cgroup {
 	}
 	if c.Version == "v2" {
 		if self, err := ownCgroupV2(); err == nil {
-			dir := "/sys/fs/cgroup" + self
-			if b, err := os.ReadFile(dir + "/cgroup.controllers"); err == nil {
+			if b, err := os.ReadFile("/sys/fs/cgroup" + self + "/cgroup.controllers"); err == nil {
 				c.V2Controllers = strings.Fields(string(b))
 			}
-			c.Delegated = unix.Access(dir, unix.W_OK) == nil
 		}
-	} else if len(c.V1Controllers) > 0 {
-		c.Delegated = unix.Access("/sys/fs/cgroup/"+c.V1Controllers[0], unix.W_OK) == nil
+	}
+	// Delegated means what cordon run needs: a cgroup it can create below
+	// its own, with every limit set. Try it.
+	host, err := cgroup.System()
+	if err == nil {
+		var g cgroup.Group
+		g, err = host.New(fmt.Sprintf("cordon-%d-probe", os.Getpid()), cgroup.Limits{MemoryBytes: 1 << 30, Pids: 64, CPUMillicores: 1000})
+		if err == nil {
+			c.Delegated = true
+			c.Using = g.Version()
+			g.Remove()
+		}
+	}
+	if err != nil {
+		c.Problem = err.Error()
 	}
 	return c
 }
