@@ -217,3 +217,19 @@ func TestRealGroup(t *testing.T) {
 		}
 	}
 }
+
+func TestV2Evacuate(t *testing.T) {
+	parent := t.TempDir()
+	mkfile(t, filepath.Join(parent, "cgroup.procs"), "4242\n")
+	if err := evacuate(parent, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(parent, SupervisorLeaf, "cgroup.procs")); got != "4242" {
+		t.Errorf("moved %q, want 4242", got)
+	}
+	// Another process in the cgroup: cordon does not move it, and says so.
+	mkfile(t, filepath.Join(parent, "cgroup.procs"), "4242\n99\n")
+	if err := evacuate(parent, 4242); err == nil || !strings.Contains(err.Error(), "other processes") {
+		t.Errorf("got %v, want a refusal", err)
+	}
+}

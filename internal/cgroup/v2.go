@@ -22,9 +22,16 @@ func (h Host) newV2(name string, l Limits) (Group, error) {
 	}
 	parent := filepath.Join(h.Root, filepath.Clean("/"+own))
 	// The controllers must be enabled for the parent's children. A cgroup
-	// other than the root cannot have processes and enabled controllers
-	// at once, so a parent that holds cordon itself must already have them.
-	if err := enableControllers(parent); err != nil {
+	// other than the root cannot hold processes and enable controllers for
+	// its children at once: when cordon is the only process of its cgroup,
+	// it moves into a leaf of its own first.
+	err = enableControllers(parent)
+	if errors.Is(err, syscall.EBUSY) {
+		if err = evacuate(parent, os.Getpid()); err == nil {
+			err = enableControllers(parent)
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotDelegated, err)
 	}
 	dir := filepath.Join(parent, name)
@@ -64,6 +71,28 @@ func enableControllers(parent string) error {
 		return fmt.Errorf("enabling %s in %s: %w", strings.Join(add, " "), parent, err)
 	}
 	return nil
+}
+
+// SupervisorLeaf is the cgroup, below cordon's own, that cordon moves into
+// on cgroup v2 when it is the only process of its cgroup. It is kept for
+// later runs.
+const SupervisorLeaf = "cordon.supervisor"
+
+// evacuate moves process pid from parent into parent/SupervisorLeaf, if it
+// is the only process in parent.
+func evacuate(parent string, pid int) error {
+	pids, err := procs(parent)
+	if err != nil {
+		return err
+	}
+	if len(pids) != 1 || pids[0] != pid {
+		return fmt.Errorf("%s holds other processes than cordon (%d); run cordon in a cgroup of its own, or in one whose controllers are enabled for its children", parent, len(pids))
+	}
+	leaf := filepath.Join(parent, SupervisorLeaf)
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("creating %s: %w", leaf, err)
+	}
+	return write(leaf, "cgroup.procs", strconv.Itoa(pid))
 }
 
 func contains(list []string, s string) bool {
