@@ -46,6 +46,10 @@ type Group interface {
 	Version() string
 	// AddProcess moves a process (all its threads) into the group.
 	AddProcess(pid int) error
+	// Dir opens the group's directory for clone3's CLONE_INTO_CGROUP,
+	// which starts a process in the group without moving it there; nil
+	// when the version has no such thing (v1).
+	Dir() (*os.File, error)
 	Stats() (Stats, error)
 	// Kill kills every process in the group.
 	Kill() error

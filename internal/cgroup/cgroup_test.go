@@ -57,6 +57,11 @@ func TestV2FakeTree(t *testing.T) {
 	if got := read(t, filepath.Join(root, "svc", "cgroup.subtree_control")); got != "+pids +cpu" {
 		t.Errorf("subtree_control write %q", got)
 	}
+	if f, err := g.Dir(); err != nil || f == nil {
+		t.Errorf("Dir: %v, %v; v2 starts processes in the group with CLONE_INTO_CGROUP", f, err)
+	} else {
+		f.Close()
+	}
 	if err := g.AddProcess(42); err != nil || read(t, filepath.Join(dir, "cgroup.procs")) != "42" {
 		t.Errorf("AddProcess: %v", err)
 	}

@@ -95,6 +95,8 @@ func (g *v1) Paths() []string {
 	return out
 }
 
+func (g *v1) Dir() (*os.File, error) { return nil, nil }
+
 func (g *v1) AddProcess(pid int) error {
 	for _, d := range g.Paths() {
 		if err := write(d, "cgroup.procs", strconv.Itoa(pid)); err != nil {

@@ -138,6 +138,10 @@ func (g *v2) set(l Limits) error {
 func (g *v2) Version() string { return "v2" }
 func (g *v2) Paths() []string { return []string{g.dir} }
 
+func (g *v2) Dir() (*os.File, error) {
+	return os.OpenFile(g.dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+}
+
 func (g *v2) AddProcess(pid int) error {
 	return write(g.dir, "cgroup.procs", strconv.Itoa(pid))
 }

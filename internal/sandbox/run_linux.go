@@ -172,6 +172,13 @@ func run(opts Options, res *Result) error {
 	if err := lim.startCleanup(); err != nil {
 		return setupErr("cgroup", err)
 	}
+	cgDir, err := lim.into(sys)
+	if err != nil {
+		return setupErr("cgroup", err)
+	}
+	if cgDir != nil {
+		defer cgDir.Close()
+	}
 	init, err := start(fmt.Sprintf("/proc/self/fd/%d", exeFile.Fd()), []string{"cordon", InitArg}, append(stdio, extra...), sys)
 	if err != nil {
 		return setupErr("creating the sandbox namespaces", namespaceHint(err))
@@ -188,7 +195,7 @@ func run(opts Options, res *Result) error {
 	}
 	files = nil
 	killInit := func() { init.signal(unix.SIGKILL) }
-	if err := lim.begin(init.pid, killInit); err != nil {
+	if err := lim.begin(init.pid, cgDir != nil, killInit); err != nil {
 		init.kill()
 		return err
 	}
