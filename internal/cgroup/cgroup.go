@@ -201,3 +201,11 @@ func removeDirs(dirs []string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Reclaim kills every process in the cgroup directories and removes them;
+// it fails while any is left. It is how cordon's cleanup helper removes the
+// cgroups of a sandbox whose cordon was killed.
+func Reclaim(dirs []string) error {
+	killAll(dirs)
+	return removeDirs(dirs)
+}

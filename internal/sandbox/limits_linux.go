@@ -312,23 +312,7 @@ func Cleanup(dirs []string) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		left := false
-		for _, d := range dirs {
-			if pids, err := os.ReadFile(d + "/cgroup.procs"); err == nil {
-				for _, f := range strings.Fields(string(pids)) {
-					var pid int
-					fmt.Sscan(f, &pid)
-					syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
-				left = true
-			}
-		}
-		if !left {
-			return
-		}
+	for cgroup.Reclaim(dirs) != nil && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
