@@ -1,0 +1,466 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Budget caps the egress of one run; zero fields are unlimited.
+type Budget struct {
+	BytesOut    int64
+	BytesIn     int64
+	Connections int64
+}
+
+// Event is one connection attempt through the proxy.
+type Event struct {
+	Time     time.Time `json:"time"`
+	Protocol string    `json:"protocol"` // "http", "connect", "socks5"
+	Host     string    `json:"host"`
+	Addr     string    `json:"addr,omitempty"`
+	Port     uint16    `json:"port"`
+	Rule     string    `json:"rule,omitempty"`
+	Decision string    `json:"decision"` // "allow" or "deny"
+	Reason   string    `json:"reason"`
+	BytesOut int64     `json:"bytes_out"`
+	BytesIn  int64     `json:"bytes_in"`
+}
+
+// Proxy carries the sandbox's connections that the policy allows. It speaks
+// HTTP forward proxy, CONNECT and SOCKS5 on the same connection, told apart
+// by the first byte.
+type Proxy struct {
+	Policy *Policy
+	Budget Budget
+	// Resolve looks a name up; nil uses the host's resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Dial connects to a pinned address; nil uses net.Dialer.
+	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+	// OnDeny is called with each denial's reason, for cordon's stderr.
+	OnDeny func(reason string)
+
+	mu        sync.Mutex
+	events    []*Event
+	conns     int64
+	out, in   int64
+	exhausted string
+}
+
+// Events returns every attempt so far, with its bytes.
+func (p *Proxy) Events() []Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Event, len(p.events))
+	for i, e := range p.events {
+		out[i] = *e
+	}
+	return out
+}
+
+// Exhausted names the budget that was used up ("bytes_out", "bytes_in",
+// "connections"), or "".
+func (p *Proxy) Exhausted() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exhausted
+}
+
+// Totals returns the bytes sent and received through the proxy.
+func (p *Proxy) Totals() (out, in int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out, p.in
+}
+
+const handshakeTimeout = 10 * time.Second
+
+// Serve handles one client connection and closes it.
+func (p *Proxy) Serve(c net.Conn) {
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	br := bufio.NewReaderSize(c, maxHello+5)
+	first, err := br.Peek(1)
+	if err != nil {
+		return
+	}
+	if first[0] == 5 {
+		p.serveSOCKS(c, br)
+		return
+	}
+	p.serveHTTP(c, br)
+}
+
+// decide resolves the destination, checks every address in turn and pins
+// the first one allowed; it records the event.
+func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, netip.AddrPort) {
+	ev := &Event{Time: time.Now(), Protocol: proto, Host: host, Port: port}
+	p.mu.Lock()
+	p.events = append(p.events, ev)
+	p.mu.Unlock()
+	deny := func(rule, reason string) (*Event, netip.AddrPort) {
+		ev.Decision, ev.Rule, ev.Reason = "deny", rule, reason
+		if p.OnDeny != nil {
+			p.OnDeny(reason)
+		}
+		return ev, netip.AddrPort{}
+	}
+	if why := p.overBudget(true); why != "" {
+		return deny("", fmt.Sprintf("%s:%d: the egress budget is used up (%s)", host, port, why))
+	}
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{a.Unmap()}
+	} else {
+		resolve := p.Resolve
+		if resolve == nil {
+			resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+				return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+		found, err := resolve(ctx, host)
+		cancel()
+		if err != nil || len(found) == 0 {
+			// Deny rules and unresolvable names are reported alike.
+			d := p.Policy.Check(Request{Host: host, Port: port, Method: method})
+			return deny(d.Rule, d.Reason)
+		}
+		addrs = found
+	}
+	var first Decision
+	for i, a := range addrs {
+		d := p.Policy.Check(Request{Host: host, Port: port, Addr: a.Unmap(), Method: method})
+		if d.Allow {
+			ev.Decision, ev.Rule, ev.Reason, ev.Addr = "allow", d.Rule, d.Reason, a.Unmap().String()
+			p.mu.Lock()
+			p.conns++
+			p.mu.Unlock()
+			return ev, netip.AddrPortFrom(a.Unmap(), port)
+		}
+		if i == 0 {
+			first = d
+			ev.Addr = a.Unmap().String()
+		}
+	}
+	return deny(first.Rule, first.Reason)
+}
+
+// overBudget says which budget is used up; counting a new connection when
+// conn is set.
+func (p *Proxy) overBudget(conn bool) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := p.Budget
+	switch {
+	case p.exhausted != "":
+	case b.BytesOut > 0 && p.out >= b.BytesOut:
+		p.exhausted = "bytes_out"
+	case b.BytesIn > 0 && p.in >= b.BytesIn:
+		p.exhausted = "bytes_in"
+	case conn && b.Connections > 0 && p.conns >= b.Connections:
+		p.exhausted = "connections"
+	}
+	return p.exhausted
+}
+
+func (p *Proxy) dial(to netip.AddrPort) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	defer cancel()
+	if p.Dial != nil {
+		return p.Dial(ctx, to)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", to.String())
+}
+
+// serveHTTP handles CONNECT and absolute-form requests.
+func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return
+	}
+	if req.Method == http.MethodConnect {
+		host, port, err := hostPort(req.Host, 0)
+		if err != nil {
+			writeDenied(c, req.Host, err.Error())
+			return
+		}
+		ev, to := p.decide("connect", host, port, "")
+		if ev.Decision != "allow" {
+			writeDenied(c, req.Host, ev.Reason)
+			return
+		}
+		up, err := p.dial(to)
+		if err != nil {
+			p.fail(ev, err)
+			fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n\r\ncordon: %s: %v\n", to, err)
+			return
+		}
+		defer up.Close()
+		io.WriteString(c, "HTTP/1.1 200 Connection Established\r\n\r\n")
+		c.SetReadDeadline(time.Time{})
+		p.splice(ev, c, br, up, host)
+		return
+	}
+	if req.URL == nil || req.URL.Host == "" || req.URL.Scheme != "http" {
+		writeDenied(c, req.Host, "only http:// URLs are proxied as requests; use CONNECT (HTTPS_PROXY) for https")
+		return
+	}
+	host, port, err := hostPort(req.URL.Host, 80)
+	if err != nil {
+		writeDenied(c, req.URL.Host, err.Error())
+		return
+	}
+	ev, to := p.decide("http", host, port, req.Method)
+	if ev.Decision != "allow" {
+		writeDenied(c, req.URL.Host, ev.Reason)
+		return
+	}
+	up, err := p.dial(to)
+	if err != nil {
+		p.fail(ev, err)
+		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n\r\ncordon: %s: %v\n", to, err)
+		return
+	}
+	defer up.Close()
+	req.Header.Del("Proxy-Connection")
+	req.Header.Del("Proxy-Authorization")
+	req.Close = true // one request per connection
+	req.RequestURI = ""
+	cw := &countWriter{p: p, ev: ev, w: up, out: true}
+	if err := req.Write(cw); err != nil {
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	io.Copy(&countWriter{p: p, ev: ev, w: c}, up)
+}
+
+// checkSNI reads the TLS ClientHello of a tunnel, if the client sends one,
+// and refuses a server name other than the host the tunnel was opened for.
+func (p *Proxy) checkSNI(ev *Event, br *bufio.Reader, host string) bool {
+	sni, ok := peekSNI(br)
+	if !ok || sni == "" {
+		return true
+	}
+	if strings.EqualFold(strings.TrimSuffix(sni, "."), strings.TrimSuffix(host, ".")) {
+		return true
+	}
+	p.mu.Lock()
+	ev.Decision = "deny"
+	ev.Reason = fmt.Sprintf("%s:%d: the TLS server name %q differs from the tunnel's host", host, ev.Port, sni)
+	p.mu.Unlock()
+	if p.OnDeny != nil {
+		p.OnDeny(ev.Reason)
+	}
+	return false
+}
+
+func (p *Proxy) fail(ev *Event, err error) {
+	p.mu.Lock()
+	ev.Reason += fmt.Sprintf("; the connection failed: %v", err)
+	p.mu.Unlock()
+}
+
+// writeDenied answers an HTTP client with 403 and the reason.
+func writeDenied(c net.Conn, dest, reason string) {
+	body := fmt.Sprintf("cordon denied the connection to %s: %s\n", dest, reason)
+	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nX-Cordon-Denied: %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		strings.NewReplacer("\r", " ", "\n", " ").Replace(reason), len(body), body)
+}
+
+// hostPort splits "host:port", with def when the port is missing.
+func hostPort(hp string, def uint16) (string, uint16, error) {
+	host, portText, err := net.SplitHostPort(hp)
+	if err != nil {
+		if def == 0 {
+			return "", 0, fmt.Errorf("%q: want host:port", hp)
+		}
+		return strings.Trim(hp, "[]"), def, nil
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil || port == 0 {
+		return "", 0, fmt.Errorf("%q: bad port", hp)
+	}
+	return host, uint16(port), nil
+}
+
+// splice copies both ways until either side ends, counting bytes and
+// cutting the connection when a byte budget is used up. Nothing the client
+// sends goes out before its TLS ClientHello, if it starts with one, names
+// host (servers that speak first are not held up).
+func (p *Proxy) splice(ev *Event, client net.Conn, clientR *bufio.Reader, up net.Conn, host string) {
+	done := make(chan struct{}, 2)
+	go func() {
+		if p.checkSNI(ev, clientR, host) {
+			io.Copy(&countWriter{p: p, ev: ev, w: up, out: true}, clientR)
+		} else {
+			up.Close()
+			client.Close()
+		}
+		closeWrite(up)
+		done <- struct{}{}
+	}()
+	go func() {
+		io.Copy(&countWriter{p: p, ev: ev, w: client}, up)
+		closeWrite(client)
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	} else {
+		c.Close()
+	}
+}
+
+// errBudget stops a copy when a byte budget is used up.
+var errBudget = errors.New("egress budget used up")
+
+type countWriter struct {
+	p   *Proxy
+	ev  *Event
+	w   io.Writer
+	out bool
+}
+
+func (cw *countWriter) Write(b []byte) (int, error) {
+	p := cw.p
+	p.mu.Lock()
+	limit, used := p.Budget.BytesIn, p.in
+	if cw.out {
+		limit, used = p.Budget.BytesOut, p.out
+	}
+	if limit > 0 && used+int64(len(b)) > limit {
+		b = b[:max(0, limit-used)]
+	}
+	if cw.out {
+		p.out += int64(len(b))
+		cw.ev.BytesOut += int64(len(b))
+	} else {
+		p.in += int64(len(b))
+		cw.ev.BytesIn += int64(len(b))
+	}
+	p.mu.Unlock()
+	n, err := cw.w.Write(b)
+	if err != nil {
+		return n, err
+	}
+	if why := p.overBudget(false); why != "" {
+		p.mu.Lock()
+		cw.ev.Reason += fmt.Sprintf("; cut: the egress budget (%s) is used up", why)
+		p.mu.Unlock()
+		return n, errBudget
+	}
+	return n, nil
+}
+
+// SOCKS5 (RFC 1928) reply codes.
+const (
+	socksOK             = 0x00
+	socksFailure        = 0x01
+	socksNotAllowed     = 0x02
+	socksHostUnreach    = 0x04
+	socksCmdUnsupported = 0x07
+	socksAddrUnsupport  = 0x08
+)
+
+// serveSOCKS handles a SOCKS5 CONNECT without authentication. BIND and UDP
+// ASSOCIATE are refused: only TCP leaves, and only through here.
+func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
+	var hdr [2]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		return
+	}
+	methods := make([]byte, hdr[1])
+	if _, err := io.ReadFull(br, methods); err != nil {
+		return
+	}
+	noAuth := false
+	for _, m := range methods {
+		noAuth = noAuth || m == 0
+	}
+	if !noAuth {
+		c.Write([]byte{5, 0xff})
+		return
+	}
+	c.Write([]byte{5, 0})
+	var req [4]byte
+	if _, err := io.ReadFull(br, req[:]); err != nil || req[0] != 5 {
+		return
+	}
+	var host string
+	switch req[3] {
+	case 1, 4:
+		b := make([]byte, map[byte]int{1: 4, 4: 16}[req[3]])
+		if _, err := io.ReadFull(br, b); err != nil {
+			return
+		}
+		a, _ := netip.AddrFromSlice(b)
+		host = a.Unmap().String()
+	case 3:
+		n, err := br.ReadByte()
+		if err != nil {
+			return
+		}
+		b := make([]byte, n)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return
+		}
+		host = string(b)
+	default:
+		socksReply(c, socksAddrUnsupport)
+		return
+	}
+	var pb [2]byte
+	if _, err := io.ReadFull(br, pb[:]); err != nil {
+		return
+	}
+	port := binary.BigEndian.Uint16(pb[:])
+	if req[1] != 1 {
+		what := map[byte]string{2: "BIND", 3: "UDP ASSOCIATE"}[req[1]]
+		ev := &Event{Time: time.Now(), Protocol: "socks5", Host: host, Port: port, Decision: "deny",
+			Reason: fmt.Sprintf("%s:%d: SOCKS5 %s is refused: only TCP connections leave the sandbox (no UDP, no DNS over UDP)", host, port, what)}
+		p.mu.Lock()
+		p.events = append(p.events, ev)
+		p.mu.Unlock()
+		if p.OnDeny != nil {
+			p.OnDeny(ev.Reason)
+		}
+		socksReply(c, socksCmdUnsupported)
+		return
+	}
+	ev, to := p.decide("socks5", host, port, "")
+	if ev.Decision != "allow" {
+		socksReply(c, socksNotAllowed)
+		return
+	}
+	up, err := p.dial(to)
+	if err != nil {
+		p.fail(ev, err)
+		socksReply(c, socksHostUnreach)
+		return
+	}
+	defer up.Close()
+	socksReply(c, socksOK)
+	c.SetReadDeadline(time.Time{})
+	p.splice(ev, c, br, up, host)
+}
+
+func socksReply(c net.Conn, code byte) {
+	c.Write([]byte{5, code, 0, 1, 0, 0, 0, 0, 0, 0})
+}

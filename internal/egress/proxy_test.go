@@ -1,0 +1,266 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// startProxy serves p on a loopback listener. Its dialer refuses anything but
+// loopback, so that a bug can never send traffic elsewhere.
+func startProxy(t *testing.T, p *Proxy) string {
+	t.Helper()
+	p.Dial = func(ctx context.Context, to netip.AddrPort) (net.Conn, error) {
+		if !to.Addr().IsLoopback() {
+			t.Errorf("the proxy dialled %s", to)
+			return nil, fmt.Errorf("test dialer: only loopback")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", to.String())
+	}
+	if p.Resolve == nil {
+		p.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			switch host {
+			case "internal.test":
+				return []netip.Addr{netip.MustParseAddr("10.0.0.5")}, nil
+			case "local.test":
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			}
+			return nil, fmt.Errorf("no such host %s", host)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.Serve(c)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func client(proxyAddr string) *http.Client {
+	u, _ := url.Parse("http://" + proxyAddr)
+	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+}
+
+func portOf(t *testing.T, rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Port()
+}
+
+func TestHTTPForwardAllowAndDeny(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "page") }))
+	defer srv.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "secret") }))
+	defer other.Close()
+	p := &Proxy{Policy: mustPolicy(t, []string{"127.0.0.1:" + portOf(t, srv.URL)}, nil)}
+	c := client(startProxy(t, p))
+
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "page" {
+		t.Fatalf("allowed: %d %q", resp.StatusCode, body)
+	}
+
+	resp, err = c.Get(other.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(resp.Header.Get("X-Cordon-Denied"), "loopback") || !strings.Contains(string(body), "--allow 127.0.0.1:"+portOf(t, other.URL)) {
+		t.Fatalf("denied: %d %q %q", resp.StatusCode, resp.Header.Get("X-Cordon-Denied"), body)
+	}
+	ev := p.Events()
+	if len(ev) != 2 || ev[0].Decision != "allow" || ev[1].Decision != "deny" || ev[0].BytesIn == 0 {
+		t.Fatalf("events %+v", ev)
+	}
+}
+
+func TestConnectDenials(t *testing.T) {
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "tls page") }))
+	defer tlsSrv.Close()
+	port := portOf(t, tlsSrv.URL)
+	p := &Proxy{Policy: mustPolicy(t, []string{"local.test:" + port, "internal.test"}, nil)}
+	addr := startProxy(t, p)
+
+	connect := func(target string) (*http.Response, net.Conn) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, conn
+	}
+	for _, tt := range []struct{ target, reason string }{
+		{"169.254.169.254:80", "link-local (cloud metadata)"},
+		{"internal.test:443", "resolves to 10.0.0.5, a private address"},
+		{"[fd00:ec2::254]:80", "private"},
+	} {
+		resp, conn := connect(tt.target)
+		conn.Close()
+		if resp.StatusCode != 403 || !strings.Contains(resp.Header.Get("X-Cordon-Denied"), tt.reason) {
+			t.Errorf("CONNECT %s: %d %q", tt.target, resp.StatusCode, resp.Header.Get("X-Cordon-Denied"))
+		}
+	}
+
+	// The name the TLS client asks for must be the tunnel's host.
+	resp, conn := connect("local.test:" + port)
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT allowed host: %d", resp.StatusCode)
+	}
+	tc := tls.Client(conn, &tls.Config{ServerName: "evil.example", InsecureSkipVerify: true})
+	if err := tc.Handshake(); err == nil {
+		t.Error("TLS with a different server name went through")
+	}
+	conn.Close()
+
+	resp, conn = connect("local.test:" + port)
+	tc = tls.Client(conn, &tls.Config{ServerName: "local.test", InsecureSkipVerify: true})
+	if err := tc.Handshake(); err != nil {
+		t.Errorf("TLS with the tunnel's name: %v", err)
+	}
+	conn.Close()
+
+	var sniDenied bool
+	for _, e := range p.Events() {
+		sniDenied = sniDenied || strings.Contains(e.Reason, `TLS server name "evil.example" differs`)
+	}
+	if !sniDenied {
+		t.Errorf("no SNI denial among %+v", p.Events())
+	}
+}
+
+func TestSOCKS5(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "socks page") }))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	p := &Proxy{Policy: mustPolicy(t, []string{"127.0.0.1:" + port}, nil)}
+	addr := startProxy(t, p)
+
+	socks := func(cmd byte, dst netip.AddrPort) (byte, net.Conn) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte{5, 1, 0})
+		var r [2]byte
+		io.ReadFull(c, r[:])
+		a := dst.Addr().As4()
+		req := []byte{5, cmd, 0, 1, a[0], a[1], a[2], a[3], byte(dst.Port() >> 8), byte(dst.Port())}
+		c.Write(req)
+		var rep [10]byte
+		if _, err := io.ReadFull(c, rep[:]); err != nil {
+			t.Fatal(err)
+		}
+		return rep[1], c
+	}
+	code, c := socks(1, netip.MustParseAddrPort("127.0.0.1:"+port))
+	if code != socksOK {
+		t.Fatalf("allowed connect: reply %d", code)
+	}
+	fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+	b, _ := io.ReadAll(c)
+	c.Close()
+	if !bytes.Contains(b, []byte("socks page")) {
+		t.Fatalf("through SOCKS: %q", b)
+	}
+	code, c = socks(1, netip.MustParseAddrPort("169.254.169.254:80"))
+	c.Close()
+	if code != socksNotAllowed {
+		t.Errorf("metadata: reply %d, want %d", code, socksNotAllowed)
+	}
+	code, c = socks(3, netip.MustParseAddrPort("127.0.0.53:53"))
+	c.Close()
+	if code != socksCmdUnsupported {
+		t.Errorf("UDP ASSOCIATE: reply %d, want %d", code, socksCmdUnsupported)
+	}
+	var udp bool
+	for _, e := range p.Events() {
+		udp = udp || strings.Contains(e.Reason, "UDP ASSOCIATE is refused")
+	}
+	if !udp {
+		t.Errorf("no UDP denial in %+v", p.Events())
+	}
+}
+
+func TestByteBudgetCutsUpload(t *testing.T) {
+	var got int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	p := &Proxy{Policy: mustPolicy(t, []string{"127.0.0.1:" + portOf(t, srv.URL)}, nil), Budget: Budget{BytesOut: 1 << 20}}
+	c := client(startProxy(t, p))
+	_, err := c.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, 10<<20)))
+	if err == nil && got >= 10<<20 {
+		t.Fatal("the whole upload went through")
+	}
+	if p.Exhausted() != "bytes_out" {
+		t.Fatalf("exhausted %q", p.Exhausted())
+	}
+	if out, _ := p.Totals(); out > 1<<20 {
+		t.Errorf("sent %d bytes, budget 1MiB", out)
+	}
+	// New connections are refused, saying why.
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(resp.Header.Get("X-Cordon-Denied"), "egress budget") {
+		t.Errorf("after the budget: %d %q", resp.StatusCode, resp.Header.Get("X-Cordon-Denied"))
+	}
+}
+
+func TestParseClientHello(t *testing.T) {
+	// A real ClientHello, captured from crypto/tls.
+	c1, c2 := net.Pipe()
+	go tls.Client(c1, &tls.Config{ServerName: "example.org", InsecureSkipVerify: true}).Handshake()
+	br := bufio.NewReaderSize(c2, maxHello+5)
+	name, ok := peekSNI(br)
+	c1.Close()
+	c2.Close()
+	if !ok || name != "example.org" {
+		t.Fatalf("got %q %v", name, ok)
+	}
+	if name, ok := peekSNI(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\n"))); ok || name != "" {
+		t.Errorf("plain HTTP read as TLS: %q", name)
+	}
+}
+
+func FuzzParseClientHello(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 40})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		parseClientHello(b) // must not panic
+	})
+}
