@@ -3,7 +3,11 @@ package cli_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +92,7 @@ func TestScripts(t *testing.T) {
 			"outcomevalid": cmdOutcomeValid,
 			"savepid":      cmdSavePid,
 			"cgroupgone":   cmdCgroupGone,
+			"httpserve":    cmdHTTPServe,
 		},
 	})
 }
@@ -150,7 +155,8 @@ func cmdRunning(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // outcome FILE PATH REGEXP: the JSON value at PATH in the outcome file
-// matches REGEXP. PATH is dotted; "limits.NAME.FIELD" picks a limit by name.
+// matches REGEXP. PATH is dotted; in a list, a number picks by index and a
+// word by the "name" field ("limits.memory.used").
 func cmdOutcome(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 3 {
 		ts.Fatalf("usage: outcome FILE PATH REGEXP")
@@ -163,6 +169,10 @@ func cmdOutcome(ts *testscript.TestScript, neg bool, args []string) {
 			v = x[key]
 		case []any:
 			var found any
+			if i, err := strconv.Atoi(key); err == nil && i >= 0 && i < len(x) {
+				v = x[i]
+				continue
+			}
 			for _, item := range x {
 				if m, ok := item.(map[string]any); ok && m["name"] == key {
 					found = item
@@ -251,4 +261,29 @@ func cmdCgroupGone(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// httpserve [-tls] VAR: serves HTTP on a loopback port of the host for the
+// rest of the script and sets VAR to the port. GET answers "page from the
+// host"; any request body is read and counted.
+func cmdHTTPServe(ts *testscript.TestScript, neg bool, args []string) {
+	useTLS := len(args) == 2 && args[0] == "-tls"
+	if useTLS {
+		args = args[1:]
+	}
+	if len(args) != 1 {
+		ts.Fatalf("usage: httpserve [-tls] VAR")
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "page from the host (%d bytes received)\n", n)
+	})
+	srv := httptest.NewUnstartedServer(h)
+	if useTLS {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	ts.Defer(srv.Close)
+	ts.Setenv(args[0], strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port))
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -91,6 +92,11 @@ func run(report func(sandbox.Status)) error {
 	}
 	if err := os.Chdir(spec.Workdir); err != nil {
 		return stage("entering working directory", err)
+	}
+	if spec.ProxyAddr != "" {
+		if err := relayProxy(spec.ProxyAddr); err != nil {
+			return stage("listening for the egress proxy", err)
+		}
 	}
 	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
 	if spec.TTY {
@@ -303,4 +309,37 @@ func tmpUsed(spec *sandbox.Spec) int64 {
 		}
 	}
 	return most
+}
+
+// relayProxy listens on addr inside the sandbox and hands every connection,
+// as a descriptor, to cordon's proxy outside: the only way out of the
+// sandbox's network namespace. The listener and the socket to cordon are
+// close-on-exec: the command cannot use the socket itself.
+func relayProxy(addr string) error {
+	sock := os.NewFile(sandbox.ProxyFD, "proxy")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer ln.Close()
+		defer sock.Close()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f, err := c.(*net.TCPConn).File()
+			c.Close()
+			if err != nil {
+				continue
+			}
+			err = sandbox.SendFD(sock, f)
+			f.Close()
+			if err != nil {
+				return // cordon is gone
+			}
+		}
+	}()
+	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/egress"
 )
 
 // Status is how a run ended.
@@ -18,6 +20,7 @@ const (
 	SandboxError  Status = "sandbox_error"
 	Timeout       Status = "timeout"
 	OutputLimit   Status = "output_limit"
+	EgressBudget  Status = "egress_budget"
 	MemoryLimit   Status = "memory_limit"
 	PidsLimit     Status = "pids_limit"
 	CPUTimeLimit  Status = "cpu_time_limit"
@@ -29,6 +32,7 @@ const (
 
 // Exit statuses of cordon that are not the command's own.
 const (
+	ExitEgressBudget  = 118
 	ExitFileSizeLimit = 119
 	ExitCPUTimeLimit  = 120
 	ExitMemoryLimit   = 121
@@ -69,6 +73,8 @@ type Outcome struct {
 	// Limits is every limit in force, how it was enforced and how much of
 	// it the run used.
 	Limits []LimitState `json:"limits"`
+	// Egress lists every connection the sandbox tried through the proxy.
+	Egress []egress.Event `json:"egress,omitempty"`
 	// Degraded names containment layers the run went without, at the
 	// user's request.
 	Degraded []string `json:"degraded,omitempty"`
@@ -133,6 +139,11 @@ type Facts struct {
 	Usage    Usage
 	Limits   []LimitState
 	Degraded []string
+	Egress   []egress.Event
+	// EgressUsedUp names the egress budget that was used up ("bytes_out",
+	// "bytes_in", "connections"), or "".
+	EgressUsedUp string
+	EgressBudget string // its value
 }
 
 // Signal numbers Decide recognizes (the same on every Linux architecture
@@ -145,7 +156,7 @@ const (
 
 // Decide turns the facts of a run into its outcome.
 func Decide(f Facts) Outcome {
-	o := Outcome{Usage: f.Usage, Limits: f.Limits, Degraded: f.Degraded}
+	o := Outcome{Usage: f.Usage, Limits: f.Limits, Degraded: f.Degraded, Egress: f.Egress}
 	if o.Limits == nil {
 		o.Limits = []LimitState{}
 	}
@@ -177,6 +188,10 @@ func Decide(f Facts) Outcome {
 		o.Status, o.ExitCode = ls.status, ls.exit
 		o.Limit = &Limit{Name: limit, Value: o.limitValue(limit)}
 		o.Message = fmt.Sprintf("stopped: the %s limit (%s) was reached", strings.ReplaceAll(limit, "_", " "), o.Limit.Value)
+	case f.EgressUsedUp != "":
+		o.Status, o.ExitCode = EgressBudget, ExitEgressBudget
+		o.Limit = &Limit{Name: "egress_" + f.EgressUsedUp, Value: f.EgressBudget}
+		o.Message = fmt.Sprintf("the egress budget for %s (%s) was used up; the connection was cut and further ones refused", strings.ReplaceAll(f.EgressUsedUp, "_", " "), f.EgressBudget)
 	case f.ExecFailed != "":
 		o.Status, o.ExitCode = ExitNonzero, f.Code
 		o.Message = "the command could not be started: " + f.ExecFailed

@@ -78,6 +78,9 @@ func (q *Quantity) UnmarshalText(b []byte) error {
 // MarshalText prints the value in its canonical form.
 func (q Quantity) MarshalText() ([]byte, error) { return []byte(q.String()), nil }
 
+// IsZero reports an unset quantity, which YAML output leaves out.
+func (q Quantity) IsZero() bool { return !q.Unlimited && q.N == 0 && q.text == "" }
+
 // Set reports whether the quantity was given (in the profile, by default or
 // on the command line) and limits something.
 func (q Quantity) Set() bool { return !q.Unlimited && q.N > 0 }

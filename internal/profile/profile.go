@@ -35,6 +35,7 @@ type Profile struct {
 	Mounts    []Mount   `yaml:"mounts" json:"mounts"`
 	Env       Env       `yaml:"env" json:"env"`
 	Resources Resources `yaml:"resources" json:"resources"`
+	Network   Network   `yaml:"network,omitempty" json:"network,omitempty"`
 }
 
 // User is the unprivileged account the command runs as inside the sandbox.
@@ -83,10 +84,14 @@ type Env struct {
 	Pass []string `yaml:"pass,omitempty" json:"pass,omitempty"`
 }
 
+// DefaultPath is the command's PATH when the profile gives none.
+const DefaultPath = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
 // Environ builds the command's environment from the profile and a lookup in
-// the host environment. HOME defaults to the sandbox user's home.
+// the host environment. HOME defaults to the sandbox user's home and PATH to
+// DefaultPath.
 func (p *Profile) Environ(lookup func(string) (string, bool)) []string {
-	vars := map[string]string{"HOME": p.User.Home()}
+	vars := map[string]string{"HOME": p.User.Home(), "PATH": DefaultPath}
 	for _, name := range p.Env.Pass {
 		if v, ok := lookup(name); ok {
 			vars[name] = v

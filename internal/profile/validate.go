@@ -158,6 +158,7 @@ func (p *Profile) validate(src *source) Errors {
 	}
 
 	p.validateResources(bad)
+	p.validateNetwork(bad)
 	return errs
 }
 

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/cgroup"
+	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 )
 
@@ -33,6 +34,10 @@ type Result struct {
 	wall    time.Duration
 	rusage  *unix.Rusage
 
+	egress          []egress.Event
+	egressExhausted string
+	egressBudget    string
+
 	mu   sync.Mutex
 	intr bool
 }
@@ -52,15 +57,18 @@ func (r *Result) interrupted() bool {
 // facts turns what the run observed into outcome.Facts.
 func (r *Result) facts(err error) outcome.Facts {
 	f := outcome.Facts{
-		Err:        err,
-		Exited:     r.exited,
-		Code:       r.ExitCode,
-		Signal:     r.Signal,
-		ExecFailed: r.ExecError,
-		Killed:     r.killed,
-		OOMKills:   r.stats.OOMKills,
-		Wall:       r.wall,
-		Degraded:   r.Degraded,
+		Err:          err,
+		Exited:       r.exited,
+		Code:         r.ExitCode,
+		Signal:       r.Signal,
+		ExecFailed:   r.ExecError,
+		Killed:       r.killed,
+		OOMKills:     r.stats.OOMKills,
+		Wall:         r.wall,
+		Degraded:     r.Degraded,
+		Egress:       r.egress,
+		EgressUsedUp: r.egressExhausted,
+		EgressBudget: r.egressBudget,
 	}
 	if r.Signal != 0 {
 		f.SignalName = unix.SignalName(unix.Signal(r.Signal))

@@ -6,15 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/landlock"
 	"github.com/cordon-sandbox/cordon/internal/mnt"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
@@ -139,6 +142,17 @@ func run(opts Options, res *Result) error {
 			}(outCap.writer(dst, i == 1), r)
 		}
 	}
+	extra = append(extra, nil) // ProxyFD
+	var egressDone func()
+	if spec.ProxyAddr != "" {
+		peer, done, err := startProxy(opts.Profile, res, stderr)
+		if err != nil {
+			return setupErr("egress proxy", err)
+		}
+		defer peer.Close()
+		extra[ProxyFD-SpecFD] = peer
+		egressDone = done
+	}
 	extra = append(extra, files...)
 
 	sys := &syscall.SysProcAttr{
@@ -185,6 +199,9 @@ func run(opts Options, res *Result) error {
 	}
 	specR.Close()
 	statusW.Close()
+	if peer := extra[ProxyFD-SpecFD]; peer != nil {
+		peer.Close() // init holds it now; its closing ends the proxy's loop
+	}
 	for _, f := range stdio[1:] {
 		if tty == nil {
 			f.Close() // cordon keeps only the reading ends
@@ -237,6 +254,9 @@ func run(opts Options, res *Result) error {
 	}
 	ws, ru, waitErr := init.wait()
 	copies.Wait()
+	if egressDone != nil {
+		egressDone()
+	}
 	if tty != nil {
 		tty.close()
 	}
@@ -372,6 +392,17 @@ func buildSpec(opts Options) (*Spec, error) {
 	for _, m := range p.Mounts {
 		spec.Mounts = append(spec.Mounts, Mount{Source: m.Path, Target: m.Dest(), Writable: m.Writable, Optional: m.Optional})
 		targets[m.Dest()] = m.Path
+	}
+	if p.Network.Enabled() {
+		// The only way out: cordon's proxy, through init's relay.
+		spec.ProxyAddr = ProxyAddr
+		proxyURL := "http://" + ProxyAddr
+		for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			spec.Env = setEnv(spec.Env, name, proxyURL)
+		}
+		for _, name := range []string{"ALL_PROXY", "all_proxy"} {
+			spec.Env = setEnv(spec.Env, name, "socks5h://"+ProxyAddr)
+		}
 	}
 	if ws := p.Workspace.Path; ws != "" {
 		if !filepath.IsAbs(ws) {
@@ -522,4 +553,75 @@ func newUserns(fromUID, toUID, fromGID, toGID uint32) (*os.File, error) {
 		return nil, fmt.Errorf("opening helper's user namespace: %w", err)
 	}
 	return f, nil
+}
+
+// ProxyAddr is where the proxy answers inside the sandbox.
+const ProxyAddr = "127.0.0.1:3128"
+
+// setEnv sets name in env, replacing an earlier value.
+func setEnv(env []string, name, value string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, name+"="+value)
+}
+
+// startProxy runs the egress proxy for one sandbox: it returns the socket
+// end init receives connections on, and a function that waits (briefly)
+// for the proxy's connections to end and records its events in res.
+func startProxy(p *profile.Profile, res *Result, stderr io.Writer) (*os.File, func(), error) {
+	pol, err := p.Network.Policy()
+	if err != nil {
+		return nil, nil, err
+	}
+	b := p.Network.Budget
+	px := &egress.Proxy{
+		Policy: pol,
+		Budget: egress.Budget{BytesOut: quantity(b.BytesOut), BytesIn: quantity(b.BytesIn), Connections: quantity(b.Connections)},
+		OnDeny: func(reason string) { fmt.Fprintf(stderr, "cordon: egress denied: %s\n", reason) },
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	mine, peer := os.NewFile(uintptr(fds[0]), "proxy"), os.NewFile(uintptr(fds[1]), "proxy-peer")
+	var conns sync.WaitGroup
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		defer mine.Close()
+		for {
+			f, err := RecvFD(mine)
+			if err != nil {
+				return // init is gone
+			}
+			c, err := net.FileConn(f)
+			f.Close()
+			if err != nil {
+				continue
+			}
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				px.Serve(c)
+			}()
+		}
+	}()
+	done := func() {
+		<-accepted
+		finished := make(chan struct{})
+		go func() { conns.Wait(); close(finished) }()
+		select {
+		case <-finished:
+		case <-time.After(time.Second):
+		}
+		res.egress, res.egressExhausted = px.Events(), px.Exhausted()
+		if res.egressExhausted != "" {
+			res.egressBudget = b.Value(res.egressExhausted)
+		}
+	}
+	return peer, done, nil
 }

@@ -32,6 +32,9 @@ type Spec struct {
 	Landlock bool `json:"landlock"`
 	Seccomp  bool `json:"seccomp"`
 	TTY      bool `json:"tty"`
+	// ProxyAddr is where init listens for the proxy inside the sandbox
+	// (127.0.0.1:3128); empty without network.
+	ProxyAddr string `json:"proxy_addr,omitempty"`
 }
 
 // Rlimits are the per-process limits: CPU seconds, the largest file
@@ -67,7 +70,10 @@ const (
 	// ConsoleFD is a unix socket on which init sends back the master of the
 	// pseudo-terminal it allocates when TTY is set; closed otherwise.
 	ConsoleFD = 5
-	FirstFD   = 6 // detached mounts
+	// ProxyFD is a unix socket on which init passes each connection made to
+	// the proxy's address inside the sandbox; closed without network.
+	ProxyFD = 6
+	FirstFD = 7 // detached mounts
 )
 
 // InitArg is the hidden subcommand that runs the sandbox init.
