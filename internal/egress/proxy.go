@@ -101,19 +101,20 @@ func (p *Proxy) Serve(c net.Conn) {
 	p.serveHTTP(c, br)
 }
 
-// decide resolves the destination, checks every address in turn and pins
-// the first one allowed; it records the event.
-func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, netip.AddrPort) {
+// decide resolves the destination once, checks every address, and returns
+// the allowed ones, to which the connection is pinned (no second lookup, so
+// no DNS rebinding); it records the event.
+func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, []netip.AddrPort) {
 	ev := &Event{Time: time.Now(), Protocol: proto, Host: host, Port: port}
 	p.mu.Lock()
 	p.events = append(p.events, ev)
 	p.mu.Unlock()
-	deny := func(rule, reason string) (*Event, netip.AddrPort) {
+	deny := func(rule, reason string) (*Event, []netip.AddrPort) {
 		ev.Decision, ev.Rule, ev.Reason = "deny", rule, reason
 		if p.OnDeny != nil {
 			p.OnDeny(reason)
 		}
-		return ev, netip.AddrPort{}
+		return ev, nil
 	}
 	if why := p.overBudget(true); why != "" {
 		return deny("", fmt.Sprintf("%s:%d: the egress budget is used up (%s)", host, port, why))
@@ -139,21 +140,26 @@ func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, 
 		addrs = found
 	}
 	var first Decision
+	var allowed []netip.AddrPort
 	for i, a := range addrs {
 		d := p.Policy.Check(Request{Host: host, Port: port, Addr: a.Unmap(), Method: method})
 		if d.Allow {
-			ev.Decision, ev.Rule, ev.Reason, ev.Addr = "allow", d.Rule, d.Reason, a.Unmap().String()
-			p.mu.Lock()
-			p.conns++
-			p.mu.Unlock()
-			return ev, netip.AddrPortFrom(a.Unmap(), port)
-		}
-		if i == 0 {
+			if allowed == nil {
+				ev.Decision, ev.Rule, ev.Reason, ev.Addr = "allow", d.Rule, d.Reason, a.Unmap().String()
+			}
+			allowed = append(allowed, netip.AddrPortFrom(a.Unmap(), port))
+		} else if i == 0 {
 			first = d
-			ev.Addr = a.Unmap().String()
 		}
 	}
-	return deny(first.Rule, first.Reason)
+	if allowed == nil {
+		ev.Addr = addrs[0].Unmap().String()
+		return deny(first.Rule, first.Reason)
+	}
+	p.mu.Lock()
+	p.conns++
+	p.mu.Unlock()
+	return ev, allowed
 }
 
 // overBudget says which budget is used up; counting a new connection when
@@ -174,14 +180,32 @@ func (p *Proxy) overBudget(conn bool) string {
 	return p.exhausted
 }
 
-func (p *Proxy) dial(to netip.AddrPort) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
-	defer cancel()
-	if p.Dial != nil {
-		return p.Dial(ctx, to)
+// dial connects to the first of the allowed addresses that answers, and
+// records which one in the event.
+func (p *Proxy) dial(ev *Event, to []netip.AddrPort) (net.Conn, error) {
+	var firstErr error
+	for _, a := range to {
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+		var c net.Conn
+		var err error
+		if p.Dial != nil {
+			c, err = p.Dial(ctx, a)
+		} else {
+			var d net.Dialer
+			c, err = d.DialContext(ctx, "tcp", a.String())
+		}
+		cancel()
+		if err == nil {
+			p.mu.Lock()
+			ev.Addr = a.Addr().String()
+			p.mu.Unlock()
+			return c, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
 	}
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", to.String())
+	return nil, firstErr
 }
 
 // serveHTTP handles CONNECT and absolute-form requests.
@@ -201,10 +225,10 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 			writeDenied(c, req.Host, ev.Reason)
 			return
 		}
-		up, err := p.dial(to)
+		up, err := p.dial(ev, to)
 		if err != nil {
 			p.fail(ev, err)
-			fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n\r\ncordon: %s: %v\n", to, err)
+			fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n\r\ncordon: %s: %v\n", req.Host, err)
 			return
 		}
 		defer up.Close()
@@ -227,10 +251,10 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 		writeDenied(c, req.URL.Host, ev.Reason)
 		return
 	}
-	up, err := p.dial(to)
+	up, err := p.dial(ev, to)
 	if err != nil {
 		p.fail(ev, err)
-		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n\r\ncordon: %s: %v\n", to, err)
+		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n\r\ncordon: %s: %v\n", req.URL.Host, err)
 		return
 	}
 	defer up.Close()
@@ -449,7 +473,7 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
 		socksReply(c, socksNotAllowed)
 		return
 	}
-	up, err := p.dial(to)
+	up, err := p.dial(ev, to)
 	if err != nil {
 		p.fail(ev, err)
 		socksReply(c, socksHostUnreach)

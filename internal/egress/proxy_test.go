@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // startProxy serves p on a loopback listener. Its dialer refuses anything but
@@ -263,4 +264,72 @@ func FuzzParseClientHello(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		parseClientHello(b) // must not panic
 	})
+}
+
+// BenchmarkThroughput compares bulk transfer through the proxy (CONNECT)
+// with a direct loopback connection, and reports the ratio.
+func BenchmarkThroughput(b *testing.B) {
+	const size = 64 << 20
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	target := ln.Addr().String()
+	p := &Proxy{Policy: mustPolicy(b, []string{target}, nil)}
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pl.Close()
+	go func() {
+		for {
+			c, err := pl.Accept()
+			if err != nil {
+				return
+			}
+			go p.Serve(c)
+		}
+	}()
+	buf := make([]byte, 1<<20)
+	send := func(c net.Conn) {
+		for sent := 0; sent < size; sent += len(buf) {
+			if _, err := c.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c.Close()
+	}
+	timeIt := func(through bool) float64 {
+		start := time.Now()
+		c, err := net.Dial("tcp", map[bool]string{true: pl.Addr().String(), false: target}[through])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if through {
+			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
+				b.Fatalf("CONNECT: %v %v", resp, err)
+			}
+		}
+		send(c)
+		return float64(size) / time.Since(start).Seconds() / (1 << 20)
+	}
+	var direct, proxied float64
+	for b.Loop() {
+		direct += timeIt(false)
+		proxied += timeIt(true)
+	}
+	b.ReportMetric(direct/float64(b.N), "direct-MiB/s")
+	b.ReportMetric(proxied/float64(b.N), "proxied-MiB/s")
+	b.ReportMetric(proxied/direct, "proxied/direct")
 }
