@@ -1,6 +1,9 @@
 // Package sandbox is the host side of cordon: it turns a profile into a Spec,
-// starts the sandbox init in new namespaces, passes it the Spec through a
-// pipe, forwards signals, and reports how the command ended.
+// starts the sandbox init in new namespaces and in a cgroup of its own,
+// passes it the Spec through a pipe, carries the command's output (counted
+// and capped) and its network connections (through the egress proxy),
+// enforces the wall clock and the cgroup's limits, forwards signals, and
+// gathers the facts of how the run ended for the outcome.
 package sandbox
 
 import (
