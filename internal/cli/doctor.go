@@ -108,7 +108,7 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool) {
 		row("seccomp", "%s", missing(sandbox.LayerSeccomp, h.Seccomp))
 	}
 	row("capabilities", "all dropped (effective, permitted, inheritable, bounding, ambient); no_new_privs")
-	row("network", "none: a private network namespace with only lo")
+	row("network", "none by default: a private network namespace with only lo; destinations a profile or --allow names go through cordon's egress proxy (HTTP, CONNECT, SOCKS5 at 127.0.0.1:3128 inside), nothing else")
 	if h.Cgroup.Delegated {
 		row("limits", "memory (swap included), pids, cpus and total cpu_time by cgroup %s; cpu_time, file_size and open_files per process by rlimit; wall and output by cordon; tmp_size by tmpfs", h.Cgroup.Using)
 	} else {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
@@ -11,9 +12,10 @@ import (
 // profileFlags are the flags that choose and adjust a profile, shared by run
 // and profile show.
 type profileFlags struct {
-	file      string
-	workspace string
-	ro, rw    list
+	file          string
+	workspace     string
+	ro, rw        list
+	limits, allow list
 }
 
 func (pf *profileFlags) register(fs *flag.FlagSet) {
@@ -21,6 +23,8 @@ func (pf *profileFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&pf.workspace, "workspace", "", "workspace `DIR`, bound read-write (default: the profile's, '.' in the default profile)")
 	fs.Var(&pf.ro, "ro", "bind host `PATH` read-only at the same place (repeatable)")
 	fs.Var(&pf.rw, "rw", "bind host `PATH` read-write at the same place (repeatable)")
+	fs.Var(&pf.limits, "limit", "set a resource limit, `NAME=VALUE` (e.g. memory=512MiB, wall=30s); repeatable")
+	fs.Var(&pf.allow, "allow", "let the sandbox reach `DEST` (host[:port], *.suffix[:port], ip[:port], cidr) through cordon's egress proxy; repeatable")
 }
 
 // load reads the profile and applies the command-line adjustments.
@@ -47,6 +51,20 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 			if err := p.AddMount(pf.abs(e, path), spec.writable); err != nil {
 				return nil, fmt.Errorf("%s %s: %w", spec.flag, path, err)
 			}
+		}
+	}
+	for _, l := range pf.limits {
+		name, value, ok := strings.Cut(l, "=")
+		if !ok {
+			return nil, fmt.Errorf("--limit %s: want NAME=VALUE", l)
+		}
+		if err := p.SetLimit(name, value); err != nil {
+			return nil, fmt.Errorf("--limit %w", err)
+		}
+	}
+	for _, d := range pf.allow {
+		if err := p.AddAllow(d); err != nil {
+			return nil, fmt.Errorf("--allow %w", err)
 		}
 	}
 	return p, nil

@@ -21,10 +21,8 @@ func runCmd(e *env, args []string) int {
 	fs := newFlags(e, "run", "run [flags] -- CMD [ARGS...]")
 	var pf profileFlags
 	pf.register(fs)
-	var degraded, limits, allowNet list
+	var degraded list
 	fs.Var(&degraded, "allow-degraded", "run even if `LAYER` ("+strings.Join(sandbox.DegradableLayers, ", ")+") is unavailable; repeatable or comma-separated")
-	fs.Var(&limits, "limit", "set a resource limit, `NAME=VALUE` (e.g. memory=512MiB, wall=30s); repeatable")
-	fs.Var(&allowNet, "allow", "let the sandbox reach `DEST` (host[:port], *.suffix[:port], ip[:port], cidr) through cordon's egress proxy; repeatable")
 	asJSON := fs.Bool("json", false, "print the outcome as JSON on stderr after the command's output")
 	outFile := fs.String("outcome", "", "write the outcome as JSON to `FILE`")
 	verbose := fs.Bool("v", false, "report the layers in force on stderr")
@@ -47,20 +45,6 @@ func runCmd(e *env, args []string) int {
 	p, err := pf.load(e)
 	if err != nil {
 		return fail(e, err)
-	}
-	for _, l := range limits {
-		name, value, ok := strings.Cut(l, "=")
-		if !ok {
-			return fail(e, fmt.Errorf("--limit %s: want NAME=VALUE", l))
-		}
-		if err := p.SetLimit(name, value); err != nil {
-			return fail(e, fmt.Errorf("--limit %s", err))
-		}
-	}
-	for _, d := range allowNet {
-		if err := p.AddAllow(d); err != nil {
-			return fail(e, fmt.Errorf("--allow %w", err))
-		}
 	}
 	o, err := sandbox.Run(sandbox.Options{
 		Profile:       p,

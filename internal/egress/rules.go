@@ -112,6 +112,9 @@ func splitHostPort(t string) (host, port string, err error) {
 // normalizeHost checks a host name or "*.suffix" pattern and lowers it.
 func normalizeHost(h string) (string, error) {
 	h = strings.TrimSuffix(strings.ToLower(h), ".")
+	if h == "*" {
+		return "", fmt.Errorf("a bare * would allow every host; name the hosts")
+	}
 	name := h
 	if strings.HasPrefix(h, "*.") {
 		name = h[2:]
