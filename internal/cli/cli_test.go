@@ -75,6 +75,16 @@ func TestScripts(t *testing.T) {
 			switch cond {
 			case "root":
 				return os.Geteuid() == 0, nil
+			case "hostloopback":
+				// Whether the host's name resolves to a loopback address
+				// on the host, for transparent-mode tests by name.
+				addrs, _ := net.LookupHost(hostname())
+				for _, a := range addrs {
+					if ip := net.ParseIP(a); ip != nil && ip.IsLoopback() {
+						return true, nil
+					}
+				}
+				return false, nil
 			case "cgroups":
 				// Whether cordon may create cgroups here.
 				out, _ := exec.Command(filepath.Join(binDir, "cordon"), "doctor", "--json").Output()

@@ -16,6 +16,7 @@ type profileFlags struct {
 	workspace     string
 	ro, rw        list
 	limits, allow list
+	transparent   bool
 }
 
 func (pf *profileFlags) register(fs *flag.FlagSet) {
@@ -24,6 +25,7 @@ func (pf *profileFlags) register(fs *flag.FlagSet) {
 	fs.Var(&pf.ro, "ro", "bind host `PATH` read-only at the same place (repeatable)")
 	fs.Var(&pf.rw, "rw", "bind host `PATH` read-write at the same place (repeatable)")
 	fs.Var(&pf.limits, "limit", "set a resource limit, `NAME=VALUE` (e.g. memory=512MiB, wall=30s); repeatable")
+	fs.BoolVar(&pf.transparent, "transparent", false, "also carry clients that ignore the proxy variables: capture their TCP and answer their DNS (needs nftables in the kernel)")
 	fs.Var(&pf.allow, "allow", "let the sandbox reach `DEST` (host[:port], *.suffix[:port], ip[:port], cidr) through cordon's egress proxy; repeatable")
 }
 
@@ -61,6 +63,9 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 		if err := p.SetLimit(name, value); err != nil {
 			return nil, fmt.Errorf("--limit %w", err)
 		}
+	}
+	if pf.transparent {
+		p.Network.Transparent = true
 	}
 	for _, d := range pf.allow {
 		if err := p.AddAllow(d); err != nil {

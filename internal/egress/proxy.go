@@ -26,7 +26,7 @@ type Budget struct {
 // Event is one connection attempt through the proxy.
 type Event struct {
 	Time     time.Time `json:"time"`
-	Protocol string    `json:"protocol"` // "http", "connect", "socks5"
+	Protocol string    `json:"protocol"` // "http", "connect", "socks5", "transparent", "dns"
 	Host     string    `json:"host"`
 	Addr     string    `json:"addr,omitempty"`
 	Port     uint16    `json:"port"`
@@ -55,6 +55,11 @@ type Proxy struct {
 	conns     int64
 	out, in   int64
 	exhausted string
+
+	// Transparent mode: the names the resolver answered, by fake address.
+	fakeByName map[string]netip.Addr
+	nameByFake map[netip.Addr]string
+	nextFake   netip.Addr
 }
 
 // Events returns every attempt so far, with its bytes.

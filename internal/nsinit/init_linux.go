@@ -94,8 +94,14 @@ func run(report func(sandbox.Status)) error {
 		return stage("entering working directory", err)
 	}
 	if spec.ProxyAddr != "" {
-		if err := relayProxy(spec.ProxyAddr); err != nil {
+		sock := os.NewFile(sandbox.ProxyFD, "proxy")
+		if err := relayProxy(spec.ProxyAddr, sock); err != nil {
 			return stage("listening for the egress proxy", err)
+		}
+		if spec.Transparent {
+			if err := transparent(spec, sock); err != nil {
+				return stage("transparent egress", err)
+			}
 		}
 	}
 	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
@@ -315,31 +321,11 @@ func tmpUsed(spec *sandbox.Spec) int64 {
 // as a descriptor, to cordon's proxy outside: the only way out of the
 // sandbox's network namespace. The listener and the socket to cordon are
 // close-on-exec: the command cannot use the socket itself.
-func relayProxy(addr string) error {
-	sock := os.NewFile(sandbox.ProxyFD, "proxy")
+func relayProxy(addr string, sock *os.File) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	go func() {
-		defer ln.Close()
-		defer sock.Close()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			f, err := c.(*net.TCPConn).File()
-			c.Close()
-			if err != nil {
-				continue
-			}
-			err = sandbox.SendFD(sock, f)
-			f.Close()
-			if err != nil {
-				return // cordon is gone
-			}
-		}
-	}()
+	go relay(ln, sock, tagProxy)
 	return nil
 }

@@ -345,6 +345,9 @@ func (r *rootfs) writeEtc() error {
 		"hostname": s.Hostname + "\n",
 		"hosts":    fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n", s.Hostname),
 	}
+	if s.Transparent {
+		files["resolv.conf"] = "nameserver " + strings.TrimSuffix(sandbox.DNSAddr, ":53") + "\n"
+	}
 	for name, content := range files {
 		fd, err := unix.Openat(int(etc.Fd()), name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 		if err != nil {

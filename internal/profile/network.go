@@ -14,6 +14,10 @@ type Network struct {
 	Allow  []Destination `yaml:"allow,omitempty" json:"allow,omitempty"`
 	Deny   []Destination `yaml:"deny,omitempty" json:"deny,omitempty"`
 	Budget NetBudget     `yaml:"budget,omitempty" json:"budget,omitempty"`
+	// Transparent also carries clients that ignore the proxy variables:
+	// TCP to any address is captured in the sandbox and handed to the
+	// proxy, and DNS is answered for allowed names only.
+	Transparent bool `yaml:"transparent,omitempty" json:"transparent,omitempty"`
 }
 
 // Destination is one rule: a host, IP or CIDR with an optional port, and the

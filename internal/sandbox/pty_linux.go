@@ -116,25 +116,37 @@ func (t *terminal) doClose() {
 }
 
 // SendFD passes f over the unix socket sock.
-func SendFD(sock, f *os.File) error {
-	return unix.Sendmsg(int(sock.Fd()), []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0)
+func SendFD(sock, f *os.File) error { return SendFDTag(sock, f, 0) }
+
+// SendFDTag passes f with a one-byte tag saying what it is.
+func SendFDTag(sock, f *os.File, tag byte) error {
+	return unix.Sendmsg(int(sock.Fd()), []byte{tag}, unix.UnixRights(int(f.Fd())), nil, 0)
 }
 
 // RecvFD receives one descriptor passed with SendFD.
 func RecvFD(sock *os.File) (*os.File, error) {
+	f, _, err := RecvFDTag(sock)
+	return f, err
+}
+
+// RecvFDTag receives one descriptor and its tag.
+func RecvFDTag(sock *os.File) (*os.File, byte, error) {
 	buf := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(4))
-	_, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	if n == 0 && oobn == 0 {
+		return nil, 0, io.EOF
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil || len(msgs) != 1 {
-		return nil, fmt.Errorf("no descriptor received")
+		return nil, 0, fmt.Errorf("no descriptor received")
 	}
 	fds, err := unix.ParseUnixRights(&msgs[0])
 	if err != nil || len(fds) != 1 {
-		return nil, fmt.Errorf("no descriptor received")
+		return nil, 0, fmt.Errorf("no descriptor received")
 	}
-	return os.NewFile(uintptr(fds[0]), "pty-master"), nil
+	return os.NewFile(uintptr(fds[0]), "passed"), buf[0], nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -162,7 +163,7 @@ func run(opts Options, res *Result) error {
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: ids.gid, Size: 1}},
 		// Init keeps these capabilities (in its own user namespace only)
 		// to build the root; it drops them before the command starts.
-		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_ADMIN},
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE},
 		Pdeathsig:   unix.SIGKILL,
 	}
 	if rootMode {
@@ -403,6 +404,17 @@ func buildSpec(opts Options) (*Spec, error) {
 		for _, name := range []string{"ALL_PROXY", "all_proxy"} {
 			spec.Env = setEnv(spec.Env, name, "socks5h://"+ProxyAddr)
 		}
+		if p.Network.Transparent {
+			// DNS goes to cordon's resolver, through a synthetic resolv.conf.
+			spec.Transparent = true
+			mounts := spec.Mounts[:0]
+			for _, m := range spec.Mounts {
+				if m.Target != "/etc/resolv.conf" {
+					mounts = append(mounts, m)
+				}
+			}
+			spec.Mounts = mounts
+		}
 	}
 	if ws := p.Workspace.Path; ws != "" {
 		if !filepath.IsAbs(ws) {
@@ -594,19 +606,38 @@ func startProxy(p *profile.Profile, res *Result, stderr io.Writer) (*os.File, fu
 		defer close(accepted)
 		defer mine.Close()
 		for {
-			f, err := RecvFD(mine)
+			f, tag, err := RecvFDTag(mine)
 			if err != nil {
 				return // init is gone
 			}
-			c, err := net.FileConn(f)
+			if tag == TagDNS {
+				pc, err := net.FilePacketConn(f)
+				f.Close()
+				if err == nil {
+					go px.ServeDNS(pc)
+				}
+				continue
+			}
+			var dst netip.AddrPort
+			if tag == TagTransparent {
+				dst, err = originalDst(f)
+			}
+			c, cerr := net.FileConn(f)
 			f.Close()
-			if err != nil {
+			if err != nil || cerr != nil {
+				if c != nil {
+					c.Close()
+				}
 				continue
 			}
 			conns.Add(1)
 			go func() {
 				defer conns.Done()
-				px.Serve(c)
+				if tag == TagTransparent {
+					px.ServeTransparent(c, dst)
+				} else {
+					px.Serve(c)
+				}
 			}()
 		}
 	}()
@@ -624,4 +655,16 @@ func startProxy(p *profile.Profile, res *Result, stderr io.Writer) (*os.File, fu
 		}
 	}
 	return peer, done, nil
+}
+
+// originalDst is where a redirected connection was going (SO_ORIGINAL_DST).
+func originalDst(f *os.File) (netip.AddrPort, error) {
+	mreq, err := unix.GetsockoptIPv6Mreq(int(f.Fd()), unix.SOL_IP, unix.SO_ORIGINAL_DST)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	// A struct sockaddr_in: family, port (big-endian), address.
+	sa := mreq.Multiaddr
+	port := uint16(sa[2])<<8 | uint16(sa[3])
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{sa[4], sa[5], sa[6], sa[7]}), port), nil
 }

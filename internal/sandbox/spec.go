@@ -38,7 +38,23 @@ type Spec struct {
 	// ProxyAddr is where init listens for the proxy inside the sandbox
 	// (127.0.0.1:3128); empty without network.
 	ProxyAddr string `json:"proxy_addr,omitempty"`
+	// Transparent also captures TCP to any outside address and answers DNS
+	// at DNSAddr (see nsinit).
+	Transparent bool `json:"transparent,omitempty"`
 }
+
+// Tags of the descriptors init passes on ProxyFD.
+const (
+	TagProxy       byte = 0 // a connection to ProxyAddr
+	TagTransparent byte = 1 // a redirected connection; SO_ORIGINAL_DST tells where to
+	TagDNS         byte = 2 // the UDP socket DNS queries arrive on
+)
+
+// Addresses inside the sandbox in transparent mode.
+const (
+	TransparentPort = 3129
+	DNSAddr         = "127.0.0.53:53"
+)
 
 // Rlimits are the per-process limits: CPU seconds, the largest file
 // written, open descriptors, and (when no cgroup counts them) processes.
