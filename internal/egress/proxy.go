@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -275,22 +276,72 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 	io.Copy(&countWriter{p: p, ev: ev, w: c}, up)
 }
 
-// checkSNI reads the TLS ClientHello of a tunnel, if the client sends one,
-// and refuses a server name other than the host the tunnel was opened for.
+// checkSNI looks at what a tunnel's client sends first: the server name of
+// a TLS ClientHello must be the host the tunnel was opened for, and so must
+// the Host header of a plain HTTP request when the tunnel was opened by name
+// (a tunnel to an IP, which only an address rule opens, is often reached by
+// a client that resolved a name itself). Other protocols pass.
 func (p *Proxy) checkSNI(ev *Event, br *bufio.Reader, host string) bool {
-	sni, ok := peekSNI(br)
-	if !ok || sni == "" {
+	name, what := "", ""
+	if sni, ok := peekSNI(br); ok {
+		name, what = sni, "TLS server name"
+	} else if h, ok := peekHTTPHost(br); ok {
+		name, what = h, "HTTP Host"
+	}
+	if name == "" || strings.EqualFold(strings.TrimSuffix(name, "."), strings.TrimSuffix(host, ".")) {
 		return true
 	}
-	if strings.EqualFold(strings.TrimSuffix(sni, "."), strings.TrimSuffix(host, ".")) {
+	if _, err := netip.ParseAddr(host); err == nil && what == "HTTP Host" {
 		return true
 	}
 	p.mu.Lock()
 	ev.Decision = "deny"
-	ev.Reason = fmt.Sprintf("%s:%d: the TLS server name %q differs from the tunnel's host", host, ev.Port, sni)
+	ev.Reason = fmt.Sprintf("%s:%d: the %s %q differs from the tunnel's host", host, ev.Port, what, name)
 	p.mu.Unlock()
 	if p.OnDeny != nil {
 		p.OnDeny(ev.Reason)
+	}
+	return false
+}
+
+// peekHTTPHost returns the host of the Host header of a plain HTTP request
+// at the start of br, without consuming it. ok is false when the stream
+// does not start with an HTTP method.
+func peekHTTPHost(br *bufio.Reader) (host string, ok bool) {
+	first, err := br.Peek(8)
+	if err != nil || !httpMethodStart(first) {
+		return "", false
+	}
+	for {
+		b, _ := br.Peek(br.Buffered())
+		end := bytes.Index(b, []byte("\r\n\r\n"))
+		if end < 0 {
+			if br.Buffered() >= maxHello {
+				return "", true // headers too large to inspect: no name seen
+			}
+			if _, err := br.Peek(br.Buffered() + 1); err != nil {
+				return "", true
+			}
+			continue
+		}
+		for _, line := range strings.Split(string(b[:end]), "\r\n")[1:] {
+			if k, v, found := strings.Cut(line, ":"); found && strings.EqualFold(strings.TrimSpace(k), "Host") {
+				h := strings.TrimSpace(v)
+				if hh, _, err := net.SplitHostPort(h); err == nil {
+					h = hh
+				}
+				return strings.Trim(h, "[]"), true
+			}
+		}
+		return "", true
+	}
+}
+
+func httpMethodStart(b []byte) bool {
+	for _, m := range []string{"GET ", "HEAD ", "POST ", "PUT ", "PATCH ", "DELETE ", "OPTIONS "} {
+		if bytes.HasPrefix(b, []byte(m)) {
+			return true
+		}
 	}
 	return false
 }

@@ -333,3 +333,52 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(proxied/float64(b.N), "proxied-MiB/s")
 	b.ReportMetric(proxied/direct, "proxied/direct")
 }
+
+func TestPeekHTTPHost(t *testing.T) {
+	for _, tt := range []struct {
+		in, host string
+		ok       bool
+	}{
+		{"GET / HTTP/1.1\r\nHost: api.example.com:8080\r\nAccept: */*\r\n\r\n", "api.example.com", true},
+		{"POST /x HTTP/1.1\r\nhost: [::1]:80\r\n\r\nbody", "::1", true},
+		{"GET / HTTP/1.0\r\n\r\n", "", true},
+		{"SSH-2.0-OpenSSH\r\n", "", false},
+	} {
+		br := bufio.NewReaderSize(strings.NewReader(tt.in), maxHello+5)
+		host, ok := peekHTTPHost(br)
+		if host != tt.host || ok != tt.ok {
+			t.Errorf("%q: got %q %v, want %q %v", tt.in, host, ok, tt.host, tt.ok)
+		}
+		if rest, _ := io.ReadAll(br); string(rest) != tt.in {
+			t.Errorf("%q: consumed input", tt.in)
+		}
+	}
+}
+
+func TestTunnelHostMustMatch(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "page") }))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	p := &Proxy{Policy: mustPolicy(t, []string{"local.test:" + port}, nil)}
+	addr := startProxy(t, p)
+	for _, tt := range []struct {
+		host string
+		ok   bool
+	}{{"local.test", true}, {"elsewhere.example", false}} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		fmt.Fprintf(c, "CONNECT local.test:%s HTTP/1.1\r\nHost: local.test:%s\r\n\r\n", port, port)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", tt.host)
+		b, _ := io.ReadAll(br)
+		c.Close()
+		if got := bytes.Contains(b, []byte("page")); got != tt.ok {
+			t.Errorf("Host %s: got page %v, want %v (%q)", tt.host, got, tt.ok, b)
+		}
+	}
+}
