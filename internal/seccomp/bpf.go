@@ -80,6 +80,49 @@ var special = []struct {
 	{"personality", func() []bpf.Instruction {
 		return append([]bpf.Instruction{loadArgLow(0)}, memberOf(Personalities, RetAllow, errno(errnoEPERM))...)
 	}},
+	// No set-user-ID or set-group-ID bits: a file the sandbox creates in a
+	// writable bind is a file on the host, where such a bit would grant the
+	// file's host owner (root, for an idmapped root-owned workspace) to
+	// whoever runs it.
+	{"chmod", func() []bpf.Instruction { return noSetID(1, -1) }},
+	{"fchmod", func() []bpf.Instruction { return noSetID(1, -1) }},
+	{"fchmodat", func() []bpf.Instruction { return noSetID(2, -1) }},
+	{"fchmodat2", func() []bpf.Instruction { return noSetID(2, -1) }},
+	{"creat", func() []bpf.Instruction { return noSetID(1, -1) }},
+	{"mknod", func() []bpf.Instruction { return noSetID(1, -1) }},
+	{"mknodat", func() []bpf.Instruction { return noSetID(2, -1) }},
+	{"open", func() []bpf.Instruction { return noSetID(2, 1) }},
+	{"openat", func() []bpf.Instruction { return noSetID(3, 2) }},
+	// openat2 passes its mode in memory, where seccomp cannot read it:
+	// ENOSYS makes the C library fall back to openat, which is checked.
+	{"openat2", func() []bpf.Instruction {
+		return []bpf.Instruction{bpf.RetConstant{Val: errno(errnoENOSYS)}}
+	}},
+}
+
+// Mode bits and open flags the set-ID checks read.
+const (
+	modeSetID  = 06000      // S_ISUID | S_ISGID
+	openCreate = 0100       // O_CREAT
+	openTmp    = 0x00400000 // __O_TMPFILE
+)
+
+// noSetID refuses (EPERM) a mode argument with S_ISUID or S_ISGID; when
+// flagsArg is not -1, only for an open that creates a file.
+func noSetID(modeArg, flagsArg int) []bpf.Instruction {
+	var prog []bpf.Instruction
+	if flagsArg >= 0 {
+		prog = append(prog,
+			loadArgLow(uint32(flagsArg)),
+			bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: openCreate | openTmp, SkipFalse: 3},
+		)
+	}
+	return append(prog,
+		loadArgLow(uint32(modeArg)),
+		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: modeSetID, SkipFalse: 1},
+		bpf.RetConstant{Val: errno(errnoEPERM)},
+		bpf.RetConstant{Val: RetAllow},
+	)
 }
 
 // Build assembles the filter for one architecture:

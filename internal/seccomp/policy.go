@@ -21,7 +21,7 @@ import "sort"
 // list follows Docker's default profile minus what cordon denies (see Denied).
 var Allowed = []string{
 	// files and directories
-	"access", "faccessat", "faccessat2", "open", "openat", "openat2", "creat", "close", "close_range",
+	"access", "faccessat", "faccessat2", "open", "openat", "creat", "close", "close_range",
 	"read", "readv", "pread64", "preadv", "preadv2", "write", "writev", "pwrite64", "pwritev", "pwritev2",
 	"lseek", "_llseek", "stat", "stat64", "fstat", "fstat64", "lstat", "lstat64", "newfstatat", "fstatat64", "statx",
 	"statfs", "statfs64", "fstatfs", "fstatfs64", "getdents", "getdents64", "getcwd", "chdir", "fchdir",
@@ -90,7 +90,7 @@ var Denied = []string{
 	"ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "process_madvise",
 	"mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "open_tree_attr",
 	"fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "listmount", "statmount",
-	"unshare", "setns", "clone3",
+	"unshare", "setns", "clone3", "openat2",
 	"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
 	"keyctl", "add_key", "request_key",
 	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
