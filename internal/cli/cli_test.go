@@ -43,12 +43,16 @@ func buildAndRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "cordon"), "github.com/cordon-sandbox/cordon/cmd/cordon")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building cordon:", err)
-		return 1
+	// cordon-weak is a test build that can leave layers out (CORDON_WEAKEN),
+	// to show that each escape probe can fail.
+	for name, tags := range map[string]string{"cordon": "", "cordon-weak": "cordon_weaken"} {
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags="+tags, "-o", filepath.Join(dir, name), "github.com/cordon-sandbox/cordon/cmd/cordon")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", name+":", err)
+			return 1
+		}
 	}
 	binDir = dir
 	return m.Run()

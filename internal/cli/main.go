@@ -12,8 +12,12 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
+
+// hiddenProbe is the subcommand that runs the probes inside the sandbox.
+const hiddenProbe = "__probe"
 
 // Exit statuses of cordon itself.
 const (
@@ -55,6 +59,10 @@ func Main(args []string) int {
 		return runCmd(e, rest)
 	case "doctor":
 		return doctorCmd(e, rest)
+	case "probe":
+		return probeCmd(e, rest)
+	case hiddenProbe:
+		return probe.Main(rest)
 	case "profile":
 		err = profileCmd(e, rest)
 	case "version", "--version":
@@ -84,6 +92,7 @@ func usage(w io.Writer) {
 commands:
   run [flags] -- CMD [ARGS...]   run CMD in a least-privilege sandbox
   doctor                         what this host supports and what cordon will do here
+  probe [flags]                  run the escape probes in a sandbox built from the profile
   profile show [flags]           print the effective profile
   version                        print the version
 

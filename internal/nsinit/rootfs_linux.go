@@ -87,7 +87,9 @@ func (r *rootfs) build() error {
 		return err
 	}
 	defer proc.Close()
-	r.limitUserNamespaces(proc)
+	if !r.spec.Weaken.UsernsLimit {
+		r.limitUserNamespaces(proc)
+	}
 
 	dev, err := r.mountFS("dev", "tmpfs", map[string]string{"mode": "0755", "size": "64k"}, devAttrs)
 	if err != nil {

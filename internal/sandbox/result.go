@@ -31,6 +31,9 @@ type Options struct {
 	Cwd string
 	// LookupEnv reads cordon's own environment, for env.pass.
 	LookupEnv func(string) (string, bool)
+	// SelfExec runs cordon itself as the command, with Args as its
+	// arguments (see Spec.SelfExec).
+	SelfExec bool
 	// Exe is the sealed copy of cordon to start init from; nil makes one.
 	Exe *Executable
 

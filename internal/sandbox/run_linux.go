@@ -26,6 +26,9 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/seccomp"
 )
 
+// rootMapWeakened maps the sandbox user to host root; test builds only.
+var rootMapWeakened bool
+
 // nobody is the host id the sandbox user maps to when cordon runs as root
 // and the workspace belongs to root: never host root itself.
 const nobody = 65534
@@ -54,6 +57,13 @@ func run(opts Options, res *Result) error {
 	if err := checkLayers(spec, opts.AllowDegraded, res); err != nil {
 		return err
 	}
+	spec.Weaken = Weakenings{NetNS: weakened("netns"), UsernsLimit: weakened("userns-limit"), Caps: weakened("caps")}
+	if weakened("seccomp") {
+		spec.Seccomp = false
+	}
+	if weakened("root-map") {
+		rootMapWeakened = true
+	}
 	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res)
 	if err != nil {
 		return err
@@ -76,6 +86,9 @@ func run(opts Options, res *Result) error {
 	}()
 	if rootMode {
 		ids = rootIDs(spec)
+		if rootMapWeakened {
+			ids = idMapping{}
+		}
 		files, err = openTrees(spec, ids)
 		if err != nil {
 			return err
@@ -165,6 +178,9 @@ func run(opts Options, res *Result) error {
 		// to build the root; it drops them before the command starts.
 		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE},
 		Pdeathsig:   unix.SIGKILL,
+	}
+	if spec.Weaken.NetNS {
+		sys.Cloneflags &^= unix.CLONE_NEWNET
 	}
 	if rootMode {
 		// Drop host root's supplementary groups, which would otherwise still
@@ -378,6 +394,7 @@ func buildSpec(opts Options) (*Spec, error) {
 		Workdir:  p.User.Home(),
 		Env:      env,
 		Args:     opts.Args,
+		SelfExec: opts.SelfExec,
 		Landlock: true,
 		Seccomp:  true,
 	}

@@ -30,6 +30,12 @@ type Spec struct {
 	Args    []string `json:"args"`
 	// Path is the PATH used to find Args[0].
 	Path string `json:"path"`
+	// SelfExec runs cordon itself as the command (Args[1] is a hidden
+	// subcommand, e.g. the escape probes), from init's sealed copy, so the
+	// sandbox needs no path to any cordon binary.
+	SelfExec bool `json:"self_exec,omitempty"`
+	// Weaken is only ever set by test builds.
+	Weaken Weakenings `json:"weaken,omitempty"`
 	// Landlock and Seccomp are false only when the user allowed running
 	// without that layer.
 	Landlock bool `json:"landlock"`
@@ -124,4 +130,12 @@ func ReadSpec(r io.Reader) (*Spec, error) {
 		return nil, fmt.Errorf("reading sandbox spec: %w", err)
 	}
 	return &s, nil
+}
+
+// Weakenings are layers a test build (tag cordon_weaken) leaves out; always
+// empty in cordon itself.
+type Weakenings struct {
+	NetNS       bool `json:"netns,omitempty"`
+	UsernsLimit bool `json:"userns_limit,omitempty"`
+	Caps        bool `json:"caps,omitempty"`
 }

@@ -1,0 +1,183 @@
+package probe
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Battery is every probe, grouped by category in the order of THREATS.md.
+func Battery() []Probe {
+	return []Probe{
+		{"fs-canary-file", "filesystem", "read a host file outside the profile's view (a canary planted by cordon)",
+			"absent or permission denied", probeCanaryFile},
+		{"fs-shadow", "filesystem", "read /etc/shadow", "absent or permission denied", probeReadFile("/etc/shadow")},
+		{"fs-write-system", "filesystem", "create a file in /usr/bin", "read-only or permission denied", probeCreate("/usr/bin/cordon-probe")},
+		{"ns-nested-userns", "namespaces", "create a nested user namespace with unshare(2)", "refused", probeUnshare},
+		{"ns-capabilities", "namespaces", "hold any capability (effective, permitted, bounding, ambient)", "all sets empty", probeCaps},
+		{"net-host-loopback", "network", "connect to a service on the host's loopback", "no route", probeLoopback},
+		{"net-interfaces", "network", "find a network interface other than lo", "only lo", probeInterfaces},
+		{"agent-env-canary", "agent", "find a secret from cordon's own environment in the environment or /proc/*/environ",
+			"not found", probeEnvCanary},
+	}
+}
+
+func errnoOf(err error) string {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return unix.ErrnoName(errno)
+	}
+	return err.Error()
+}
+
+func probeCanaryFile(t *Targets) (Status, string) {
+	if t.CanaryFile == "" {
+		return Error, "no canary file planted"
+	}
+	return probeReadFile(t.CanaryFile)(t)
+}
+
+// probeReadFile tries to read path: contained when it is absent or refused.
+func probeReadFile(path string) func(*Targets) (Status, string) {
+	return func(*Targets) (Status, string) {
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			return Escaped, fmt.Sprintf("read %d bytes of %s", len(b), path)
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+			return Contained, fmt.Sprintf("%s: %s", path, errnoOf(err))
+		}
+		return Error, err.Error()
+	}
+}
+
+// probeCreate tries to create path: contained when refused.
+func probeCreate(path string) func(*Targets) (Status, string) {
+	return func(*Targets) (Status, string) {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		switch {
+		case err == nil:
+			f.Close()
+			os.Remove(path)
+			return Escaped, "created " + path
+		case errors.Is(err, unix.EROFS), errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+			return Contained, fmt.Sprintf("%s: %s", path, errnoOf(err))
+		}
+		return Error, err.Error()
+	}
+}
+
+func probeUnshare(*Targets) (Status, string) {
+	// unshare(2) on a multithreaded process refuses CLONE_NEWUSER with
+	// EINVAL whatever the sandbox does; the probe asks from a fresh child.
+	err := unshareInChild()
+	switch {
+	case err == nil:
+		return Escaped, "created a user namespace"
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.ENOSPC), errors.Is(err, unix.ENOSYS):
+		return Contained, "unshare(CLONE_NEWUSER): " + errnoOf(err)
+	}
+	return Error, err.Error()
+}
+
+func probeCaps(*Targets) (Status, string) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return Error, err.Error()
+	}
+	var held []string
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.HasPrefix(k, "Cap") && strings.Trim(strings.TrimSpace(v), "0") != "" {
+			held = append(held, k+"="+strings.TrimSpace(v))
+		}
+	}
+	if len(held) > 0 {
+		return Escaped, strings.Join(held, " ")
+	}
+	return Contained, "CapInh CapPrm CapEff CapBnd CapAmb all 0"
+}
+
+func probeLoopback(t *Targets) (Status, string) {
+	if t.LoopbackAddr == "" {
+		return Error, "no loopback service planted"
+	}
+	c, err := net.DialTimeout("tcp", t.LoopbackAddr, 2*time.Second)
+	if err != nil {
+		return Contained, fmt.Sprintf("%s: %s", t.LoopbackAddr, errnoOf(err))
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 64)
+	n, _ := c.Read(buf)
+	if strings.HasPrefix(string(buf[:n]), "cordon-canary") {
+		return Escaped, "reached the host's service at " + t.LoopbackAddr
+	}
+	// Something in the sandbox's own namespace answered: not the host.
+	return Contained, fmt.Sprintf("%s answered %q, not the host's service", t.LoopbackAddr, trim(string(buf[:n]), 20))
+}
+
+func probeInterfaces(*Targets) (Status, string) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return Error, err.Error()
+	}
+	var names []string
+	for _, i := range ifs {
+		names = append(names, i.Name)
+	}
+	if len(ifs) == 1 && ifs[0].Name == "lo" {
+		return Contained, "only lo"
+	}
+	return Escaped, "interfaces: " + strings.Join(names, " ")
+}
+
+func probeEnvCanary(t *Targets) (Status, string) {
+	if t.CanaryEnvSHA256 == "" {
+		return Error, "no canary variable planted"
+	}
+	found := func(text string) bool {
+		for _, kv := range strings.Split(text, "\x00") {
+			if _, v, ok := strings.Cut(kv, "="); ok {
+				sum := sha256.Sum256([]byte(v))
+				if hex.EncodeToString(sum[:]) == t.CanaryEnvSHA256 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if found(strings.Join(os.Environ(), "\x00")) {
+		return Escaped, "the canary is in the probe's environment"
+	}
+	paths, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil && found(string(b)) {
+			return Escaped, "the canary is in " + p
+		}
+	}
+	return Contained, fmt.Sprintf("not in the environment nor in %d /proc/*/environ", len(paths))
+}
+
+// unshareInChild starts a child in a new user namespace, through clone(2)
+// as any program would, and reports what the kernel (or seccomp) said.
+func unshareInChild() error {
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"cordon", "__hold"}, &syscall.ProcAttr{
+		Sys: &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER},
+	})
+	if err != nil {
+		return err
+	}
+	var ws unix.WaitStatus
+	unix.Wait4(pid, &ws, 0, nil)
+	return nil
+}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package probe
+
+// Battery is empty outside Linux.
+func Battery() []Probe { return nil }

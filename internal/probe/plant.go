@@ -1,0 +1,66 @@
+package probe
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+)
+
+// CanaryEnvName is the variable the host side sets in cordon's own
+// environment; the sandbox must never see its value.
+const CanaryEnvName = "CORDON_PROBE_CANARY"
+
+// Plant sets up the targets outside the sandbox: a world-readable canary
+// file in a new directory of dir, a canary value in cordon's environment,
+// and a loopback service that answers "cordon-canary". The returned
+// function removes them.
+func Plant(dir string) (*Targets, func(), error) {
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, nil, err
+	}
+	value := hex.EncodeToString(secret)
+	sum := sha256.Sum256([]byte(value))
+
+	d, err := os.MkdirTemp(dir, "cordon-probe-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("canary directory: %w", err)
+	}
+	os.Chmod(d, 0o755)
+	file := filepath.Join(d, "canary-secret")
+	if err := os.WriteFile(file, []byte("cordon-canary "+value+"\n"), 0o644); err != nil {
+		os.RemoveAll(d)
+		return nil, nil, fmt.Errorf("canary file: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(d)
+		return nil, nil, fmt.Errorf("canary service: %w", err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("cordon-canary\n"))
+			c.Close()
+		}
+	}()
+	prev, had := os.LookupEnv(CanaryEnvName)
+	os.Setenv(CanaryEnvName, value)
+	t := &Targets{CanaryFile: file, CanaryEnv: CanaryEnvName, CanaryEnvSHA256: hex.EncodeToString(sum[:]), LoopbackAddr: ln.Addr().String()}
+	return t, func() {
+		ln.Close()
+		os.RemoveAll(d)
+		if had {
+			os.Setenv(CanaryEnvName, prev)
+		} else {
+			os.Unsetenv(CanaryEnvName)
+		}
+	}, nil
+}

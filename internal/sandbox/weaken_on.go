@@ -1,0 +1,23 @@
+//go:build cordon_weaken
+
+package sandbox
+
+import (
+	"os"
+	"strings"
+)
+
+// weakened reports whether a test build was asked, through CORDON_WEAKEN,
+// to go without a layer, so that the escape probes can be shown to fail.
+// Only binaries built with the cordon_weaken tag have this switch.
+func weakened(layer string) bool { return Weakened(layer) }
+
+// Weakened is weakened, for the probe command.
+func Weakened(layer string) bool {
+	for _, l := range strings.Split(os.Getenv("CORDON_WEAKEN"), ",") {
+		if l == layer {
+			return true
+		}
+	}
+	return false
+}
