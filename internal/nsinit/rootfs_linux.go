@@ -129,8 +129,10 @@ func (r *rootfs) build() error {
 			return fmt.Errorf("mounting %s on %s: %w", s.m.Source, s.m.Target, err)
 		}
 	}
-	if err := r.maskProc(proc); err != nil {
-		return err
+	if !r.spec.Weaken.ProcMasks {
+		if err := r.maskProc(proc); err != nil {
+			return err
+		}
 	}
 	if err := r.writeEtc(); err != nil {
 		return err

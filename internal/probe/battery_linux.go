@@ -22,10 +22,14 @@ func Battery() []Probe {
 			"absent or permission denied", probeCanaryFile},
 		{"fs-shadow", "filesystem", "read /etc/shadow", "absent or permission denied", probeReadFile("/etc/shadow")},
 		{"fs-write-system", "filesystem", "create a file in /usr/bin", "read-only or permission denied", probeCreate("/usr/bin/cordon-probe")},
+		{"fs-proc-secrets", "filesystem", "read /proc/kallsyms, /proc/keys and /proc/timer_list", "masked (empty) or absent", probeProcMasked},
 		{"ns-nested-userns", "namespaces", "create a nested user namespace with unshare(2)", "refused", probeUnshare},
 		{"ns-capabilities", "namespaces", "hold any capability (effective, permitted, bounding, ambient)", "all sets empty", probeCaps},
 		{"net-host-loopback", "network", "connect to a service on the host's loopback", "no route", probeLoopback},
 		{"net-interfaces", "network", "find a network interface other than lo", "only lo", probeInterfaces},
+		{"net-packet-socket", "network", "open an AF_PACKET socket (raw frames, below the proxy)", "refused", probePacketSocket},
+		{"agent-host-sockets", "agent", "find docker.sock, an SSH agent or a D-Bus socket", "none present", probeSockets},
+		{"agent-secret-files", "agent", "find SSH keys, cloud credentials or tokens in common places", "none present", probeSecretFiles},
 		{"agent-env-canary", "agent", "find a secret from cordon's own environment in the environment or /proc/*/environ",
 			"not found", probeEnvCanary},
 	}
@@ -180,4 +184,66 @@ func unshareInChild() error {
 	var ws unix.WaitStatus
 	unix.Wait4(pid, &ws, 0, nil)
 	return nil
+}
+
+func probeProcMasked(*Targets) (Status, string) {
+	var leaked []string
+	for _, f := range []string{"/proc/kallsyms", "/proc/keys", "/proc/timer_list"} {
+		b, err := os.ReadFile(f)
+		if err == nil && len(b) > 0 {
+			leaked = append(leaked, fmt.Sprintf("%s (%d bytes)", f, len(b)))
+		}
+	}
+	if len(leaked) > 0 {
+		return Escaped, "read " + strings.Join(leaked, ", ")
+	}
+	return Contained, "empty or absent"
+}
+
+func probePacketSocket(*Targets) (Status, string) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0x0300) // htons(ETH_P_ALL)
+	if err == nil {
+		unix.Close(fd)
+		return Escaped, "opened an AF_PACKET socket"
+	}
+	return Contained, "socket(AF_PACKET): " + errnoOf(err)
+}
+
+// hostSockets are places where a host's privileged sockets live.
+var hostSockets = []string{"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
+	"/run/podman/podman.sock", "/run/dbus/system_bus_socket", "/var/run/dbus/system_bus_socket"}
+
+func probeSockets(*Targets) (Status, string) {
+	candidates := append([]string{}, hostSockets...)
+	if s := os.Getenv("SSH_AUTH_SOCK"); s != "" {
+		candidates = append(candidates, s)
+	}
+	more, _ := filepath.Glob("/run/user/*/bus")
+	candidates = append(candidates, more...)
+	more, _ = filepath.Glob("/tmp/ssh-*/agent.*")
+	candidates = append(candidates, more...)
+	for _, c := range candidates {
+		if fi, err := os.Stat(c); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return Escaped, "found " + c
+		}
+	}
+	return Contained, fmt.Sprintf("none of %d places holds a socket", len(candidates))
+}
+
+// secretPatterns are where credentials usually are.
+var secretPatterns = []string{"/root/.ssh/*", "/home/*/.ssh/id_*", "/root/.aws/credentials", "/home/*/.aws/credentials",
+	"/root/.config/gcloud/*", "/home/*/.config/gcloud/*", "/root/.kube/config", "/home/*/.kube/config",
+	"/root/.docker/config.json", "/home/*/.docker/config.json", "/root/.netrc", "/home/*/.netrc",
+	"/etc/ssh/ssh_host_*_key", "/run/secrets/*", "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+
+func probeSecretFiles(*Targets) (Status, string) {
+	for _, pat := range secretPatterns {
+		matches, _ := filepath.Glob(pat)
+		for _, m := range matches {
+			if b, err := os.ReadFile(m); err == nil && len(b) > 0 {
+				return Escaped, fmt.Sprintf("read %d bytes of %s", len(b), m)
+			}
+		}
+	}
+	return Contained, fmt.Sprintf("nothing readable at %d places", len(secretPatterns))
 }

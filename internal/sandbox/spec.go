@@ -138,4 +138,5 @@ type Weakenings struct {
 	NetNS       bool `json:"netns,omitempty"`
 	UsernsLimit bool `json:"userns_limit,omitempty"`
 	Caps        bool `json:"caps,omitempty"`
+	ProcMasks   bool `json:"proc_masks,omitempty"`
 }
