@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -22,9 +23,15 @@ func Battery() []Probe {
 			"absent or permission denied", probeCanaryFile},
 		{"fs-shadow", "filesystem", "read /etc/shadow", "absent or permission denied", probeReadFile("/etc/shadow")},
 		{"fs-write-system", "filesystem", "create a file in /usr/bin", "read-only or permission denied", probeCreate("/usr/bin/cordon-probe")},
+		{"fs-remount-root", "filesystem", "remount the root read-write", "refused", probeRemount},
 		{"fs-proc-secrets", "filesystem", "read /proc/kallsyms, /proc/keys and /proc/timer_list", "masked (empty) or absent", probeProcMasked},
 		{"ns-nested-userns", "namespaces", "create a nested user namespace with unshare(2)", "refused", probeUnshare},
+		{"ns-setns", "namespaces", "join a namespace with setns(2)", "refused", probeSetns},
+		{"ns-personality", "namespaces", "set READ_IMPLIES_EXEC with personality(2)", "refused", probePersonality},
 		{"ns-capabilities", "namespaces", "hold any capability (effective, permitted, bounding, ambient)", "all sets empty", probeCaps},
+		{"proc-ptrace", "processes", "ptrace a process of the sandbox", "refused", probePtrace},
+		{"proc-keyring", "processes", "add a key to the kernel keyring", "refused", probeKeyring},
+		{"proc-userfaultfd", "processes", "create a userfaultfd", "refused", probeUserfaultfd},
 		{"net-host-loopback", "network", "connect to a service on the host's loopback", "no route", probeLoopback},
 		{"net-interfaces", "network", "find a network interface other than lo", "only lo", probeInterfaces},
 		{"net-packet-socket", "network", "open an AF_PACKET socket (raw frames, below the proxy)", "refused", probePacketSocket},
@@ -246,4 +253,76 @@ func probeSecretFiles(*Targets) (Status, string) {
 		}
 	}
 	return Contained, fmt.Sprintf("nothing readable at %d places", len(secretPatterns))
+}
+
+// refused reports a call that must fail: contained when it did.
+func refused(what string, err error) (Status, string) {
+	if err == nil {
+		return Escaped, what + " succeeded"
+	}
+	return Contained, what + ": " + errnoOf(err)
+}
+
+func probeRemount(*Targets) (Status, string) {
+	return refused("mount(/, MS_REMOUNT|MS_BIND)", unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND, ""))
+}
+
+func probeSetns(*Targets) (Status, string) {
+	fd, err := unix.Open("/proc/self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return Contained, "open /proc/self/ns/net: " + errnoOf(err)
+	}
+	defer unix.Close(fd)
+	runtime.LockOSThread() // setns changes the thread; this one is thrown away
+	return refused("setns(net)", unix.Setns(fd, unix.CLONE_NEWNET))
+}
+
+func probePersonality(*Targets) (Status, string) {
+	const readImpliesExec = 0x0400000
+	_, _, errno := unix.Syscall(unix.SYS_PERSONALITY, readImpliesExec, 0, 0)
+	if errno != 0 {
+		return Contained, "personality(READ_IMPLIES_EXEC): " + unix.ErrnoName(errno)
+	}
+	unix.Syscall(unix.SYS_PERSONALITY, 0, 0, 0)
+	return Escaped, "personality(READ_IMPLIES_EXEC) succeeded"
+}
+
+// probePtrace starts a child (cordon waiting on its stdin) and attaches.
+func probePtrace(*Targets) (Status, string) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return Error, err.Error()
+	}
+	defer w.Close()
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"cordon", "__hold"}, &syscall.ProcAttr{Files: []uintptr{r.Fd()}})
+	r.Close()
+	if err != nil {
+		return Error, err.Error()
+	}
+	defer func() {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+	}()
+	runtime.LockOSThread() // the tracer is this thread
+	_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_ATTACH, uintptr(pid), 0, 0, 0, 0)
+	if errno != 0 {
+		return Contained, "ptrace(PTRACE_ATTACH): " + unix.ErrnoName(errno)
+	}
+	return Escaped, fmt.Sprintf("attached to process %d", pid)
+}
+
+func probeKeyring(*Targets) (Status, string) {
+	_, err := unix.AddKey("user", "cordon-probe", []byte("x"), unix.KEY_SPEC_PROCESS_KEYRING)
+	return refused("add_key", err)
+}
+
+func probeUserfaultfd(*Targets) (Status, string) {
+	const userModeOnly = 1 // UFFD_USER_MODE_ONLY: allowed unprivileged
+	fd, _, errno := unix.Syscall(unix.SYS_USERFAULTFD, unix.O_CLOEXEC|userModeOnly, 0, 0)
+	if errno != 0 {
+		return Contained, "userfaultfd: " + unix.ErrnoName(errno)
+	}
+	unix.Close(int(fd))
+	return Escaped, "created a userfaultfd"
 }

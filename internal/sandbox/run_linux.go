@@ -61,6 +61,9 @@ func run(opts Options, res *Result) error {
 	if weakened("seccomp") {
 		spec.Seccomp = false
 	}
+	if weakened("landlock") {
+		spec.Landlock = false
+	}
 	if weakened("root-map") {
 		rootMapWeakened = true
 	}
