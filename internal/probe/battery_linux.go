@@ -24,8 +24,11 @@ func Battery() []Probe {
 		{"fs-shadow", "filesystem", "read /etc/shadow", "absent or permission denied", probeReadFile("/etc/shadow")},
 		{"fs-write-system", "filesystem", "create a file in /usr/bin", "read-only or permission denied", probeCreate("/usr/bin/cordon-probe")},
 		{"fs-remount-root", "filesystem", "remount the root read-write", "refused", probeRemount},
+		{"fs-mount", "filesystem", "mount a tmpfs", "refused", probeMount},
+		{"fs-chroot", "filesystem", "chroot(2)", "refused", probeChroot},
 		{"fs-proc-secrets", "filesystem", "read /proc/kallsyms, /proc/keys and /proc/timer_list", "masked (empty) or absent", probeProcMasked},
 		{"ns-nested-userns", "namespaces", "create a nested user namespace with unshare(2)", "refused", probeUnshare},
+		{"ns-clone3", "namespaces", "reach clone3(2), whose flags seccomp cannot inspect", "ENOSYS", probeClone3},
 		{"ns-setns", "namespaces", "join a namespace with setns(2)", "refused", probeSetns},
 		{"ns-personality", "namespaces", "set READ_IMPLIES_EXEC with personality(2)", "refused", probePersonality},
 		{"ns-capabilities", "namespaces", "hold any capability (effective, permitted, bounding, ambient)", "all sets empty", probeCaps},
@@ -325,4 +328,33 @@ func probeUserfaultfd(*Targets) (Status, string) {
 	}
 	unix.Close(int(fd))
 	return Escaped, "created a userfaultfd"
+}
+
+func probeMount(*Targets) (Status, string) {
+	dir, err := os.MkdirTemp("", "probe-mount-")
+	if err != nil {
+		return Error, err.Error()
+	}
+	defer os.Remove(dir)
+	err = unix.Mount("cordon-probe", dir, "tmpfs", 0, "")
+	if err == nil {
+		unix.Unmount(dir, unix.MNT_DETACH)
+	}
+	return refused("mount(tmpfs)", err)
+}
+
+func probeChroot(*Targets) (Status, string) {
+	// chroot("/") changes nothing when it works; that it works is the
+	// escape (chroot-and-climb needs nothing more).
+	return refused("chroot(/)", unix.Chroot("/"))
+}
+
+func probeClone3(*Targets) (Status, string) {
+	// With no arguments the kernel answers EINVAL: reaching it at all is
+	// what must not happen.
+	_, _, errno := unix.Syscall(unix.SYS_CLONE3, 0, 0, 0)
+	if errno == unix.ENOSYS {
+		return Contained, "clone3: ENOSYS"
+	}
+	return Escaped, "clone3 reached the kernel: " + unix.ErrnoName(errno)
 }
