@@ -32,11 +32,14 @@ func Battery() []Probe {
 		{"ns-setns", "namespaces", "join a namespace with setns(2)", "refused", probeSetns},
 		{"ns-personality", "namespaces", "set READ_IMPLIES_EXEC with personality(2)", "refused", probePersonality},
 		{"ns-capabilities", "namespaces", "hold any capability (effective, permitted, bounding, ambient)", "all sets empty", probeCaps},
+		{"proc-sysv-ipc", "processes", "attach the host's System V shared memory (a canary segment)", "not found", probeSysV},
+		{"proc-hostname", "processes", "see or set the host's name", "a name of the sandbox's own, not settable", probeHostname},
 		{"proc-ptrace", "processes", "ptrace a process of the sandbox", "refused", probePtrace},
 		{"proc-keyring", "processes", "add a key to the kernel keyring", "refused", probeKeyring},
 		{"proc-userfaultfd", "processes", "create a userfaultfd", "refused", probeUserfaultfd},
 		{"net-host-loopback", "network", "connect to a service on the host's loopback", "no route", probeLoopback},
 		{"net-interfaces", "network", "find a network interface other than lo", "only lo", probeInterfaces},
+		{"net-abstract-socket", "network", "connect to a unix socket in the host's abstract namespace (a canary)", "refused", probeAbstract},
 		{"net-packet-socket", "network", "open an AF_PACKET socket (raw frames, below the proxy)", "refused", probePacketSocket},
 		{"agent-host-sockets", "agent", "find docker.sock, an SSH agent or a D-Bus socket", "none present", probeSockets},
 		{"agent-secret-files", "agent", "find SSH keys, cloud credentials or tokens in common places", "none present", probeSecretFiles},
@@ -357,4 +360,40 @@ func probeClone3(*Targets) (Status, string) {
 		return Contained, "clone3: ENOSYS"
 	}
 	return Escaped, "clone3 reached the kernel: " + unix.ErrnoName(errno)
+}
+
+func probeSysV(t *Targets) (Status, string) {
+	if t.SysVKey == 0 {
+		return Error, "no segment planted"
+	}
+	id, err := unix.SysvShmGet(t.SysVKey, 0, 0)
+	if err == nil {
+		return Escaped, fmt.Sprintf("found the host's segment (id %d)", id)
+	}
+	return Contained, fmt.Sprintf("shmget(%#x): %s", t.SysVKey, errnoOf(err))
+}
+
+func probeHostname(t *Targets) (Status, string) {
+	name, _ := os.Hostname()
+	if t.HostHostname != "" && name == t.HostHostname {
+		return Escaped, "the sandbox sees the host's name " + name
+	}
+	if err := unix.Sethostname([]byte("cordon-probe")); err == nil {
+		unix.Sethostname([]byte(name))
+		return Escaped, "sethostname succeeded"
+	} else {
+		return Contained, fmt.Sprintf("hostname %q; sethostname: %s", name, errnoOf(err))
+	}
+}
+
+func probeAbstract(t *Targets) (Status, string) {
+	if t.AbstractSocket == "" {
+		return Error, "no abstract socket planted"
+	}
+	c, err := net.DialTimeout("unix", t.AbstractSocket, 2*time.Second)
+	if err != nil {
+		return Contained, t.AbstractSocket + ": " + errnoOf(err)
+	}
+	c.Close()
+	return Escaped, "connected to " + t.AbstractSocket
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // CanaryEnvName is the variable the host side sets in cordon's own
@@ -51,10 +53,39 @@ func Plant(dir string) (*Targets, func(), error) {
 			c.Close()
 		}
 	}()
+	abstract := "@cordon-probe-" + value[:12]
+	al, err := net.Listen("unix", abstract)
+	if err != nil {
+		ln.Close()
+		os.RemoveAll(d)
+		return nil, nil, fmt.Errorf("canary abstract socket: %w", err)
+	}
+	go func() {
+		for {
+			c, err := al.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("cordon-canary\n"))
+			c.Close()
+		}
+	}()
+	key := int(sum[0])<<16 | int(sum[1])<<8 | int(sum[2]) | 0x5c000000
+	shm, err := unix.SysvShmGet(key, 4096, unix.IPC_CREAT|unix.IPC_EXCL|0o644)
+	if err != nil {
+		al.Close()
+		ln.Close()
+		os.RemoveAll(d)
+		return nil, nil, fmt.Errorf("canary shared memory: %w", err)
+	}
+	host, _ := os.Hostname()
 	prev, had := os.LookupEnv(CanaryEnvName)
 	os.Setenv(CanaryEnvName, value)
-	t := &Targets{CanaryFile: file, CanaryEnv: CanaryEnvName, CanaryEnvSHA256: hex.EncodeToString(sum[:]), LoopbackAddr: ln.Addr().String()}
+	t := &Targets{CanaryFile: file, CanaryEnv: CanaryEnvName, CanaryEnvSHA256: hex.EncodeToString(sum[:]), LoopbackAddr: ln.Addr().String(),
+		AbstractSocket: abstract, SysVKey: key, HostHostname: host}
 	return t, func() {
+		unix.SysvShmCtl(shm, unix.IPC_RMID, nil)
+		al.Close()
 		ln.Close()
 		os.RemoveAll(d)
 		if had {

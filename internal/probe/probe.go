@@ -56,6 +56,12 @@ type Targets struct {
 	CanaryEnvSHA256 string `json:"canary_env_sha256"`
 	// LoopbackAddr is a TCP service on the host's loopback.
 	LoopbackAddr string `json:"loopback_addr"`
+	// AbstractSocket is a unix socket in the host's abstract namespace.
+	AbstractSocket string `json:"abstract_socket"`
+	// SysVKey is the key of a System V shared memory segment on the host.
+	SysVKey int `json:"sysv_key"`
+	// HostHostname is the host's name.
+	HostHostname string `json:"host_hostname"`
 }
 
 // EnvVar carries the Targets, as JSON, to the probes inside.

@@ -57,7 +57,8 @@ func run(opts Options, res *Result) error {
 	if err := checkLayers(spec, opts.AllowDegraded, res); err != nil {
 		return err
 	}
-	spec.Weaken = Weakenings{NetNS: weakened("netns"), UsernsLimit: weakened("userns-limit"), Caps: weakened("caps"), ProcMasks: weakened("proc-masks")}
+	spec.Weaken = Weakenings{NetNS: weakened("netns"), UsernsLimit: weakened("userns-limit"), Caps: weakened("caps"), ProcMasks: weakened("proc-masks"),
+		IPCNS: weakened("ipcns"), UTSNS: weakened("utsns")}
 	if weakened("seccomp") {
 		spec.Seccomp = false
 	}
@@ -184,6 +185,12 @@ func run(opts Options, res *Result) error {
 	}
 	if spec.Weaken.NetNS {
 		sys.Cloneflags &^= unix.CLONE_NEWNET
+	}
+	if spec.Weaken.IPCNS {
+		sys.Cloneflags &^= unix.CLONE_NEWIPC
+	}
+	if spec.Weaken.UTSNS {
+		sys.Cloneflags &^= unix.CLONE_NEWUTS
 	}
 	if spec.Weaken.Caps { // test builds only: every capability reaches the command
 		sys.AmbientCaps = nil

@@ -139,4 +139,6 @@ type Weakenings struct {
 	UsernsLimit bool `json:"userns_limit,omitempty"`
 	Caps        bool `json:"caps,omitempty"`
 	ProcMasks   bool `json:"proc_masks,omitempty"`
+	IPCNS       bool `json:"ipcns,omitempty"`
+	UTSNS       bool `json:"utsns,omitempty"`
 }
