@@ -26,6 +26,8 @@ func Battery() []Probe {
 		{"fs-remount-root", "filesystem", "remount the root read-write", "refused", probeRemount},
 		{"fs-mount", "filesystem", "mount a tmpfs", "refused", probeMount},
 		{"fs-chroot", "filesystem", "chroot(2)", "refused", probeChroot},
+		{"fs-sysfs", "filesystem", "read the host's devices and firmware under /sys", "no /sys", probeSysfs},
+		{"fs-cgroupfs", "filesystem", "find a cgroup file system to write (release_agent, moving to a parent cgroup)", "none mounted", probeCgroupfs},
 		{"fs-proc-secrets", "filesystem", "read /proc/kallsyms, /proc/keys and /proc/timer_list", "masked (empty) or absent", probeProcMasked},
 		{"ns-nested-userns", "namespaces", "create a nested user namespace with unshare(2)", "refused", probeUnshare},
 		{"ns-clone3", "namespaces", "reach clone3(2), whose flags seccomp cannot inspect", "ENOSYS", probeClone3},
@@ -396,4 +398,28 @@ func probeAbstract(t *Targets) (Status, string) {
 	}
 	c.Close()
 	return Escaped, "connected to " + t.AbstractSocket
+}
+
+func probeSysfs(*Targets) (Status, string) {
+	for _, p := range []string{"/sys/firmware", "/sys/class/net", "/sys/kernel"} {
+		if _, err := os.Stat(p); err == nil {
+			return Escaped, p + " is visible"
+		}
+	}
+	return Contained, "no /sys"
+}
+
+func probeCgroupfs(*Targets) (Status, string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return Error, err.Error()
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if _, rest, ok := strings.Cut(line, " - "); ok {
+			if f := strings.Fields(rest); len(f) > 0 && (f[0] == "cgroup" || f[0] == "cgroup2") {
+				return Escaped, "mounted: " + trim(line, 100)
+			}
+		}
+	}
+	return Contained, "no cgroup file system in the mount table"
 }
