@@ -64,11 +64,9 @@ func probeCmd(e *env, args []string) int {
 		io.Copy(io.Discard, r)
 		results <- rs
 	}()
-	allow := map[string]bool{}
-	for _, v := range degraded {
-		for _, l := range strings.Split(v, ",") {
-			allow[l] = true
-		}
+	allow, err := degradedLayers(degraded)
+	if err != nil {
+		return fail(e, err)
 	}
 	args = []string{"cordon", hiddenProbe}
 	if *only != "" {

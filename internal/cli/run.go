@@ -33,14 +33,9 @@ func runCmd(e *env, args []string) int {
 		fs.Usage()
 		return fail(e, fmt.Errorf("run: no command given"))
 	}
-	allow := map[string]bool{}
-	for _, v := range degraded {
-		for _, layer := range strings.Split(v, ",") {
-			if !slices.Contains(sandbox.DegradableLayers, layer) {
-				return fail(e, fmt.Errorf("--allow-degraded: unknown layer %q (known: %s)", layer, strings.Join(sandbox.DegradableLayers, ", ")))
-			}
-			allow[layer] = true
-		}
+	allow, err := degradedLayers(degraded)
+	if err != nil {
+		return fail(e, err)
 	}
 	p, err := pf.load(e)
 	if err != nil {
@@ -89,4 +84,19 @@ func report(e *env, o outcome.Outcome, printSummary, asJSON bool, file string) {
 	case printSummary && !o.Clean():
 		fmt.Fprintln(e.stderr, o.Summary())
 	}
+}
+
+// degradedLayers reads --allow-degraded values: layer names, repeated or
+// comma-separated.
+func degradedLayers(values list) (map[string]bool, error) {
+	allow := map[string]bool{}
+	for _, v := range values {
+		for _, layer := range strings.Split(v, ",") {
+			if !slices.Contains(sandbox.DegradableLayers, layer) {
+				return nil, fmt.Errorf("--allow-degraded: unknown layer %q (known: %s)", layer, strings.Join(sandbox.DegradableLayers, ", "))
+			}
+			allow[layer] = true
+		}
+	}
+	return allow, nil
 }
