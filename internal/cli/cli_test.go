@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -204,16 +203,17 @@ func cmdOutcome(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-var outcomeSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
-	return jsonschema.NewCompiler().Compile("../../docs/outcome.schema.json")
-})
-
-// outcomevalid FILE: the outcome file follows docs/outcome.schema.json.
+// outcomevalid [-schema NAME] FILE: the file follows docs/NAME.schema.json
+// (outcome by default).
 func cmdOutcomeValid(ts *testscript.TestScript, neg bool, args []string) {
-	if len(args) != 1 {
-		ts.Fatalf("usage: outcomevalid FILE")
+	name := "outcome"
+	if len(args) == 3 && args[0] == "-schema" {
+		name, args = args[1], args[2:]
 	}
-	schema, err := outcomeSchema()
+	if len(args) != 1 {
+		ts.Fatalf("usage: outcomevalid [-schema NAME] FILE")
+	}
+	schema, err := jsonschema.NewCompiler().Compile("../../docs/" + name + ".schema.json")
 	ts.Check(err)
 	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(ts.ReadFile(args[0])))
 	ts.Check(err)

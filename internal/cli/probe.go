@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/goccy/go-yaml"
 
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -24,7 +28,8 @@ func probeCmd(e *env, args []string) int {
 	fs := newFlags(e, "probe", "probe [flags]")
 	var pf profileFlags
 	pf.register(fs)
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	asJSON := fs.Bool("json", false, "print the report as JSON (docs/probe.schema.json)")
+	compare := fs.String("compare", "", "report the probes whose status changed since the JSON report `OLD`")
 	only := fs.String("only", "", "run only the probes of `CATEGORY` ("+strings.Join(probe.Categories(probe.Battery()), ", ")+")")
 	var degraded list
 	fs.Var(&degraded, "allow-degraded", "probe even if `LAYER` is unavailable, as cordon run would")
@@ -85,10 +90,24 @@ func probeCmd(e *env, args []string) int {
 	if !o.Clean() {
 		fmt.Fprintf(e.stderr, "cordon: the probe run did not end cleanly: %s\n", o.Message)
 	}
+	if *compare != "" {
+		old, err := probe.LoadReport(*compare)
+		if err != nil {
+			return fail(e, fmt.Errorf("--compare: %w", err))
+		}
+		probe.WriteChanges(e.stderr, probe.Compare(old.Results, rs))
+	}
 	if *asJSON {
-		out, _ := json.MarshalIndent(struct {
-			Results []probe.Result `json:"results"`
-		}{rs}, "", "  ")
+		h := sandbox.ProbeHost()
+		shown, _ := yaml.Marshal(p)
+		sum := sha256.Sum256(shown)
+		out, _ := json.MarshalIndent(probe.Report{
+			Cordon:        Version,
+			Host:          probe.Host{Kernel: h.Kernel, Arch: h.Arch, Root: h.Root, LandlockABI: h.LandlockABI, Cgroup: h.Cgroup.Version},
+			ProfileSHA256: hex.EncodeToString(sum[:]),
+			Results:       rs,
+			Summary:       probe.Summarize(rs),
+		}, "", "  ")
 		fmt.Fprintln(e.stdout, string(out))
 	} else {
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

@@ -47,3 +47,21 @@ func TestReportRoundTrip(t *testing.T) {
 		t.Error("AllContained")
 	}
 }
+
+func TestCompare(t *testing.T) {
+	old := []Result{{ID: "a", Status: Contained}, {ID: "b", Status: Contained}, {ID: "gone", Status: Contained}}
+	new := []Result{{ID: "a", Status: Contained}, {ID: "b", Status: Escaped}, {ID: "added", Status: Contained}}
+	cs := Compare(old, new)
+	want := []Change{{ID: "added", New: Contained}, {ID: "b", Old: Contained, New: Escaped}, {ID: "gone", Old: Contained}}
+	if len(cs) != len(want) {
+		t.Fatalf("got %+v", cs)
+	}
+	for i := range want {
+		if cs[i] != want[i] {
+			t.Errorf("change %d: got %+v, want %+v", i, cs[i], want[i])
+		}
+	}
+	if s := Summarize(new); s.Total != 3 || s.Escaped != 1 || s.Contained != 2 {
+		t.Errorf("summary %+v", s)
+	}
+}

@@ -1,0 +1,113 @@
+package probe
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// Report is the whole account of one battery run, comparable across runs
+// and hosts (docs/probe.schema.json).
+type Report struct {
+	Cordon        string   `json:"cordon_version"`
+	Host          Host     `json:"host"`
+	ProfileSHA256 string   `json:"profile_sha256"`
+	Results       []Result `json:"results"`
+	Summary       Summary  `json:"summary"`
+}
+
+// Host fingerprints where the battery ran.
+type Host struct {
+	Kernel      string `json:"kernel"`
+	Arch        string `json:"arch"`
+	Root        bool   `json:"root"`
+	LandlockABI int    `json:"landlock_abi"`
+	Cgroup      string `json:"cgroup"`
+}
+
+// Summary counts the results by status.
+type Summary struct {
+	Total     int `json:"total"`
+	Contained int `json:"contained"`
+	Escaped   int `json:"escaped"`
+	Error     int `json:"error"`
+}
+
+// Summarize counts results.
+func Summarize(rs []Result) Summary {
+	s := Summary{Total: len(rs)}
+	for _, r := range rs {
+		switch r.Status {
+		case Contained:
+			s.Contained++
+		case Escaped:
+			s.Escaped++
+		default:
+			s.Error++
+		}
+	}
+	return s
+}
+
+// LoadReport reads a report written with --json.
+func LoadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: not a probe report: %w", path, err)
+	}
+	return &r, nil
+}
+
+// Change is a probe whose status differs between two reports; an empty
+// status means the probe is missing from that report.
+type Change struct {
+	ID       string `json:"id"`
+	Old, New Status
+}
+
+// Compare lists the probes whose status changed from old to new.
+func Compare(old, new []Result) []Change {
+	was := map[string]Status{}
+	for _, r := range old {
+		was[r.ID] = r.Status
+	}
+	is := map[string]Status{}
+	for _, r := range new {
+		is[r.ID] = r.Status
+	}
+	var out []Change
+	for id, s := range is {
+		if was[id] != s {
+			out = append(out, Change{ID: id, Old: was[id], New: s})
+		}
+	}
+	for id, s := range was {
+		if _, ok := is[id]; !ok {
+			out = append(out, Change{ID: id, Old: s})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// WriteChanges prints the changes, one line each.
+func WriteChanges(w io.Writer, cs []Change) {
+	name := func(s Status) string {
+		if s == "" {
+			return "(absent)"
+		}
+		return string(s)
+	}
+	for _, c := range cs {
+		fmt.Fprintf(w, "changed: %s: %s -> %s\n", c.ID, name(c.Old), name(c.New))
+	}
+	if len(cs) == 0 {
+		fmt.Fprintln(w, "no probe changed")
+	}
+}
