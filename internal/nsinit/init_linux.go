@@ -62,22 +62,26 @@ func stage(name string, err error) error {
 }
 
 func run(report func(sandbox.Status)) error {
-	// Nothing inherited beyond the descriptors cordon passes may reach the
-	// command: mark all of them close-on-exec.
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return stage("closing inherited descriptors", err)
-	}
-	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("cordon-init\x00")[0])), 0, 0, 0)
-	// Non-dumpable: the sandbox cannot ptrace, read the memory of or open
-	// /proc/1/exe of its init.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return stage("prctl dumpable", err)
-	}
 	specFile := os.NewFile(sandbox.SpecFD, "spec")
 	spec, err := sandbox.ReadSpec(specFile)
 	specFile.Close()
 	if err != nil {
 		return stage("reading spec", err)
+	}
+	// Nothing inherited beyond the descriptors cordon passes may reach the
+	// command: mark all of them close-on-exec.
+	if !spec.Weaken.FDs { // test builds only
+		if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+			return stage("closing inherited descriptors", err)
+		}
+	}
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("cordon-init\x00")[0])), 0, 0, 0)
+	// Non-dumpable: the sandbox cannot ptrace, read the memory of or open
+	// /proc/1/exe of its init.
+	if !spec.Weaken.Dumpable { // test builds only
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return stage("prctl dumpable", err)
+		}
 	}
 
 	if !spec.Weaken.UTSNS { // test builds only: the host's UTS namespace is not ours to name

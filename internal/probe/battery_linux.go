@@ -16,6 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// inherited lists the descriptors above 2 open when the probe started,
+// before the probes opened any.
+var inherited = openFDs()
+
 // Battery is every probe, grouped by category in the order of THREATS.md.
 func Battery() []Probe {
 	return []Probe{
@@ -28,6 +32,7 @@ func Battery() []Probe {
 		{"fs-chroot", "filesystem", "chroot(2)", "refused", probeChroot},
 		{"fs-sysfs", "filesystem", "read the host's devices and firmware under /sys", "no /sys", probeSysfs},
 		{"fs-cgroupfs", "filesystem", "find a cgroup file system to write (release_agent, moving to a parent cgroup)", "none mounted", probeCgroupfs},
+		{"fs-inherited-fds", "filesystem", "use a descriptor inherited from outside the sandbox (beyond 0-2)", "none", probeFDs},
 		{"fs-proc-secrets", "filesystem", "read /proc/kallsyms, /proc/keys and /proc/timer_list", "masked (empty) or absent", probeProcMasked},
 		{"ns-nested-userns", "namespaces", "create a nested user namespace with unshare(2)", "refused", probeUnshare},
 		{"ns-clone3", "namespaces", "reach clone3(2), whose flags seccomp cannot inspect", "ENOSYS", probeClone3},
@@ -36,12 +41,14 @@ func Battery() []Probe {
 		{"ns-capabilities", "namespaces", "hold any capability (effective, permitted, bounding, ambient)", "all sets empty", probeCaps},
 		{"proc-sysv-ipc", "processes", "attach the host's System V shared memory (a canary segment)", "not found", probeSysV},
 		{"proc-hostname", "processes", "see or set the host's name", "a name of the sandbox's own, not settable", probeHostname},
+		{"proc-init-memory", "processes", "read the environment and memory of the sandbox's init", "refused", probeInit},
 		{"proc-ptrace", "processes", "ptrace a process of the sandbox", "refused", probePtrace},
 		{"proc-keyring", "processes", "add a key to the kernel keyring", "refused", probeKeyring},
 		{"proc-userfaultfd", "processes", "create a userfaultfd", "refused", probeUserfaultfd},
 		{"net-host-loopback", "network", "connect to a service on the host's loopback", "no route", probeLoopback},
 		{"net-interfaces", "network", "find a network interface other than lo", "only lo", probeInterfaces},
 		{"net-abstract-socket", "network", "connect to a unix socket in the host's abstract namespace (a canary)", "refused", probeAbstract},
+		{"net-host-udp", "network", "exchange UDP with a service on the host's loopback", "no answer", probeUDP},
 		{"net-packet-socket", "network", "open an AF_PACKET socket (raw frames, below the proxy)", "refused", probePacketSocket},
 		{"agent-host-sockets", "agent", "find docker.sock, an SSH agent or a D-Bus socket", "none present", probeSockets},
 		{"agent-secret-files", "agent", "find SSH keys, cloud credentials or tokens in common places", "none present", probeSecretFiles},
@@ -422,4 +429,72 @@ func probeCgroupfs(*Targets) (Status, string) {
 		}
 	}
 	return Contained, "no cgroup file system in the mount table"
+}
+
+// openFDs lists the open descriptors above 2, with raw system calls: an
+// os.File would start Go's poller, whose own descriptors would count.
+func openFDs() []string {
+	dfd, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(dfd)
+	buf := make([]byte, 4096)
+	var names []string
+	for {
+		n, err := unix.ReadDirent(dfd, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+	var out []string
+	for _, name := range names {
+		if name == "0" || name == "1" || name == "2" || name == fmt.Sprint(dfd) {
+			continue
+		}
+		target := make([]byte, 256)
+		n, _ := unix.Readlink("/proc/self/fd/"+name, target)
+		out = append(out, name+" -> "+string(target[:max(n, 0)]))
+	}
+	return out
+}
+
+func probeFDs(*Targets) (Status, string) {
+	if len(inherited) > 0 {
+		return Escaped, "inherited " + strings.Join(inherited, ", ")
+	}
+	return Contained, "only 0, 1 and 2 were open"
+}
+
+func probeInit(*Targets) (Status, string) {
+	for _, f := range []string{"/proc/1/environ", "/proc/1/mem", "/proc/1/maps"} {
+		fd, err := unix.Open(f, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+			return Escaped, "opened " + f
+		}
+	}
+	return Contained, "/proc/1/environ, mem and maps refused"
+}
+
+func probeUDP(t *Targets) (Status, string) {
+	if t.UDPAddr == "" {
+		return Error, "no UDP service planted"
+	}
+	c, err := net.Dial("udp", t.UDPAddr)
+	if err != nil {
+		return Contained, t.UDPAddr + ": " + errnoOf(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("probe")); err != nil {
+		return Contained, t.UDPAddr + ": " + errnoOf(err)
+	}
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err == nil && strings.HasPrefix(string(buf[:n]), "cordon-canary") {
+		return Escaped, "the host's UDP service at " + t.UDPAddr + " answered"
+	}
+	return Contained, "no answer from " + t.UDPAddr
 }

@@ -78,12 +78,31 @@ func Plant(dir string) (*Targets, func(), error) {
 		os.RemoveAll(d)
 		return nil, nil, fmt.Errorf("canary shared memory: %w", err)
 	}
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		unix.SysvShmCtl(shm, unix.IPC_RMID, nil)
+		al.Close()
+		ln.Close()
+		os.RemoveAll(d)
+		return nil, nil, fmt.Errorf("canary UDP service: %w", err)
+	}
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			_, from, err := udp.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			udp.WriteTo([]byte("cordon-canary\n"), from)
+		}
+	}()
 	host, _ := os.Hostname()
 	prev, had := os.LookupEnv(CanaryEnvName)
 	os.Setenv(CanaryEnvName, value)
 	t := &Targets{CanaryFile: file, CanaryEnv: CanaryEnvName, CanaryEnvSHA256: hex.EncodeToString(sum[:]), LoopbackAddr: ln.Addr().String(),
-		AbstractSocket: abstract, SysVKey: key, HostHostname: host}
+		AbstractSocket: abstract, SysVKey: key, HostHostname: host, UDPAddr: udp.LocalAddr().String()}
 	return t, func() {
+		udp.Close()
 		unix.SysvShmCtl(shm, unix.IPC_RMID, nil)
 		al.Close()
 		ln.Close()

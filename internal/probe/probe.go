@@ -62,6 +62,8 @@ type Targets struct {
 	SysVKey int `json:"sysv_key"`
 	// HostHostname is the host's name.
 	HostHostname string `json:"host_hostname"`
+	// UDPAddr is a UDP service on the host's loopback that echoes.
+	UDPAddr string `json:"udp_addr"`
 }
 
 // EnvVar carries the Targets, as JSON, to the probes inside.

@@ -58,7 +58,7 @@ func run(opts Options, res *Result) error {
 		return err
 	}
 	spec.Weaken = Weakenings{NetNS: weakened("netns"), UsernsLimit: weakened("userns-limit"), Caps: weakened("caps"), ProcMasks: weakened("proc-masks"),
-		IPCNS: weakened("ipcns"), UTSNS: weakened("utsns")}
+		IPCNS: weakened("ipcns"), UTSNS: weakened("utsns"), Dumpable: weakened("dumpable"), FDs: weakened("fds")}
 	if weakened("seccomp") {
 		spec.Seccomp = false
 	}

@@ -140,5 +140,7 @@ type Weakenings struct {
 	Caps        bool `json:"caps,omitempty"`
 	ProcMasks   bool `json:"proc_masks,omitempty"`
 	IPCNS       bool `json:"ipcns,omitempty"`
+	Dumpable    bool `json:"dumpable,omitempty"`
+	FDs         bool `json:"fds,omitempty"`
 	UTSNS       bool `json:"utsns,omitempty"`
 }
