@@ -19,9 +19,6 @@ const Version = 1
 //go:embed default.yaml
 var defaultYAML []byte
 
-// DefaultYAML returns the embedded default profile's source.
-func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
-
 // DefaultName is the name shown for the embedded default profile in errors.
 const DefaultName = "<default profile>"
 
