@@ -221,14 +221,16 @@ func (l *limiter) enforcedBy(name string) string {
 		return "rlimit"
 	case "memory", "cpus":
 		return cg
-	case "pids", "cpu_time":
+	case "pids":
 		if l.group == nil {
 			return "rlimit"
 		}
-		if name == "cpu_time" {
-			return cg + " and rlimit"
-		}
 		return cg
+	case "cpu_time":
+		if l.group == nil {
+			return "rlimit"
+		}
+		return cg + " and rlimit"
 	}
 	return "unenforced"
 }
