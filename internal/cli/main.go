@@ -63,6 +63,8 @@ func Main(args []string) int {
 		return probeCmd(e, rest)
 	case hiddenProbe:
 		return probe.Main(rest)
+	case hiddenSupervise:
+		return superviseCmd(e, rest)
 	case "profile":
 		err = profileCmd(e, rest)
 	case "version", "--version":

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,30 +16,33 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
-// probeCmd implements `cordon probe [flags]`: the escape probes, run in a
-// sandbox built from the profile exactly as `cordon run` builds it. Exit
+// probeCmd implements `cordon probe [flags]`: the escape probes, run in
+// sandboxes built from the profile exactly as `cordon run` builds them. Exit
 // status 0 only when every probe is contained.
 func probeCmd(e *env, args []string) int {
-	exe := sandbox.SealExecutable()
-	defer exe.Close()
 	fs := newFlags(e, "probe", "probe [flags]")
 	var pf profileFlags
 	pf.register(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON (docs/probe.schema.json)")
 	compare := fs.String("compare", "", "report the probes whose status changed since the JSON report `OLD`")
-	only := fs.String("only", "", "run only the probes of `CATEGORY` ("+strings.Join(probe.Categories(probe.Battery()), ", ")+")")
+	only := fs.String("only", "", "run only the probes of `CATEGORY` ("+strings.Join(probe.AllCategories, ", ")+")")
 	var degraded list
 	fs.Var(&degraded, "allow-degraded", "probe even if `LAYER` is unavailable, as cordon run would")
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
 	}
-	if *only != "" && !slices.Contains(probe.Categories(probe.Battery()), *only) {
+	if *only != "" && !slices.Contains(probe.AllCategories, *only) {
 		return fail(e, fmt.Errorf("--only: unknown category %q", *only))
+	}
+	allow, err := degradedLayers(degraded)
+	if err != nil {
+		return fail(e, err)
 	}
 	p, err := pf.load(e)
 	if err != nil {
@@ -53,48 +58,52 @@ func probeCmd(e *env, args []string) int {
 			return fail(e, err)
 		}
 	}
-	tj, _ := json.Marshal(targets)
-	if p.Env.Set == nil {
-		p.Env.Set = map[string]string{}
-	}
-	p.Env.Set[probe.EnvVar] = string(tj)
-
-	r, w, err := os.Pipe()
-	if err != nil {
-		return fail(e, err)
-	}
-	results := make(chan []probe.Result, 1)
-	go func() {
-		rs, _ := probe.Parse(r)
-		io.Copy(io.Discard, r)
-		results <- rs
-	}()
-	allow, err := degradedLayers(degraded)
-	if err != nil {
-		return fail(e, err)
-	}
-	args = []string{"cordon", hiddenProbe}
-	if *only != "" {
-		args = append(args, "--only", *only)
-	}
-	o, err := sandbox.Run(sandbox.Options{
-		Profile: p, Exe: exe, Args: args, SelfExec: true, AllowDegraded: allow,
-		Cwd: e.cwd, LookupEnv: e.getenv, Stdout: w, Stderr: e.stderrFile,
-	})
-	w.Close()
-	rs := <-results
-	r.Close()
-	if err != nil {
-		return fail(e, err)
-	}
-	if !o.Clean() {
-		fmt.Fprintf(e.stderr, "cordon: the probe run did not end cleanly: %s\n", o.Message)
-	}
+	var old *probe.Report
 	if *compare != "" {
-		old, err := probe.LoadReport(*compare)
-		if err != nil {
+		if old, err = probe.LoadReport(*compare); err != nil {
 			return fail(e, fmt.Errorf("--compare: %w", err))
 		}
+	}
+
+	r := &probeRunner{e: e, allow: allow}
+	var rs []probe.Result
+	clean := true
+	// The probes inside the sandbox, on the profile as it is; then the
+	// egress probes, on the profile with one destination allowed, so that
+	// there is a proxy to attack; then the probes judged from outside.
+	inside := []struct {
+		battery []probe.Probe
+		flag    string
+		profile func() (*profile.Profile, error)
+	}{
+		{probe.Battery(), "", func() (*profile.Profile, error) { return p, nil }},
+		{probe.EgressBattery(), "--egress", func() (*profile.Profile, error) {
+			pe := p.Clone()
+			return pe, pe.AddAllow(targets.AllowedAddr)
+		}},
+	}
+	for _, in := range inside {
+		if len(probe.Select(in.battery, *only)) == 0 {
+			continue
+		}
+		ip, err := in.profile()
+		if err != nil {
+			return fail(e, err)
+		}
+		got, o, err := r.inside(ip, targets, in.flag, *only)
+		if err != nil {
+			return fail(e, err)
+		}
+		if !o.Clean() {
+			clean = false
+			fmt.Fprintf(e.stderr, "cordon: a probe run did not end cleanly: %s\n", o.Message)
+		}
+		rs = append(rs, got...)
+	}
+	rs = append(rs, probe.RunHost(probe.SelectHost(probe.HostBattery(), *only), r, p)...)
+	probe.Order(rs)
+
+	if old != nil {
 		probe.WriteChanges(e.stderr, probe.Compare(old.Results, rs))
 	}
 	if *asJSON {
@@ -116,16 +125,136 @@ func probeCmd(e *env, args []string) int {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res.ID, res.Category, res.Status, res.Evidence)
 		}
 		tw.Flush()
-		counts := map[probe.Status]int{}
-		for _, res := range rs {
-			counts[res.Status]++
-		}
-		fmt.Fprintf(e.stdout, "%d probes: %d contained, %d escaped, %d error\n", len(rs), counts[probe.Contained], counts[probe.Escaped], counts[probe.Error])
+		sum := probe.Summarize(rs)
+		fmt.Fprintf(e.stdout, "%d probes: %d contained, %d escaped, %d error\n", sum.Total, sum.Contained, sum.Escaped, sum.Error)
 	}
-	if !probe.AllContained(rs) || !o.Clean() {
+	if !probe.AllContained(rs) || !clean {
 		return 1
 	}
 	return 0
+}
+
+// probeRunner runs the probes' sandboxes as cordon run would.
+type probeRunner struct {
+	e     *env
+	allow map[string]bool
+}
+
+// inside runs a battery inside a sandbox built from p and collects its
+// results.
+func (r *probeRunner) inside(p *profile.Profile, targets *probe.Targets, flag, only string) ([]probe.Result, outcome.Outcome, error) {
+	p = p.Clone()
+	tj, _ := json.Marshal(targets)
+	if p.Env.Set == nil {
+		p.Env.Set = map[string]string{}
+	}
+	p.Env.Set[probe.EnvVar] = string(tj)
+	args := []string{"cordon", hiddenProbe}
+	if flag != "" {
+		args = append(args, flag)
+	}
+	if only != "" {
+		args = append(args, "--only", only)
+	}
+	rd, w, err := os.Pipe()
+	if err != nil {
+		return nil, outcome.Outcome{}, err
+	}
+	results := make(chan []probe.Result, 1)
+	go func() {
+		rs, _ := probe.Parse(rd)
+		io.Copy(io.Discard, rd)
+		results <- rs
+	}()
+	o, err := r.sandbox(p, args, w)
+	w.Close()
+	rs := <-results
+	rd.Close()
+	return rs, o, err
+}
+
+func (r *probeRunner) sandbox(p *profile.Profile, args []string, stdout *os.File) (outcome.Outcome, error) {
+	return sandbox.Run(sandbox.Options{
+		Profile: p, Args: args, SelfExec: true, AllowDegraded: r.allow,
+		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdout: stdout, Stderr: r.e.stderrFile,
+	})
+}
+
+// Run runs an attack of a host-side probe; its stderr is dropped (the
+// outcome says how it ended).
+func (r *probeRunner) Run(p *profile.Profile, attack []string, stdout io.Writer) (outcome.Outcome, error) {
+	rd, w, err := os.Pipe()
+	if err != nil {
+		return outcome.Outcome{}, err
+	}
+	done := make(chan struct{})
+	go func() {
+		io.Copy(stdout, rd)
+		close(done)
+	}()
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return outcome.Outcome{}, err
+	}
+	defer devnull.Close()
+	o, err := sandbox.Run(sandbox.Options{
+		Profile: p, Args: append([]string{"cordon", hiddenProbe, "--attack"}, attack...), SelfExec: true, AllowDegraded: r.allow,
+		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdout: w, Stderr: devnull,
+	})
+	w.Close()
+	<-done
+	rd.Close()
+	return o, err
+}
+
+// Start runs an attack under a cordon process of its own (the hidden
+// subcommand hiddenSupervise), which reads the profile from its stdin.
+func (r *probeRunner) Start(p *profile.Profile, attack []string, stdout io.Writer) (*exec.Cmd, error) {
+	text, err := yaml.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{hiddenSupervise}
+	for layer := range r.allow {
+		args = append(args, "--allow-degraded", layer)
+	}
+	cmd := exec.Command("/proc/self/exe", append(append(args, "--"), attack...)...)
+	cmd.Dir = r.e.cwd
+	cmd.Stdin = bytes.NewReader(text)
+	cmd.Stdout = stdout
+	return cmd, cmd.Start()
+}
+
+// hiddenSupervise is the subcommand Start runs.
+const hiddenSupervise = "__probe-supervise"
+
+// superviseCmd implements hiddenSupervise: `[--allow-degraded L]... --
+// ATTACK...`, the profile as YAML on stdin.
+func superviseCmd(e *env, args []string) int {
+	var degraded list
+	fs := newFlags(e, hiddenSupervise, hiddenSupervise+" -- ATTACK...")
+	fs.Var(&degraded, "allow-degraded", "")
+	if err := fs.Parse(args); err != nil {
+		return fail(e, err)
+	}
+	allow, err := degradedLayers(degraded)
+	if err != nil {
+		return fail(e, err)
+	}
+	text, err := io.ReadAll(e.stdin)
+	if err != nil {
+		return fail(e, err)
+	}
+	p, err := profile.Parse("<probe profile>", text)
+	if err != nil {
+		return fail(e, err)
+	}
+	r := &probeRunner{e: e, allow: allow}
+	o, err := r.sandbox(p, append([]string{"cordon", hiddenProbe, "--attack"}, fs.Args()...), e.stdoutFile)
+	if err != nil {
+		return fail(e, err)
+	}
+	return o.ExitCode
 }
 
 // outsideView picks a directory for the canary that no bind of the profile

@@ -22,7 +22,7 @@ var inherited = openFDs()
 
 // Battery is every probe, grouped by category in the order of THREATS.md.
 func Battery() []Probe {
-	return []Probe{
+	all := []Probe{
 		{"fs-canary-file", "filesystem", "read a host file outside the profile's view (a canary planted by cordon)",
 			"absent or permission denied", probeCanaryFile},
 		{"fs-shadow", "filesystem", "read /etc/shadow", "absent or permission denied", probeReadFile("/etc/shadow")},
@@ -34,27 +34,45 @@ func Battery() []Probe {
 		{"fs-cgroupfs", "filesystem", "find a cgroup file system to write (release_agent, moving to a parent cgroup)", "none mounted", probeCgroupfs},
 		{"fs-inherited-fds", "filesystem", "use a descriptor inherited from outside the sandbox (beyond 0-2)", "none", probeFDs},
 		{"fs-proc-secrets", "filesystem", "read /proc/kallsyms, /proc/keys and /proc/timer_list", "masked (empty) or absent", probeProcMasked},
+		{"fs-umount-mask", "filesystem", "unmount a mask (/proc/kcore) to uncover what is below", "refused", probeUmountMask},
+		{"fs-mount-api", "filesystem", "build a mount with fsopen(2) or open_tree(2)", "refused", probeMountAPI},
+		{"fs-kernel-knobs", "filesystem", "open core_pattern, modprobe, sysrq-trigger or drop_caches for writing", "refused", probeKernelKnobs},
+		{"fs-sealed-exe", "filesystem", "reach a host binary through /proc/self/exe to overwrite it (CVE-2019-5736)", "a sealed copy, not writable", probeSealedExe},
 		{"ns-nested-userns", "namespaces", "create a nested user namespace with unshare(2)", "refused", probeUnshare},
 		{"ns-clone3", "namespaces", "reach clone3(2), whose flags seccomp cannot inspect", "ENOSYS", probeClone3},
 		{"ns-setns", "namespaces", "join a namespace with setns(2)", "refused", probeSetns},
 		{"ns-personality", "namespaces", "set READ_IMPLIES_EXEC with personality(2)", "refused", probePersonality},
 		{"ns-capabilities", "namespaces", "hold any capability (effective, permitted, bounding, ambient)", "all sets empty", probeCaps},
+		{"ns-no-new-privs", "namespaces", "gain privileges by running a set-user-ID or file-capability program", "no_new_privs set, every mount nosuid", probeNoNewPrivs},
+		{"ns-syscall-surface", "namespaces", "reach perf_event_open(2) and io_uring_setup(2)", "EPERM from the filter", probeSyscallSurface},
 		{"proc-sysv-ipc", "processes", "attach the host's System V shared memory (a canary segment)", "not found", probeSysV},
 		{"proc-hostname", "processes", "see or set the host's name", "a name of the sandbox's own, not settable", probeHostname},
 		{"proc-init-memory", "processes", "read the environment and memory of the sandbox's init", "refused", probeInit},
 		{"proc-ptrace", "processes", "ptrace a process of the sandbox", "refused", probePtrace},
 		{"proc-keyring", "processes", "add a key to the kernel keyring", "refused", probeKeyring},
 		{"proc-userfaultfd", "processes", "create a userfaultfd", "refused", probeUserfaultfd},
+		{"proc-tiocsti", "processes", "push input into the controlling terminal with TIOCSTI, also with the high bits set (CVE-2017-5226, CVE-2019-10063)",
+			"EPERM", probeTTY("tiocsti", "tiocsti-high")},
+		{"proc-tioclinux", "processes", "use TIOCLINUX on the controlling terminal", "EPERM", probeTTY("tioclinux")},
 		{"net-host-loopback", "network", "connect to a service on the host's loopback", "no route", probeLoopback},
 		{"net-interfaces", "network", "find a network interface other than lo", "only lo", probeInterfaces},
 		{"net-abstract-socket", "network", "connect to a unix socket in the host's abstract namespace (a canary)", "refused", probeAbstract},
 		{"net-host-udp", "network", "exchange UDP with a service on the host's loopback", "no answer", probeUDP},
 		{"net-packet-socket", "network", "open an AF_PACKET socket (raw frames, below the proxy)", "refused", probePacketSocket},
+		{"net-direct-egress", "network", "connect, without the proxy, to the metadata service and a public resolver", "no route", probeDirectEgress},
 		{"agent-host-sockets", "agent", "find docker.sock, an SSH agent or a D-Bus socket", "none present", probeSockets},
 		{"agent-secret-files", "agent", "find SSH keys, cloud credentials or tokens in common places", "none present", probeSecretFiles},
 		{"agent-env-canary", "agent", "find a secret from cordon's own environment in the environment or /proc/*/environ",
 			"not found", probeEnvCanary},
 	}
+	// The foreign-architecture probe goes after the other namespace probes.
+	at := 0
+	for i, p := range all {
+		if p.Category == "namespaces" {
+			at = i + 1
+		}
+	}
+	return append(all[:at:at], append(foreignArch, all[at:]...)...)
 }
 
 func errnoOf(err error) string {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,6 +58,12 @@ func Plant(dir string) (t *Targets, cleanup func(), err error) {
 	}
 	undo = append(undo, func() { ln.Close() })
 	go answer(ln)
+	allowed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("allowed service: %w", err)
+	}
+	undo = append(undo, func() { allowed.Close() })
+	go answerAfterRead(allowed)
 	abstract := "@cordon-probe-" + value[:12]
 	al, err := net.Listen("unix", abstract)
 	if err != nil {
@@ -96,7 +103,7 @@ func Plant(dir string) (t *Targets, cleanup func(), err error) {
 		}
 	})
 	t = &Targets{CanaryFile: file, CanaryEnv: CanaryEnvName, CanaryEnvSHA256: hex.EncodeToString(sum[:]), LoopbackAddr: ln.Addr().String(),
-		AbstractSocket: abstract, SysVKey: key, HostHostname: host, UDPAddr: udp.LocalAddr().String()}
+		AbstractSocket: abstract, SysVKey: key, HostHostname: host, UDPAddr: udp.LocalAddr().String(), AllowedAddr: allowed.Addr().String()}
 	return t, cleanup, nil
 }
 
@@ -109,5 +116,23 @@ func answer(ln net.Listener) {
 		}
 		c.Write([]byte("cordon-canary\n"))
 		c.Close()
+	}
+}
+
+// answerAfterRead answers "cordon-canary" to whatever a connection to ln
+// sends first, until ln closes.
+func answerAfterRead(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Read(make([]byte, 4096)); err == nil {
+				c.Write([]byte("cordon-canary\n"))
+			}
+		}()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -64,6 +65,9 @@ type Targets struct {
 	HostHostname string `json:"host_hostname"`
 	// UDPAddr is a UDP service on the host's loopback that echoes.
 	UDPAddr string `json:"udp_addr"`
+	// AllowedAddr is a TCP service on the host's loopback that the egress
+	// probes' profile allows; it answers "cordon-canary" to what it reads.
+	AllowedAddr string `json:"allowed_addr,omitempty"`
 }
 
 // EnvVar carries the Targets, as JSON, to the probes inside.
@@ -89,8 +93,17 @@ func RunAll(probes []Probe, t *Targets, w io.Writer) {
 	}
 }
 
-// Main is the hidden subcommand run inside the sandbox.
+// Main is the hidden subcommand run inside the sandbox:
+// `__probe [--egress] [--only CATEGORY]` runs the battery (or the egress
+// battery), `__probe --attack NAME [ARG...]` one attack of a host-side probe.
 func Main(args []string) int {
+	if len(args) > 0 && args[0] == "--attack" {
+		return Attack(args[1:])
+	}
+	battery := Battery()
+	if len(args) > 0 && args[0] == "--egress" {
+		battery, args = EgressBattery(), args[1:]
+	}
 	var t Targets
 	if err := json.Unmarshal([]byte(os.Getenv(EnvVar)), &t); err != nil {
 		os.Stderr.WriteString("probe: no targets: " + err.Error() + "\n")
@@ -100,7 +113,7 @@ func Main(args []string) int {
 	if len(args) == 2 && args[0] == "--only" {
 		category = args[1]
 	}
-	RunAll(Select(Battery(), category), &t, os.Stdout)
+	RunAll(Select(battery, category), &t, os.Stdout)
 	return 0
 }
 
@@ -129,15 +142,15 @@ func Parse(r io.Reader) ([]Result, error) {
 	}
 }
 
-// Categories lists the categories of the battery, in order.
-func Categories(all []Probe) []string {
-	var out []string
-	for _, p := range all {
-		if len(out) == 0 || out[len(out)-1] != p.Category {
-			out = append(out, p.Category)
-		}
-	}
-	return out
+// AllCategories are the categories of every battery, in the order of
+// THREATS.md.
+var AllCategories = []string{"filesystem", "processes", "namespaces", "network", "resources", "lifecycle", "agent"}
+
+// Order sorts results by category, keeping the batteries' order within one.
+func Order(rs []Result) {
+	slices.SortStableFunc(rs, func(a, b Result) int {
+		return slices.Index(AllCategories, a.Category) - slices.Index(AllCategories, b.Category)
+	})
 }
 
 func trim(s string, n int) string {

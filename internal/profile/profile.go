@@ -8,7 +8,9 @@ package profile
 import (
 	_ "embed"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -145,4 +147,23 @@ func (m Mount) String() string {
 		b.WriteString(" (ro)")
 	}
 	return b.String()
+}
+
+// Clone returns a copy of p that shares nothing with it.
+func (p *Profile) Clone() *Profile {
+	c := *p
+	c.Mounts = slices.Clone(p.Mounts)
+	c.Env.Set = maps.Clone(p.Env.Set)
+	c.Env.Pass = slices.Clone(p.Env.Pass)
+	c.Network.Allow = cloneDests(p.Network.Allow)
+	c.Network.Deny = cloneDests(p.Network.Deny)
+	return &c
+}
+
+func cloneDests(ds []Destination) []Destination {
+	out := slices.Clone(ds)
+	for i := range out {
+		out[i].Methods = slices.Clone(out[i].Methods)
+	}
+	return out
 }

@@ -23,8 +23,10 @@ const watchEvery = 20 * time.Millisecond
 type limiter struct {
 	res   profile.Resources
 	group cgroup.Group // nil without cgroups
-	// cleanup removes the group if cordon dies (see startCleanup).
-	cleanup *os.File
+	// cleanup removes the group if cordon dies (see startCleanup): the
+	// helper's stdin, and the helper.
+	cleanup       *os.File
+	cleanupHelper *process
 
 	mu     sync.Mutex
 	killed string // the limit that ended the run
@@ -193,6 +195,9 @@ func (l *limiter) end() (killed string, stats cgroup.Stats, wall time.Duration) 
 // remove deletes the cgroup, killing what may linger, then releases the
 // cleanup helper.
 func (l *limiter) remove() {
+	if weakened("cgroup-cleanup") {
+		return // test builds only
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		l.group.Kill()
@@ -203,6 +208,7 @@ func (l *limiter) remove() {
 	}
 	if l.cleanup != nil {
 		l.cleanup.Close()
+		go l.cleanupHelper.wait() // it ends now that its stdin is closed
 	}
 }
 
@@ -279,7 +285,7 @@ func (l *limiter) states(u outcome.Usage, tmpUsed int64) []outcome.LimitState {
 // the cgroup and removes it. In its own session, it survives a signal sent
 // to cordon's process group.
 func (l *limiter) startCleanup() error {
-	if l.group == nil {
+	if l.group == nil || weakened("cgroup-cleanup") {
 		return nil
 	}
 	r, w, err := os.Pipe()
@@ -287,7 +293,7 @@ func (l *limiter) startCleanup() error {
 		return err
 	}
 	defer r.Close()
-	_, err = start("/proc/self/exe", append([]string{"cordon", CleanupArg}, l.group.Paths()...), []*os.File{r}, &syscall.SysProcAttr{Setsid: true})
+	l.cleanupHelper, err = start("/proc/self/exe", append([]string{"cordon", CleanupArg}, l.group.Paths()...), []*os.File{r}, &syscall.SysProcAttr{Setsid: true})
 	if err != nil {
 		w.Close()
 		return fmt.Errorf("starting the cgroup cleanup helper: %w", err)

@@ -58,7 +58,7 @@ func run(opts Options, res *Result) error {
 		return err
 	}
 	spec.Weaken = Weakenings{NetNS: weakened("netns"), UsernsLimit: weakened("userns-limit"), Caps: weakened("caps"), ProcMasks: weakened("proc-masks"),
-		IPCNS: weakened("ipcns"), UTSNS: weakened("utsns"), Dumpable: weakened("dumpable"), FDs: weakened("fds")}
+		IPCNS: weakened("ipcns"), UTSNS: weakened("utsns"), Dumpable: weakened("dumpable"), FDs: weakened("fds"), NNP: weakened("nnp")}
 	if weakened("seccomp") {
 		spec.Seccomp = false
 	}
@@ -68,9 +68,15 @@ func run(opts Options, res *Result) error {
 	if weakened("root-map") {
 		rootMapWeakened = true
 	}
+	if weakened("tmp-size") {
+		spec.TmpSize = 0 // tmpfs without a size: half the host's memory
+	}
 	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res)
 	if err != nil {
 		return err
+	}
+	if weakened("nofile") {
+		spec.Rlimits.OpenFiles = 0
 	}
 	res.limiter = lim
 	ended := false
@@ -183,6 +189,9 @@ func run(opts Options, res *Result) error {
 		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE},
 		Pdeathsig:   unix.SIGKILL,
 	}
+	if weakened("pdeathsig") {
+		sys.Pdeathsig = 0
+	}
 	if spec.Weaken.NetNS {
 		sys.Cloneflags &^= unix.CLONE_NEWNET
 	}
@@ -226,7 +235,11 @@ func run(opts Options, res *Result) error {
 	if cgDir != nil {
 		defer cgDir.Close()
 	}
-	init, err := start(fmt.Sprintf("/proc/self/fd/%d", exeFile.Fd()), []string{"cordon", InitArg}, append(stdio, extra...), sys)
+	initPath := fmt.Sprintf("/proc/self/fd/%d", exeFile.Fd())
+	if weakened("exeseal") {
+		initPath = "/proc/self/exe" // the binary on disk, as if not sealed
+	}
+	init, err := start(initPath, []string{"cordon", InitArg}, append(stdio, extra...), sys)
 	if err != nil {
 		return setupErr("creating the sandbox namespaces", namespaceHint(err))
 	}
@@ -624,9 +637,15 @@ func startProxy(p *profile.Profile, res *Result, stderr io.Writer) (*os.File, fu
 	}
 	b := p.Network.Budget
 	px := &egress.Proxy{
-		Policy: pol,
-		Budget: egress.Budget{BytesOut: quantity(b.BytesOut), BytesIn: quantity(b.BytesIn), Connections: quantity(b.Connections)},
-		OnDeny: func(reason string) { fmt.Fprintf(stderr, "cordon: egress denied: %s\n", reason) },
+		Policy:     pol,
+		Budget:     egress.Budget{BytesOut: quantity(b.BytesOut), BytesIn: quantity(b.BytesIn), Connections: quantity(b.Connections)},
+		OnDeny:     func(reason string) { fmt.Fprintf(stderr, "cordon: egress denied: %s\n", reason) },
+		NoSNICheck: weakened("egress-sni"),
+	}
+	if weakened("egress-policy") { // test builds only: every destination allowed
+		for _, all := range []string{"0.0.0.0/0", "::/0"} {
+			pol.Allow = append(pol.Allow, egress.Rule{Text: "weakened", Prefix: netip.MustParsePrefix(all)})
+		}
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

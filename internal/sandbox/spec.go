@@ -143,4 +143,5 @@ type Weakenings struct {
 	Dumpable    bool `json:"dumpable,omitempty"`
 	FDs         bool `json:"fds,omitempty"`
 	UTSNS       bool `json:"utsns,omitempty"`
+	NNP         bool `json:"nnp,omitempty"`
 }

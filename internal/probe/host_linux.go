@@ -1,0 +1,406 @@
+package probe
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/cgroup"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+// HostBattery is every host-side probe.
+func HostBattery() []HostProbe {
+	var out []HostProbe
+	for _, lp := range limitProbes {
+		out = append(out, HostProbe{lp.id, "resources", lp.attempt, lp.expect(), lp.run})
+	}
+	return append(out,
+		HostProbe{"life-supervisor-killed", "lifecycle", "SIGKILL cordon while the sandbox runs daemons that left their session",
+			"every process of the sandbox dies, its cgroup is removed", probeSupervisorKilled},
+		HostProbe{"life-leftovers", "lifecycle", "end a run that started daemons, after using /tmp and /dev/shm",
+			"no process, cgroup, mount or temporary file of the run is left", probeLeftovers},
+	)
+}
+
+// limitProbe pushes against one limit. The profile's value is used when it
+// is at most small; otherwise small is, so that the probe is quick. The
+// attack is bounded at bound: when nothing stops it, it gets there.
+type limitProbe struct {
+	id, attempt string
+	limit       string
+	small       string
+	attack      string
+	bound       string
+	// want is the outcome the limit must end the run with; when empty, the
+	// limit shows as errno to the attack instead, and the run goes on.
+	want  outcome.Status
+	errno string
+}
+
+var limitProbes = []limitProbe{
+	{id: "res-fork-bomb", attempt: "start processes without end (a fork bomb)", limit: "pids", small: "64", attack: "fork", bound: "128", want: outcome.PidsLimit},
+	{id: "res-memory", attempt: "allocate memory without end", limit: "memory", small: "128MiB", attack: "memory", bound: "256MiB", want: outcome.MemoryLimit},
+	{id: "res-cpu-time", attempt: "spin on the CPU", limit: "cpu_time", small: "1s", attack: "cpu", bound: "3s", want: outcome.CPUTimeLimit},
+	{id: "res-wall", attempt: "never finish", limit: "wall", small: "1s", attack: "sleep", bound: "3s", want: outcome.Timeout},
+	{id: "res-file-size", attempt: "write one file without end", limit: "file_size", small: "1MiB", attack: "file", bound: "4MiB", want: outcome.FileSizeLimit},
+	{id: "res-output", attempt: "write to stdout without end", limit: "output", small: "64KiB", attack: "output", bound: "128KiB", want: outcome.OutputLimit},
+	{id: "res-disk-fill", attempt: "fill /tmp", limit: "tmp_size", small: "8MiB", attack: "tmp", bound: "16MiB", errno: "ENOSPC"},
+	{id: "res-open-files", attempt: "open files without end", limit: "open_files", small: "64", attack: "files", bound: "128", errno: "EMFILE"},
+}
+
+func (lp limitProbe) expect() string {
+	if lp.want != "" {
+		return fmt.Sprintf("stopped at the %s limit, reported as %s", lp.limit, lp.want)
+	}
+	return fmt.Sprintf("%s at the %s limit", lp.errno, lp.limit)
+}
+
+// probeWall is the wall limit of every host-side run but res-wall's: a
+// safety net, never what a probe relies on.
+const probeWall = 30 * time.Second
+
+func (lp limitProbe) run(r Runner, base *profile.Profile) (Status, string) {
+	p := base.Clone()
+	if q := p.Resources.Wall; lp.limit != "wall" && (q.Unlimited || q.Duration() > probeWall) {
+		p.SetLimit("wall", probeWall.String())
+	}
+	if err := lowerTo(p, lp.limit, lp.small); err != nil {
+		return Error, err.Error()
+	}
+	if lp.limit == "file_size" { // room in /tmp for the file to outgrow its limit
+		if err := raiseTo(p, "tmp_size", "8MiB"); err != nil {
+			return Error, err.Error()
+		}
+	}
+	in := p.Resources.Get(lp.limit).String()
+	bound := lp.bound
+	if n, err := profile.ParseSize(bound); err == nil && strings.ContainsAny(bound, "KMG") {
+		bound = strconv.FormatInt(n, 10)
+	}
+	out := &capture{max: 64 << 10}
+	o, err := r.Run(p, []string{lp.attack, bound}, out)
+	if err != nil {
+		return Error, err.Error()
+	}
+	said := out.line()
+	if lp.attack == "output" {
+		said = fmt.Sprintf("wrote %d bytes to stdout", out.n)
+	}
+	if lp.want == "" {
+		if o.Status != outcome.OK {
+			return Error, fmt.Sprintf("the run ended as %s: %s", o.Status, o.Message)
+		}
+		if strings.HasSuffix(said, "then "+lp.errno) {
+			return Contained, fmt.Sprintf("%s (%s %s)", said, lp.limit, in)
+		}
+		return Escaped, fmt.Sprintf("%s; nothing stopped it (%s %s)", said, lp.limit, in)
+	}
+	if lp.limit == "output" && out.n > limitBytes(p, "output") {
+		return Escaped, fmt.Sprintf("%d bytes reached cordon's stdout past the output limit %s", out.n, in)
+	}
+	switch o.Status {
+	case lp.want:
+		return Contained, fmt.Sprintf("stopped at %s %s: %s, exit %d", lp.limit, in, o.Status, o.ExitCode)
+	case outcome.OK:
+		return Escaped, fmt.Sprintf("%s; nothing stopped it (%s %s)", said, lp.limit, in)
+	}
+	return Error, fmt.Sprintf("the run ended as %s, not %s: %s", o.Status, lp.want, o.Message)
+}
+
+// lowerTo sets the limit to value when the profile's is larger; a lifted
+// limit stays lifted, and the attack then runs to its bound.
+func lowerTo(p *profile.Profile, name, value string) error {
+	q := *p.Resources.Get(name)
+	if err := p.SetLimit(name, value); err != nil {
+		return err
+	}
+	if v := p.Resources.Get(name); q.Unlimited || (q.N > 0 && q.N < v.N) {
+		*v = q
+	}
+	return nil
+}
+
+// raiseTo sets the limit to value when the profile's is smaller.
+func raiseTo(p *profile.Profile, name, value string) error {
+	q := *p.Resources.Get(name)
+	if err := p.SetLimit(name, value); err != nil {
+		return err
+	}
+	if v := p.Resources.Get(name); q.Unlimited || q.N > v.N {
+		*v = q
+	}
+	return nil
+}
+
+func limitBytes(p *profile.Profile, name string) int64 {
+	q := p.Resources.Get(name)
+	if q.Unlimited || q.N == 0 {
+		return 1 << 62
+	}
+	return q.N
+}
+
+// capture keeps the first max bytes written to it and counts them all.
+type capture struct {
+	mu  sync.Mutex
+	max int
+	n   int64
+	buf bytes.Buffer
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += int64(len(b))
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(b[:min(room, len(b))])
+	}
+	return len(b), nil
+}
+
+// line returns the attack's result line.
+func (c *capture) line() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range strings.Split(c.buf.String(), "\n") {
+		if s, ok := strings.CutPrefix(l, "attack: "); ok {
+			return s
+		}
+	}
+	return "the attack reported nothing"
+}
+
+func newMarker() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "cordon-probe-" + hex.EncodeToString(b)
+}
+
+// probeSupervisorKilled starts a sandbox under a cordon process of its own,
+// waits until the sandbox runs two daemons, kills that cordon with SIGKILL
+// (no cleanup of its own can run) and watches what is left.
+func probeSupervisorKilled(r Runner, base *profile.Profile) (Status, string) {
+	p := base.Clone()
+	p.SetLimit("wall", probeWall.String())
+	marker := newMarker()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return Error, err.Error()
+	}
+	defer pr.Close()
+	cmd, err := r.Start(p, []string{"daemon", marker, "--stay"}, pw)
+	pw.Close()
+	if err != nil {
+		return Error, err.Error()
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if sc.Text() == "attack: ready" {
+				ready <- true
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return Error, "the sandbox ended before its daemons were ready"
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		return Error, "the daemons were not ready after 20s"
+	}
+	supervisor := cmd.Process.Pid
+	if n := len(marked(marker)); n < 3 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return Error, fmt.Sprintf("found %d of the sandbox's 3 marked processes from the host", n)
+	}
+	start := time.Now()
+	cmd.Process.Kill()
+	cmd.Wait()
+	left := waitGone(marker, supervisor, 5*time.Second)
+	if len(left) > 0 {
+		killMarked(marker)
+		reclaim(cgroupsOf(supervisor))
+		return Escaped, "left after the supervisor was killed: " + strings.Join(left, ", ")
+	}
+	return Contained, fmt.Sprintf("the sandbox's processes and cgroups were gone %dms after SIGKILL", time.Since(start).Milliseconds())
+}
+
+// probeLeftovers runs a sandbox that starts daemons, writes to /tmp and
+// /dev/shm, and exits at once; then it looks for anything left of it.
+func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
+	p := base.Clone()
+	p.SetLimit("wall", probeWall.String())
+	marker := newMarker()
+	mountsBefore := mountCount()
+	tmpBefore := tempEntries()
+	kidsBefore := children()
+	out := &capture{max: 4096}
+	o, err := r.Run(p, []string{"daemon", marker}, out)
+	if err != nil {
+		return Error, err.Error()
+	}
+	if out.line() != "ready" {
+		return Error, fmt.Sprintf("the attack said %q (%s)", out.line(), o.Status)
+	}
+	left := waitGone(marker, os.Getpid(), 5*time.Second)
+	for pid, cmdline := range children() {
+		if _, ok := kidsBefore[pid]; !ok {
+			left = append(left, fmt.Sprintf("helper process %d (%s)", pid, cmdline))
+		}
+	}
+	if n := mountCount(); n != mountsBefore {
+		left = append(left, fmt.Sprintf("the host's mount table went from %d to %d entries", mountsBefore, n))
+	}
+	for e := range tempEntries() {
+		if !tmpBefore[e] && strings.Contains(e, "cordon") {
+			left = append(left, "temporary "+e)
+		}
+	}
+	if len(left) > 0 {
+		killMarked(marker)
+		reclaim(cgroupsOf(os.Getpid()))
+		return Escaped, "left after the run: " + strings.Join(left, ", ")
+	}
+	return Contained, fmt.Sprintf("no process, cgroup, mount or temporary file left (run %s)", o.Status)
+}
+
+// waitGone waits until no process carries marker and no cgroup of the
+// cordon process supervisor is left, and returns what is still there.
+func waitGone(marker string, supervisor int, limit time.Duration) []string {
+	deadline := time.Now().Add(limit)
+	for {
+		var left []string
+		for _, pid := range marked(marker) {
+			left = append(left, fmt.Sprintf("process %d", pid))
+		}
+		for _, d := range cgroupsOf(supervisor) {
+			left = append(left, "cgroup "+d)
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// marked lists the processes whose arguments include marker.
+func marked(marker string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte("\x00"+marker+"\x00")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// reclaim kills what is in the cgroups dirs and removes them, for the
+// cleanup after an escape.
+func reclaim(dirs []string) {
+	deadline := time.Now().Add(2 * time.Second)
+	for cgroup.Reclaim(dirs) != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func killMarked(marker string) {
+	for _, pid := range marked(marker) {
+		unix.Kill(pid, unix.SIGKILL)
+	}
+}
+
+// cgroupsOf lists the cgroups the cordon process pid made (cordon-PID-*),
+// below the cgroups this process is in.
+func cgroupsOf(pid int) []string {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(self)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		pattern := filepath.Join("/sys/fs/cgroup/*", parts[2], fmt.Sprintf("cordon-%d-*", pid))
+		if parts[1] == "" {
+			pattern = filepath.Join("/sys/fs/cgroup", parts[2], fmt.Sprintf("cordon-%d-*", pid))
+		}
+		found, _ := filepath.Glob(pattern)
+		for _, f := range found {
+			if real, err := filepath.EvalSymlinks(f); err == nil && !seen[real] {
+				seen[real] = true
+				out = append(out, real)
+			}
+		}
+	}
+	return out
+}
+
+func mountCount() int {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	return bytes.Count(b, []byte("\n"))
+}
+
+// tempEntries lists what is in the host's temporary directories.
+func tempEntries() map[string]bool {
+	out := map[string]bool{}
+	for _, dir := range []string{os.TempDir(), "/dev/shm"} {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			out[filepath.Join(dir, e.Name())] = true
+		}
+	}
+	return out
+}
+
+// children lists this process's children, with their arguments.
+func children() map[int]string {
+	out := map[int]string{}
+	self := strconv.Itoa(os.Getpid())
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut after ')'.
+		i := bytes.LastIndexByte(st, ')')
+		if f := strings.Fields(string(st[i+1:])); i > 0 && len(f) > 1 && f[1] == self {
+			cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			pid, _ := strconv.Atoi(e.Name())
+			out[pid] = strings.ReplaceAll(strings.TrimRight(string(cl), "\x00"), "\x00", " ")
+		}
+	}
+	return out
+}
