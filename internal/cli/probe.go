@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/goccy/go-yaml"
@@ -141,7 +142,8 @@ type probeRunner struct {
 }
 
 // inside runs a battery inside a sandbox built from p and collects its
-// results.
+// results. The run's stderr (the proxy's denials, which the egress probes
+// cause on purpose) is shown only when the run did not end cleanly.
 func (r *probeRunner) inside(p *profile.Profile, targets *probe.Targets, flag, only string) ([]probe.Result, outcome.Outcome, error) {
 	p = p.Clone()
 	tj, _ := json.Marshal(targets)
@@ -156,55 +158,50 @@ func (r *probeRunner) inside(p *profile.Profile, targets *probe.Targets, flag, o
 	if only != "" {
 		args = append(args, "--only", only)
 	}
-	rd, w, err := os.Pipe()
-	if err != nil {
-		return nil, outcome.Outcome{}, err
+	var stderr bytes.Buffer
+	var rs []probe.Result
+	o, err := r.sandbox(p, args, func(r io.Reader) { rs, _ = probe.Parse(r) }, func(r io.Reader) { io.Copy(&stderr, r) })
+	if err != nil || !o.Clean() {
+		r.e.stderr.Write(stderr.Bytes())
 	}
-	results := make(chan []probe.Result, 1)
-	go func() {
-		rs, _ := probe.Parse(rd)
-		io.Copy(io.Discard, rd)
-		results <- rs
-	}()
-	o, err := r.sandbox(p, args, w)
-	w.Close()
-	rs := <-results
-	rd.Close()
 	return rs, o, err
 }
 
-func (r *probeRunner) sandbox(p *profile.Profile, args []string, stdout *os.File) (outcome.Outcome, error) {
-	return sandbox.Run(sandbox.Options{
+// sandbox runs cordon (args) in a sandbox built from p; stdout and stderr
+// read what it writes there, until it ends.
+func (r *probeRunner) sandbox(p *profile.Profile, args []string, stdout, stderr func(io.Reader)) (outcome.Outcome, error) {
+	var files [2]*os.File
+	var readers sync.WaitGroup
+	for i, read := range []func(io.Reader){stdout, stderr} {
+		rd, w, err := os.Pipe()
+		if err != nil {
+			return outcome.Outcome{}, err
+		}
+		defer w.Close()
+		files[i] = w
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			defer rd.Close()
+			read(rd)
+			io.Copy(io.Discard, rd)
+		}()
+	}
+	o, err := sandbox.Run(sandbox.Options{
 		Profile: p, Args: args, SelfExec: true, AllowDegraded: r.allow,
-		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdout: stdout, Stderr: r.e.stderrFile,
+		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdout: files[0], Stderr: files[1],
 	})
+	files[0].Close()
+	files[1].Close()
+	readers.Wait()
+	return o, err
 }
 
 // Run runs an attack of a host-side probe; its stderr is dropped (the
 // outcome says how it ended).
 func (r *probeRunner) Run(p *profile.Profile, attack []string, stdout io.Writer) (outcome.Outcome, error) {
-	rd, w, err := os.Pipe()
-	if err != nil {
-		return outcome.Outcome{}, err
-	}
-	done := make(chan struct{})
-	go func() {
-		io.Copy(stdout, rd)
-		close(done)
-	}()
-	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return outcome.Outcome{}, err
-	}
-	defer devnull.Close()
-	o, err := sandbox.Run(sandbox.Options{
-		Profile: p, Args: append([]string{"cordon", hiddenProbe, "--attack"}, attack...), SelfExec: true, AllowDegraded: r.allow,
-		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdout: w, Stderr: devnull,
-	})
-	w.Close()
-	<-done
-	rd.Close()
-	return o, err
+	copyTo := func(rd io.Reader) { io.Copy(stdout, rd) }
+	return r.sandbox(p, append([]string{"cordon", hiddenProbe, "--attack"}, attack...), copyTo, func(io.Reader) {})
 }
 
 // Start runs an attack under a cordon process of its own (the hidden
@@ -249,8 +246,10 @@ func superviseCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	r := &probeRunner{e: e, allow: allow}
-	o, err := r.sandbox(p, append([]string{"cordon", hiddenProbe, "--attack"}, fs.Args()...), e.stdoutFile)
+	o, err := sandbox.Run(sandbox.Options{
+		Profile: p, Args: append([]string{"cordon", hiddenProbe, "--attack"}, fs.Args()...), SelfExec: true, AllowDegraded: allow,
+		Cwd: e.cwd, LookupEnv: e.getenv, Stdout: e.stdoutFile, Stderr: e.stderrFile,
+	})
 	if err != nil {
 		return fail(e, err)
 	}

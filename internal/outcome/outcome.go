@@ -177,6 +177,10 @@ func Decide(f Facts) Outcome {
 		limit = "file_size"
 	case f.OOMKills > 0 && (f.Signal == sigKill || !f.Exited):
 		limit = "memory"
+	case f.Signal == sigKill && usedUp(f.Limits, "cpu_time"):
+		// RLIMIT_CPU's hard limit, one second past the soft one, kills
+		// with SIGKILL a program that ignored SIGXCPU.
+		limit = "cpu_time"
 	}
 	switch {
 	case f.Err != nil:
@@ -209,6 +213,16 @@ func Decide(f Facts) Outcome {
 		o.Message += "; " + near
 	}
 	return o
+}
+
+// usedUp reports whether the run used all of the named limit.
+func usedUp(ls []LimitState, name string) bool {
+	for _, l := range ls {
+		if l.Name == name && l.Used != nil && *l.Used >= 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func (o *Outcome) limitValue(name string) string {

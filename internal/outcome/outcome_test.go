@@ -78,3 +78,17 @@ func TestExitCodesAreDistinct(t *testing.T) {
 		}
 	}
 }
+
+// A program that ignores SIGXCPU is killed with SIGKILL at RLIMIT_CPU's hard
+// limit: that is the cpu_time limit too, and only when the CPU time is used.
+func TestSIGKILLAtTheCPUTimeLimit(t *testing.T) {
+	for _, tt := range []struct {
+		used float64
+		want Status
+	}{{2.01, CPUTimeLimit}, {1, CPUTimeLimit}, {0.5, Signaled}} {
+		o := Decide(Facts{Signal: 9, SignalName: "SIGKILL", Limits: []LimitState{{Name: "cpu_time", Value: "1s", EnforcedBy: "rlimit", Used: used(tt.used)}}})
+		if o.Status != tt.want {
+			t.Errorf("used %.2f: got %s, want %s", tt.used, o.Status, tt.want)
+		}
+	}
+}

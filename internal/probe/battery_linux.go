@@ -34,7 +34,7 @@ func Battery() []Probe {
 		{"fs-cgroupfs", "filesystem", "find a cgroup file system to write (release_agent, moving to a parent cgroup)", "none mounted", probeCgroupfs},
 		{"fs-inherited-fds", "filesystem", "use a descriptor inherited from outside the sandbox (beyond 0-2)", "none", probeFDs},
 		{"fs-proc-secrets", "filesystem", "read /proc/kallsyms, /proc/keys and /proc/timer_list", "masked (empty) or absent", probeProcMasked},
-		{"fs-umount-mask", "filesystem", "unmount a mask (/proc/kcore) to uncover what is below", "refused", probeUmountMask},
+		{"fs-umount-mask", "filesystem", "unmount a mask on /proc to uncover what is below", "refused", probeUmountMask},
 		{"fs-mount-api", "filesystem", "build a mount with fsopen(2) or open_tree(2)", "refused", probeMountAPI},
 		{"fs-kernel-knobs", "filesystem", "open core_pattern, modprobe, sysrq-trigger or drop_caches for writing", "refused", probeKernelKnobs},
 		{"fs-sealed-exe", "filesystem", "reach a host binary through /proc/self/exe to overwrite it (CVE-2019-5736)", "a sealed copy, not writable", probeSealedExe},

@@ -114,6 +114,9 @@ func (lp limitProbe) run(r Runner, base *profile.Profile) (Status, string) {
 	case lp.want:
 		return Contained, fmt.Sprintf("stopped at %s %s: %s, exit %d", lp.limit, in, o.Status, o.ExitCode)
 	case outcome.OK:
+		if strings.Contains(said, "failed") {
+			return Error, fmt.Sprintf("%s, yet the run was reported as %s, not %s (%s %s)", said, o.Status, lp.want, lp.limit, in)
+		}
 		return Escaped, fmt.Sprintf("%s; nothing stopped it (%s %s)", said, lp.limit, in)
 	}
 	return Error, fmt.Sprintf("the run ended as %s, not %s: %s", o.Status, lp.want, o.Message)

@@ -11,8 +11,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// probeUmountMask unmounts the first mask or read-only cover it finds on
+// /proc.
 func probeUmountMask(*Targets) (Status, string) {
-	return refused("umount(/proc/kcore)", unix.Unmount("/proc/kcore", unix.MNT_DETACH))
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return Error, err.Error()
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], "/proc/") {
+			return refused("umount("+f[4]+")", unix.Unmount(f[4], unix.MNT_DETACH))
+		}
+	}
+	return Error, "no mask mounted on /proc"
 }
 
 // probeMountAPI tries the file-descriptor mount calls, with which a process
