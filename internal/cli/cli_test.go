@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,11 @@ func TestScripts(t *testing.T) {
 			e.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 			e.Setenv("CORDON", filepath.Join(binDir, "cordon"))
 			e.Setenv("HOSTNAME_OUTSIDE", hostname())
+			examples, err := filepath.Abs("../../examples")
+			if err != nil {
+				return err
+			}
+			e.Setenv("EXAMPLES", examples)
 			// Let the rootless scripts' other user reach the work directory.
 			if os.Geteuid() == 0 {
 				for _, d := range []string{filepath.Dir(e.WorkDir), e.WorkDir} {
@@ -106,6 +112,7 @@ func TestScripts(t *testing.T) {
 			"savepid":      cmdSavePid,
 			"cgroupgone":   cmdCgroupGone,
 			"httpserve":    cmdHTTPServe,
+			"cgdelegate":   cmdCgDelegate,
 		},
 	})
 }
@@ -242,6 +249,50 @@ func cmdSavePid(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ts.Fatalf("no process %q", strings.Join(args[1:], " "))
+}
+
+// cgdelegate UID: delegates cgroups to UID, as a host administrator (or
+// systemd) does for a user: a new cgroup in each v1 hierarchy cordon uses,
+// below the test's own, owned by UID. CGPROCS lists their cgroup.procs, for
+// a shell to move itself into before it becomes UID. They are removed when
+// the script ends.
+func cmdCgDelegate(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 || neg {
+		ts.Fatalf("usage: cgdelegate UID")
+	}
+	uid, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	self, err := os.ReadFile("/proc/self/cgroup")
+	ts.Check(err)
+	name := fmt.Sprintf("delegated-%d-%d", os.Getpid(), time.Now().UnixNano())
+	var procs []string
+	for _, c := range []string{"memory", "pids", "cpu", "cpuacct"} {
+		own := ""
+		for _, line := range strings.Split(string(self), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), c) {
+				own = parts[2]
+			}
+		}
+		dir := filepath.Join("/sys/fs/cgroup", c, own, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			ts.Fatalf("cgdelegate needs cgroup v1 controllers: %v", err)
+		}
+		ts.Defer(func() {
+			// The shell that moved in has ended; its cgroup empties.
+			for i := 0; i < 100 && os.Remove(dir) != nil; i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+		ents, err := os.ReadDir(dir)
+		ts.Check(err)
+		ts.Check(os.Chown(dir, uid, uid))
+		for _, e := range ents {
+			ts.Check(os.Chown(filepath.Join(dir, e.Name()), uid, uid))
+		}
+		procs = append(procs, filepath.Join(dir, "cgroup.procs"))
+	}
+	ts.Setenv("CGPROCS", strings.Join(procs, " "))
 }
 
 // cgroupgone PID: within ten seconds no cgroup of the cordon process PID is

@@ -102,6 +102,9 @@ func probeCmd(e *env, args []string) int {
 		rs = append(rs, got...)
 	}
 	rs = append(rs, probe.RunHost(probe.SelectHost(probe.HostBattery(), *only), r, p)...)
+	if r.setupErr != nil {
+		return fail(e, r.setupErr)
+	}
 	probe.Order(rs)
 
 	if old != nil {
@@ -139,6 +142,9 @@ func probeCmd(e *env, args []string) int {
 type probeRunner struct {
 	e     *env
 	allow map[string]bool
+	// setupErr is the first failure to build a sandbox: the probes could
+	// not run, which is cordon's failure, not theirs.
+	setupErr error
 }
 
 // inside runs a battery inside a sandbox built from p and collects its
@@ -201,7 +207,11 @@ func (r *probeRunner) sandbox(p *profile.Profile, args []string, stdout, stderr 
 // outcome says how it ended).
 func (r *probeRunner) Run(p *profile.Profile, attack []string, stdout io.Writer) (outcome.Outcome, error) {
 	copyTo := func(rd io.Reader) { io.Copy(stdout, rd) }
-	return r.sandbox(p, append([]string{"cordon", hiddenProbe, "--attack"}, attack...), copyTo, func(io.Reader) {})
+	o, err := r.sandbox(p, append([]string{"cordon", hiddenProbe, "--attack"}, attack...), copyTo, func(io.Reader) {})
+	if err != nil && r.setupErr == nil {
+		r.setupErr = err
+	}
+	return o, err
 }
 
 // Start runs an attack under a cordon process of its own (the hidden

@@ -266,9 +266,17 @@ func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
 		return Error, fmt.Sprintf("the attack said %q (%s)", out.line(), o.Status)
 	}
 	left := waitGone(marker, os.Getpid(), 5*time.Second)
-	for pid, cmdline := range children() {
-		if _, ok := kidsBefore[pid]; !ok {
-			left = append(left, fmt.Sprintf("helper process %d (%s)", pid, cmdline))
+	// cordon's helpers end, and are reaped, just after the run.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var helpers []string
+		for pid, cmdline := range children() {
+			if _, ok := kidsBefore[pid]; !ok {
+				helpers = append(helpers, fmt.Sprintf("helper process %d (%s)", pid, cmdline))
+			}
+		}
+		if len(helpers) == 0 || time.Now().After(deadline) {
+			left = append(left, helpers...)
+			break
 		}
 	}
 	if n := mountCount(); n != mountsBefore {
