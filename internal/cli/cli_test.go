@@ -94,6 +94,10 @@ func TestScripts(t *testing.T) {
 					}
 				}
 				return false, nil
+			case "vsock":
+				// Whether the kernel has a vsock transport (virtual machines).
+				_, err := os.Stat("/dev/vsock")
+				return err == nil, nil
 			case "cgroups":
 				// Whether cordon may create cgroups here.
 				out, _ := exec.Command(filepath.Join(binDir, "cordon"), "doctor", "--json").Output()

@@ -59,6 +59,7 @@ func Battery() []Probe {
 		{"net-abstract-socket", "network", "connect to a unix socket in the host's abstract namespace (a canary)", "refused", probeAbstract},
 		{"net-host-udp", "network", "exchange UDP with a service on the host's loopback", "no answer", probeUDP},
 		{"net-packet-socket", "network", "open an AF_PACKET socket (raw frames, below the proxy)", "refused", probePacketSocket},
+		{"net-vsock", "network", "open an AF_VSOCK socket (to the hypervisor's host, which no network namespace separates)", "refused", probeVsock},
 		{"net-direct-egress", "network", "connect, without the proxy, to the metadata service and a public resolver", "no route", probeDirectEgress},
 		{"agent-host-sockets", "agent", "find docker.sock, an SSH agent or a D-Bus socket", "none present", probeSockets},
 		{"agent-secret-files", "agent", "find SSH keys, cloud credentials or tokens in common places", "none present", probeSecretFiles},
@@ -179,7 +180,7 @@ func probeInterfaces(*Targets) (Status, string) {
 	for _, i := range ifs {
 		names = append(names, i.Name)
 	}
-	if len(ifs) == 1 && ifs[0].Name == "lo" {
+	if onlyLoopback() {
 		return Contained, "only lo"
 	}
 	return Escaped, "interfaces: " + strings.Join(names, " ")
@@ -247,6 +248,15 @@ func probePacketSocket(*Targets) (Status, string) {
 		return Escaped, "opened an AF_PACKET socket"
 	}
 	return Contained, "socket(AF_PACKET): " + errnoOf(err)
+}
+
+func probeVsock(*Targets) (Status, string) {
+	fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)
+	if err == nil {
+		unix.Close(fd)
+		return Escaped, "opened an AF_VSOCK socket"
+	}
+	return Contained, "socket(AF_VSOCK): " + errnoOf(err)
 }
 
 // hostSockets are places where a host's privileged sockets live.

@@ -166,6 +166,12 @@ func probeDirectEgress(*Targets) (Status, string) {
 			if errors.As(err, &ne) && ne.Timeout() {
 				return Escaped, "a connection attempt to " + addr + " left the sandbox (no answer in 1s)"
 			}
+			if onlyLoopback() {
+				// Captured by cordon (transparent mode) and refused: with
+				// no interface but lo, nothing else can have answered.
+				seen = append(seen, addr+": "+errnoOf(err)+" (captured; only lo)")
+				continue
+			}
 			return Escaped, addr + " answered: " + errnoOf(err)
 		}
 		c.SetDeadline(time.Now().Add(2 * time.Second))
@@ -179,4 +185,10 @@ func probeDirectEgress(*Targets) (Status, string) {
 		seen = append(seen, addr+": closed unanswered")
 	}
 	return Contained, strings.Join(seen, ", ")
+}
+
+// onlyLoopback reports whether lo is the sandbox's only interface.
+func onlyLoopback() bool {
+	ifs, err := net.Interfaces()
+	return err == nil && len(ifs) == 1 && ifs[0].Name == "lo"
 }
