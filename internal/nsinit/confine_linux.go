@@ -98,11 +98,18 @@ func view(spec *sandbox.Spec) landlock.View {
 	return v
 }
 
+// allThreads makes a system call on every thread of init.
 func allThreads(trap, a1, a2, a3 uintptr) error {
-	if _, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3); errno != 0 {
-		return errno
+	_, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3)
+	switch errno {
+	case 0:
+		return nil
+	case syscall.ENOTSUP:
+		// Go cannot make a call on every thread of a program linked
+		// with cgo.
+		return fmt.Errorf("%w: this cordon was built with cgo; build it with CGO_ENABLED=0", errno)
 	}
-	return nil
+	return errno
 }
 
 func lastCap() (int, error) {
