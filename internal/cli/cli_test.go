@@ -65,7 +65,7 @@ func TestScripts(t *testing.T) {
 			e.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 			e.Setenv("CORDON", filepath.Join(binDir, "cordon"))
 			e.Setenv("HOSTNAME_OUTSIDE", hostname())
-			examples, err := filepath.Abs("../../examples")
+			examples, err := filepath.Abs("../../examples/profiles")
 			if err != nil {
 				return err
 			}
