@@ -107,6 +107,7 @@ func parse(name string, data []byte) (*Profile, error) {
 	if errs := p.validate(src); len(errs) > 0 {
 		return nil, errs
 	}
+	p.src = src
 	return &p, nil
 }
 

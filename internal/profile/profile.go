@@ -35,6 +35,15 @@ type Profile struct {
 	Env       Env       `yaml:"env" json:"env"`
 	Resources Resources `yaml:"resources" json:"resources"`
 	Network   Network   `yaml:"network,omitempty" json:"network,omitempty"`
+	// AllowDegraded names layers the sandbox may go without where the host
+	// lacks them, as --allow-degraded does; governance should record who
+	// accepted that risk.
+	AllowDegraded []string    `yaml:"allow_degraded,omitempty" json:"allow_degraded,omitempty"`
+	Governance    *Governance `yaml:"governance,omitempty" json:"governance,omitempty"`
+	Providers     []Provider  `yaml:"providers,omitempty" json:"providers,omitempty"`
+
+	// src locates fields in the file the profile was read from.
+	src *source
 }
 
 // User is the unprivileged account the command runs as inside the sandbox.
@@ -64,6 +73,8 @@ type Mount struct {
 	Target   string `yaml:"target,omitempty" json:"target,omitempty"`
 	Writable bool   `yaml:"writable,omitempty" json:"writable,omitempty"`
 	Optional bool   `yaml:"optional,omitempty" json:"optional,omitempty"`
+	// Reason says why the agent needs this bind, for review.
+	Reason string `yaml:"reason,omitempty" json:"reason,omitempty"`
 }
 
 // Dest is where the mount appears inside the sandbox.
@@ -157,7 +168,45 @@ func (p *Profile) Clone() *Profile {
 	c.Env.Pass = slices.Clone(p.Env.Pass)
 	c.Network.Allow = cloneDests(p.Network.Allow)
 	c.Network.Deny = cloneDests(p.Network.Deny)
+	c.AllowDegraded = slices.Clone(p.AllowDegraded)
+	if p.Governance != nil {
+		g := *p.Governance
+		g.Ceilings.Paths = slices.Clone(g.Ceilings.Paths)
+		g.Ceilings.Writable = slices.Clone(g.Ceilings.Writable)
+		g.Ceilings.Destinations = slices.Clone(g.Ceilings.Destinations)
+		g.Ceilings.Limits = maps.Clone(g.Ceilings.Limits)
+		g.RiskAcceptances = slices.Clone(g.RiskAcceptances)
+		c.Governance = &g
+	}
+	c.Providers = slices.Clone(p.Providers)
+	for i := range c.Providers {
+		c.Providers[i].Endpoints = slices.Clone(c.Providers[i].Endpoints)
+	}
 	return &c
+}
+
+// Locate returns where field (a YAML path such as "network.allow[0].dest")
+// is written in the profile's file: at its value when that is a scalar,
+// else at its key, else at its nearest written parent; line 0 when nothing
+// of it is.
+func (p *Profile) Locate(field string) (file string, line, col int) {
+	if p.src == nil {
+		return "", 0, 0
+	}
+	e := p.src.errorAt(field, "")
+	return e.File, e.Line, e.Col
+}
+
+// Written reports whether field is written in the profile's file (rather
+// than filled in with its default).
+func (p *Profile) Written(field string) bool { return p.src != nil && p.src.has(field) }
+
+// File is the name of the file the profile was read from.
+func (p *Profile) File() string {
+	if p.src == nil {
+		return ""
+	}
+	return p.src.name
 }
 
 func cloneDests(ds []Destination) []Destination {

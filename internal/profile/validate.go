@@ -159,6 +159,7 @@ func (p *Profile) validate(src *source) Errors {
 
 	p.validateResources(bad)
 	p.validateNetwork(bad)
+	p.validateGovernance(bad)
 	return errs
 }
 

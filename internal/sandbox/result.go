@@ -18,7 +18,7 @@ const (
 const LayerCgroup = "cgroup"
 
 // DegradableLayers lists the layers --allow-degraded accepts.
-var DegradableLayers = []string{LayerLandlock, LayerSeccomp, LayerCgroup}
+var DegradableLayers = profile.DegradableLayers
 
 // Options describe one contained run.
 type Options struct {

@@ -1,0 +1,112 @@
+package capdiff
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+const base = `version: 1
+agent: a
+workspace:
+  path: /srv/app
+  writable: false
+mounts:
+  - path: /usr
+  - path: /srv/cache
+    target: /cache
+    writable: true
+env:
+  pass: [LANG]
+network:
+  allow:
+    - dest: pypi.org:443
+    - dest: docs.example.com
+      methods: [GET]
+  budget:
+    bytes_out: 1MiB
+resources:
+  memory: 1GiB
+  wall: 5m
+governance:
+  owner: team
+  scope: reads the app
+  require_approval: true
+  ceilings:
+    paths: [/usr, /srv]
+    limits:
+      memory: 2GiB
+`
+
+func load(t *testing.T, text string) *profile.Profile {
+	t.Helper()
+	p, err := profile.Parse("test.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestNoChange(t *testing.T) {
+	if cs := Diff(load(t, base), load(t, base)); len(cs) != 0 {
+		t.Fatalf("got %+v", cs)
+	}
+}
+
+func TestChanges(t *testing.T) {
+	tests := []struct {
+		name string
+		from string
+		to   string
+		kind Kind
+		area string
+		msg  string
+	}{
+		{"destination added", "    - dest: pypi.org:443\n", "    - dest: pypi.org:443\n    - dest: evil.example:443\n", Expansion, "network", "evil.example:443 is allowed"},
+		{"destination removed", "    - dest: pypi.org:443\n", "", Reduction, "network", "pypi.org:443 is no longer allowed"},
+		{"methods lifted", "      methods: [GET]\n", "", Expansion, "network", "docs.example.com is allowed (was (GET only))"},
+		{"deny added", "  budget:\n", "  deny:\n    - dest: 10.0.0.0/8\n  budget:\n", Reduction, "network", "10.0.0.0/8 is denied"},
+		{"transparent", "  budget:\n", "  transparent: true\n  budget:\n", Expansion, "network", "transparent"},
+		{"budget lifted", "    bytes_out: 1MiB\n", "    bytes_out: unlimited\n", Expansion, "budget", "bytes_out budget is unlimited (was 1MiB)"},
+		{"path added", "  - path: /usr\n", "  - path: /usr\n  - path: /opt\n", Expansion, "paths", "binds /opt"},
+		{"path removed", "  - path: /usr\n", "", Reduction, "paths", "no longer binds /usr"},
+		{"bind made writable", "  - path: /usr\n", "  - path: /usr\n    writable: true\n", Expansion, "paths", "/usr is read-write (was read-only)"},
+		{"bind made read-only", "    target: /cache\n    writable: true\n", "    target: /cache\n", Reduction, "paths", "/cache is read-only (was read-write)"},
+		{"workspace writable", "  writable: false\n", "  writable: true\n", Expansion, "workspace", "read-write (was read-only)"},
+		{"workspace moved", "  path: /srv/app\n", "  path: /home\n", Expansion, "workspace", "the workspace is /home (was /srv/app)"},
+		{"env passed", "  pass: [LANG]\n", "  pass: [LANG, AWS_SECRET_ACCESS_KEY]\n", Expansion, "env", "AWS_SECRET_ACCESS_KEY is passed in"},
+		{"limit raised", "  memory: 1GiB\n", "  memory: 4GiB\n", Expansion, "limits", "memory limit is 4GiB (was 1GiB)"},
+		{"limit lifted", "  wall: 5m\n", "  wall: unlimited\n", Expansion, "limits", "wall limit is unlimited (was 5m)"},
+		{"limit lowered", "  memory: 1GiB\n", "  memory: 512MiB\n", Reduction, "limits", "memory limit is 512MiB (was 1GiB)"},
+		{"degraded", "version: 1\n", "version: 1\nallow_degraded: [cgroup]\n", Expansion, "degraded", "may run without cgroup"},
+		{"ceiling widened", "    paths: [/usr, /srv]\n", "    paths: [/usr, /srv, /]\n", Expansion, "governance", "the ceiling admits /"},
+		{"ceiling limit lifted", "    limits:\n      memory: 2GiB\n", "", Expansion, "governance", "memory ceiling is unlimited (was 2GiB)"},
+		{"approval dropped", "  require_approval: true\n", "", Expansion, "governance", "no longer need approval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(base, tt.from) {
+				t.Fatalf("base lacks %q", tt.from)
+			}
+			cs := Diff(load(t, base), load(t, strings.Replace(base, tt.from, tt.to, 1)))
+			if len(cs) != 1 {
+				t.Fatalf("want one change, got %+v", cs)
+			}
+			c := cs[0]
+			if c.Kind != tt.kind || c.Area != tt.area || !strings.Contains(c.Message, tt.msg) {
+				t.Errorf("got %+v; want %s %s %q", c, tt.kind, tt.area, tt.msg)
+			}
+			if Expanded(cs) != (tt.kind == Expansion) || len(Expansions(cs)) != len(cs)*btoi(tt.kind == Expansion) {
+				t.Error("Expanded/Expansions disagree with the change")
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
