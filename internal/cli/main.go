@@ -61,6 +61,12 @@ func Main(args []string) int {
 		return doctorCmd(e, rest)
 	case "probe":
 		return probeCmd(e, rest)
+	case "lint":
+		return lintCmd(e, rest)
+	case "diff":
+		return diffCmd(e, rest)
+	case "approve":
+		return approveCmd(e, rest)
 	case hiddenProbe:
 		return probe.Main(rest)
 	case hiddenSupervise:
@@ -95,6 +101,9 @@ commands:
   run [flags] -- CMD [ARGS...]   run CMD in a least-privilege sandbox
   doctor                         what this host supports and what cordon will do here
   probe [flags]                  run the escape probes in a sandbox built from the profile
+  lint [flags] PROFILE|DIR...    find known mistakes in profiles (text, JSON, SARIF)
+  diff [--json] OLD NEW          every capability change between two profiles
+  approve PROFILE --by NAME      record the approval of a profile beside it
   profile show [flags]           print the effective profile
   version                        print the version
 

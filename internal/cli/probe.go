@@ -2,8 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/goccy/go-yaml"
 
@@ -32,6 +31,8 @@ func probeCmd(e *env, args []string) int {
 	pf.register(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON (docs/probe.schema.json)")
 	compare := fs.String("compare", "", "report the probes whose status changed since the JSON report `OLD`")
+	record := fs.Bool("record", false, "keep the JSON report on this host, where cordon lint looks for it (see --reports)")
+	reports := fs.String("reports", probe.ReportDir(), "the `DIR` of recorded reports")
 	only := fs.String("only", "", "run only the probes of `CATEGORY` ("+strings.Join(probe.AllCategories, ", ")+")")
 	var degraded list
 	fs.Var(&degraded, "allow-degraded", "probe even if `LAYER` is unavailable, as cordon run would")
@@ -47,6 +48,9 @@ func probeCmd(e *env, args []string) int {
 	}
 	p, err := pf.load(e)
 	if err != nil {
+		return fail(e, err)
+	}
+	if err := pf.gate(e, p, allow); err != nil {
 		return fail(e, err)
 	}
 	targets, cleanup, err := probe.Plant(outsideView(p, e.cwd))
@@ -110,17 +114,24 @@ func probeCmd(e *env, args []string) int {
 	if old != nil {
 		probe.WriteChanges(e.stderr, probe.Compare(old.Results, rs))
 	}
+	report := probe.Report{
+		Cordon:        Version,
+		Time:          time.Now().UTC().Truncate(time.Second),
+		Host:          probeHost(),
+		ProfileSHA256: p.Hash(),
+		Only:          *only,
+		Results:       rs,
+		Summary:       probe.Summarize(rs),
+	}
+	if *record {
+		path, err := report.Save(*reports)
+		if err != nil {
+			return fail(e, fmt.Errorf("recording the report: %w", err))
+		}
+		fmt.Fprintf(e.stderr, "cordon: report recorded in %s\n", path)
+	}
 	if *asJSON {
-		h := sandbox.ProbeHost()
-		shown, _ := yaml.Marshal(p)
-		sum := sha256.Sum256(shown)
-		out, _ := json.MarshalIndent(probe.Report{
-			Cordon:        Version,
-			Host:          probe.Host{Kernel: h.Kernel, Arch: h.Arch, Root: h.Root, LandlockABI: h.LandlockABI, Cgroup: h.Cgroup.Version},
-			ProfileSHA256: hex.EncodeToString(sum[:]),
-			Results:       rs,
-			Summary:       probe.Summarize(rs),
-		}, "", "  ")
+		out, _ := json.MarshalIndent(report, "", "  ")
 		fmt.Fprintln(e.stdout, string(out))
 	} else {
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -136,6 +147,13 @@ func probeCmd(e *env, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// probeHost fingerprints this host for a report.
+func probeHost() probe.Host {
+	h := sandbox.ProbeHost()
+	name, _ := os.Hostname()
+	return probe.Host{Name: name, Kernel: h.Kernel, Arch: h.Arch, Root: h.Root, LandlockABI: h.LandlockABI, Cgroup: h.Cgroup.Version}
 }
 
 // probeRunner runs the probes' sandboxes as cordon run would.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/internal/approval"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
@@ -73,6 +74,28 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 		}
 	}
 	return p, nil
+}
+
+// gate applies the profile's governance before a sandbox is built from it:
+// with governance.require_approval, a profile that grew since its approval
+// is refused (changes within it are reported on stderr); the layers the
+// profile allows to be degraded join allow.
+func (pf *profileFlags) gate(e *env, p *profile.Profile, allow map[string]bool) error {
+	file := ""
+	if pf.file != "" {
+		file = pf.abs(e, pf.file)
+	}
+	warnings, err := approval.Gate(file, p)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(e.stderr, "cordon: %s\n", w)
+	}
+	for _, l := range p.AllowDegraded {
+		allow[l] = true
+	}
+	return nil
 }
 
 func (pf *profileFlags) abs(e *env, p string) string {

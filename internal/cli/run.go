@@ -41,6 +41,9 @@ func runCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	if err := pf.gate(e, p, allow); err != nil {
+		return fail(e, err)
+	}
 	o, err := sandbox.Run(sandbox.Options{
 		Profile:       p,
 		Exe:           exe,

@@ -2,24 +2,34 @@ package probe
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
+	"time"
 )
 
 // Report is the whole account of one battery run, comparable across runs
 // and hosts (docs/probe.schema.json).
 type Report struct {
-	Cordon        string   `json:"cordon_version"`
-	Host          Host     `json:"host"`
-	ProfileSHA256 string   `json:"profile_sha256"`
-	Results       []Result `json:"results"`
-	Summary       Summary  `json:"summary"`
+	Cordon string    `json:"cordon_version"`
+	Time   time.Time `json:"time"`
+	Host   Host      `json:"host"`
+	// ProfileSHA256 is the profile's canonical hash (profile.Hash), with
+	// the command-line adjustments applied.
+	ProfileSHA256 string `json:"profile_sha256"`
+	// Only is the category the battery was limited to; empty for all.
+	Only    string   `json:"only,omitempty"`
+	Results []Result `json:"results"`
+	Summary Summary  `json:"summary"`
 }
 
 // Host fingerprints where the battery ran.
 type Host struct {
+	Name        string `json:"name"`
 	Kernel      string `json:"kernel"`
 	Arch        string `json:"arch"`
 	Root        bool   `json:"root"`
@@ -62,6 +72,47 @@ func LoadReport(path string) (*Report, error) {
 		return nil, fmt.Errorf("%s: not a probe report: %w", path, err)
 	}
 	return &r, nil
+}
+
+// ReportDir is where `cordon probe --record` keeps reports on this host:
+// $CORDON_STATE_DIR/probes, else $XDG_STATE_HOME/cordon/probes, else
+// ~/.local/state/cordon/probes.
+func ReportDir() string {
+	if d := os.Getenv("CORDON_STATE_DIR"); d != "" {
+		return filepath.Join(d, "probes")
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "cordon", "probes")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "/"
+	}
+	return filepath.Join(home, ".local", "state", "cordon", "probes")
+}
+
+// Save writes r into dir, named by its profile's hash (a later report of the
+// same profile replaces it).
+func (r *Report) Save(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, r.ProfileSHA256+".json")
+	return path, os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Find reads the report of the profile whose hash is given from dir; nil
+// when there is none.
+func Find(dir, hash string) (*Report, error) {
+	r, err := LoadReport(filepath.Join(dir, hash+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return r, err
 }
 
 // Change is a probe whose status differs between two reports; an empty

@@ -1,0 +1,88 @@
+package approval
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+const text = `version: 1
+agent: reviewer
+mounts:
+  - path: /usr
+network:
+  allow:
+    - dest: pypi.org:443
+resources:
+  memory: 1GiB
+governance:
+  owner: team
+  scope: reviews code
+  require_approval: true
+`
+
+func write(t *testing.T, dir, body string) (string, *profile.Profile) {
+	t.Helper()
+	path := filepath.Join(dir, "reviewer.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, p
+}
+
+func TestApproveThenChange(t *testing.T) {
+	dir := t.TempDir()
+	path, p := write(t, dir, text)
+	if _, err := Gate(path, p); err == nil || !strings.Contains(err.Error(), "requires approval and has none") {
+		t.Fatalf("unapproved: %v", err)
+	}
+	rec, r, err := Write(path, p, "alice", time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec != filepath.Join(dir, "reviewer.approval.yaml") || r.ProfileSHA256 != p.Hash() {
+		t.Fatalf("record %s %+v", rec, r)
+	}
+	if w, err := Gate(path, p); err != nil || len(w) != 0 {
+		t.Fatalf("approved: %v %v", w, err)
+	}
+	// Recording the approval in the profile itself changes nothing.
+	_, p2 := write(t, dir, text+"  approved_by: alice\n  approved_on: 2026-12-01\n")
+	if w, err := Gate(path, p2); err != nil || len(w) != 0 {
+		t.Fatalf("approval statement: %v %v", w, err)
+	}
+	// A new destination is an expansion: refused, and named.
+	_, grown := write(t, dir, strings.Replace(text, "    - dest: pypi.org:443\n", "    - dest: pypi.org:443\n    - dest: paste.example:443\n", 1))
+	_, err = Gate(path, grown)
+	if err == nil || !strings.Contains(err.Error(), "+ network.allow: paste.example:443 is allowed") || !strings.Contains(err.Error(), "alice approved it on 2026-12-01") {
+		t.Fatalf("expansion: %v", err)
+	}
+	// A lower limit is a reduction: allowed, with a warning.
+	_, shrunk := write(t, dir, strings.Replace(text, "memory: 1GiB", "memory: 512MiB", 1))
+	w, err := Gate(path, shrunk)
+	if err != nil || len(w) != 1 || !strings.Contains(w[0], "memory limit is 512MiB (was 1GiB)") {
+		t.Fatalf("reduction: %v %v", w, err)
+	}
+	// Without require_approval, nothing is asked.
+	_, free := write(t, dir, strings.Replace(text, "  require_approval: true\n", "", 1))
+	if w, err := Gate(path, free); err != nil || w != nil {
+		t.Fatalf("not required: %v %v", w, err)
+	}
+}
+
+func TestBadRecord(t *testing.T) {
+	dir := t.TempDir()
+	path, p := write(t, dir, text)
+	os.WriteFile(PathFor(path), []byte("agent: x\n"), 0o644)
+	if _, err := Gate(path, p); err == nil || !strings.Contains(err.Error(), "not an approval record") {
+		t.Fatalf("got %v", err)
+	}
+}
