@@ -1,18 +1,11 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/internal/approval"
 	"github.com/cordon-sandbox/cordon/internal/lint"
 	"github.com/cordon-sandbox/cordon/internal/probe"
-	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
 // lintCmd implements `cordon lint [--format text|json|sarif] [--reports DIR]
@@ -36,27 +29,11 @@ func lintCmd(e *env, args []string) int {
 		}
 		return 0
 	}
-	files, err := profileFiles(fs.Args())
+	c, findings, err := lint.Gather(fs.Args(), *reports)
 	if err != nil {
 		return fail(e, err)
 	}
-	c := &lint.Context{Now: time.Now(), Host: probeHost()}
-	var findings []lint.Finding
-	if len(files) == 0 {
-		c.Targets = append(c.Targets, lintTarget("", profile.Default(), *reports))
-	}
-	for _, f := range files {
-		p, err := profile.LoadFile(f)
-		var perrs profile.Errors
-		switch {
-		case errors.As(err, &perrs):
-			findings = append(findings, lint.Invalid(f, perrs)...)
-			continue
-		case err != nil:
-			return fail(e, err)
-		}
-		c.Targets = append(c.Targets, lintTarget(f, p, *reports))
-	}
+	c.Now, c.Host = time.Now(), probeHost()
 	findings = append(findings, lint.Run(c)...)
 	switch *format {
 	case "json":
@@ -73,48 +50,4 @@ func lintCmd(e *env, args []string) int {
 		return 1
 	}
 	return 0
-}
-
-// lintTarget gathers what the rules look at around one profile.
-func lintTarget(path string, p *profile.Profile, reports string) *lint.Target {
-	t := &lint.Target{Path: path, Profile: p}
-	if path != "" {
-		t.Approval, t.ApprovalErr = approval.Check(path, p)
-	}
-	t.Report, _ = probe.Find(reports, p.Hash())
-	return t
-}
-
-// profileFiles expands the arguments: files as they are, directories to
-// the profiles directly in them (*.yaml, *.yml; approval records left out).
-func profileFiles(args []string) ([]string, error) {
-	var out []string
-	for _, a := range args {
-		fi, err := os.Stat(a)
-		if err != nil {
-			return nil, err
-		}
-		if !fi.IsDir() {
-			out = append(out, a)
-			continue
-		}
-		ents, err := os.ReadDir(a)
-		if err != nil {
-			return nil, err
-		}
-		var found []string
-		for _, e := range ents {
-			n := e.Name()
-			if e.IsDir() || strings.HasSuffix(n, ".approval.yaml") || (filepath.Ext(n) != ".yaml" && filepath.Ext(n) != ".yml") {
-				continue
-			}
-			found = append(found, filepath.Join(a, n))
-		}
-		if len(found) == 0 {
-			return nil, fmt.Errorf("%s: no profiles (*.yaml, *.yml) in it", a)
-		}
-		sort.Strings(found)
-		out = append(out, found...)
-	}
-	return out, nil
 }
