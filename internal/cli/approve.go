@@ -15,17 +15,18 @@ import (
 func approveCmd(e *env, args []string) int {
 	fs := newFlags(e, "approve", "approve PROFILE --by NAME")
 	by := fs.String("by", "", "who approves (required)")
-	if err := fs.Parse(args); err != nil {
+	operands, err := parseAnywhere(fs, args)
+	if err != nil {
 		return fail(e, err)
 	}
-	if fs.NArg() != 1 {
+	if len(operands) != 1 {
 		fs.Usage()
 		return fail(e, fmt.Errorf("approve: name one profile file"))
 	}
 	if *by == "" {
 		return fail(e, fmt.Errorf("approve: --by NAME is required: an approval says who approved"))
 	}
-	file := fs.Arg(0)
+	file := operands[0]
 	p, err := profile.LoadFile(file)
 	if err != nil {
 		return fail(e, err)

@@ -14,15 +14,16 @@ import (
 func diffCmd(e *env, args []string) int {
 	fs := newFlags(e, "diff", "diff [--json] OLD NEW")
 	asJSON := fs.Bool("json", false, "print the changes as JSON")
-	if err := fs.Parse(args); err != nil {
+	operands, err := parseAnywhere(fs, args)
+	if err != nil {
 		return fail(e, err)
 	}
-	if fs.NArg() != 2 {
+	if len(operands) != 2 {
 		fs.Usage()
 		return fail(e, fmt.Errorf("diff: name two profile files, OLD and NEW"))
 	}
 	var ps [2]*profile.Profile
-	for i, f := range fs.Args() {
+	for i, f := range operands {
 		p, err := profile.LoadFile(f)
 		if err != nil {
 			return fail(e, err)
@@ -36,7 +37,7 @@ func diffCmd(e *env, args []string) int {
 			New      string           `json:"new"`
 			Expanded bool             `json:"expanded"`
 			Changes  []capdiff.Change `json:"changes"`
-		}{fs.Arg(0), fs.Arg(1), capdiff.Expanded(cs), append([]capdiff.Change{}, cs...)}, "", "  ")
+		}{operands[0], operands[1], capdiff.Expanded(cs), append([]capdiff.Change{}, cs...)}, "", "  ")
 		fmt.Fprintln(e.stdout, string(out))
 	} else {
 		writeChanges(e, cs)

@@ -17,7 +17,8 @@ func lintCmd(e *env, args []string) int {
 	format := fs.String("format", "text", "`FORMAT` of the findings: text, json or sarif")
 	reports := fs.String("reports", probe.ReportDir(), "the `DIR` of probe reports recorded with cordon probe --record")
 	rules := fs.Bool("rules", false, "list the rules and exit")
-	if err := fs.Parse(args); err != nil {
+	operands, err := parseAnywhere(fs, args)
+	if err != nil {
 		return fail(e, err)
 	}
 	if *format != "text" && *format != "json" && *format != "sarif" {
@@ -29,7 +30,7 @@ func lintCmd(e *env, args []string) int {
 		}
 		return 0
 	}
-	c, findings, err := lint.Gather(fs.Args(), *reports)
+	c, findings, err := lint.Gather(operands, *reports)
 	if err != nil {
 		return fail(e, err)
 	}

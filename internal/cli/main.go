@@ -138,6 +138,26 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	return fs
 }
 
+// parseAnywhere parses flags that may come before, between or after the
+// operands (cordon approve PROFILE --by NAME), and returns the operands;
+// after "--" everything is an operand.
+func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
+	var operands []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return operands, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(operands, rest...), nil
+		}
+		operands, args = append(operands, rest[0]), rest[1:]
+	}
+}
+
 // list is a repeatable string flag.
 type list []string
 

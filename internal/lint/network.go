@@ -42,14 +42,14 @@ func broad(rule egress.Rule) string {
 		if p.Addr().Is6() {
 			bits -= 96 // compare as much of the address space as IPv4's /8
 		}
+		special := egress.SpecialRange(p.Addr())
 		switch {
 		case p.Bits() == 0:
 			return "opens every address"
+		case special != "" && ((p.Addr().Is4() && p.Bits() < 24) || (p.Addr().Is6() && p.Bits() < 64)):
+			return fmt.Sprintf("opens a %s range broadly (/%d)", special, p.Bits())
 		case bits <= 8:
 			return fmt.Sprintf("opens a /%d range of addresses", p.Bits())
-		}
-		if special := egress.SpecialRange(p.Addr()); special != "" && ((p.Addr().Is4() && p.Bits() < 24) || (p.Addr().Is6() && p.Bits() < 64)) {
-			return fmt.Sprintf("opens a %s range broadly (/%d)", special, p.Bits())
 		}
 		return ""
 	}
