@@ -1,0 +1,288 @@
+package audit
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultMaxSize is the size past which a log file is rotated.
+const DefaultMaxSize = 64 << 20
+
+// Log appends events to one audit log. Events are queued and written in
+// batches (group commit): one lock, one write and one fsync for every event
+// queued meanwhile, by this process's sandboxes together. Other processes
+// appending to the same log take turns on its lock file; each batch
+// continues the chain from whatever the log ends with.
+type Log struct {
+	path string
+	// MaxSize rotates the file when an append would take it past this.
+	maxSize int64
+	key     ed25519.PrivateKey
+
+	mu         sync.Mutex
+	queue      []Event
+	waiters    []chan error
+	writing    bool
+	checkpoint bool
+}
+
+// Options configure a Log.
+type Options struct {
+	// MaxSize is the rotation size; 0 means DefaultMaxSize.
+	MaxSize int64
+	// Key signs a checkpoint over the chain's head after every flush that
+	// asks for one; nil: no signatures.
+	Key ed25519.PrivateKey
+}
+
+// Open prepares the log at path (its directory is created, 0700).
+func Open(path string, o Options) (*Log, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("audit log directory: %w", err)
+	}
+	if o.MaxSize <= 0 {
+		o.MaxSize = DefaultMaxSize
+	}
+	return &Log{path: path, maxSize: o.MaxSize, key: o.Key}, nil
+}
+
+// Path is the log's current file.
+func (l *Log) Path() string { return l.path }
+
+// Add queues events; they reach the disk with the next Flush, or with
+// another caller's.
+func (l *Log) Add(evs ...Event) {
+	l.mu.Lock()
+	l.queue = append(l.queue, evs...)
+	l.mu.Unlock()
+}
+
+// Flush writes every queued event and returns once they are on the disk
+// (fsync). Concurrent callers share a write: whoever writes takes all that
+// is queued, and the others wait for it.
+func (l *Log) Flush() error { return l.flush(false) }
+
+// Seal flushes, and with a key, follows the batch with a signed checkpoint
+// over the chain's head (cordon seals at the end of every run).
+func (l *Log) Seal() error { return l.flush(true) }
+
+func (l *Log) flush(checkpoint bool) error {
+	done := make(chan error, 1)
+	l.mu.Lock()
+	l.checkpoint = l.checkpoint || checkpoint
+	l.waiters = append(l.waiters, done)
+	if l.writing {
+		l.mu.Unlock()
+		return <-done
+	}
+	l.writing = true
+	for {
+		batch, waiters, cp := l.queue, l.waiters, l.checkpoint
+		l.queue, l.waiters, l.checkpoint = nil, nil, false
+		l.mu.Unlock()
+		err := l.write(batch, cp)
+		for _, w := range waiters {
+			w <- err
+		}
+		l.mu.Lock()
+		if len(l.waiters) == 0 {
+			l.writing = false
+			l.mu.Unlock()
+			return <-done
+		}
+	}
+}
+
+// Append adds events and flushes them.
+func (l *Log) Append(evs ...Event) error {
+	l.Add(evs...)
+	return l.Flush()
+}
+
+// write appends a batch under the log's lock.
+func (l *Log) write(batch []Event, checkpoint bool) error {
+	if len(batch) == 0 && !(checkpoint && l.key != nil) {
+		return nil
+	}
+	lock, err := os.OpenFile(l.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit log lock: %w", err)
+	}
+	defer lock.Close()
+	if err := flock(lock); err != nil {
+		return fmt.Errorf("audit log lock: %w", err)
+	}
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	defer f.Close()
+	head, dropped, err := l.tail(f)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	add := func(ev Event) error {
+		r := &Record{Seq: head.Seq + 1, Prev: head.Hash, Event: ev}
+		line, err := encode(r)
+		if err != nil {
+			return fmt.Errorf("audit record: %w", err)
+		}
+		buf.Write(line)
+		head = r
+		return nil
+	}
+	if dropped > 0 {
+		add(Event{Time: time.Now().UTC(), Kind: Decision, Type: "recovered",
+			Data: map[string]any{"dropped_bytes": dropped, "reason": "an incomplete last line, from a write that was cut off, was removed"}})
+	}
+	for _, ev := range batch {
+		if ev.Time.IsZero() {
+			ev.Time = time.Now().UTC()
+		}
+		if err := add(ev); err != nil {
+			return err
+		}
+	}
+	var cp *Checkpoint
+	if checkpoint && l.key != nil && head.Seq > 0 {
+		cp = sign(l.key, head.Seq, head.Hash)
+		add(Event{Time: time.Now().UTC(), Kind: Decision, Type: "checkpoint", Data: cp})
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && fi.Size()+int64(buf.Len()) > l.maxSize {
+		if f, err = l.rotate(f); err != nil {
+			return err
+		}
+		defer f.Close()
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	if cp != nil {
+		return writeHead(l.path, cp)
+	}
+	return nil
+}
+
+// tail returns the last record of the chain (a zero record for a new
+// log), looking into the newest rotated file when the current one is
+// empty. An incomplete last line is cut off; its size is returned so that
+// the chain can say so.
+func (l *Log) tail(f *os.File) (*Record, int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if fi.Size() == 0 {
+		rotated := Rotated(l.path)
+		if len(rotated) == 0 {
+			return &Record{}, 0, nil
+		}
+		prev, err := os.Open(rotated[len(rotated)-1])
+		if err != nil {
+			return nil, 0, err
+		}
+		defer prev.Close()
+		r, _, err := lastRecord(prev)
+		return r, 0, err
+	}
+	r, partial, err := lastRecord(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	if partial > 0 {
+		if err := f.Truncate(fi.Size() - partial); err != nil {
+			return nil, 0, fmt.Errorf("audit log: removing an incomplete line: %w", err)
+		}
+	}
+	return r, partial, nil
+}
+
+// lastRecord reads the last complete line of f and returns its record,
+// with the length of an incomplete line after it.
+func lastRecord(f *os.File) (*Record, int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	size := fi.Size()
+	for chunk := int64(64 << 10); ; chunk *= 4 {
+		off := max(0, size-chunk)
+		buf := make([]byte, size-off)
+		if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+			return nil, 0, err
+		}
+		end := bytes.LastIndexByte(buf, '\n')
+		if end < 0 && off > 0 {
+			continue
+		}
+		partial := int64(len(buf) - end - 1)
+		if end < 0 {
+			return &Record{}, partial, nil
+		}
+		start := bytes.LastIndexByte(buf[:end], '\n') + 1
+		if start == 0 && off > 0 {
+			continue
+		}
+		r, err := decode(buf[start:end])
+		if err != nil {
+			return nil, 0, fmt.Errorf("audit log %s: its last record is damaged (%v): run cordon audit verify", f.Name(), err)
+		}
+		return r, partial, nil
+	}
+}
+
+// rotate renames the current file to the next numbered one and opens a new
+// current file; the chain continues in it.
+func (l *Log) rotate(f *os.File) (*os.File, error) {
+	n := 1
+	if rotated := Rotated(l.path); len(rotated) > 0 {
+		n = rotatedNumber(l.path, rotated[len(rotated)-1]) + 1
+	}
+	f.Close()
+	if err := os.Rename(l.path, fmt.Sprintf("%s.%06d", l.path, n)); err != nil {
+		return nil, fmt.Errorf("rotating the audit log: %w", err)
+	}
+	return os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+}
+
+// Rotated lists the rotated files of the log at path, oldest first.
+func Rotated(path string) []string {
+	found, _ := filepath.Glob(path + ".[0-9][0-9][0-9][0-9][0-9][0-9]")
+	sort.Slice(found, func(i, j int) bool { return rotatedNumber(path, found[i]) < rotatedNumber(path, found[j]) })
+	return found
+}
+
+func rotatedNumber(path, file string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(file, path+"."))
+	return n
+}
+
+// Files lists every file of the log at path, oldest first: the rotated
+// ones, then the current one.
+func Files(path string) []string {
+	return append(Rotated(path), path)
+}
+
+func flock(f *os.File) error {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
