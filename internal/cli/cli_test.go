@@ -70,6 +70,18 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			e.Setenv("EXAMPLES", examples)
+			// Each script's audit log, outside its work directory (the
+			// default workspace, which the sandbox sees); open to the
+			// rootless scripts' user.
+			auditDir := e.WorkDir + "-audit"
+			if err := os.Mkdir(auditDir, 0o777); err != nil {
+				return err
+			}
+			if err := os.Chmod(auditDir, 0o777); err != nil {
+				return err
+			}
+			e.Setenv("AUDIT", auditDir)
+			e.Setenv("CORDON_AUDIT_LOG", filepath.Join(auditDir, "audit.jsonl"))
 			// Let the rootless scripts' other user reach the work directory.
 			if os.Geteuid() == 0 {
 				for _, d := range []string{filepath.Dir(e.WorkDir), e.WorkDir} {

@@ -67,6 +67,8 @@ func Main(args []string) int {
 		return diffCmd(e, rest)
 	case "approve":
 		return approveCmd(e, rest)
+	case "audit":
+		return auditCmd(e, rest)
 	case hiddenProbe:
 		return probe.Main(rest)
 	case hiddenSupervise:
@@ -104,6 +106,7 @@ commands:
   lint [flags] PROFILE|DIR...    find known mistakes in profiles (text, JSON, SARIF)
   diff [--json] OLD NEW          every capability change between two profiles
   approve PROFILE --by NAME      record the approval of a profile beside it
+  audit verify|show|keygen       check, read and sign the audit log
   profile show [flags]           print the effective profile
   version                        print the version
 

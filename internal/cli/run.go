@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -26,6 +27,7 @@ func runCmd(e *env, args []string) int {
 	asJSON := fs.Bool("json", false, "print the outcome as JSON on stderr after the command's output")
 	outFile := fs.String("outcome", "", "write the outcome as JSON to `FILE`")
 	verbose := fs.Bool("v", false, "report the layers in force on stderr")
+	auditLog := fs.String("audit-log", "", "append this run's audit events to `FILE` (default: the configuration's, see cordon audit)")
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
 	}
@@ -44,6 +46,12 @@ func runCmd(e *env, args []string) int {
 	if err := pf.gate(e, p, allow); err != nil {
 		return fail(e, err)
 	}
+	// The audit log is opened before the sandbox is built: no log, no run.
+	a, err := openAudit(e, *auditLog, p)
+	if err != nil {
+		return fail(e, fmt.Errorf("audit log: %w", err))
+	}
+	a.begin(p, pf.file, fs.Args(), e.cwd, e.getenv)
 	o, err := sandbox.Run(sandbox.Options{
 		Profile:       p,
 		Exe:           exe,
@@ -54,9 +62,16 @@ func runCmd(e *env, args []string) int {
 		Stdin:         e.stdin,
 		Stdout:        e.stdoutFile,
 		Stderr:        e.stderrFile,
+		Taps:          [2]io.Writer{a.captures[0], a.captures[1]},
 	})
 	if err != nil {
 		fail(e, err)
+	}
+	o.Sandbox = a.id
+	if aerr := a.end(o, sandbox.UsesTerminal(e.stdin, e.stdoutFile)); aerr != nil {
+		// The run happened but is not on the record: that is not success.
+		report(e, o, false, *asJSON, *outFile)
+		return fail(e, fmt.Errorf("audit log: %w (this run is not recorded)", aerr))
 	}
 	for _, layer := range o.Degraded {
 		fmt.Fprintf(e.stderr, "cordon: warning: ran without full %s, as --allow-degraded asked\n", layer)

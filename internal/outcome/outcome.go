@@ -60,7 +60,9 @@ var limitStatus = map[string]struct {
 
 // Outcome is the whole account of one run.
 type Outcome struct {
-	Status Status `json:"status"`
+	// Sandbox is the run's id in the audit log.
+	Sandbox string `json:"sandbox,omitempty"`
+	Status  Status `json:"status"`
 	// ExitCode is the status cordon exits with.
 	ExitCode int `json:"exit_code"`
 	// CommandExitCode is the command's own exit status, when it exited.

@@ -29,6 +29,10 @@ type terminal struct {
 }
 
 // isTerminal reports whether f is a terminal.
+// UsesTerminal reports whether a run with these stdin and stdout gets a
+// terminal of its own (both are terminals).
+func UsesTerminal(stdin, stdout *os.File) bool { return isTerminal(stdin) && isTerminal(stdout) }
+
 func isTerminal(f *os.File) bool {
 	if f == nil {
 		return false

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"io"
 	"os"
 
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -40,6 +41,10 @@ type Options struct {
 	Stdin  *os.File
 	Stdout *os.File
 	Stderr *os.File
+	// Taps, when set, also receive what reaches Stdout and Stderr (after
+	// the output cap): what the agent will read. On a terminal both
+	// streams are one, given to Taps[0].
+	Taps [2]io.Writer
 }
 
 // SetupError is a failure of cordon itself, before or while the sandbox was

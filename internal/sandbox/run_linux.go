@@ -143,7 +143,7 @@ func run(opts Options, res *Result) error {
 	var copies sync.WaitGroup
 	stdio := []*os.File{stdin, nil, nil}
 	if isTerminal(opts.Stdin) && isTerminal(opts.Stdout) {
-		if tty, err = newTerminal(opts.Stdin, outCap.writer(stdout, false)); err != nil {
+		if tty, err = newTerminal(opts.Stdin, outCap.writer(tapped(stdout, opts.Taps[0]), false)); err != nil {
 			return setupErr("allocating a terminal", err)
 		}
 		defer tty.close()
@@ -163,7 +163,7 @@ func run(opts Options, res *Result) error {
 			go func(dst io.Writer, r *os.File) {
 				defer copies.Done()
 				io.Copy(dst, r)
-			}(outCap.writer(dst, i == 1), r)
+			}(outCap.writer(tapped(dst, opts.Taps[i]), i == 1), r)
 		}
 	}
 	extra = append(extra, nil) // ProxyFD
@@ -611,6 +611,14 @@ func newUserns(fromUID, toUID, fromGID, toGID uint32) (*os.File, error) {
 		return nil, fmt.Errorf("opening helper's user namespace: %w", err)
 	}
 	return f, nil
+}
+
+// tapped sends what is written to dst to tap as well, when there is one.
+func tapped(dst io.Writer, tap io.Writer) io.Writer {
+	if tap == nil {
+		return dst
+	}
+	return io.MultiWriter(dst, tap)
 }
 
 // ProxyAddr is where the proxy answers inside the sandbox.

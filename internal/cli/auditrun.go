@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+// defaultCapture is how much of each output stream the log keeps.
+const defaultCapture = 4 << 10
+
+// auditor records one run in the audit log: the sandbox's start and the
+// action when it starts, then every network decision, the limit that
+// stopped it, the outcome and what the agent will read, made durable before
+// cordon reports the run.
+type auditor struct {
+	log      *audit.Log
+	id       string
+	agent    string
+	captures [2]*audit.Capture
+	started  chan error
+}
+
+// openAudit opens the audit log for a run of p: --audit-log, else the
+// configuration's. It refuses a log the sandbox could see or write.
+func openAudit(e *env, flagPath string, p *profile.Profile) (*auditor, error) {
+	cfg, err := config.Load()
+	if err != nil {
+		return nil, err
+	}
+	path := cfg.Audit.Log
+	if flagPath != "" {
+		path = flagPath
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(e.cwd, path)
+	}
+	if where := visibleIn(p, e.cwd, path); where != "" {
+		return nil, fmt.Errorf("the audit log %s is inside %s, which the sandbox can see: choose another place for it (--audit-log, CORDON_AUDIT_LOG, or the configuration)", path, where)
+	}
+	o := audit.Options{MaxSize: config.Size(cfg.Audit.MaxSize, audit.DefaultMaxSize)}
+	if cfg.Audit.Key != "" {
+		if o.Key, err = audit.LoadPrivateKey(cfg.Audit.Key); err != nil {
+			return nil, fmt.Errorf("audit signing key: %w", err)
+		}
+	}
+	l, err := audit.Open(path, o)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 8)
+	rand.Read(b)
+	capture := int(config.Size(cfg.Audit.Capture, defaultCapture))
+	return &auditor{log: l, id: hex.EncodeToString(b), agent: p.Agent,
+		captures: [2]*audit.Capture{audit.NewCapture(capture), audit.NewCapture(capture)}}, nil
+}
+
+// visibleIn names the host path of p's view (the workspace or a bind) that
+// holds path, or "".
+func visibleIn(p *profile.Profile, cwd, path string) string {
+	real := func(x string) string {
+		if r, err := filepath.EvalSymlinks(x); err == nil {
+			return r
+		}
+		return filepath.Clean(x)
+	}
+	target := real(filepath.Dir(path))
+	var views []string
+	if ws := p.Workspace.Path; ws != "" {
+		if !filepath.IsAbs(ws) {
+			ws = filepath.Join(cwd, ws)
+		}
+		views = append(views, ws)
+	}
+	for _, m := range p.Mounts {
+		views = append(views, m.Path)
+	}
+	for _, v := range views {
+		rv := real(v)
+		if target == rv || strings.HasPrefix(target+"/", rv+"/") {
+			return v
+		}
+	}
+	return ""
+}
+
+func (a *auditor) event(kind audit.Kind, typ string, data any) audit.Event {
+	return audit.Event{Sandbox: a.id, Agent: a.agent, Kind: kind, Type: typ, Data: data}
+}
+
+// begin records the start and the action, and writes them while the
+// sandbox starts.
+func (a *auditor) begin(p *profile.Profile, profileFile string, argv []string, cwd string, lookup func(string) (string, bool)) {
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	host, _ := os.Hostname()
+	limits := map[string]string{}
+	for _, l := range profile.Limits {
+		limits[l.Name] = p.Resources.Get(l.Name).String()
+	}
+	var allow []string
+	for _, d := range p.Network.Allow {
+		allow = append(allow, d.Dest)
+	}
+	if profileFile == "" {
+		profileFile = profile.DefaultName
+	}
+	var names []string
+	for _, kv := range p.Environ(lookup) {
+		name, _, _ := strings.Cut(kv, "=")
+		names = append(names, name)
+	}
+	a.log.Add(
+		a.event(audit.Decision, "start", map[string]any{
+			"profile": profileFile, "profile_sha256": p.Hash(),
+			"host": map[string]any{"name": host, "kernel": unix.ByteSliceToString(uts.Release[:]), "arch": unix.ByteSliceToString(uts.Machine[:]), "uid": os.Geteuid()},
+			"limits": limits, "workspace": p.Workspace, "network_allow": allow,
+		}),
+		a.event(audit.Action, "exec", map[string]any{"argv": argv, "cwd": cwd, "env": names}),
+	)
+	a.started = make(chan error, 1)
+	go func() { a.started <- a.log.Flush() }()
+}
+
+// end records how the run went and makes it all durable.
+func (a *auditor) end(o outcome.Outcome, tty bool) error {
+	for _, ev := range o.Egress {
+		e := a.event(audit.Decision, "network", ev)
+		e.Time = ev.Time.UTC()
+		a.log.Add(e)
+	}
+	if o.Limit != nil {
+		a.log.Add(a.event(audit.Decision, "limit", map[string]any{"name": o.Limit.Name, "value": o.Limit.Value, "status": o.Status}))
+	}
+	a.log.Add(a.event(audit.Decision, "outcome", o))
+	streams := []string{"stdout", "stderr"}
+	if tty {
+		streams = []string{"terminal"}
+	}
+	for i, s := range streams {
+		a.log.Add(a.event(audit.Input, "result", a.captures[i].Summary(s)))
+	}
+	err := <-a.started
+	if serr := a.log.Seal(); err == nil {
+		err = serr
+	}
+	return err
+}
