@@ -76,7 +76,7 @@ func TestTamperingIsNamed(t *testing.T) {
 			return append(out, ls[1])
 		}, 2, "reordered: record 3 comes before record 2"},
 		{"line not a record", func(ls [][]byte) [][]byte { ls[0] = []byte("{}\n"); return ls }, 1, "not a record"},
-		{"tail cut before the checkpoint", func(ls [][]byte) [][]byte { return ls[:4] }, 0, "truncated: the log ends at record 4, before the checkpoint signed over record 6"},
+		{"tail cut before the checkpoint", func(ls [][]byte) [][]byte { return ls[:4] }, 4, "truncated: the log ends at record 4, before the checkpoint signed over record 6"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

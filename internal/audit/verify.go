@@ -108,17 +108,20 @@ func Verify(files []string, pub ed25519.PublicKey, head *Checkpoint) (Summary, e
 		s.Head = prev
 	}
 	if head != nil {
-		where := files[len(files)-1]
+		where, line := files[len(files)-1], 0
+		if len(all) > 0 {
+			where, line = all[len(all)-1].file, all[len(all)-1].line
+		}
 		if pub != nil {
 			if err := head.Verify(pub); err != nil {
-				return s, &Problem{HeadPath(where), 1, "the latest checkpoint: " + err.Error()}
+				return s, &Problem{HeadPath(files[len(files)-1]), 1, "the latest checkpoint: " + err.Error()}
 			}
 		}
 		switch h, ok := seen[head.Seq]; {
 		case !ok || prev.Seq <= head.Seq:
-			return s, &Problem{where, 0, fmt.Sprintf("truncated: the log ends at record %d, before the checkpoint signed over record %d", prev.Seq, head.Seq)}
+			return s, &Problem{where, line, fmt.Sprintf("truncated: the log ends at record %d, before the checkpoint signed over record %d", prev.Seq, head.Seq)}
 		case h != head.Hash:
-			return s, &Problem{where, 0, fmt.Sprintf("record %d was rewritten after the checkpoint signed over it", head.Seq)}
+			return s, &Problem{where, line, fmt.Sprintf("record %d was rewritten after the checkpoint signed over it", head.Seq)}
 		}
 	}
 	return s, nil

@@ -123,7 +123,7 @@ func (a *auditor) begin(p *profile.Profile, profileFile string, argv []string, c
 	a.log.Add(
 		a.event(audit.Decision, "start", map[string]any{
 			"profile": profileFile, "profile_sha256": p.Hash(),
-			"host": map[string]any{"name": host, "kernel": unix.ByteSliceToString(uts.Release[:]), "arch": unix.ByteSliceToString(uts.Machine[:]), "uid": os.Geteuid()},
+			"host":   map[string]any{"name": host, "kernel": unix.ByteSliceToString(uts.Release[:]), "arch": unix.ByteSliceToString(uts.Machine[:]), "uid": os.Geteuid()},
 			"limits": limits, "workspace": p.Workspace, "network_allow": allow,
 		}),
 		a.event(audit.Action, "exec", map[string]any{"argv": argv, "cwd": cwd, "env": names}),
