@@ -31,9 +31,15 @@ type auditor struct {
 	started  chan error
 }
 
-// openAudit opens the audit log for a run of p: --audit-log, else the
+// auditLog is the log that runs of one cordon command are recorded in.
+type auditLog struct {
+	log     *audit.Log
+	capture int
+}
+
+// openAudit opens the audit log for runs of p: --audit-log, else the
 // configuration's. It refuses a log the sandbox could see or write.
-func openAudit(e *env, flagPath string, p *profile.Profile) (*auditor, error) {
+func openAudit(e *env, flagPath string, p *profile.Profile) (*auditLog, error) {
 	cfg, err := config.Load()
 	if err != nil {
 		return nil, err
@@ -58,11 +64,15 @@ func openAudit(e *env, flagPath string, p *profile.Profile) (*auditor, error) {
 	if err != nil {
 		return nil, err
 	}
+	return &auditLog{log: l, capture: int(config.Size(cfg.Audit.Capture, defaultCapture))}, nil
+}
+
+// run starts the record of one sandbox of p, with an id of its own.
+func (l *auditLog) run(p *profile.Profile) *auditor {
 	b := make([]byte, 8)
 	rand.Read(b)
-	capture := int(config.Size(cfg.Audit.Capture, defaultCapture))
-	return &auditor{log: l, id: hex.EncodeToString(b), agent: p.Agent,
-		captures: [2]*audit.Capture{audit.NewCapture(capture), audit.NewCapture(capture)}}, nil
+	return &auditor{log: l.log, id: hex.EncodeToString(b), agent: p.Agent,
+		captures: [2]*audit.Capture{audit.NewCapture(l.capture), audit.NewCapture(l.capture)}}
 }
 
 // visibleIn names the host path of p's view (the workspace or a bind) that

@@ -33,6 +33,7 @@ func probeCmd(e *env, args []string) int {
 	compare := fs.String("compare", "", "report the probes whose status changed since the JSON report `OLD`")
 	record := fs.Bool("record", false, "keep the JSON report on this host, where cordon lint looks for it (see --reports)")
 	reports := fs.String("reports", probe.ReportDir(), "the `DIR` of recorded reports")
+	auditLog := fs.String("audit-log", "", "record the probes' sandboxes in the audit log `FILE` (default: the configuration's)")
 	only := fs.String("only", "", "run only the probes of `CATEGORY` ("+strings.Join(probe.AllCategories, ", ")+")")
 	var degraded list
 	fs.Var(&degraded, "allow-degraded", "probe even if `LAYER` is unavailable, as cordon run would")
@@ -53,6 +54,10 @@ func probeCmd(e *env, args []string) int {
 	if err := pf.gate(e, p, allow); err != nil {
 		return fail(e, err)
 	}
+	al, err := openAudit(e, *auditLog, p)
+	if err != nil {
+		return fail(e, fmt.Errorf("audit log: %w", err))
+	}
 	targets, cleanup, err := probe.Plant(outsideView(p, e.cwd))
 	if err != nil {
 		return fail(e, fmt.Errorf("planting the probes' targets: %w", err))
@@ -70,7 +75,7 @@ func probeCmd(e *env, args []string) int {
 		}
 	}
 
-	r := &probeRunner{e: e, allow: allow}
+	r := &probeRunner{e: e, allow: allow, audit: al}
 	var rs []probe.Result
 	clean := true
 	// The probes inside the sandbox, on the profile as it is; then the
@@ -160,6 +165,9 @@ func probeHost() probe.Host {
 type probeRunner struct {
 	e     *env
 	allow map[string]bool
+	// audit records every sandbox the probes build; nil in the hidden
+	// supervisor, which is killed on purpose.
+	audit *auditLog
 	// setupErr is the first failure to build a sandbox: the probes could
 	// not run, which is cordon's failure, not theirs.
 	setupErr error
@@ -211,13 +219,26 @@ func (r *probeRunner) sandbox(p *profile.Profile, args []string, stdout, stderr 
 			io.Copy(io.Discard, rd)
 		}()
 	}
-	o, err := sandbox.Run(sandbox.Options{
+	opts := sandbox.Options{
 		Profile: p, Args: args, SelfExec: true, AllowDegraded: r.allow,
 		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdout: files[0], Stderr: files[1],
-	})
+	}
+	var a *auditor
+	if r.audit != nil {
+		a = r.audit.run(p)
+		a.begin(p, "", args, r.e.cwd, r.e.getenv)
+		opts.Taps = [2]io.Writer{a.captures[0], a.captures[1]}
+	}
+	o, err := sandbox.Run(opts)
 	files[0].Close()
 	files[1].Close()
 	readers.Wait()
+	if a != nil {
+		o.Sandbox = a.id
+		if aerr := a.end(o, false); aerr != nil && err == nil {
+			err = fmt.Errorf("audit log: %w", aerr)
+		}
+	}
 	return o, err
 }
 

@@ -47,10 +47,11 @@ func runCmd(e *env, args []string) int {
 		return fail(e, err)
 	}
 	// The audit log is opened before the sandbox is built: no log, no run.
-	a, err := openAudit(e, *auditLog, p)
+	al, err := openAudit(e, *auditLog, p)
 	if err != nil {
 		return fail(e, fmt.Errorf("audit log: %w", err))
 	}
+	a := al.run(p)
 	a.begin(p, pf.file, fs.Args(), e.cwd, e.getenv)
 	o, err := sandbox.Run(sandbox.Options{
 		Profile:       p,
