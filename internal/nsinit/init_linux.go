@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -64,7 +65,6 @@ func stage(name string, err error) error {
 func run(report func(sandbox.Status)) error {
 	specFile := os.NewFile(sandbox.SpecFD, "spec")
 	spec, err := sandbox.ReadSpec(specFile)
-	specFile.Close()
 	if err != nil {
 		return stage("reading spec", err)
 	}
@@ -124,6 +124,13 @@ func run(report func(sandbox.Status)) error {
 	if err != nil {
 		return stage("confining", err)
 	}
+
+	// cordon closes the spec pipe once init is in the sandbox's cgroups:
+	// the command starts within its limits.
+	if _, err := io.Copy(io.Discard, specFile); err != nil {
+		return stage("waiting to be placed in the cgroup", err)
+	}
+	specFile.Close()
 
 	// Forward the signals the host side passes on to the command's
 	// process group. Registered before the command starts so none is lost.

@@ -257,11 +257,19 @@ func run(opts Options, res *Result) error {
 		f.Close()
 	}
 	files = nil
+	// The spec goes first, so that init builds the root while it is moved
+	// into its cgroups (on v1, each move waits for an RCU grace period);
+	// closing the pipe tells init it is in place and may start the command.
+	if err := json.NewEncoder(specW).Encode(spec); err != nil {
+		init.kill()
+		return setupErr("sending the spec", err)
+	}
 	killInit := func() { init.signal(unix.SIGKILL) }
 	if err := lim.begin(init.pid, cgDir != nil, killInit); err != nil {
 		init.kill()
 		return err
 	}
+	specW.Close()
 
 	done := make(chan struct{})
 	defer close(done)
@@ -283,12 +291,6 @@ func run(opts Options, res *Result) error {
 			}
 		}
 	}()
-
-	if err := json.NewEncoder(specW).Encode(spec); err != nil {
-		init.kill()
-		return setupErr("sending the spec", err)
-	}
-	specW.Close()
 
 	statuses := readStatuses(statusR)
 	if tty != nil {
