@@ -185,3 +185,24 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCheck decides a request against a policy of a realistic size.
+func BenchmarkCheck(b *testing.B) {
+	var allow []Rule
+	for _, text := range []string{"pypi.org:443", "files.pythonhosted.org:443", "*.github.com:443", "registry.npmjs.org:443",
+		"proxy.golang.org:443", "10.1.2.0/24:5432", "api.example.com", "*.s3.eu-west-1.amazonaws.com:443"} {
+		r, err := ParseRule(text, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		allow = append(allow, r)
+	}
+	deny, _ := ParseRule("*.internal.example.com", true)
+	p := &Policy{Allow: allow, Deny: []Rule{deny}}
+	req := Request{Host: "objects.github.com", Port: 443, Addr: netip.MustParseAddr("140.82.112.4")}
+	for b.Loop() {
+		if !p.Check(req).Allow {
+			b.Fatal("denied")
+		}
+	}
+}

@@ -1,0 +1,400 @@
+// Command bench measures cordon against the sandboxes people would use
+// instead, on this machine, in one run: every tool is started in turn, round
+// after round (interleaved), so that a noisy host slows them all alike. It
+// prints a Markdown report: medians, the spread between the first and third
+// quartiles, and each figure's ratio to bare exec and to bubblewrap; with
+// -docs it also rewrites docs/BENCHMARKS.md and its start-up plot.
+//
+//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs]
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// tool is one way of running a command.
+type tool struct {
+	name string
+	// wrap turns a command into the tool's command line; nil when absent.
+	wrap func(cmd []string) []string
+	why  string // why it is absent
+}
+
+func main() {
+	n := flag.Int("n", 30, "rounds of each start-up measurement")
+	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs")
+	cordon := flag.String("cordon", "./cordon", "the cordon binary to measure")
+	docs := flag.Bool("docs", false, "rewrite docs/BENCHMARKS.md and docs/benchmarks-startup.svg with the results")
+	flag.Parse()
+	if *short {
+		*n = 3
+	}
+	repo, _ := os.Getwd()
+	if r := os.Getenv("CORDON_REPO"); r != "" {
+		repo = r
+	}
+	abs, err := filepath.Abs(*cordon)
+	if err != nil {
+		fatal(err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		fatal(fmt.Errorf("%s: build cordon first (see README)", abs))
+	}
+	ws, err := os.MkdirTemp("", "cordon-bench-ws-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(ws)
+	logDir, err := os.MkdirTemp("/var/tmp", "cordon-bench-audit-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(logDir)
+	os.Setenv("CORDON_AUDIT_LOG", filepath.Join(logDir, "audit.jsonl"))
+	os.Chdir(ws)
+
+	tools := peers(abs, ws)
+	var rep bytes.Buffer
+	fmt.Fprintf(&rep, "Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
+	fmt.Fprintf(&rep, "Start-up: %d interleaved rounds; median wall time of one run, the interquartile range, and ratios to bare exec and to bubblewrap. cordon runs the embedded default profile with every layer on (namespaces, pivot_root, no capabilities, no_new_privs, Landlock, seccomp, cgroup limits, the audit log, fsynced).\n\n", *n)
+	var plot []bar
+	for _, payload := range [][]string{{"/bin/true"}, {"python3", "-c", "pass"}} {
+		res := measure(tools, payload, *n)
+		table(&rep, strings.Join(payload, " "), tools, res)
+		for _, t := range tools {
+			if d := res[t.name]; len(d) > 0 {
+				plot = append(plot, bar{strings.Join(payload, " "), t.name, median(d)})
+			}
+		}
+	}
+	concurrency(&rep, abs, tools, *short)
+	idleMemory(&rep, abs, tools)
+	if !*short {
+		goBench(&rep, repo, "Egress proxy throughput (CONNECT through cordon's proxy vs a direct loopback connection, 64 MiB per transfer)", "./internal/egress", "Throughput", "3x")
+		goBench(&rep, repo, "Audit log, events per second with every batch fsynced", "./internal/audit", "Durable", "400x")
+	}
+	for _, t := range tools {
+		if t.wrap == nil {
+			fmt.Fprintf(&rep, "- %s: not measured (%s)\n", t.name, t.why)
+		}
+	}
+	os.Stdout.Write(rep.Bytes())
+	if *docs {
+		if err := writeDocs(repo, rep.String(), plot); err != nil {
+			fatal(err)
+		}
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+// peers lists the tools, each with an equivalent view where it has one:
+// system directories read-only, the workspace read-write, new /proc, /dev
+// and /tmp, no network.
+func peers(cordon, ws string) []tool {
+	have := func(name string) (string, bool) {
+		p, err := exec.LookPath(name)
+		return p, err == nil
+	}
+	var out []tool
+	out = append(out, tool{name: "bare", wrap: func(c []string) []string { return c }})
+	if p, ok := have("unshare"); ok {
+		out = append(out, tool{name: "unshare", wrap: func(c []string) []string {
+			return append([]string{p, "-Upmnif", "--mount-proc"}, c...)
+		}})
+	}
+	if p, ok := have("bwrap"); ok {
+		out = append(out, tool{name: "bwrap", wrap: func(c []string) []string {
+			args := []string{p, "--unshare-all", "--die-with-parent", "--new-session"}
+			for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/alternatives", "/etc/ld.so.cache"} {
+				if _, err := os.Stat(d); err == nil {
+					args = append(args, "--ro-bind", d, d)
+				}
+			}
+			args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws, "--cap-drop", "ALL")
+			return append(args, c...)
+		}})
+	} else {
+		out = append(out, tool{name: "bwrap", why: "bubblewrap is not installed"})
+	}
+	if p, ok := have("firejail"); ok {
+		out = append(out, tool{name: "firejail", wrap: func(c []string) []string {
+			return append([]string{p, "--quiet", "--noprofile", "--net=none", "--private-tmp", "--caps.drop=all", "--nonewprivs", "--seccomp"}, c...)
+		}})
+	} else {
+		out = append(out, tool{name: "firejail", why: "firejail is not installed"})
+	}
+	if p, ok := have("srt"); ok {
+		// srt reads options anywhere on its command line: give it the
+		// command as one shell string.
+		out = append(out, tool{name: "srt", wrap: func(c []string) []string {
+			quoted := make([]string, len(c))
+			for i, a := range c {
+				quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+			}
+			return []string{p, "-c", strings.Join(quoted, " ")}
+		}})
+	} else {
+		out = append(out, tool{name: "srt", why: "sandbox-runtime (npm @anthropic-ai/sandbox-runtime) is not installed"})
+	}
+	out = append(out,
+		tool{name: "cordon", wrap: func(c []string) []string { return append([]string{cordon, "run", "--"}, c...) }},
+		tool{name: "cordon+proxy", wrap: func(c []string) []string {
+			return append([]string{cordon, "run", "--allow", "127.0.0.1:9", "--"}, c...)
+		}},
+	)
+	return out
+}
+
+// measure runs payload under every tool, n rounds, in a new random order
+// each round, and returns the wall times by tool. A tool whose first run
+// fails is dropped, with the reason.
+func measure(tools []tool, payload []string, n int) map[string][]time.Duration {
+	res := map[string][]time.Duration{}
+	live := map[string]bool{}
+	for i := range tools {
+		t := &tools[i]
+		if t.wrap == nil {
+			continue
+		}
+		if out, err := exec.Command(t.wrap(payload)[0], t.wrap(payload)[1:]...).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s cannot run %v here: %v: %s\n", t.name, payload, err, bytes.TrimSpace(out))
+			continue
+		}
+		live[t.name] = true
+	}
+	order := make([]tool, 0, len(tools))
+	for _, t := range tools {
+		if live[t.name] {
+			order = append(order, t)
+		}
+	}
+	for round := 0; round < n; round++ {
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, t := range order {
+			argv := t.wrap(payload)
+			start := time.Now()
+			cmd := exec.Command(argv[0], argv[1:]...)
+			if err := cmd.Run(); err == nil {
+				res[t.name] = append(res[t.name], time.Since(start))
+			}
+		}
+	}
+	return res
+}
+
+func median(d []time.Duration) time.Duration { return quantile(d, 0.5) }
+
+func quantile(d []time.Duration, q float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s) == 0 {
+		return 0
+	}
+	return s[int(q*float64(len(s)-1)+0.5)]
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) }
+
+func ratio(a, b time.Duration) string {
+	if b == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(a)/float64(b), 'f', 2, 64) + "x"
+}
+
+func table(w *bytes.Buffer, payload string, tools []tool, res map[string][]time.Duration) {
+	fmt.Fprintf(w, "### Start-up: `%s`\n\n| tool | median ms | IQR ms | vs bare | vs bwrap |\n|---|---:|---:|---:|---:|\n", payload)
+	bare, bwrap := median(res["bare"]), median(res["bwrap"])
+	for _, t := range tools {
+		d := res[t.name]
+		if len(d) == 0 {
+			continue
+		}
+		m := median(d)
+		fmt.Fprintf(w, "| %s | %s | %s-%s | %s | %s |\n", t.name, ms(m), ms(quantile(d, 0.25)), ms(quantile(d, 0.75)), ratio(m, bare), ratio(m, bwrap))
+	}
+	fmt.Fprintln(w)
+}
+
+// concurrency starts k sandboxes at once and reports how long until all
+// have run /bin/true, per tool that isolates (bwrap and cordon).
+func concurrency(w *bytes.Buffer, cordon string, tools []tool, short bool) {
+	ks := []int{1, 8, 32, 128}
+	if short {
+		ks = []int{1, 8}
+	}
+	fmt.Fprintf(w, "### Many at once: `/bin/true` in k sandboxes started together\n\nWall time until the last one ends, and per sandbox.\n\n| tool | k | total ms | per sandbox ms |\n|---|---:|---:|---:|\n")
+	for _, t := range tools {
+		if t.wrap == nil || (t.name != "bwrap" && t.name != "cordon") {
+			continue
+		}
+		for _, k := range ks {
+			start := time.Now()
+			var wg sync.WaitGroup
+			failed := 0
+			var mu sync.Mutex
+			for i := 0; i < k; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					argv := t.wrap([]string{"/bin/true"})
+					if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
+						mu.Lock()
+						failed++
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			total := time.Since(start)
+			note := ""
+			if failed > 0 {
+				note = fmt.Sprintf(" (%d failed)", failed)
+			}
+			fmt.Fprintf(w, "| %s | %d | %s%s | %s |\n", t.name, k, ms(total), note, ms(total/time.Duration(k)))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// idleMemory starts a few sandboxes running sleep and sums the resident
+// memory of everything but the payload: for cordon, the supervisor, the
+// cleanup helper and init.
+func idleMemory(w *bytes.Buffer, cordon string, tools []tool) {
+	const k = 4
+	fmt.Fprintf(w, "### Memory per idle sandbox\n\nResident memory (PSS) of the tool's own processes around `sleep`, averaged over %d sandboxes.\n\n| tool | MiB per sandbox |\n|---|---:|\n", k)
+	for _, t := range tools {
+		if t.wrap == nil || (t.name != "bwrap" && t.name != "cordon" && t.name != "firejail") {
+			continue
+		}
+		var cmds []*exec.Cmd
+		for i := 0; i < k; i++ {
+			argv := t.wrap([]string{"sleep", "30"})
+			c := exec.Command(argv[0], argv[1:]...)
+			c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if c.Start() == nil {
+				cmds = append(cmds, c)
+			}
+		}
+		time.Sleep(1500 * time.Millisecond)
+		var kib int64
+		for _, c := range cmds {
+			for _, pid := range tree(c.Process.Pid) {
+				if comm(pid) != "sleep" {
+					kib += pss(pid)
+				}
+			}
+		}
+		for _, c := range cmds {
+			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			c.Wait()
+		}
+		if len(cmds) > 0 {
+			fmt.Fprintf(w, "| %s | %.1f |\n", t.name, float64(kib)/1024/float64(len(cmds)))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// tree lists pid and its descendants.
+func tree(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(st, ')')
+		f := strings.Fields(string(st[i+1:]))
+		if len(f) > 1 {
+			pp, _ := strconv.Atoi(f[1])
+			children[pp] = append(children[pp], p)
+		}
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+func comm(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}
+
+// pss reads a process's proportional set size, in KiB.
+func pss(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	m := regexp.MustCompile(`(?m)^Pss:\s+(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return n
+}
+
+// goBench runs a Go benchmark of the repository and copies its figures.
+func goBench(w *bytes.Buffer, root, title, pkg, name, times string) {
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", name, "-benchtime", times, pkg)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	fmt.Fprintf(w, "### %s\n\n```\n", title)
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "Benchmark") {
+			fmt.Fprintln(w, line)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(w, "(failed: %v)\n", err)
+	}
+	fmt.Fprintf(w, "```\n\n")
+}
+
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		if m := regexp.MustCompile(`(?m)^model name\s*:\s*(.+)$`).FindSubmatch(b); m != nil {
+			cpu = string(m[1])
+		}
+	}
+	var uts syscall.Utsname
+	syscall.Uname(&uts)
+	rel := make([]byte, 0, 65)
+	for _, c := range uts.Release {
+		if c == 0 {
+			break
+		}
+		rel = append(rel, byte(c))
+	}
+	var si syscall.Sysinfo_t
+	syscall.Sysinfo(&si)
+	who := "as root"
+	if os.Geteuid() != 0 {
+		who = "rootless"
+	}
+	return fmt.Sprintf("Linux %s, %s, %d cores, %.0f GiB, %s", rel, cpu, runtime.NumCPU(), float64(si.Totalram)*float64(si.Unit)/(1<<30), who)
+}
