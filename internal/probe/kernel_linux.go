@@ -64,9 +64,10 @@ func probeKernelKnobs(*Targets) (Status, string) {
 }
 
 // probeSealedExe checks what the sandbox's executables are: a process that
-// reaches a host binary through /proc/self/exe or /proc/1/exe can overwrite
-// it once nothing runs it (CVE-2019-5736); cordon's own copy inside is a
-// sealed memfd.
+// reaches a host binary it may write, through /proc/self/exe or /proc/1/exe,
+// can overwrite it once nothing runs it (CVE-2019-5736). cordon's own
+// program inside is either a sealed memfd or a host file that host root
+// owns and nobody else may write.
 func probeSealedExe(*Targets) (Status, string) {
 	if fd, err := unix.Open("/proc/self/exe", unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
 		unix.Close(fd)
@@ -77,16 +78,19 @@ func probeSealedExe(*Targets) (Status, string) {
 		return Contained, "/proc/self/exe: " + errnoOf(err)
 	}
 	defer unix.Close(fd)
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil {
-		var st unix.Stat_t
-		unix.Fstat(fd, &st)
-		return Escaped, fmt.Sprintf("the sandbox runs a file of a host file system (device %d:%d, inode %d), not a sealed copy", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	if seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0); err == nil {
+		if seals&unix.F_SEAL_WRITE == 0 {
+			return Escaped, fmt.Sprintf("the sandbox's executable is a memfd without F_SEAL_WRITE (seals %#x)", seals)
+		}
+		return Contained, fmt.Sprintf("a sealed memfd (seals %#x), not writable", seals)
 	}
-	if seals&unix.F_SEAL_WRITE == 0 {
-		return Escaped, fmt.Sprintf("the sandbox's executable is a memfd without F_SEAL_WRITE (seals %#x)", seals)
+	var st unix.Stat_t
+	unix.Fstat(fd, &st)
+	where := fmt.Sprintf("a file of a host file system (device %d:%d, inode %d, owner %d, mode %#o)", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino, st.Uid, st.Mode&0o7777)
+	if int(st.Uid) == os.Geteuid() || unix.Faccessat(unix.AT_FDCWD, "/proc/self/exe", unix.W_OK, unix.AT_EACCESS) == nil {
+		return Escaped, "the sandbox runs " + where + " that it owns or may write"
 	}
-	return Contained, fmt.Sprintf("a sealed memfd (seals %#x), not writable", seals)
+	return Contained, "runs " + where + " that it may not write"
 }
 
 // probeNoNewPrivs checks what makes set-user-ID and file-capability

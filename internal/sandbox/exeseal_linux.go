@@ -20,11 +20,19 @@ type Executable struct {
 	close sync.Once
 }
 
-// SealExecutable starts copying the running binary into a sealed memfd.
-func SealExecutable() *Executable {
+// SealExecutable starts preparing what the sandbox's init is started from
+// (see sealedSelf).
+func SealExecutable() *Executable { return prepare(false) }
+
+// sealedCopy always makes the sealed copy: for a run whose command is
+// cordon itself (SelfExec), exec'd inside, where Landlock lets nothing on the
+// host's disk outside the view run.
+func sealedCopy() *Executable { return prepare(true) }
+
+func prepare(copy bool) *Executable {
 	e := &Executable{done: make(chan struct{})}
 	go func() {
-		e.f, e.err = sealedSelf()
+		e.f, e.err = sealedSelf(copy)
 		close(e.done)
 	}()
 	return e
@@ -45,16 +53,22 @@ func (e *Executable) Close() {
 	})
 }
 
-// sealedSelf returns a sealed in-memory copy of the running binary. The
-// sandbox init is started from it, so a process in the sandbox that reaches
-// the init's executable (/proc/1/exe) finds a file nobody can write, and the
-// cordon binary on disk is never open in the sandbox (CVE-2019-5736).
-func sealedSelf() (*os.File, error) {
+// sealedSelf returns what the sandbox's init is started from: a file that
+// no process in the sandbox can write, so that one reaching the init's
+// executable (/proc/1/exe) cannot overwrite cordon (CVE-2019-5736). That is
+// the binary itself when host root owns it and nobody else may write it (the
+// sandbox user is never host root): it is then shared, in the page cache,
+// by every sandbox. Otherwise (a binary the user owns, run rootless, would
+// be the sandbox user's own file) it is a sealed in-memory copy.
+func sealedSelf(copy bool) (*os.File, error) {
 	src, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return nil, fmt.Errorf("opening own executable: %w", err)
 	}
 	defer src.Close()
+	if !copy && rootOwned(src) {
+		return highFD(src)
+	}
 	fd, err := unix.MemfdCreate("cordon", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
 	if errors.Is(err, unix.EINVAL) { // kernels before 6.3 know no MFD_EXEC
 		fd, err = unix.MemfdCreate("cordon", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
@@ -72,10 +86,21 @@ func sealedSelf() (*os.File, error) {
 		mem.Close()
 		return nil, fmt.Errorf("sealing executable copy: %w", err)
 	}
-	// Keep the descriptor clear of the low numbers the child's descriptors
-	// are moved to before exec.
-	high, err := unix.FcntlInt(mem.Fd(), unix.F_DUPFD_CLOEXEC, 100)
-	mem.Close()
+	defer mem.Close()
+	return highFD(mem)
+}
+
+// rootOwned reports whether f belongs to host root and only root may write
+// it.
+func rootOwned(f *os.File) bool {
+	var st unix.Stat_t
+	return unix.Fstat(int(f.Fd()), &st) == nil && st.Uid == 0 && st.Mode&0o022 == 0
+}
+
+// highFD duplicates f clear of the low numbers the child's descriptors are
+// moved to before exec.
+func highFD(f *os.File) (*os.File, error) {
+	high, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 100)
 	if err != nil {
 		return nil, fmt.Errorf("moving executable descriptor: %w", err)
 	}

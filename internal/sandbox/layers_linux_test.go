@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -85,23 +86,60 @@ func TestLayersPresentAreKept(t *testing.T) {
 }
 
 func TestSealedSelfCannotBeWritten(t *testing.T) {
-	f, err := sealedSelf()
+	f, err := sealedSelf(false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	if _, err := f.WriteAt([]byte("x"), 0); err == nil {
-		t.Fatal("wrote to the sealed copy")
+		t.Fatal("wrote to the executable init starts from")
 	}
 	if err := f.Truncate(0); err == nil {
-		t.Fatal("truncated the sealed copy")
+		t.Fatal("truncated the executable init starts from")
 	}
 	if f.Fd() < 100 {
 		t.Errorf("descriptor %d is low enough to be overwritten by the child's", f.Fd())
 	}
+	self, _ := os.Open("/proc/self/exe")
+	defer self.Close()
 	name, _ := readlink(f)
-	if !strings.HasPrefix(name, "/memfd:cordon") {
-		t.Errorf("not a memfd: %s", name)
+	if memfd := strings.HasPrefix(name, "/memfd:cordon"); memfd == rootOwned(self) {
+		t.Errorf("root-owned binary %v, yet init would start from %s", rootOwned(self), name)
+	}
+	c, err := sealedSelf(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if name, _ := readlink(c); !strings.HasPrefix(name, "/memfd:cordon") {
+		t.Errorf("asked for a copy, got %s", name)
+	}
+}
+
+// Only a binary that host root owns and nobody else may write is used as
+// it is; anything else is copied and sealed.
+func TestRootOwned(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files away")
+	}
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		uid  int
+		mode os.FileMode
+		want bool
+	}{{0, 0o755, true}, {0, 0o700, true}, {0, 0o775, false}, {0, 0o757, false}, {1000, 0o755, false}, {65534, 0o555, false}} {
+		p := filepath.Join(dir, fmt.Sprintf("bin-%d-%o", tt.uid, tt.mode))
+		os.WriteFile(p, []byte("x"), 0o600)
+		os.Chown(p, tt.uid, tt.uid)
+		os.Chmod(p, tt.mode)
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rootOwned(f); got != tt.want {
+			t.Errorf("uid %d mode %o: got %v", tt.uid, tt.mode, got)
+		}
+		f.Close()
 	}
 }
 

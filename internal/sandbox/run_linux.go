@@ -46,7 +46,9 @@ func Run(opts Options) (outcome.Outcome, error) {
 
 func run(opts Options, res *Result) error {
 	exe := opts.Exe
-	if exe == nil {
+	if exe == nil && opts.SelfExec {
+		exe = sealedCopy()
+	} else if exe == nil {
 		exe = SealExecutable()
 	}
 	defer exe.Close()
