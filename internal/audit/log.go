@@ -22,8 +22,9 @@ const DefaultMaxSize = 64 << 20
 // Log appends events to one audit log. Events are queued and written in
 // batches (group commit): one lock, one write and one fsync for every event
 // queued meanwhile, by this process's sandboxes together. Other processes
-// appending to the same log take turns on its lock file; each batch
-// continues the chain from whatever the log ends with.
+// appending to the same log take turns on its lock file, held only while
+// they write (each batch continues the chain from whatever the log ends
+// with); their fsyncs overlap.
 type Log struct {
 	path string
 	// MaxSize rotates the file when an append would take it past this.
@@ -35,6 +36,7 @@ type Log struct {
 	waiters    []chan error
 	writing    bool
 	checkpoint bool
+	sync       bool
 }
 
 // Options configure a Log.
@@ -71,16 +73,21 @@ func (l *Log) Add(evs ...Event) {
 // Flush writes every queued event and returns once they are on the disk
 // (fsync). Concurrent callers share a write: whoever writes takes all that
 // is queued, and the others wait for it.
-func (l *Log) Flush() error { return l.flush(false) }
+func (l *Log) Flush() error { return l.flush(false, true) }
+
+// Write writes every queued event without waiting for the disk: they
+// survive the process, not a power cut, until the next Flush or Seal.
+func (l *Log) Write() error { return l.flush(false, false) }
 
 // Seal flushes, and with a key, follows the batch with a signed checkpoint
 // over the chain's head (cordon seals at the end of every run).
-func (l *Log) Seal() error { return l.flush(true) }
+func (l *Log) Seal() error { return l.flush(true, true) }
 
-func (l *Log) flush(checkpoint bool) error {
+func (l *Log) flush(checkpoint, sync bool) error {
 	done := make(chan error, 1)
 	l.mu.Lock()
 	l.checkpoint = l.checkpoint || checkpoint
+	l.sync = l.sync || sync
 	l.waiters = append(l.waiters, done)
 	if l.writing {
 		l.mu.Unlock()
@@ -88,10 +95,10 @@ func (l *Log) flush(checkpoint bool) error {
 	}
 	l.writing = true
 	for {
-		batch, waiters, cp := l.queue, l.waiters, l.checkpoint
-		l.queue, l.waiters, l.checkpoint = nil, nil, false
+		batch, waiters, cp, sync := l.queue, l.waiters, l.checkpoint, l.sync
+		l.queue, l.waiters, l.checkpoint, l.sync = nil, nil, false, false
 		l.mu.Unlock()
-		err := l.write(batch, cp)
+		err := l.write(batch, cp, sync)
 		for _, w := range waiters {
 			w <- err
 		}
@@ -111,7 +118,7 @@ func (l *Log) Append(evs ...Event) error {
 }
 
 // write appends a batch under the log's lock.
-func (l *Log) write(batch []Event, checkpoint bool) error {
+func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 	if len(batch) == 0 && !(checkpoint && l.key != nil) {
 		return nil
 	}
@@ -169,11 +176,22 @@ func (l *Log) write(batch []Event, checkpoint bool) error {
 	if _, err := f.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
+	if cp != nil {
+		// The head names records that must be on the disk before it.
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("audit log: %w", err)
+		}
+		return writeHead(l.path, cp)
+	}
+	if !sync {
+		return nil
+	}
+	// The chain is written; other writers may append while this waits for
+	// the disk, and the file system folds concurrent fsyncs of one file
+	// into one commit: group commit across processes.
+	unix.Flock(int(lock.Fd()), unix.LOCK_UN)
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("audit log: %w", err)
-	}
-	if cp != nil {
-		return writeHead(l.path, cp)
 	}
 	return nil
 }

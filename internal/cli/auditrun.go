@@ -109,7 +109,7 @@ func (a *auditor) event(kind audit.Kind, typ string, data any) audit.Event {
 }
 
 // begin records the start and the action, and writes them while the
-// sandbox starts.
+// sandbox starts (on the disk with the rest when the run ends).
 func (a *auditor) begin(p *profile.Profile, profileFile string, argv []string, cwd string, lookup func(string) (string, bool)) {
 	var uts unix.Utsname
 	unix.Uname(&uts)
@@ -139,7 +139,7 @@ func (a *auditor) begin(p *profile.Profile, profileFile string, argv []string, c
 		a.event(audit.Action, "exec", map[string]any{"argv": argv, "cwd": cwd, "env": names}),
 	)
 	a.started = make(chan error, 1)
-	go func() { a.started <- a.log.Flush() }()
+	go func() { a.started <- a.log.Write() }() // durable with the rest, at the end
 }
 
 // end records how the run went and makes it all durable.
