@@ -3,8 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/config"
 	"github.com/cordon-sandbox/cordon/internal/landlock"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
@@ -115,6 +120,7 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool) {
 		row("limits", "NO CGROUP (%s): cordon run refuses; --allow-degraded=cgroup runs with memory and cpus UNENFORCED, and pids and cpu_time per process by rlimit; file_size and open_files (rlimit), wall and output (cordon) and tmp_size (tmpfs) as always", h.Cgroup.Problem)
 	}
 
+	row("audit log", "%s", auditSetting())
 	row("trial sandbox", "%s", trial)
 
 	fmt.Fprintln(w)
@@ -130,4 +136,30 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// auditSetting says where runs are recorded, whether cordon can write
+// there (runs refuse otherwise), and whether checkpoints are signed.
+func auditSetting() string {
+	cfg, err := config.Load()
+	if err != nil {
+		return "NO: " + err.Error()
+	}
+	dir := filepath.Dir(cfg.Audit.Log)
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			if unix.Access(d, unix.W_OK) != nil {
+				return fmt.Sprintf("%s: NO: %s is not writable; cordon run refuses (set another with --audit-log, CORDON_AUDIT_LOG or %s)", cfg.Audit.Log, d, config.Path())
+			}
+			break
+		}
+		if d == "/" {
+			break
+		}
+	}
+	signed := "checkpoints unsigned (cordon audit keygen)"
+	if cfg.Audit.Key != "" {
+		signed = "checkpoints signed with " + cfg.Audit.Key
+	}
+	return cfg.Audit.Log + "; " + signed
 }
