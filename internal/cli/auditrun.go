@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
 // defaultCapture is how much of each output stream the log keeps.
@@ -142,13 +145,21 @@ func (a *auditor) begin(p *profile.Profile, profileFile string, argv []string, c
 	go func() { a.started <- a.log.Write() }() // durable with the rest, at the end
 }
 
-// end records how the run went and makes it all durable.
-func (a *auditor) end(o outcome.Outcome, tty bool) error {
-	for _, ev := range o.Egress {
+// watch has the sandbox tell the log what the agent will read and each
+// network decision as the proxy makes it (written at once, durable with the
+// end of the run).
+func (a *auditor) watch(opts *sandbox.Options) {
+	opts.Taps = [2]io.Writer{a.captures[0], a.captures[1]}
+	opts.OnEgress = func(ev egress.Event) {
 		e := a.event(audit.Decision, "network", ev)
 		e.Time = ev.Time.UTC()
 		a.log.Add(e)
+		go a.log.Write()
 	}
+}
+
+// end records how the run went and makes it all durable.
+func (a *auditor) end(o outcome.Outcome, tty bool) error {
 	if o.Limit != nil {
 		a.log.Add(a.event(audit.Decision, "limit", map[string]any{"name": o.Limit.Name, "value": o.Limit.Value, "status": o.Status}))
 	}

@@ -227,7 +227,7 @@ func (r *probeRunner) sandbox(p *profile.Profile, args []string, stdout, stderr 
 	if r.audit != nil {
 		a = r.audit.run(p)
 		a.begin(p, "", args, r.e.cwd, r.e.getenv)
-		opts.Taps = [2]io.Writer{a.captures[0], a.captures[1]}
+		a.watch(&opts)
 	}
 	o, err := sandbox.Run(opts)
 	files[0].Close()

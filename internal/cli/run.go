@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -53,7 +52,7 @@ func runCmd(e *env, args []string) int {
 	}
 	a := al.run(p)
 	a.begin(p, pf.file, fs.Args(), e.cwd, e.getenv)
-	o, err := sandbox.Run(sandbox.Options{
+	opts := sandbox.Options{
 		Profile:       p,
 		Exe:           exe,
 		Args:          fs.Args(),
@@ -63,8 +62,9 @@ func runCmd(e *env, args []string) int {
 		Stdin:         e.stdin,
 		Stdout:        e.stdoutFile,
 		Stderr:        e.stderrFile,
-		Taps:          [2]io.Writer{a.captures[0], a.captures[1]},
-	})
+	}
+	a.watch(&opts)
+	o, err := sandbox.Run(opts)
 	if err != nil {
 		fail(e, err)
 	}

@@ -50,6 +50,10 @@ type Proxy struct {
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 	// OnDeny is called with each denial's reason, for cordon's stderr.
 	OnDeny func(reason string)
+	// OnDecision is called with a copy of each decision as it is made (an
+	// allow, a deny, or a tunnel denied after the fact), for the audit log;
+	// the byte counts come later, in Events.
+	OnDecision func(Event)
 	// NoSNICheck lets tunnels carry any server name; only test builds set
 	// it, to show that the escape probe for it can fail.
 	NoSNICheck bool
@@ -120,9 +124,7 @@ func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, 
 	p.mu.Unlock()
 	deny := func(rule, reason string) (*Event, []netip.AddrPort) {
 		ev.Decision, ev.Rule, ev.Reason = "deny", rule, reason
-		if p.OnDeny != nil {
-			p.OnDeny(reason)
-		}
+		p.decided(ev)
 		return ev, nil
 	}
 	if why := p.overBudget(true); why != "" {
@@ -168,7 +170,21 @@ func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, 
 	p.mu.Lock()
 	p.conns++
 	p.mu.Unlock()
+	p.decided(ev)
 	return ev, allowed
+}
+
+// decided tells OnDeny and OnDecision about a decision just made.
+func (p *Proxy) decided(ev *Event) {
+	p.mu.Lock()
+	e := *ev
+	p.mu.Unlock()
+	if e.Decision == "deny" && p.OnDeny != nil {
+		p.OnDeny(e.Reason)
+	}
+	if p.OnDecision != nil {
+		p.OnDecision(e)
+	}
 }
 
 // overBudget says which budget is used up; counting a new connection when
@@ -301,9 +317,7 @@ func (p *Proxy) checkSNI(ev *Event, br *bufio.Reader, host string) bool {
 	ev.Decision = "deny"
 	ev.Reason = fmt.Sprintf("%s:%d: the %s %q differs from the tunnel's host", host, ev.Port, what, name)
 	p.mu.Unlock()
-	if p.OnDeny != nil {
-		p.OnDeny(ev.Reason)
-	}
+	p.decided(ev)
 	return false
 }
 
@@ -518,12 +532,8 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
 		what := map[byte]string{2: "BIND", 3: "UDP ASSOCIATE"}[req[1]]
 		ev := &Event{Time: time.Now(), Protocol: "socks5", Host: host, Port: port, Decision: "deny",
 			Reason: fmt.Sprintf("%s:%d: SOCKS5 %s is refused: only TCP connections leave the sandbox (no UDP, no DNS over UDP)", host, port, what)}
-		p.mu.Lock()
-		p.events = append(p.events, ev)
-		p.mu.Unlock()
-		if p.OnDeny != nil {
-			p.OnDeny(ev.Reason)
-		}
+		p.record(ev)
+		p.decided(ev)
 		socksReply(c, socksCmdUnsupported)
 		return
 	}

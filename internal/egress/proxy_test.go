@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -380,5 +381,31 @@ func TestTunnelHostMustMatch(t *testing.T) {
 		if got := bytes.Contains(b, []byte("page")); got != tt.ok {
 			t.Errorf("Host %s: got page %v, want %v (%q)", tt.host, got, tt.ok, b)
 		}
+	}
+}
+
+// Every decision reaches OnDecision as it is made: an allowed request, a
+// denied one, each once.
+func TestOnDecision(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "up") }))
+	defer up.Close()
+	host := strings.TrimPrefix(up.URL, "http://")
+	var mu sync.Mutex
+	var got []Event
+	p := &Proxy{Policy: mustPolicy(t, []string{host}, nil), OnDecision: func(e Event) {
+		mu.Lock()
+		got = append(got, e)
+		mu.Unlock()
+	}}
+	c := client(startProxy(t, p))
+	for _, u := range []string{up.URL + "/", "http://10.9.9.9/"} {
+		if resp, err := c.Get(u); err == nil {
+			resp.Body.Close()
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0].Decision != "allow" || got[0].Host != "127.0.0.1" || got[1].Decision != "deny" || !strings.Contains(got[1].Reason, "10.9.9.9") {
+		t.Fatalf("got %+v", got)
 	}
 }

@@ -99,10 +99,9 @@ func (p *Proxy) answerDNS(query []byte) []byte {
 		resp.Header.RCode = dnsmessage.RCodeNameError
 		if q.Type == dnsmessage.TypeA || q.Type == dnsmessage.TypeAAAA {
 			reason := fmt.Sprintf("DNS: no rule allows %s", name)
-			p.record(&Event{Time: time.Now(), Protocol: "dns", Host: name, Port: 53, Decision: "deny", Reason: reason})
-			if p.OnDeny != nil {
-				p.OnDeny(reason)
-			}
+			ev := &Event{Time: time.Now(), Protocol: "dns", Host: name, Port: 53, Decision: "deny", Reason: reason}
+			p.record(ev)
+			p.decided(ev)
 		}
 	} else if q.Type == dnsmessage.TypeA {
 		a := p.fake(name)

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
@@ -45,6 +46,9 @@ type Options struct {
 	// the output cap): what the agent will read. On a terminal both
 	// streams are one, given to Taps[0].
 	Taps [2]io.Writer
+	// OnEgress, when set, is told of each egress decision as the proxy
+	// makes it.
+	OnEgress func(egress.Event)
 }
 
 // SetupError is a failure of cordon itself, before or while the sandbox was

@@ -171,7 +171,7 @@ func run(opts Options, res *Result) error {
 	extra = append(extra, nil) // ProxyFD
 	var egressDone func()
 	if spec.ProxyAddr != "" {
-		peer, done, err := startProxy(opts.Profile, res, stderr)
+		peer, done, err := startProxy(opts.Profile, res, stderr, opts.OnEgress)
 		if err != nil {
 			return setupErr("egress proxy", err)
 		}
@@ -642,7 +642,7 @@ func setEnv(env []string, name, value string) []string {
 // startProxy runs the egress proxy for one sandbox: it returns the socket
 // end init receives connections on, and a function that waits (briefly)
 // for the proxy's connections to end and records its events in res.
-func startProxy(p *profile.Profile, res *Result, stderr io.Writer) (*os.File, func(), error) {
+func startProxy(p *profile.Profile, res *Result, stderr io.Writer, onDecision func(egress.Event)) (*os.File, func(), error) {
 	pol, err := p.Network.Policy()
 	if err != nil {
 		return nil, nil, err
@@ -652,6 +652,7 @@ func startProxy(p *profile.Profile, res *Result, stderr io.Writer) (*os.File, fu
 		Policy:     pol,
 		Budget:     egress.Budget{BytesOut: quantity(b.BytesOut), BytesIn: quantity(b.BytesIn), Connections: quantity(b.Connections)},
 		OnDeny:     func(reason string) { fmt.Fprintf(stderr, "cordon: egress denied: %s\n", reason) },
+		OnDecision: onDecision,
 		NoSNICheck: weakened("egress-sni"),
 	}
 	if weakened("egress-policy") { // test builds only: every destination allowed
