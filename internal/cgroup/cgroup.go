@@ -12,10 +12,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Limits are what the cgroup enforces; zero means no limit.
@@ -144,6 +146,10 @@ func readInt(dir, file string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return parseInt(b)
+}
+
+func parseInt(b []byte) (int64, error) {
 	s := strings.TrimSpace(string(b))
 	if s == "max" {
 		return -1, nil
@@ -151,9 +157,46 @@ func readInt(dir, file string) (int64, error) {
 	return strconv.ParseInt(s, 10, 64)
 }
 
+// counters reads a cgroup's counter files through descriptors opened once:
+// the watcher reads them every few milliseconds, and opening one walks the
+// cgroup file system under a lock that every cgroup operation on the host
+// takes too (with many sandboxes, the walks alone made them queue).
+type counters struct {
+	mu    sync.Mutex
+	files map[string]*os.File
+}
+
+// read returns the current content of dir/file.
+func (c *counters) read(dir, file string) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := filepath.Join(dir, file)
+	f, ok := c.files[p]
+	if !ok {
+		var err error
+		if f, err = os.Open(p); err != nil {
+			return nil, err
+		}
+		if c.files == nil {
+			c.files = map[string]*os.File{}
+		}
+		c.files[p] = f
+	}
+	buf := make([]byte, 4096)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
 // optInt reads a counter that older kernels lack.
-func optInt(dir, file string) *int64 {
-	v, err := readInt(dir, file)
+func (c *counters) optInt(dir, file string) *int64 {
+	b, err := c.read(dir, file)
+	if err != nil {
+		return nil
+	}
+	v, err := parseInt(b)
 	if err != nil {
 		return nil
 	}
@@ -162,8 +205,8 @@ func optInt(dir, file string) *int64 {
 
 // keyed reads "key value" lines (memory.events, pids.events, cpu.stat,
 // memory.oom_control).
-func keyed(dir, file, key string) (int64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, file))
+func (c *counters) keyed(dir, file, key string) (int64, error) {
+	b, err := c.read(dir, file)
 	if err != nil {
 		return 0, err
 	}
@@ -174,6 +217,16 @@ func keyed(dir, file, key string) (int64, error) {
 		}
 	}
 	return 0, nil
+}
+
+// close closes the descriptors, before the cgroup goes.
+func (c *counters) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.files {
+		f.Close()
+	}
+	c.files = nil
 }
 
 // procs lists the pids in a cgroup directory.

@@ -12,6 +12,7 @@ import (
 // v1 is one directory per controller hierarchy.
 type v1 struct {
 	dirs map[string]string // controller -> directory
+	c    counters
 	// memsw reports whether swap is accounted (memory.memsw.*).
 	memsw bool
 }
@@ -113,27 +114,30 @@ func (g *v1) Stats() (Stats, error) {
 		if g.memsw {
 			peak = "memory.memsw.max_usage_in_bytes"
 		}
-		s.MemoryPeak = optInt(d, peak)
+		s.MemoryPeak = g.c.optInt(d, peak)
 		var err error
-		if s.OOMKills, err = keyed(d, "memory.oom_control", "oom_kill"); err != nil {
+		if s.OOMKills, err = g.c.keyed(d, "memory.oom_control", "oom_kill"); err != nil {
 			return s, err
 		}
 	}
 	if d, ok := g.dirs["pids"]; ok {
-		s.PidsPeak = optInt(d, "pids.peak")
+		s.PidsPeak = g.c.optInt(d, "pids.peak")
 		var err error
-		if s.PidsMaxEvents, err = keyed(d, "pids.events", "max"); err != nil {
+		if s.PidsMaxEvents, err = g.c.keyed(d, "pids.events", "max"); err != nil {
 			return s, err
 		}
 	}
 	if d, ok := g.dirs["cpuacct"]; ok {
-		s.CPUUsageNS = optInt(d, "cpuacct.usage")
-		s.CPUUserNS = optInt(d, "cpuacct.usage_user")
-		s.CPUSystemNS = optInt(d, "cpuacct.usage_sys")
+		s.CPUUsageNS = g.c.optInt(d, "cpuacct.usage")
+		s.CPUUserNS = g.c.optInt(d, "cpuacct.usage_user")
+		s.CPUSystemNS = g.c.optInt(d, "cpuacct.usage_sys")
 	}
 	return s, nil
 }
 
 func (g *v1) Kill() error { return killAll(g.Paths()) }
 
-func (g *v1) Remove() error { return removeDirs(g.Paths()) }
+func (g *v1) Remove() error {
+	g.c.close()
+	return removeDirs(g.Paths())
+}

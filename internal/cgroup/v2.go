@@ -13,7 +13,10 @@ import (
 // cpuPeriodUS is the CPU bandwidth period, in microseconds, for both versions.
 const cpuPeriodUS = 100000
 
-type v2 struct{ dir string }
+type v2 struct {
+	dir string
+	c   counters
+}
 
 func (h Host) newV2(name string, l Limits) (Group, error) {
 	own, err := h.ownPath("")
@@ -148,17 +151,17 @@ func (g *v2) AddProcess(pid int) error {
 
 func (g *v2) Stats() (Stats, error) {
 	var s Stats
-	s.MemoryPeak = optInt(g.dir, "memory.peak")
-	s.PidsPeak = optInt(g.dir, "pids.peak")
+	s.MemoryPeak = g.c.optInt(g.dir, "memory.peak")
+	s.PidsPeak = g.c.optInt(g.dir, "pids.peak")
 	var err error
-	if s.PidsMaxEvents, err = keyed(g.dir, "pids.events", "max"); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if s.PidsMaxEvents, err = g.c.keyed(g.dir, "pids.events", "max"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return s, err
 	}
-	if s.OOMKills, err = keyed(g.dir, "memory.events", "oom_kill"); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if s.OOMKills, err = g.c.keyed(g.dir, "memory.events", "oom_kill"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return s, err
 	}
 	for key, dst := range map[string]**int64{"usage_usec": &s.CPUUsageNS, "user_usec": &s.CPUUserNS, "system_usec": &s.CPUSystemNS} {
-		if us, err := keyed(g.dir, "cpu.stat", key); err == nil {
+		if us, err := g.c.keyed(g.dir, "cpu.stat", key); err == nil {
 			ns := us * 1000
 			*dst = &ns
 		}
@@ -173,7 +176,10 @@ func (g *v2) Kill() error {
 	return killAll([]string{g.dir})
 }
 
-func (g *v2) Remove() error { return removeDirs([]string{g.dir}) }
+func (g *v2) Remove() error {
+	g.c.close()
+	return removeDirs([]string{g.dir})
+}
 
 // killAll sends SIGKILL to every process listed in the directories.
 func killAll(dirs []string) error {
