@@ -38,13 +38,12 @@ Where cordon's time goes today (about 30 ms for /bin/true in a workspace
 the sandbox user owns, more when a root-owned workspace needs an idmapped
 mount): the Go runtime starting three times (cordon, its cleanup helper,
 init), creating and joining the cgroups, the namespaces, building the root,
-and making the audit log durable. Many sandboxes started in the same
-instant queue behind each other (the "many at once" rows): kernel stacks
-sampled during the 128-sandbox run show most inits waiting for the kernel's
-network configuration lock (RTNL) to bring their loopback up, behind the
-creation and teardown of the other sandboxes' network namespaces; bwrap,
-which creates a network namespace too, does not queue as long, so how cordon
-sets up and leaves its namespace is the next thing to look at.
+and making the audit log durable. Many sandboxes started at once cost
+about what they cost one by one (the "many at once" rows); they once queued
+for tens of seconds, because each sandbox's watcher reopened its cgroup
+counter files every 20 ms, and every open walks the cgroup file system under
+a lock shared with every cgroup and network namespace operation on the host.
+The counters are now read through descriptors opened once.
 
 Go micro-benchmarks for the hot paths: ` + "`go test -run '^$' -bench . ./internal/profile ./internal/seccomp ./internal/egress ./internal/audit`" + `
 (profile loading, seccomp program assembly, egress rule matching, proxy
