@@ -64,7 +64,7 @@ func stage(name string, err error) error {
 
 func run(report func(sandbox.Status)) error {
 	specFile := os.NewFile(sandbox.SpecFD, "spec")
-	spec, err := sandbox.ReadSpec(specFile)
+	spec, rest, err := sandbox.ReadSpec(specFile)
 	if err != nil {
 		return stage("reading spec", err)
 	}
@@ -125,12 +125,14 @@ func run(report func(sandbox.Status)) error {
 		return stage("confining", err)
 	}
 
-	// cordon closes the spec pipe once init is in the sandbox's cgroups:
-	// the command starts within its limits.
-	if _, err := io.Copy(io.Discard, specFile); err != nil {
-		return stage("waiting to be placed in the cgroup", err)
-	}
+	// cordon says when init is in the sandbox's cgroups: the command starts
+	// within its limits, or not at all (a pipe closed without the word is
+	// cordon gone).
+	placed, err := io.ReadAll(rest)
 	specFile.Close()
+	if err != nil || strings.TrimSpace(string(placed)) != strings.TrimSpace(sandbox.Placed) {
+		return stage("waiting to be placed in the cgroup", fmt.Errorf("cordon did not confirm (%q, %v)", placed, err))
+	}
 
 	// Forward the signals the host side passes on to the command's
 	// process group. Registered before the command starts so none is lost.

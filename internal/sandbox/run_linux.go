@@ -271,6 +271,10 @@ func run(opts Options, res *Result) error {
 		init.kill()
 		return err
 	}
+	if _, err := io.WriteString(specW, Placed); err != nil {
+		init.kill()
+		return setupErr("sending the spec", err)
+	}
 	specW.Close()
 
 	done := make(chan struct{})

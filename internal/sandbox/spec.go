@@ -121,15 +121,18 @@ type Status struct {
 	TmpUsed int64 `json:"tmp_used,omitempty"`
 }
 
-// ReadSpec decodes a Spec.
-func ReadSpec(r io.Reader) (*Spec, error) {
+// Placed is what cordon writes after the spec once init is in its cgroups.
+const Placed = "placed\n"
+
+// ReadSpec decodes a Spec, and returns the rest of r (where Placed follows).
+func ReadSpec(r io.Reader) (*Spec, io.Reader, error) {
 	var s Spec
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("reading sandbox spec: %w", err)
+		return nil, nil, fmt.Errorf("reading sandbox spec: %w", err)
 	}
-	return &s, nil
+	return &s, io.MultiReader(dec.Buffered(), r), nil
 }
 
 // Weakenings are layers a test build (tag cordon_weaken) leaves out; always
