@@ -141,14 +141,6 @@ func write(dir, file, value string) error {
 	return nil
 }
 
-func readInt(dir, file string) (int64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, file))
-	if err != nil {
-		return 0, err
-	}
-	return parseInt(b)
-}
-
 func parseInt(b []byte) (int64, error) {
 	s := strings.TrimSpace(string(b))
 	if s == "max" {

@@ -146,7 +146,9 @@ func TestConnectDenials(t *testing.T) {
 	}
 	conn.Close()
 
-	resp, conn = connect("local.test:" + port)
+	if resp, conn = connect("local.test:" + port); resp.StatusCode != 200 {
+		t.Fatalf("CONNECT by name: %d", resp.StatusCode)
+	}
 	tc = tls.Client(conn, &tls.Config{ServerName: "local.test", InsecureSkipVerify: true})
 	if err := tc.Handshake(); err != nil {
 		t.Errorf("TLS with the tunnel's name: %v", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -113,20 +114,20 @@ func hog(n int64) int {
 		got += int64(len(b))
 	}
 	report("allocated %d bytes", got)
+	runtime.KeepAlive(keep) // held to the end: the memory stays in use
 	return 0
 }
-
-// sink keeps spin's loop from being optimized away.
-var sink int
 
 // spin burns CPU for d of wall-clock time.
 func spin(d time.Duration) int {
 	end := time.Now().Add(d)
+	x := 0
 	for time.Now().Before(end) {
 		for i := 0; i < 1000000; i++ {
-			sink += i
+			x += i
 		}
 	}
+	runtime.KeepAlive(x)
 	report("spun for %s", d)
 	return 0
 }

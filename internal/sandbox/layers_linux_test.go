@@ -22,7 +22,7 @@ func TestMissingLayersFailClosed(t *testing.T) {
 		wantSkips []string
 	}{
 		{"nothing allowed", nil, "seccomp: no seccomp here; refusing to run without it (--allow-degraded=seccomp runs anyway)", nil},
-		{"only seccomp allowed", map[string]bool{LayerSeccomp: true}, "landlock: Landlock is not available in this kernel; refusing to run without it (--allow-degraded=landlock runs anyway)", nil},
+		{"only seccomp allowed", map[string]bool{LayerSeccomp: true}, "landlock: the kernel has no Landlock; refusing to run without it (--allow-degraded=landlock runs anyway)", nil},
 		{"both allowed", map[string]bool{LayerSeccomp: true, LayerLandlock: true}, "", []string{LayerSeccomp, LayerLandlock}},
 	}
 	for _, tt := range tests {

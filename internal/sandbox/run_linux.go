@@ -397,7 +397,7 @@ func checkLayers(spec *Spec, allow map[string]bool, res *Result) error {
 	switch abi := landlockABI(); {
 	case abi < 1:
 		if !allow[LayerLandlock] {
-			return setupErr("landlock", errors.New("Landlock is not available in this kernel; refusing to run without it (--allow-degraded=landlock runs anyway)"))
+			return setupErr("landlock", errors.New("the kernel has no Landlock; refusing to run without it (--allow-degraded=landlock runs anyway)"))
 		}
 		spec.Landlock = false
 		res.Degraded = append(res.Degraded, LayerLandlock)
