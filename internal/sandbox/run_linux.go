@@ -271,10 +271,9 @@ func run(opts Options, res *Result) error {
 		init.kill()
 		return err
 	}
-	if _, err := io.WriteString(specW, Placed); err != nil {
-		init.kill()
-		return setupErr("sending the spec", err)
-	}
+	// A write that fails means init has already ended (it could not build
+	// the root, say); its status says why.
+	io.WriteString(specW, Placed)
 	specW.Close()
 
 	done := make(chan struct{})
