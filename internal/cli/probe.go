@@ -43,20 +43,9 @@ func probeCmd(e *env, args []string) int {
 	if *only != "" && !slices.Contains(probe.AllCategories, *only) {
 		return fail(e, fmt.Errorf("--only: unknown category %q", *only))
 	}
-	allow, err := degradedLayers(degraded)
+	p, allow, al, err := pf.open(e, degraded, *auditLog)
 	if err != nil {
 		return fail(e, err)
-	}
-	p, err := pf.load(e)
-	if err != nil {
-		return fail(e, err)
-	}
-	if err := pf.gate(e, p, allow); err != nil {
-		return fail(e, err)
-	}
-	al, err := openAudit(e, *auditLog, p)
-	if err != nil {
-		return fail(e, fmt.Errorf("audit log: %w", err))
 	}
 	targets, cleanup, err := probe.Plant(outsideView(p, e.cwd))
 	if err != nil {

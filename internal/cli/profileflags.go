@@ -76,6 +76,28 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 	return p, nil
 }
 
+// open reads the profile and what a sandbox of it needs before it is built:
+// the layers it may go without (--allow-degraded and the profile's), its
+// approval (see gate), and the audit log (no log, no run).
+func (pf *profileFlags) open(e *env, degraded list, logFlag string) (*profile.Profile, map[string]bool, *auditLog, error) {
+	allow, err := degradedLayers(degraded)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p, err := pf.load(e)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := pf.gate(e, p, allow); err != nil {
+		return nil, nil, nil, err
+	}
+	al, err := openAudit(e, logFlag, p)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("audit log: %w", err)
+	}
+	return p, allow, al, nil
+}
+
 // gate applies the profile's governance before a sandbox is built from it:
 // with governance.require_approval, a profile that grew since its approval
 // is refused (changes within it are reported on stderr); the layers the

@@ -34,21 +34,9 @@ func runCmd(e *env, args []string) int {
 		fs.Usage()
 		return fail(e, fmt.Errorf("run: no command given"))
 	}
-	allow, err := degradedLayers(degraded)
+	p, allow, al, err := pf.open(e, degraded, *auditLog)
 	if err != nil {
 		return fail(e, err)
-	}
-	p, err := pf.load(e)
-	if err != nil {
-		return fail(e, err)
-	}
-	if err := pf.gate(e, p, allow); err != nil {
-		return fail(e, err)
-	}
-	// The audit log is opened before the sandbox is built: no log, no run.
-	al, err := openAudit(e, *auditLog, p)
-	if err != nil {
-		return fail(e, fmt.Errorf("audit log: %w", err))
 	}
 	a := al.run(p)
 	a.begin(p, pf.file, fs.Args(), e.cwd, e.getenv)
