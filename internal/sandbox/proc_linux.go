@@ -19,8 +19,13 @@ type process struct {
 }
 
 // start forks and execs path with files as its descriptors 0, 1, 2, ...; a
-// nil file leaves that descriptor closed.
+// nil file, or a missing one of 0-2, leaves that descriptor closed (cordon's
+// own stdout and stderr, which are not close-on-exec, would otherwise reach
+// its helpers and hold a caller's pipe open).
 func start(path string, args []string, files []*os.File, sys *syscall.SysProcAttr) (*process, error) {
+	for len(files) < 3 {
+		files = append(files, nil)
+	}
 	fds := make([]uintptr, len(files))
 	for i, f := range files {
 		fds[i] = ^uintptr(0)
