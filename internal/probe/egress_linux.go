@@ -53,18 +53,28 @@ func proxyAddr() (string, error) {
 	return u.Host, nil
 }
 
-// connect asks the proxy for a tunnel to dest, and returns the response
-// and the connection (open only when the tunnel was granted).
-func connect(dest string) (*http.Response, net.Conn, *bufio.Reader, error) {
+// dialProxy connects to the sandbox's proxy, with a deadline for the whole
+// exchange.
+func dialProxy() (net.Conn, error) {
 	pa, err := proxyAddr()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	c, err := net.DialTimeout("tcp", pa, 2*time.Second)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("the proxy: %w", err)
+		return nil, fmt.Errorf("the proxy: %w", err)
 	}
 	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c, nil
+}
+
+// connect asks the proxy for a tunnel to dest, and returns the response
+// and the connection (open only when the tunnel was granted).
+func connect(dest string) (*http.Response, net.Conn, *bufio.Reader, error) {
+	c, err := dialProxy()
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
@@ -116,16 +126,11 @@ func probeProxyTo(dests func(*Targets) []string) func(*Targets) (Status, string)
 }
 
 func probeProxyGet(*Targets) (Status, string) {
-	pa, err := proxyAddr()
+	c, err := dialProxy()
 	if err != nil {
 		return Error, err.Error()
 	}
-	c, err := net.DialTimeout("tcp", pa, 2*time.Second)
-	if err != nil {
-		return Error, "the proxy: " + err.Error()
-	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
 	const dest = "169.254.169.254:80"
 	fmt.Fprintf(c, "GET http://%s/latest/meta-data/ HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
