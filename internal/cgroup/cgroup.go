@@ -101,8 +101,8 @@ func (h Host) Version() string {
 // New creates the group name below cordon's own cgroup and sets the limits.
 // On failure nothing is left behind.
 func (h Host) New(name string, l Limits) (Group, error) {
-	if strings.ContainsAny(name, "/") || name == "" || name == "." || name == ".." {
-		return nil, fmt.Errorf("bad cgroup name %q", name)
+	if err := checkName(name); err != nil {
+		return nil, err
 	}
 	switch h.Version() {
 	case "v2":
@@ -111,6 +111,44 @@ func (h Host) New(name string, l Limits) (Group, error) {
 		return h.newV1(name, l)
 	}
 	return nil, fmt.Errorf("%w: no cgroup file system at %s", ErrNotDelegated, h.Root)
+}
+
+// Plan returns the directories New(name) creates, in the order of Paths,
+// before it creates them: a helper that is to remove them if cordon dies
+// must know them before they exist.
+func (h Host) Plan(name string) ([]string, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	switch h.Version() {
+	case "v2":
+		own, err := h.ownPath("")
+		if err != nil {
+			return nil, err
+		}
+		return []string{filepath.Join(h.Root, filepath.Clean("/"+own), name)}, nil
+	case "v1":
+		var dirs []string
+		for _, c := range v1Controllers {
+			dir, err := h.v1Dir(c, name)
+			if errors.Is(err, errNotMounted) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			dirs = append(dirs, dir)
+		}
+		return dirs, nil
+	}
+	return nil, fmt.Errorf("%w: no cgroup file system at %s", ErrNotDelegated, h.Root)
+}
+
+func checkName(name string) error {
+	if strings.ContainsAny(name, "/") || name == "" || name == "." || name == ".." {
+		return fmt.Errorf("bad cgroup name %q", name)
+	}
+	return nil
 }
 
 // ownPath returns the path of the process's cgroup in the hierarchy whose

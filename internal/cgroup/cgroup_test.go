@@ -38,11 +38,18 @@ func TestV2FakeTree(t *testing.T) {
 	if v := h.Version(); v != "v2" {
 		t.Fatalf("version %q", v)
 	}
+	dir := filepath.Join(root, "svc", "cordon-1")
+	plan, err := h.Plan("cordon-1")
+	if err != nil || len(plan) != 1 || plan[0] != dir {
+		t.Fatalf("plan %v, %v; want [%s]", plan, err, dir)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatal("Plan created the directory")
+	}
 	g, err := h.New("cordon-1", Limits{MemoryBytes: 128 << 20, Pids: 64, CPUMillicores: 1500})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(root, "svc", "cordon-1")
 	if got := g.Paths(); len(got) != 1 || got[0] != dir {
 		t.Fatalf("paths %v, want [%s]", got, dir)
 	}
@@ -106,12 +113,20 @@ func TestV1FakeTree(t *testing.T) {
 		t.Fatalf("version %q", v)
 	}
 	mem := filepath.Join(root, "memory", "api", "x", "cordon-1")
+	want := []string{mem, filepath.Join(root, "pids", "cordon-1"), filepath.Join(root, "cpu", "cordon-1"), filepath.Join(root, "cpuacct", "cordon-1")}
+	// The directories are known before they exist.
+	plan, err := h.Plan("cordon-1")
+	if err != nil || strings.Join(plan, " ") != strings.Join(want, " ") {
+		t.Fatalf("plan %v, %v; want %v", plan, err, want)
+	}
+	if _, err := os.Stat(mem); err == nil {
+		t.Fatal("Plan created a directory")
+	}
 
 	g, err := h.New("cordon-1", Limits{MemoryBytes: 64 << 20, Pids: 32, CPUMillicores: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{mem, filepath.Join(root, "pids", "cordon-1"), filepath.Join(root, "cpu", "cordon-1"), filepath.Join(root, "cpuacct", "cordon-1")}
 	if got := g.Paths(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("paths %v, want %v", got, want)
 	}
@@ -164,6 +179,9 @@ func TestBadNames(t *testing.T) {
 	for _, n := range []string{"", ".", "..", "a/b"} {
 		if _, err := h.New(n, Limits{}); err == nil {
 			t.Errorf("name %q accepted", n)
+		}
+		if _, err := h.Plan(n); err == nil {
+			t.Errorf("name %q planned", n)
 		}
 	}
 }

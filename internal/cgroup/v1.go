@@ -23,20 +23,14 @@ func (h Host) newV1(name string, l Limits) (Group, error) {
 	// one that a limit needs must be present.
 	need := map[string]bool{"memory": l.MemoryBytes > 0, "pids": l.Pids > 0, "cpu": l.CPUMillicores > 0}
 	for _, c := range v1Controllers {
-		mount := filepath.Join(h.Root, c)
-		if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); err != nil {
-			if !need[c] {
-				continue
-			}
-			g.Remove()
-			return nil, fmt.Errorf("%w: the %s controller is not mounted", ErrNotDelegated, c)
+		dir, err := h.v1Dir(c, name)
+		if errors.Is(err, errNotMounted) && !need[c] {
+			continue
 		}
-		own, err := h.ownPath(c)
 		if err != nil {
 			g.Remove()
 			return nil, err
 		}
-		dir := filepath.Join(mount, filepath.Clean("/"+own), name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			g.Remove()
 			if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
@@ -51,6 +45,22 @@ func (h Host) newV1(name string, l Limits) (Group, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// errNotMounted means a v1 controller's hierarchy is not mounted.
+var errNotMounted = errors.New("controller not mounted")
+
+// v1Dir is the directory of the group name in controller's hierarchy.
+func (h Host) v1Dir(controller, name string) (string, error) {
+	mount := filepath.Join(h.Root, controller)
+	if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); err != nil {
+		return "", fmt.Errorf("%w: the %s controller is not mounted (%w)", ErrNotDelegated, controller, errNotMounted)
+	}
+	own, err := h.ownPath(controller)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(mount, filepath.Clean("/"+own), name), nil
 }
 
 func (g *v1) set(l Limits) error {

@@ -315,9 +315,15 @@ func cmdCgDelegate(ts *testscript.TestScript, neg bool, args []string) {
 // left in any hierarchy.
 func cmdCgroupGone(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
-		ts.Fatalf("usage: cgroupgone PID")
+		ts.Fatalf("usage: cgroupgone PID|@FILE")
 	}
-	prefix := "cordon-" + args[0] + "-"
+	pids := []string{args[0]}
+	if file, ok := strings.CutPrefix(args[0], "@"); ok {
+		pids = strings.Fields(ts.ReadFile(file))
+		if len(pids) == 0 {
+			ts.Fatalf("no pids in %s", file)
+		}
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var left []string
@@ -325,9 +331,11 @@ func cmdCgroupGone(ts *testscript.TestScript, neg bool, args []string) {
 			if err != nil || !d.IsDir() {
 				return nil
 			}
-			if strings.HasPrefix(d.Name(), prefix) {
-				left = append(left, p)
-				return filepath.SkipDir
+			for _, pid := range pids {
+				if strings.HasPrefix(d.Name(), "cordon-"+pid+"-") {
+					left = append(left, p)
+					return filepath.SkipDir
+				}
 			}
 			if strings.Count(p, "/") > 7 {
 				return filepath.SkipDir

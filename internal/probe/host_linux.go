@@ -203,6 +203,9 @@ func probeSupervisorKilled(r Runner, base *profile.Profile) (Status, string) {
 		return Error, err.Error()
 	}
 	defer pr.Close()
+	// Cgroups that exist already are not this run's, even if a process that
+	// had the supervisor's pid before it left them.
+	before := set(cgroupsOf(0))
 	cmd, err := r.Start(p, []string{"daemon", marker, "--stay"}, pw)
 	pw.Close()
 	if err != nil {
@@ -239,10 +242,10 @@ func probeSupervisorKilled(r Runner, base *profile.Profile) (Status, string) {
 	start := time.Now()
 	cmd.Process.Kill()
 	cmd.Wait()
-	left := waitGone(marker, supervisor, 5*time.Second)
+	left := waitGone(marker, supervisor, before, 5*time.Second)
 	if len(left) > 0 {
 		killMarked(marker)
-		reclaim(cgroupsOf(supervisor))
+		reclaim(newOnly(cgroupsOf(supervisor), before))
 		return Escaped, "left after the supervisor was killed: " + strings.Join(left, ", ")
 	}
 	return Contained, fmt.Sprintf("the sandbox's processes and cgroups were gone %dms after SIGKILL", time.Since(start).Milliseconds())
@@ -257,6 +260,7 @@ func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
 	mountsBefore := mountCount()
 	tmpBefore := tempEntries()
 	kidsBefore := children()
+	cgroupsBefore := set(cgroupsOf(os.Getpid()))
 	out := &capture{max: 4096}
 	o, err := r.Run(p, []string{"daemon", marker}, out)
 	if err != nil {
@@ -265,7 +269,7 @@ func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
 	if out.line() != "ready" {
 		return Error, fmt.Sprintf("the attack said %q (%s)", out.line(), o.Status)
 	}
-	left := waitGone(marker, os.Getpid(), 5*time.Second)
+	left := waitGone(marker, os.Getpid(), cgroupsBefore, 5*time.Second)
 	// cordon's helpers end, and are reaped, just after the run.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var helpers []string
@@ -289,22 +293,23 @@ func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
 	}
 	if len(left) > 0 {
 		killMarked(marker)
-		reclaim(cgroupsOf(os.Getpid()))
+		reclaim(newOnly(cgroupsOf(os.Getpid()), cgroupsBefore))
 		return Escaped, "left after the run: " + strings.Join(left, ", ")
 	}
 	return Contained, fmt.Sprintf("no process, cgroup, mount or temporary file left (run %s)", o.Status)
 }
 
 // waitGone waits until no process carries marker and no cgroup of the
-// cordon process supervisor is left, and returns what is still there.
-func waitGone(marker string, supervisor int, limit time.Duration) []string {
+// cordon process supervisor is left but those in before, and returns what
+// is still there.
+func waitGone(marker string, supervisor int, before map[string]bool, limit time.Duration) []string {
 	deadline := time.Now().Add(limit)
 	for {
 		var left []string
 		for _, pid := range marked(marker) {
 			left = append(left, fmt.Sprintf("process %d", pid))
 		}
-		for _, d := range cgroupsOf(supervisor) {
+		for _, d := range newOnly(cgroupsOf(supervisor), before) {
 			left = append(left, "cgroup "+d)
 		}
 		if len(left) == 0 || time.Now().After(deadline) {
@@ -340,6 +345,25 @@ func reclaim(dirs []string) {
 	}
 }
 
+func set(list []string) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range list {
+		out[s] = true
+	}
+	return out
+}
+
+// newOnly is list without what is in before.
+func newOnly(list []string, before map[string]bool) []string {
+	var out []string
+	for _, s := range list {
+		if !before[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func killMarked(marker string) {
 	for _, pid := range marked(marker) {
 		unix.Kill(pid, unix.SIGKILL)
@@ -347,8 +371,12 @@ func killMarked(marker string) {
 }
 
 // cgroupsOf lists the cgroups the cordon process pid made (cordon-PID-*),
-// below the cgroups this process is in.
+// or any cordon process (pid 0), below the cgroups this process is in.
 func cgroupsOf(pid int) []string {
+	name := fmt.Sprintf("cordon-%d-*", pid)
+	if pid == 0 {
+		name = "cordon-*"
+	}
 	self, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return nil
@@ -360,9 +388,9 @@ func cgroupsOf(pid int) []string {
 		if len(parts) != 3 {
 			continue
 		}
-		pattern := filepath.Join("/sys/fs/cgroup/*", parts[2], fmt.Sprintf("cordon-%d-*", pid))
+		pattern := filepath.Join("/sys/fs/cgroup/*", parts[2], name)
 		if parts[1] == "" {
-			pattern = filepath.Join("/sys/fs/cgroup", parts[2], fmt.Sprintf("cordon-%d-*", pid))
+			pattern = filepath.Join("/sys/fs/cgroup", parts[2], name)
 		}
 		found, _ := filepath.Glob(pattern)
 		for _, f := range found {

@@ -56,8 +56,18 @@ func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Resu
 		return l, nil
 	}
 	host, err := cgroup.System()
+	name := fmt.Sprintf("cordon-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	var dirs []string
 	if err == nil {
-		l.group, err = host.New(fmt.Sprintf("cordon-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9), cgroup.Limits{
+		dirs, err = host.Plan(name)
+	}
+	if err == nil {
+		// The helper that removes the cgroup if cordon dies starts before
+		// the cgroup exists: a cordon killed at any moment leaves nothing.
+		if err := l.startCleanup(dirs); err != nil {
+			return nil, setupErr("cgroup", err)
+		}
+		l.group, err = host.New(name, cgroup.Limits{
 			MemoryBytes:   quantity(r.Memory),
 			Pids:          quantity(r.Pids),
 			CPUMillicores: quantity(r.CPUs),
@@ -66,6 +76,7 @@ func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Resu
 	if err == nil {
 		return l, nil
 	}
+	l.releaseCleanup()
 	if !errors.Is(err, cgroup.ErrNotDelegated) {
 		return nil, setupErr("cgroup", err)
 	}
@@ -206,9 +217,16 @@ func (l *limiter) remove() {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	l.releaseCleanup()
+}
+
+// releaseCleanup ends the cleanup helper: with its stdin closed, it removes
+// whatever of the cgroup is left, and exits.
+func (l *limiter) releaseCleanup() {
 	if l.cleanup != nil {
 		l.cleanup.Close()
-		go l.cleanupHelper.wait() // it ends now that its stdin is closed
+		l.cleanup = nil
+		go l.cleanupHelper.wait()
 	}
 }
 
@@ -280,12 +298,12 @@ func (l *limiter) states(u outcome.Usage, tmpUsed int64) []outcome.LimitState {
 	return out
 }
 
-// startCleanup starts a helper that removes the cgroup if cordon itself is
-// killed: it waits for its stdin to close, then kills whatever is left in
-// the cgroup and removes it. In its own session, it survives a signal sent
-// to cordon's process group.
-func (l *limiter) startCleanup() error {
-	if l.group == nil || weakened("cgroup-cleanup") {
+// startCleanup starts a helper that removes the cgroup directories if
+// cordon itself is killed: it waits for its stdin to close, then kills
+// whatever is left in them and removes them. In its own session, it
+// survives a signal sent to cordon's process group.
+func (l *limiter) startCleanup(dirs []string) error {
+	if weakened("cgroup-cleanup") {
 		return nil
 	}
 	r, w, err := os.Pipe()
@@ -293,7 +311,7 @@ func (l *limiter) startCleanup() error {
 		return err
 	}
 	defer r.Close()
-	l.cleanupHelper, err = start("/proc/self/exe", append([]string{"cordon", CleanupArg}, l.group.Paths()...), []*os.File{r}, &syscall.SysProcAttr{Setsid: true})
+	l.cleanupHelper, err = start("/proc/self/exe", append([]string{"cordon", CleanupArg}, dirs...), []*os.File{r}, &syscall.SysProcAttr{Setsid: true})
 	if err != nil {
 		w.Close()
 		return fmt.Errorf("starting the cgroup cleanup helper: %w", err)

@@ -227,9 +227,6 @@ func run(opts Options, res *Result) error {
 	signal.Notify(sigs, forward...)
 	defer signal.Stop(sigs)
 
-	if err := lim.startCleanup(); err != nil {
-		return setupErr("cgroup", err)
-	}
 	cgDir, err := lim.into(sys)
 	if err != nil {
 		return setupErr("cgroup", err)
