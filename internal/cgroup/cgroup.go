@@ -52,6 +52,10 @@ type Group interface {
 	// which starts a process in the group without moving it there; nil
 	// when the version has no such thing (v1).
 	Dir() (*os.File, error)
+	// StartIn runs start so that the process it forks begins its life in
+	// the group, where the version allows it without Dir and without
+	// moving a process (v1); it reports whether it ran start.
+	StartIn(start func() error) (bool, error)
 	Stats() (Stats, error)
 	// Kill kills every process in the group.
 	Kill() error

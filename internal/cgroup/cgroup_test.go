@@ -2,9 +2,11 @@ package cgroup
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +256,42 @@ func TestV2Evacuate(t *testing.T) {
 	mkfile(t, filepath.Join(parent, "cgroup.procs"), "4242\n99\n")
 	if err := evacuate(parent, 4242); err == nil || !strings.Contains(err.Error(), "other processes") {
 		t.Errorf("got %v, want a refusal", err)
+	}
+}
+
+// On v1, a process started with StartIn begins in the group, and none of
+// the test's own threads is left there.
+func TestRealStartIn(t *testing.T) {
+	h, err := System()
+	if err != nil || h.Version() != "v1" {
+		t.Skip("no v1 hierarchy here")
+	}
+	g, err := h.New(fmt.Sprintf("cordon-test-startin-%d", os.Getpid()), Limits{Pids: 32})
+	if errors.Is(err, ErrNotDelegated) {
+		t.Skipf("no delegated cgroup here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	cmd := exec.Command("sleep", "60")
+	ran, err := g.StartIn(cmd.Start)
+	if err != nil || !ran {
+		t.Fatalf("StartIn: ran %v, %v", ran, err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		for i := 0; i < 500 && g.Remove() != nil; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	want := strconv.Itoa(cmd.Process.Pid)
+	for _, d := range g.Paths() {
+		for _, file := range []string{"cgroup.procs", "tasks"} {
+			if got := strings.Fields(read(t, filepath.Join(d, file))); len(got) != 1 || got[0] != want {
+				t.Errorf("%s/%s lists %v; want only the child, %s", d, file, got, want)
+			}
+		}
 	}
 }

@@ -169,6 +169,9 @@ func (g *v2) Stats() (Stats, error) {
 	return s, nil
 }
 
+// StartIn is not needed on v2: clone3 starts a process in the group (Dir).
+func (g *v2) StartIn(func() error) (bool, error) { return false, nil }
+
 func (g *v2) Kill() error {
 	if err := write(g.dir, "cgroup.kill", "1"); err == nil {
 		return nil
@@ -190,6 +193,9 @@ func killAll(dirs []string) error {
 			errs = append(errs, err)
 		}
 		for _, pid := range pids {
+			if pid == os.Getpid() {
+				continue // never cordon itself, whose thread may pass through
+			}
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 				errs = append(errs, err)
 			}

@@ -17,7 +17,7 @@ import (
 )
 
 // hiddenProbe is the subcommand that runs the probes inside the sandbox.
-const hiddenProbe = "__probe"
+const hiddenProbe = probe.ProbeArg
 
 // Exit statuses of cordon itself.
 const (

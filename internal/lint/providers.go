@@ -5,17 +5,21 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
-// knownProviders are model-inference endpoints, by host name.
-var knownProviders = regexp.MustCompile(`^(api\.openai\.com|[a-z0-9-]+\.openai\.azure\.com|api\.anthropic\.com|` +
-	`generativelanguage\.googleapis\.com|([a-z0-9-]+-)?aiplatform\.googleapis\.com|bedrock-runtime(-fips)?\.[a-z0-9-]+\.amazonaws\.com|` +
-	`api\.mistral\.ai|api\.cohere\.(ai|com)|api\.groq\.com|api\.together\.(xyz|ai)|openrouter\.ai|api\.deepseek\.com|api\.x\.ai|` +
-	`api\.fireworks\.ai|api-inference\.huggingface\.co|router\.huggingface\.co|api\.perplexity\.ai|models\.inference\.ai\.azure\.com|` +
-	`api\.replicate\.com|inference\.cerebras\.ai|api\.cerebras\.ai)$`)
+// knownProviders are model-inference endpoints, by host name (compiled
+// when lint first needs it, not whenever cordon starts).
+var knownProviders = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(api\.openai\.com|[a-z0-9-]+\.openai\.azure\.com|api\.anthropic\.com|` +
+		`generativelanguage\.googleapis\.com|([a-z0-9-]+-)?aiplatform\.googleapis\.com|bedrock-runtime(-fips)?\.[a-z0-9-]+\.amazonaws\.com|` +
+		`api\.mistral\.ai|api\.cohere\.(ai|com)|api\.groq\.com|api\.together\.(xyz|ai)|openrouter\.ai|api\.deepseek\.com|api\.x\.ai|` +
+		`api\.fireworks\.ai|api-inference\.huggingface\.co|router\.huggingface\.co|api\.perplexity\.ai|models\.inference\.ai\.azure\.com|` +
+		`api\.replicate\.com|inference\.cerebras\.ai|api\.cerebras\.ai)$`)
+})
 
 func init() {
 	register(Rule{
@@ -62,7 +66,7 @@ func providerHost(dest string) string {
 	if err != nil || rule.Host == "" {
 		return ""
 	}
-	if knownProviders.MatchString(rule.Host) {
+	if knownProviders().MatchString(rule.Host) {
 		return rule.Host
 	}
 	if suffix, ok := strings.CutPrefix(rule.Host, "*."); ok {

@@ -5,6 +5,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // secretPaths are where credentials live: a bind of one of them, or of a
@@ -18,7 +19,9 @@ var secretNames = []string{".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure
 	".config/gcloud", ".config/gh", ".vault-token", "id_rsa", "id_ed25519", "credentials.json"}
 
 // secretEnv matches environment variable names that carry credentials.
-var secretEnv = regexp.MustCompile(`(?i)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIALS?|^AWS_|^GH_|^GITHUB_|_PAT$)`)
+var secretEnv = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIALS?|^AWS_|^GH_|^GITHUB_|_PAT$)`)
+})
 
 func init() {
 	register(Rule{
@@ -39,7 +42,7 @@ func init() {
 				}
 			}
 			for i, name := range p.Env.Pass {
-				if secretEnv.MatchString(name) {
+				if secretEnv().MatchString(name) {
 					r.At(t, fmt.Sprintf("env.pass[%d]", i), fmt.Sprintf("the host variable %s, a credential by its name, is passed in", name), "")
 				}
 			}

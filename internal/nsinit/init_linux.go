@@ -89,11 +89,21 @@ func run(report func(sandbox.Status)) error {
 			return stage("setting hostname", err)
 		}
 	}
-	if !spec.Weaken.NetNS {
-		if err := loopbackUp(); err != nil {
-			return stage("bringing up lo", err)
+	// Bringing up lo, and registering the signals init forwards to the
+	// command (each a round trip to the Go runtime's signal thread), run
+	// while the root is built; both end before confinement, which then
+	// covers every thread they started.
+	loErr := make(chan error, 1)
+	sigs := make(chan os.Signal, 16)
+	go func() {
+		var err error
+		if !spec.Weaken.NetNS {
+			err = loopbackUp()
 		}
-	}
+		// Registered before the command starts so that none is lost.
+		signal.Notify(sigs, forwarded...)
+		loErr <- err
+	}()
 	rfs := &rootfs{spec: spec}
 	if err := rfs.build(); err != nil {
 		return stage("building root", err)
@@ -120,6 +130,9 @@ func run(report func(sandbox.Status)) error {
 		}
 		stdio = []*os.File{peer, peer, peer}
 	}
+	if err := <-loErr; err != nil {
+		return stage("bringing up lo", err)
+	}
 	abi, err := confine(spec)
 	if err != nil {
 		return stage("confining", err)
@@ -133,11 +146,6 @@ func run(report func(sandbox.Status)) error {
 	if err != nil || strings.TrimSpace(string(placed)) != strings.TrimSpace(sandbox.Placed) {
 		return stage("waiting to be placed in the cgroup", fmt.Errorf("cordon did not confirm (%q, %v)", placed, err))
 	}
-
-	// Forward the signals the host side passes on to the command's
-	// process group. Registered before the command starts so none is lost.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwarded...)
 
 	pid, err := startCommand(spec, stdio)
 	if err != nil {

@@ -84,7 +84,7 @@ func forkBomb(n int) int {
 	var last error
 	deadline := time.Now().Add(5 * time.Second)
 	for started < n && time.Now().Before(deadline) {
-		_, err := syscall.ForkExec("/proc/self/exe", []string{"cordon", "__probe", "--attack", "idle"}, &syscall.ProcAttr{})
+		_, err := syscall.ForkExec("/proc/self/exe", []string{"cordon", ProbeArg, "--attack", "idle"}, &syscall.ProcAttr{})
 		if err != nil {
 			failures++
 			last = err
@@ -194,7 +194,7 @@ func daemons(marker string, stay bool) int {
 		os.WriteFile(filepath.Join(dir, marker), []byte("left behind?\n"), 0o644)
 	}
 	for i := 0; i < 2; i++ {
-		_, err := syscall.ForkExec("/proc/self/exe", []string{"cordon", "__probe", "--attack", "idle", marker}, &syscall.ProcAttr{
+		_, err := syscall.ForkExec("/proc/self/exe", []string{"cordon", ProbeArg, "--attack", "idle", marker}, &syscall.ProcAttr{
 			Sys: &syscall.SysProcAttr{Setsid: true},
 		})
 		if err != nil {

@@ -17,8 +17,14 @@ import (
 )
 
 // inherited lists the descriptors above 2 open when the probe started,
-// before the probes opened any.
-var inherited = openFDs()
+// before the probes opened any (read only in a probe process, so that
+// other runs of cordon do not pay for it).
+var inherited = func() []string {
+	if len(os.Args) > 1 && os.Args[1] == ProbeArg {
+		return openFDs()
+	}
+	return nil
+}()
 
 // Battery is every probe, grouped by category in the order of THREATS.md.
 func Battery() []Probe {

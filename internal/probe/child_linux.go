@@ -27,7 +27,7 @@ func runChild(stdin *os.File, name string, args ...string) (string, unix.WaitSta
 		attr.Files[0] = stdin.Fd()
 		attr.Sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	}
-	pid, err := syscall.ForkExec("/proc/self/exe", append([]string{"cordon", "__probe", "--attack", name}, args...), attr)
+	pid, err := syscall.ForkExec("/proc/self/exe", append([]string{"cordon", ProbeArg, "--attack", name}, args...), attr)
 	w.Close()
 	if err != nil {
 		return "", ws, err

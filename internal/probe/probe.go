@@ -142,6 +142,9 @@ func Parse(r io.Reader) ([]Result, error) {
 	}
 }
 
+// ProbeArg is the hidden subcommand that runs probes inside a sandbox.
+const ProbeArg = "__probe"
+
 // AllCategories are the categories of every battery, in the order of
 // THREATS.md.
 var AllCategories = []string{"filesystem", "processes", "namespaces", "network", "resources", "lifecycle", "agent"}

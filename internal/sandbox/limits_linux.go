@@ -102,19 +102,28 @@ func ceilSeconds(q profile.Quantity) int64 {
 	return int64((q.Duration() + time.Second - 1) / time.Second)
 }
 
-// into sets sys to start init directly in the cgroup where the version
-// allows it (v2), which is cheaper than moving it there; it returns the
-// directory to close after the start, or nil.
-func (l *limiter) into(sys *syscall.SysProcAttr) (*os.File, error) {
+// spawn runs start, which forks init with sys, so that init begins its
+// life in the sandbox's cgroup where the version allows it: on v2 clone3
+// starts it there (CLONE_INTO_CGROUP), on v1 it is forked from a thread
+// of cordon that passes through the cgroup. It reports whether init was
+// started in place; if not, begin moves it.
+func (l *limiter) spawn(sys *syscall.SysProcAttr, start func() error) (bool, error) {
 	if l.group == nil {
-		return nil, nil
+		return false, start()
 	}
 	dir, err := l.group.Dir()
-	if err != nil || dir == nil {
-		return nil, err
+	if err != nil {
+		return false, setupErr("cgroup", err)
 	}
-	sys.UseCgroupFD, sys.CgroupFD = true, int(dir.Fd())
-	return dir, nil
+	if dir != nil {
+		defer dir.Close()
+		sys.UseCgroupFD, sys.CgroupFD = true, int(dir.Fd())
+		return true, start()
+	}
+	if ran, err := l.group.StartIn(start); ran || err != nil {
+		return ran, err
+	}
+	return false, start()
 }
 
 // begin places init in the cgroup, unless it started there, and starts the

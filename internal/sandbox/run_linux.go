@@ -52,6 +52,25 @@ func run(opts Options, res *Result) error {
 		exe = SealExecutable()
 	}
 	defer exe.Close()
+	// Signals for cordon go to the command; a second SIGINT or SIGTERM
+	// kills the sandbox. On a terminal, window changes reach the command
+	// through the pseudo-terminal instead. Registering a signal waits for
+	// the Go runtime's signal thread, so it happens while the rest is set
+	// up; a signal that arrives meanwhile reaches the command once it runs.
+	sigs := make(chan os.Signal, 16)
+	forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGCONT}
+	if !UsesTerminal(opts.Stdin, opts.Stdout) {
+		forward = append(forward, unix.SIGWINCH)
+	}
+	registered := make(chan struct{})
+	go func() {
+		signal.Notify(sigs, forward...)
+		close(registered)
+	}()
+	defer func() {
+		<-registered
+		signal.Stop(sigs)
+	}()
 	spec, err := buildSpec(opts)
 	if err != nil {
 		return err
@@ -144,7 +163,7 @@ func run(opts Options, res *Result) error {
 	var tty *terminal
 	var copies sync.WaitGroup
 	stdio := []*os.File{stdin, nil, nil}
-	if isTerminal(opts.Stdin) && isTerminal(opts.Stdout) {
+	if UsesTerminal(opts.Stdin, opts.Stdout) {
 		if tty, err = newTerminal(opts.Stdin, outCap.writer(tapped(stdout, opts.Taps[0]), false)); err != nil {
 			return setupErr("allocating a terminal", err)
 		}
@@ -216,31 +235,24 @@ func run(opts Options, res *Result) error {
 		sys.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
 
-	// Signals for cordon go to the command; a second SIGINT or SIGTERM
-	// kills the sandbox. On a terminal, window changes reach the command
-	// through the pseudo-terminal instead.
-	sigs := make(chan os.Signal, 16)
-	forward := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGCONT}
-	if tty == nil {
-		forward = append(forward, unix.SIGWINCH)
-	}
-	signal.Notify(sigs, forward...)
-	defer signal.Stop(sigs)
-
-	cgDir, err := lim.into(sys)
-	if err != nil {
-		return setupErr("cgroup", err)
-	}
-	if cgDir != nil {
-		defer cgDir.Close()
-	}
+	<-registered
 	initPath := fmt.Sprintf("/proc/self/fd/%d", exeFile.Fd())
 	if weakened("exeseal") {
 		initPath = "/proc/self/exe" // the binary on disk, as if not sealed
 	}
-	init, err := start(initPath, []string{"cordon", InitArg}, append(stdio, extra...), sys)
+	var init *process
+	placed, err := lim.spawn(sys, func() (err error) {
+		init, err = start(initPath, []string{"cordon", InitArg}, append(stdio, extra...), sys)
+		if err != nil {
+			return setupErr("creating the sandbox namespaces", namespaceHint(err))
+		}
+		return nil
+	})
 	if err != nil {
-		return setupErr("creating the sandbox namespaces", namespaceHint(err))
+		if init != nil {
+			init.kill()
+		}
+		return err
 	}
 	specR.Close()
 	statusW.Close()
@@ -257,14 +269,15 @@ func run(opts Options, res *Result) error {
 	}
 	files = nil
 	// The spec goes first, so that init builds the root while it is moved
-	// into its cgroups (on v1, each move waits for an RCU grace period);
-	// closing the pipe tells init it is in place and may start the command.
+	// into its cgroups, when it did not start there (a process move waits
+	// for an RCU grace period); closing the pipe tells init it is in place
+	// and may start the command.
 	if err := json.NewEncoder(specW).Encode(spec); err != nil {
 		init.kill()
 		return setupErr("sending the spec", err)
 	}
 	killInit := func() { init.signal(unix.SIGKILL) }
-	if err := lim.begin(init.pid, cgDir != nil, killInit); err != nil {
+	if err := lim.begin(init.pid, placed, killInit); err != nil {
 		init.kill()
 		return err
 	}
@@ -609,7 +622,12 @@ func newUserns(fromUID, toUID, fromGID, toGID uint32) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting id-mapping helper: %w", err)
 	}
-	defer helper.kill()
+	defer func() {
+		// Reaped in the background: a process that is ending need not hold
+		// up the sandbox's start.
+		helper.signal(unix.SIGKILL)
+		go helper.wait()
+	}()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", helper.pid))
 	if err != nil {
 		return nil, fmt.Errorf("opening helper's user namespace: %w", err)
