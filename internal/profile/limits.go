@@ -75,6 +75,18 @@ func (q *Quantity) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// UnmarshalYAML keeps the scalar's text, as UnmarshalText does; the YAML
+// decoder would otherwise print the node and parse it again for
+// UnmarshalText, which is most of the time it takes to load a profile.
+func (q *Quantity) UnmarshalYAML(unmarshal func(any) error) error {
+	var text string
+	if err := unmarshal(&text); err != nil {
+		return err
+	}
+	*q = Quantity{text: text}
+	return nil
+}
+
 // MarshalText prints the value in its canonical form.
 func (q Quantity) MarshalText() ([]byte, error) { return []byte(q.String()), nil }
 

@@ -66,6 +66,7 @@ func TestParseErrors(t *testing.T) {
 		{"hides home", minimal + "mounts:\n  - path: /home\n", 4, 11, "mounts[0].path", "would hide the sandbox user's home"},
 		{"root user", minimal + "user:\n  uid: 0\n", 4, 8, "user.uid", "never root"},
 		{"bad size", minimal + "resources:\n  tmp_size: 12Q\n", 4, 13, "resources.tmp_size", "not a size"},
+		{"limit as a list", minimal + "resources:\n  memory: [1]\n", 4, 11, "resources.memory", "want a string, found a list"},
 		{"tiny size", minimal + "resources:\n  tmp_size: 1k\n", 4, 13, "resources.tmp_size", "below the smallest tmp_size, 1MiB"},
 		{"negative size", minimal + "resources:\n  tmp_size: -5MiB\n", 4, 13, "resources.tmp_size", "negative"},
 		{"bad env name", minimal + "env:\n  pass: [\"A-B\"]\n", 4, 10, "env.pass[0]", "not a valid environment variable name"},

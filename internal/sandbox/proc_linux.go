@@ -57,8 +57,8 @@ func (p *process) wait() (unix.WaitStatus, *unix.Rusage, error) {
 	var ru unix.Rusage
 	for {
 		_, err := unix.Wait4(p.pid, &ws, 0, &ru)
-		if errors.Is(err, unix.EINTR) {
-			continue
+		if errors.Is(err, unix.EINTR) || (err == nil && ws.Stopped()) {
+			continue // a traced child reports its stops too
 		}
 		p.mu.Lock()
 		p.reaped = true

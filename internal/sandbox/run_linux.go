@@ -605,7 +605,11 @@ func openTrees(spec *Spec, ids idMapping) ([]*os.File, error) {
 }
 
 // newUserns returns a user namespace whose only mapping sends the on-disk
-// owner ids to the sandbox user's host ids, for an idmapped mount.
+// owner ids to the sandbox user's host ids, for an idmapped mount. A helper
+// process is started in a new user namespace only to hold it while cordon
+// opens it: traced, the helper stops at its first instruction, so the Go
+// runtime of the binary it runs never starts. Where tracing is not allowed
+// (Yama), it runs as `cordon __hold` instead.
 func newUserns(fromUID, toUID, fromGID, toGID uint32) (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -613,12 +617,18 @@ func newUserns(fromUID, toUID, fromGID, toGID uint32) (*os.File, error) {
 	}
 	defer r.Close()
 	defer w.Close()
-	helper, err := start("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, &syscall.SysProcAttr{
+	sys := &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: int(fromUID), HostID: int(toUID), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: int(fromGID), HostID: int(toGID), Size: 1}},
 		Pdeathsig:   unix.SIGKILL,
-	})
+		Ptrace:      true,
+	}
+	helper, err := start("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
+	if errors.Is(err, unix.EPERM) {
+		sys.Ptrace = false
+		helper, err = start("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("starting id-mapping helper: %w", err)
 	}
