@@ -44,7 +44,7 @@ counter files every 20 ms, and every open walks the cgroup file system under
 a lock shared with every cgroup and network namespace operation on the host.
 The counters are now read through descriptors opened once.
 
-Go micro-benchmarks for the hot paths: ` + "`go test -run '^$' -bench . ./internal/profile ./internal/seccomp ./internal/egress ./internal/audit`" + `
+Go micro-benchmarks for the hot paths: ` + "`go test -run '^$' -bench . ./internal/profile ./internal/seccomp/policy ./internal/egress ./internal/audit`" + `
 (profile loading, seccomp program assembly, egress rule matching, proxy
 throughput, audit append).
 

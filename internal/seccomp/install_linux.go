@@ -4,20 +4,18 @@ import (
 	"fmt"
 	"unsafe"
 
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
 // Install loads the program into the kernel for every thread of the calling
 // process (SECCOMP_FILTER_FLAG_TSYNC). no_new_privs must already be set.
 func (p *Program) Install() error {
-	raw, err := bpf.Assemble(p.Instructions)
-	if err != nil {
-		return fmt.Errorf("assembling seccomp program: %w", err)
+	if len(p.Instructions) == 0 {
+		return fmt.Errorf("installing seccomp filter: empty program")
 	}
-	filters := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		filters[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	filters := make([]unix.SockFilter, len(p.Instructions))
+	for i, in := range p.Instructions {
+		filters[i] = unix.SockFilter{Code: in.Code, Jt: in.Jt, Jf: in.Jf, K: in.K}
 	}
 	prog := unix.SockFprog{Len: uint16(len(filters)), Filter: &filters[0]}
 	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,

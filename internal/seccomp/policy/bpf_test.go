@@ -1,4 +1,4 @@
-package seccomp
+package policy
 
 import (
 	"encoding/binary"

@@ -1,6 +1,7 @@
-// Package seccomp builds and installs cordon's system call filter: a
-// default-deny allowlist broad enough for compilers, interpreters and package
-// managers, with argument checks where a whole call cannot be allowed.
+// Package policy is cordon's system call policy: a default-deny allowlist
+// broad enough for compilers, interpreters and package managers, with
+// argument checks where a whole call cannot be allowed, assembled into a
+// seccomp BPF program for each architecture.
 //
 // The program is assembled here rather than by a generic library because two
 // details decide whether it contains anything: a foreign architecture (i386
@@ -10,9 +11,13 @@
 // TIOCSTI|1<<32 is TIOCSTI: CVE-2019-10063). Syscall numbers come from the
 // tables of github.com/elastic/go-seccomp-bpf.
 //
-// Assembly is pure and tested by running the program in a BPF interpreter;
-// Install (Linux only) loads it into the kernel for every thread.
-package seccomp
+// Assembly is pure and tested by running the program in a BPF interpreter.
+// It happens once, when the source is generated: the programs are written
+// into package seccomp (go generate ./internal/seccomp), which installs
+// them, so that cordon neither assembles a program nor carries syscall
+// tables at run time. A test fails while the written programs differ from
+// what this package assembles.
+package policy
 
 import "sort"
 

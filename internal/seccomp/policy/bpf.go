@@ -1,4 +1,4 @@
-package seccomp
+package policy
 
 import (
 	"fmt"
@@ -6,13 +6,15 @@ import (
 
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
+
+	"github.com/cordon-sandbox/cordon/internal/seccomp"
 )
 
-// Seccomp return values (linux/seccomp.h).
+// Return values, as package seccomp names them.
 const (
-	RetKillProcess uint32 = 0x80000000
-	RetErrno       uint32 = 0x00050000
-	RetAllow       uint32 = 0x7fff0000
+	RetKillProcess = seccomp.RetKillProcess
+	RetErrno       = seccomp.RetErrno
+	RetAllow       = seccomp.RetAllow
 
 	errnoEPERM        = 1
 	errnoENOSYS       = 38
@@ -34,15 +36,6 @@ type Program struct {
 	Instructions []bpf.Instruction
 	// Skipped are allowlist names this architecture does not have.
 	Skipped []string
-}
-
-// Native builds the filter for the architecture cordon runs on.
-func Native() (*Program, error) {
-	a, err := arch.GetInfo("")
-	if err != nil {
-		return nil, fmt.Errorf("seccomp: %w", err)
-	}
-	return Build(a)
 }
 
 // special are syscalls decided by their arguments, or refused with an errno
