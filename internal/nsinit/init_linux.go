@@ -91,8 +91,9 @@ func run(report func(sandbox.Status)) error {
 	}
 	// Bringing up lo, and registering the signals init forwards to the
 	// command (each a round trip to the Go runtime's signal thread), run
-	// while the root is built; both end before confinement, which then
-	// covers every thread they started.
+	// while the root is built; both end before the proxy's listener needs
+	// lo, and before confinement, which then covers every thread they
+	// started.
 	loErr := make(chan error, 1)
 	sigs := make(chan os.Signal, 16)
 	go func() {
@@ -110,6 +111,9 @@ func run(report func(sandbox.Status)) error {
 	}
 	if err := os.Chdir(spec.Workdir); err != nil {
 		return stage("entering working directory", err)
+	}
+	if err := <-loErr; err != nil {
+		return stage("bringing up lo", err)
 	}
 	if spec.ProxyAddr != "" {
 		sock := os.NewFile(sandbox.ProxyFD, "proxy")
@@ -129,9 +133,6 @@ func run(report func(sandbox.Status)) error {
 			return stage("allocating the terminal", err)
 		}
 		stdio = []*os.File{peer, peer, peer}
-	}
-	if err := <-loErr; err != nil {
-		return stage("bringing up lo", err)
 	}
 	abi, err := confine(spec)
 	if err != nil {
