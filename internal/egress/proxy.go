@@ -292,7 +292,7 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	io.Copy(&countWriter{p: p, ev: ev, w: c}, up)
+	p.relay(ev, c, up, false)
 }
 
 // checkSNI looks at what a tunnel's client sends first: the server name of
@@ -400,7 +400,18 @@ func (p *Proxy) splice(ev *Event, client net.Conn, clientR *bufio.Reader, up net
 	done := make(chan struct{}, 2)
 	go func() {
 		if p.NoSNICheck || p.checkSNI(ev, clientR, host) {
-			io.Copy(&countWriter{p: p, ev: ev, w: up, out: true}, clientR)
+			// What the check read goes first, then the rest straight
+			// from the connection.
+			if n := clientR.Buffered(); n > 0 {
+				b, _ := clientR.Peek(n)
+				_, err := (&countWriter{p: p, ev: ev, w: up, out: true}).Write(b)
+				clientR.Discard(n)
+				if err == nil {
+					p.relay(ev, up, client, true)
+				}
+			} else {
+				p.relay(ev, up, client, true)
+			}
 		} else {
 			up.Close()
 			client.Close()
@@ -409,12 +420,48 @@ func (p *Proxy) splice(ev *Event, client net.Conn, clientR *bufio.Reader, up net
 		done <- struct{}{}
 	}()
 	go func() {
-		io.Copy(&countWriter{p: p, ev: ev, w: client}, up)
+		p.relay(ev, client, up, false)
 		closeWrite(client)
 		done <- struct{}{}
 	}()
 	<-done
 	<-done
+}
+
+// spliceChunk is how much the kernel moves between two counts of a relay.
+const spliceChunk = 1 << 20
+
+// relay copies src to dst until src ends, counting the bytes (out: sent by
+// the sandbox). With no byte budget for that direction and TCP on both
+// sides, the kernel moves the bytes (splice), counted as each chunk has
+// passed and when the side ends; with
+// a budget, every write is counted against it before it is made, and the
+// copy stops when the budget is used up.
+func (p *Proxy) relay(ev *Event, dst net.Conn, src net.Conn, out bool) {
+	limit := p.Budget.BytesIn
+	if out {
+		limit = p.Budget.BytesOut
+	}
+	tcpDst, ok := dst.(*net.TCPConn)
+	if _, tcpSrc := src.(*net.TCPConn); limit > 0 || !ok || !tcpSrc {
+		io.Copy(&countWriter{p: p, ev: ev, w: dst, out: out}, src)
+		return
+	}
+	for {
+		n, err := tcpDst.ReadFrom(&io.LimitedReader{R: src, N: spliceChunk})
+		p.mu.Lock()
+		if out {
+			p.out += n
+			ev.BytesOut += n
+		} else {
+			p.in += n
+			ev.BytesIn += n
+		}
+		p.mu.Unlock()
+		if err != nil || n < spliceChunk {
+			return
+		}
+	}
 }
 
 func closeWrite(c net.Conn) {

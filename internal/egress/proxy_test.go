@@ -411,3 +411,53 @@ func TestOnDecision(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+// Without a byte budget a tunnel's bytes are moved by the kernel; they are
+// still counted, to the byte, both ways (a chunk is counted when it has
+// passed, the last one when its side ends).
+func TestTunnelCountsSplicedBytes(t *testing.T) {
+	const up, down = 3*spliceChunk + 123, spliceChunk + 7
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.CopyN(io.Discard, c, up)
+		c.Write(make([]byte, down))
+	}()
+	p := &Proxy{Policy: mustPolicy(t, []string{ln.Addr().String()}, nil)}
+	c, err := net.Dial("tcp", startProxy(t, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr(), ln.Addr())
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	if _, err := c.Write(make([]byte, up)); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	if n, err := io.Copy(io.Discard, br); err != nil || n != down {
+		t.Fatalf("read %d bytes back (%v), want %d", n, err, down)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ev := p.Events()
+		if len(ev) == 1 && ev[0].BytesOut == up && ev[0].BytesIn == down {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events %+v; want %d bytes out and %d in", ev, up, down)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
