@@ -34,15 +34,42 @@ layer on, and again with the egress proxy on. None of the peers sets
 resource limits or keeps an audit log; cordon always does both, and both
 are in its figures.
 
-Where cordon's time goes today (about 30-38 ms for /bin/true, on this
-machine, whoever owns the workspace): the Go runtime starting three times (cordon, its cleanup helper,
-init), creating and joining the cgroups, the namespaces, building the root,
-and making the audit log durable. Many sandboxes started at once cost
-about what they cost one by one (the "many at once" rows); they once queued
-for tens of seconds, because each sandbox's watcher reopened its cgroup
-counter files every 20 ms, and every open walks the cgroup file system under
-a lock shared with every cgroup and network namespace operation on the host.
-The counters are now read through descriptors opened once.
+The harness times each run itself rather than through hyperfine, which
+runs all of one command's rounds before the next command's: here every
+round starts each tool once, in a new random order.
+
+Where cordon's time goes (about 30 ms for /bin/true on this machine,
+traced with timestamps from each stage, perf and strace): cordon's own Go
+runtime and flags (3-4 ms), the profile and the audit log (2 ms), the
+cgroup and its cleanup helper (1-2 ms), the helper holding the user
+namespace of an idmapped, root-owned workspace (about 2 ms; none when the
+workspace belongs to a user), the clone of init into seven namespaces (2-3
+ms, a full fork because of the user namespace, not a vfork), init's Go
+runtime (2-3 ms), building the root (3-4 ms: proc, dev, about 25 bind
+mounts, the /proc masks), confinement (about 1 ms), the command, the
+teardown of the namespaces (1-2 ms) and the fsynced audit seal (1-2 ms,
+more on a busy disk). What made it slower before, and is gone: moving init
+into its v1 cgroups waited for an RCU grace period (8-16 ms here), where
+init is now forked from a thread of cordon that passes through the cgroups;
+registering the forwarded signals (a round trip to the Go runtime's signal
+thread for each); the seccomp program's assembly and the syscall tables
+behind it (now generated with the source); decoding resource limits through
+a YAML round trip. With two Go runtimes, seven namespaces, a cgroup and an
+fsync on every run, a cold start stays above bubblewrap's on this machine;
+starting faster than bubblewrap needs sandboxes built before they are asked
+for (pre-warmed pools).
+
+Many sandboxes started at once cost about what they cost one by one (the
+"many at once" rows): CPU, not a lock, bounds them. They once queued for
+tens of seconds, because each sandbox's watcher reopened its cgroup counter
+files every 20 ms, and every open walks the cgroup file system under a lock
+shared with every cgroup and network namespace operation on the host (the
+counters are now read through descriptors opened once), and later for
+seconds, because every v1 cgroup move took the global lock that waits for
+the grace period.
+
+The egress proxy hands a tunnel's bytes to the kernel (splice) when no
+byte budget is set; with a budget, every write is counted against it first.
 
 Go micro-benchmarks for the hot paths: ` + "`go test -run '^$' -bench . ./internal/profile ./internal/seccomp/policy ./internal/egress ./internal/audit`" + `
 (profile loading, seccomp program assembly, egress rule matching, proxy

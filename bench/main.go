@@ -84,7 +84,7 @@ func main() {
 	concurrency(&rep, abs, tools, *short)
 	idleMemory(&rep, abs, tools)
 	if !*short {
-		goBench(&rep, repo, "Egress proxy throughput (CONNECT through cordon's proxy vs a direct loopback connection, 64 MiB per transfer)", "./internal/egress", "Throughput", "3x")
+		goBench(&rep, repo, "Egress proxy throughput (CONNECT through cordon's proxy vs a direct loopback connection, 64 MiB per transfer)", "./internal/egress", "Throughput", "10x")
 		goBench(&rep, repo, "Audit log, events per second with every batch fsynced", "./internal/audit", "Durable", "400x")
 	}
 	for _, t := range tools {

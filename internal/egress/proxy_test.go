@@ -273,6 +273,8 @@ func FuzzParseClientHello(f *testing.F) {
 // with a direct loopback connection, and reports the ratio.
 func BenchmarkThroughput(b *testing.B) {
 	const size = 64 << 20
+	// Each transfer is timed until the receiver has read all of it.
+	received := make(chan int64, 1)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -284,7 +286,11 @@ func BenchmarkThroughput(b *testing.B) {
 			if err != nil {
 				return
 			}
-			go func() { io.Copy(io.Discard, c); c.Close() }()
+			go func() {
+				n, _ := io.Copy(io.Discard, c)
+				c.Close()
+				received <- n
+			}()
 		}
 	}()
 	target := ln.Addr().String()
@@ -325,6 +331,9 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 		}
 		send(c)
+		if n := <-received; n != size {
+			b.Fatalf("received %d bytes, sent %d", n, size)
+		}
 		return float64(size) / time.Since(start).Seconds() / (1 << 20)
 	}
 	var direct, proxied float64
