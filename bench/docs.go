@@ -27,12 +27,14 @@ that a noisy host slows them all alike. Run it yourself:
 What is compared: bare exec; ` + "`unshare -Upmnif --mount-proc`" + ` (the
 namespaces alone); bubblewrap with an equivalent view (system directories
 read-only, the workspace read-write, new /proc, /dev and /tmp, no network,
-no capabilities); firejail without a profile, with no network, a private
+no capabilities), and again inside a cgroup made for the run with the
+memory and process limits of cordon's default profile, as one would give it
+limits (` + "`bwrap+cgroup`" + `); firejail without a profile, with no network, a private
 /tmp, no capabilities, no_new_privs and its seccomp filter; Anthropic's
 sandbox-runtime (` + "`srt`" + `); and cordon on its default profile with every
 layer on, and again with the egress proxy on. None of the peers sets
-resource limits or keeps an audit log; cordon always does both, and both
-are in its figures.
+resource limits by itself or keeps an audit log; cordon always does both,
+and both are in its figures.
 
 The harness times each run itself rather than through hyperfine, which
 runs all of one command's rounds before the next command's: here every

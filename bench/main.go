@@ -121,7 +121,7 @@ func peers(cordon, ws string) []tool {
 		}})
 	}
 	if p, ok := have("bwrap"); ok {
-		out = append(out, tool{name: "bwrap", wrap: func(c []string) []string {
+		bwrap := func(c []string) []string {
 			args := []string{p, "--unshare-all", "--die-with-parent", "--new-session"}
 			for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/alternatives", "/etc/ld.so.cache"} {
 				if _, err := os.Stat(d); err == nil {
@@ -130,7 +130,13 @@ func peers(cordon, ws string) []tool {
 			}
 			args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws, "--cap-drop", "ALL")
 			return append(args, c...)
-		}})
+		}
+		out = append(out, tool{name: "bwrap", wrap: bwrap})
+		if wrap, why := inCgroup(); why == "" {
+			out = append(out, tool{name: "bwrap+cgroup", wrap: func(c []string) []string { return wrap(bwrap(c)) }})
+		} else {
+			out = append(out, tool{name: "bwrap+cgroup", why: why})
+		}
 	} else {
 		out = append(out, tool{name: "bwrap", why: "bubblewrap is not installed"})
 	}
