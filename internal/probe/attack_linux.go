@@ -118,17 +118,32 @@ func hog(n int64) int {
 	return 0
 }
 
-// spin burns CPU for d of wall-clock time.
+// spinWall is how long spin may take to burn its CPU time on a busy host,
+// below the wall limit of the probes' runs.
+const spinWall = 25 * time.Second
+
+// spin burns d of CPU time, measured on the spinning thread itself: on a
+// host busy enough that the thread gets a small share of a CPU, burning for
+// d of wall-clock time would use less than the limit it tests.
 func spin(d time.Duration) int {
-	end := time.Now().Add(d)
+	runtime.LockOSThread()
+	start := time.Now()
 	x := 0
-	for time.Now().Before(end) {
+	var used time.Duration
+	for used < d {
+		if time.Since(start) > spinWall {
+			report("failed to get %s of CPU in %s (got %s)", d, spinWall, used.Round(time.Millisecond))
+			return 0
+		}
 		for i := 0; i < 1000000; i++ {
 			x += i
 		}
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+		used = time.Duration(ts.Nano())
 	}
 	runtime.KeepAlive(x)
-	report("spun for %s", d)
+	report("spun for %s of CPU", d)
 	return 0
 }
 
