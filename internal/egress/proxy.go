@@ -302,10 +302,15 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 // a client that resolved a name itself). Other protocols pass.
 func (p *Proxy) checkSNI(ev *Event, br *bufio.Reader, host string) bool {
 	name, what := "", ""
-	if sni, ok := peekSNI(br); ok {
-		name, what = sni, "TLS server name"
-	} else if h, ok := peekHTTPHost(br); ok {
-		name, what = h, "HTTP Host"
+	start := peekStart(br)
+	if len(start) >= 5 && start[0] == tlsHandshake && start[1] == 3 {
+		if sni, ok := peekSNI(br); ok {
+			name, what = sni, "TLS server name"
+		}
+	} else if httpMethodStart(start) {
+		if h, ok := peekHTTPHost(br); ok {
+			name, what = h, "HTTP Host"
+		}
 	}
 	if name == "" || strings.EqualFold(strings.TrimSuffix(name, "."), strings.TrimSuffix(host, ".")) {
 		return true
@@ -354,9 +359,47 @@ func peekHTTPHost(br *bufio.Reader) (host string, ok bool) {
 	}
 }
 
+// httpMethods are the request lines' starts that the Host check reads.
+var httpMethods = []string{"GET ", "HEAD ", "POST ", "PUT ", "PATCH ", "DELETE ", "OPTIONS "}
+
 func httpMethodStart(b []byte) bool {
-	for _, m := range []string{"GET ", "HEAD ", "POST ", "PUT ", "PATCH ", "DELETE ", "OPTIONS "} {
+	for _, m := range httpMethods {
 		if bytes.HasPrefix(b, []byte(m)) {
+			return true
+		}
+	}
+	return false
+}
+
+// tlsHandshake is the content type of a TLS record carrying a ClientHello.
+const tlsHandshake = 0x16
+
+// peekStart returns the first bytes the client sent once they tell whether
+// the stream starts a TLS record or an HTTP request: it waits for the first
+// byte, and for more only while what came could still begin either. A
+// client that speaks a protocol of its own with a short first message is
+// not held up; one that starts a ClientHello or a request line is read
+// until it can be checked, however slowly it sends.
+func peekStart(br *bufio.Reader) []byte {
+	b, err := br.Peek(1)
+	for err == nil {
+		b, _ = br.Peek(br.Buffered())
+		if !undecided(b) {
+			return b
+		}
+		_, err = br.Peek(len(b) + 1)
+	}
+	return b
+}
+
+// undecided reports whether b is a proper beginning of a TLS record header
+// or of an HTTP request line's method.
+func undecided(b []byte) bool {
+	if b[0] == tlsHandshake && len(b) < 5 && (len(b) < 2 || b[1] == 3) {
+		return true
+	}
+	for _, m := range httpMethods {
+		if len(b) < len(m) && bytes.HasPrefix([]byte(m), b) {
 			return true
 		}
 	}

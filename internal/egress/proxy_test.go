@@ -20,7 +20,7 @@ import (
 
 // startProxy serves p on a loopback listener. Its dialer refuses anything but
 // loopback, so that a bug can never send traffic elsewhere.
-func startProxy(t *testing.T, p *Proxy) string {
+func startProxy(t testing.TB, p *Proxy) string {
 	t.Helper()
 	p.Dial = func(ctx context.Context, to netip.AddrPort) (net.Conn, error) {
 		if !to.Addr().IsLoopback() {
@@ -468,5 +468,137 @@ func TestTunnelCountsSplicedBytes(t *testing.T) {
 			t.Fatalf("events %+v; want %d bytes out and %d in", ev, up, down)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// BenchmarkConnectSetup times a connection's setup and first round trip,
+// directly and as a CONNECT tunnel through the proxy.
+func BenchmarkConnectSetup(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	target := ln.Addr().String()
+	proxy := startProxy(b, &Proxy{Policy: mustPolicy(b, []string{target}, nil)})
+	roundTrip := func(c net.Conn, r io.Reader) {
+		var one [1]byte
+		if _, err := c.Write(one[:]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(r, one[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var direct, proxied time.Duration
+	for b.Loop() {
+		start := time.Now()
+		c, err := net.Dial("tcp", target)
+		if err != nil {
+			b.Fatal(err)
+		}
+		roundTrip(c, c)
+		direct += time.Since(start)
+		c.Close()
+
+		start = time.Now()
+		c, err = net.Dial("tcp", proxy)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			b.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		roundTrip(c, br)
+		proxied += time.Since(start)
+		c.Close()
+	}
+	b.ReportMetric(float64(direct.Microseconds())/float64(b.N), "direct-µs")
+	b.ReportMetric(float64(proxied.Microseconds())/float64(b.N), "proxied-µs")
+	b.ReportMetric(float64(proxied)/float64(direct), "proxied/direct")
+}
+
+// peekStart waits for no more than a first message that is neither TLS nor
+// HTTP, and for the whole start of one that could be, however slowly it
+// comes.
+func TestPeekStart(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		parts []string
+		want  string
+	}{
+		{"one byte of a protocol of its own", []string{"\x00"}, "\x00"},
+		{"a short command", []string{"PING\r\n"}, "PING\r\n"},
+		{"a TLS record header byte by byte", []string{"\x16", "\x03", "\x01", "\x02", "\x00"}, "\x16\x03\x01\x02\x00"},
+		{"a method in pieces", []string{"GE", "T", " /"}, "GET /"},
+		{"looks like TLS, then is not", []string{"\x16", "x"}, "\x16x"},
+		{"looks like a method, then is not", []string{"GE", "Z"}, "GEZ"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c1, c2 := net.Pipe()
+			defer c1.Close()
+			go func() {
+				for _, p := range tt.parts {
+					c1.Write([]byte(p))
+					time.Sleep(5 * time.Millisecond)
+				}
+			}()
+			got := make(chan string, 1)
+			go func() { got <- string(peekStart(bufio.NewReader(c2))) }()
+			select {
+			case g := <-got:
+				if g != tt.want {
+					t.Errorf("got %q, want %q", g, tt.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("peekStart waited for bytes that never come")
+			}
+			c2.Close()
+		})
+	}
+}
+
+// A tunnel carries a protocol whose client sends one byte and waits for
+// the answer.
+func TestTunnelShortFirstMessage(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	p := &Proxy{Policy: mustPolicy(t, []string{ln.Addr().String()}, nil)}
+	c, err := net.Dial("tcp", startProxy(t, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr(), ln.Addr())
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte{7})
+	if b, err := br.ReadByte(); err != nil || b != 7 {
+		t.Fatalf("echo: %v %v", b, err)
 	}
 }
