@@ -169,20 +169,22 @@ func cmdRunning(ts *testscript.TestScript, neg bool, args []string) {
 	want := strings.Join(args, "\x00") + "\x00"
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		found := false
+		found := ""
 		pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, p := range pids {
 			if b, err := os.ReadFile(p); err == nil && string(b) == want {
-				found = true
+				found = filepath.Dir(p)
 				break
 			}
 		}
-		if found != neg {
+		if (found != "") != neg {
 			return
 		}
 		if time.Now().After(deadline) {
 			if neg {
-				ts.Fatalf("%q still running after 10s", strings.Join(args, " "))
+				status, _ := os.ReadFile(found + "/status")
+				cg, _ := os.ReadFile(found + "/cgroup")
+				ts.Fatalf("%q still running after 10s: %s\n%s\n%s", strings.Join(args, " "), found, status, cg)
 			}
 			ts.Fatalf("%q not running after 10s", strings.Join(args, " "))
 		}

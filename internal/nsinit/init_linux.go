@@ -25,6 +25,17 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
+// In a process started as init, the main goroutine stays on the process's
+// main thread, where package initialization runs: init's work is done
+// there, so that its name is the process's name and the thread that forks
+// the command is the one confine empties the capability sets of. Locking
+// later, in Main, could find the goroutine already moved to another thread.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.InitArg {
+		runtime.LockOSThread()
+	}
+}
+
 // Main runs the init and never returns. It is reached through the hidden
 // subcommand sandbox.InitArg of the cordon binary.
 func Main() {
@@ -63,6 +74,9 @@ func stage(name string, err error) error {
 }
 
 func run(report func(sandbox.Status)) error {
+	if unix.Gettid() != unix.Getpid() {
+		return stage("starting", errors.New("init is not on the process's main thread"))
+	}
 	specFile := os.NewFile(sandbox.SpecFD, "spec")
 	spec, rest, err := sandbox.ReadSpec(specFile)
 	if err != nil {
