@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -182,9 +183,7 @@ func cmdRunning(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if time.Now().After(deadline) {
 			if neg {
-				status, _ := os.ReadFile(found + "/status")
-				cg, _ := os.ReadFile(found + "/cgroup")
-				ts.Fatalf("%q still running after 10s: %s\n%s\n%s", strings.Join(args, " "), found, status, cg)
+				ts.Fatalf("%q still running after 10s: %s", strings.Join(args, " "), ancestry(found))
 			}
 			ts.Fatalf("%q not running after 10s", strings.Join(args, " "))
 		}
@@ -377,4 +376,20 @@ func cmdHTTPServe(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Defer(srv.Close)
 	ts.Setenv(args[0], strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port))
+}
+
+// ancestry describes a process and its ancestors, for a failure message.
+func ancestry(dir string) string {
+	var b strings.Builder
+	for i := 0; i < 6 && dir != "/proc/0" && dir != "/proc/1"; i++ {
+		cmd, _ := os.ReadFile(dir + "/cmdline")
+		st, _ := os.ReadFile(dir + "/stat")
+		fmt.Fprintf(&b, "\n%s: %q stat %s", dir, strings.ReplaceAll(string(cmd), "\x00", " "), st)
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		if len(f) < 2 {
+			break
+		}
+		dir = "/proc/" + f[1]
+	}
+	return b.String()
 }
