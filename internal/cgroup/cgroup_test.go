@@ -190,17 +190,7 @@ func TestBadNames(t *testing.T) {
 
 // The real hierarchy of this host, when cordon may use it.
 func TestRealGroup(t *testing.T) {
-	h, err := System()
-	if err != nil {
-		t.Skip(err)
-	}
-	g, err := h.New("cordon-test-"+strings.ReplaceAll(t.Name(), "/", "-"), Limits{MemoryBytes: 64 << 20, Pids: 32, CPUMillicores: 500})
-	if errors.Is(err, ErrNotDelegated) {
-		t.Skipf("no delegated cgroup here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := realGroup(t, "", Limits{MemoryBytes: 64 << 20, Pids: 32, CPUMillicores: 500})
 	defer g.Remove()
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
@@ -262,17 +252,7 @@ func TestV2Evacuate(t *testing.T) {
 // On v1, a process started with StartIn begins in the group, and none of
 // the test's own threads is left there.
 func TestRealStartIn(t *testing.T) {
-	h, err := System()
-	if err != nil || h.Version() != "v1" {
-		t.Skip("no v1 hierarchy here")
-	}
-	g, err := h.New(fmt.Sprintf("cordon-test-startin-%d", os.Getpid()), Limits{Pids: 32})
-	if errors.Is(err, ErrNotDelegated) {
-		t.Skipf("no delegated cgroup here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := realGroup(t, "v1", Limits{Pids: 32})
 	defer g.Remove()
 	cmd := exec.Command("sleep", "60")
 	ran, err := g.StartIn(cmd.Start)
@@ -294,4 +274,25 @@ func TestRealStartIn(t *testing.T) {
 			}
 		}
 	}
+}
+
+// realGroup makes a group in this host's hierarchy (of version, when not
+// empty), or skips the test where there is none cordon may use.
+func realGroup(t *testing.T, version string, l Limits) Group {
+	t.Helper()
+	h, err := System()
+	if err != nil {
+		t.Skip(err)
+	}
+	if version != "" && h.Version() != version {
+		t.Skipf("no %s hierarchy here", version)
+	}
+	g, err := h.New(fmt.Sprintf("cordon-test-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), os.Getpid()), l)
+	if errors.Is(err, ErrNotDelegated) {
+		t.Skipf("no delegated cgroup here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -41,21 +41,7 @@ func startProxy(t testing.TB, p *Proxy) string {
 			return nil, fmt.Errorf("no such host %s", host)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.Serve(c)
-		}
-	}()
-	return ln.Addr().String()
+	return serve(t, p.Serve)
 }
 
 func client(proxyAddr string) *http.Client {
@@ -275,25 +261,10 @@ func BenchmarkThroughput(b *testing.B) {
 	const size = 64 << 20
 	// Each transfer is timed until the receiver has read all of it.
 	received := make(chan int64, 1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				n, _ := io.Copy(io.Discard, c)
-				c.Close()
-				received <- n
-			}()
-		}
-	}()
-	target := ln.Addr().String()
+	target := serve(b, func(c net.Conn) {
+		n, _ := io.Copy(io.Discard, c)
+		received <- n
+	})
 	p := &Proxy{Policy: mustPolicy(b, []string{target}, nil)}
 	pl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -426,31 +397,12 @@ func TestOnDecision(t *testing.T) {
 // passed, the last one when its side ends).
 func TestTunnelCountsSplicedBytes(t *testing.T) {
 	const up, down = 3*spliceChunk + 123, spliceChunk + 7
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	target := serve(t, func(c net.Conn) {
 		io.CopyN(io.Discard, c, up)
 		c.Write(make([]byte, down))
-	}()
-	p := &Proxy{Policy: mustPolicy(t, []string{ln.Addr().String()}, nil)}
-	c, err := net.Dial("tcp", startProxy(t, p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr(), ln.Addr())
-	br := bufio.NewReader(c)
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
+	})
+	p := &Proxy{Policy: mustPolicy(t, []string{target}, nil)}
+	c, br := openTunnel(t, startProxy(t, p), target)
 	if _, err := c.Write(make([]byte, up)); err != nil {
 		t.Fatal(err)
 	}
@@ -474,21 +426,7 @@ func TestTunnelCountsSplicedBytes(t *testing.T) {
 // BenchmarkConnectSetup times a connection's setup and first round trip,
 // directly and as a CONNECT tunnel through the proxy.
 func BenchmarkConnectSetup(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	target := ln.Addr().String()
+	target := serve(b, func(c net.Conn) { io.Copy(c, c) })
 	proxy := startProxy(b, &Proxy{Policy: mustPolicy(b, []string{target}, nil)})
 	roundTrip := func(c net.Conn, r io.Reader) {
 		var one [1]byte
@@ -511,15 +449,7 @@ func BenchmarkConnectSetup(b *testing.B) {
 		c.Close()
 
 		start = time.Now()
-		c, err = net.Dial("tcp", proxy)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
-		br := bufio.NewReader(c)
-		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
-			b.Fatalf("CONNECT: %v %v", resp, err)
-		}
+		c, br := openTunnel(b, proxy, target)
 		roundTrip(c, br)
 		proxied += time.Since(start)
 		c.Close()
@@ -572,33 +502,53 @@ func TestPeekStart(t *testing.T) {
 // A tunnel carries a protocol whose client sends one byte and waits for
 // the answer.
 func TestTunnelShortFirstMessage(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(c, c)
-	}()
-	p := &Proxy{Policy: mustPolicy(t, []string{ln.Addr().String()}, nil)}
-	c, err := net.Dial("tcp", startProxy(t, p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr(), ln.Addr())
-	br := bufio.NewReader(c)
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
+	target := serve(t, func(c net.Conn) { io.Copy(c, c) })
+	p := &Proxy{Policy: mustPolicy(t, []string{target}, nil)}
+	c, br := openTunnel(t, startProxy(t, p), target)
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	c.Write([]byte{7})
 	if b, err := br.ReadByte(); err != nil || b != 7 {
 		t.Fatalf("echo: %v %v", b, err)
 	}
+}
+
+// serve serves every connection on loopback with handle, each in its own
+// goroutine, closing it after; it returns the address.
+func serve(t testing.TB, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// openTunnel opens a CONNECT tunnel to target through the proxy at proxy,
+// and returns the connection and a reader of what comes back through it.
+func openTunnel(t testing.TB, proxy, target string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT %s: %v %v", target, resp, err)
+	}
+	return c, br
 }
