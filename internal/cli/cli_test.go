@@ -1,8 +1,8 @@
 package cli_test
 
 import (
-	"encoding/json"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
