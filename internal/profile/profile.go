@@ -41,6 +41,12 @@ type Profile struct {
 	AllowDegraded []string    `yaml:"allow_degraded,omitempty" json:"allow_degraded,omitempty"`
 	Governance    *Governance `yaml:"governance,omitempty" json:"governance,omitempty"`
 	Providers     []Provider  `yaml:"providers,omitempty" json:"providers,omitempty"`
+	// Tools are the tools the agent may call through cordon's tool
+	// gateway, each with its policy; Labels adds labels of the profile's
+	// own to the built-in ones; Session bounds one task.
+	Tools   map[string]Tool `yaml:"tools,omitempty" json:"tools,omitempty"`
+	Labels  []string        `yaml:"labels,omitempty" json:"labels,omitempty"`
+	Session *Session        `yaml:"session,omitempty" json:"session,omitempty"`
 
 	// src locates fields in the file the profile was read from.
 	src *source
@@ -177,6 +183,12 @@ func (p *Profile) Clone() *Profile {
 		g.Ceilings.Limits = maps.Clone(g.Ceilings.Limits)
 		g.RiskAcceptances = slices.Clone(g.RiskAcceptances)
 		c.Governance = &g
+	}
+	c.Tools = cloneTools(p.Tools)
+	c.Labels = slices.Clone(p.Labels)
+	if p.Session != nil {
+		s := *p.Session
+		c.Session = &s
 	}
 	c.Providers = slices.Clone(p.Providers)
 	for i := range c.Providers {

@@ -160,6 +160,7 @@ func (p *Profile) validate(src *source) Errors {
 	p.validateResources(bad)
 	p.validateNetwork(bad)
 	p.validateGovernance(bad)
+	p.validateTools(bad)
 	return errs
 }
 

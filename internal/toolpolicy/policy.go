@@ -1,0 +1,218 @@
+// Package toolpolicy decides the tool calls of one agent session against
+// its profile: which tools exist for the agent, how often each may be
+// called, how long and how many steps the session may take, when the same
+// failing call has become a loop, and which labelled data may flow into
+// which tool. A read tool and a network tool that are harmless alone make
+// exfiltration possible together: every result the agent is shown brings
+// its labels into the session, and a sink refuses a label it does not
+// accept, naming the earlier call that brought it in.
+//
+// Decisions are deterministic and pure: the same profile and the same
+// sequence of calls and results give the same decisions, whether the calls
+// come from a live agent or from a recorded trace (cordon replay).
+package toolpolicy
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+// Call is one tool call as the agent made it.
+type Call struct {
+	Tool string         `json:"tool"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// Decision says whether a call may run, by which rule, and why.
+type Decision struct {
+	Allow bool `json:"allow"`
+	// Rule is the profile field that decided: "tools.fetch.accepts",
+	// "session.calls"; "tools" for a tool the profile does not list.
+	Rule string `json:"rule"`
+	// Reason says why, in a sentence the agent can act on.
+	Reason string `json:"reason"`
+	// Hint says what would be allowed instead, when something would.
+	Hint string `json:"hint,omitempty"`
+	// Limit names what was used up: a budget ("session.calls",
+	// "session.steps", "session.wall", "tools.NAME.calls") or
+	// "loop_detected".
+	Limit string `json:"limit,omitempty"`
+	// Because is the earlier call (1-based step) that brought in the label
+	// a flow rule refused.
+	Because int `json:"because,omitempty"`
+}
+
+// origin is the first call whose result brought a label in.
+type origin struct {
+	step int
+	call string
+}
+
+// Session is the state of one agent task. It is not safe for concurrent
+// use.
+type Session struct {
+	p     *profile.Profile
+	now   func() time.Time
+	start time.Time
+
+	steps   int
+	calls   int
+	perTool map[string]int
+	labels  map[string]origin
+
+	// The last failed call, and how many times in a row it failed.
+	lastFailed string
+	fails      int
+}
+
+// NewSession starts a session for the profile; now is the clock (nil for
+// the wall clock).
+func NewSession(p *profile.Profile, now func() time.Time) *Session {
+	if now == nil {
+		now = time.Now
+	}
+	return &Session{p: p, now: now, start: now(), perTool: map[string]int{}, labels: map[string]origin{}}
+}
+
+// Steps is the number of calls decided so far.
+func (s *Session) Steps() int { return s.steps }
+
+// Labels are the labels the session carries, sorted.
+func (s *Session) Labels() []string {
+	out := make([]string, 0, len(s.labels))
+	for l := range s.labels {
+		out = append(out, l)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Decide decides a call and counts it as a step; an allowed call is also
+// counted against the call budgets. Its result is recorded with Record.
+func (s *Session) Decide(c Call) Decision {
+	s.steps++
+	b := s.p.Session
+	if b == nil {
+		b = &profile.Session{}
+	}
+	if b.Steps > 0 && s.steps > b.Steps {
+		return deny("session.steps", "session.steps", fmt.Sprintf("the session has taken its %d steps", b.Steps), "")
+	}
+	if w := b.WallTime(); w > 0 && s.now().Sub(s.start) > w {
+		return deny("session.wall", "session.wall", fmt.Sprintf("the session has run for its %s", b.Wall), "")
+	}
+	t, ok := s.p.Tools[c.Tool]
+	if !ok {
+		return deny("tools", "", fmt.Sprintf("%s is not a tool of this profile", c.Tool), s.listed())
+	}
+	field := "tools." + c.Tool
+	if t.Deny {
+		return deny(field+".deny", "", fmt.Sprintf("the profile denies %s", c.Tool), s.listed())
+	}
+	if b.Repeats > 0 && s.fails >= b.Repeats && s.lastFailed == key(c) {
+		return deny("session.repeats", "loop_detected", fmt.Sprintf("the same %s call failed %d times in a row", c.Tool, s.fails), "change the call, or stop")
+	}
+	if b.Calls > 0 && s.calls >= b.Calls {
+		return deny("session.calls", "session.calls", fmt.Sprintf("the session has made its %d tool calls", b.Calls), "")
+	}
+	if t.Calls > 0 && s.perTool[c.Tool] >= t.Calls {
+		return deny(field+".calls", field+".calls", fmt.Sprintf("%s has been called its %d times in this session", c.Tool, t.Calls), "")
+	}
+	if profile.Outward(t.Class) || len(t.Accepts) > 0 {
+		for _, l := range s.Labels() {
+			if slices.Contains(t.Accepts, l) {
+				continue
+			}
+			o := s.labels[l]
+			accepts := "nothing labelled"
+			if len(t.Accepts) > 0 {
+				accepts = "only " + strings.Join(t.Accepts, ", ")
+			}
+			d := deny(field+".accepts", "", fmt.Sprintf("the session carries %q, brought in by call %d (%s), and %s accepts %s", l, o.step, o.call, c.Tool, accepts),
+				"a new session, without that data, may call it")
+			d.Because = o.step
+			return d
+		}
+	}
+	s.calls++
+	s.perTool[c.Tool]++
+	return Decision{Allow: true, Rule: field, Reason: fmt.Sprintf("%s (%s) is allowed by the profile", c.Tool, t.Class)}
+}
+
+// Record records what became of an allowed call at step: when it did not
+// fail, its result was shown to the agent and brings its labels into the
+// session; the same call failing again and again counts toward a loop.
+func (s *Session) Record(step int, c Call, failed bool) {
+	k := key(c)
+	if failed {
+		if k == s.lastFailed {
+			s.fails++
+		} else {
+			s.lastFailed, s.fails = k, 1
+		}
+		return
+	}
+	s.lastFailed, s.fails = "", 0
+	for _, l := range s.ResultLabels(c) {
+		if _, ok := s.labels[l]; !ok {
+			s.labels[l] = origin{step: step, call: describe(c)}
+		}
+	}
+}
+
+// ResultLabels are the labels of what the call returns: the tool's own,
+// and those its label rules give by the arguments.
+func (s *Session) ResultLabels(c Call) []string {
+	t := s.p.Tools[c.Tool]
+	out := slices.Clone(t.Returns)
+	for _, r := range t.Labels {
+		v, ok := c.Args[r.Arg].(string)
+		if ok && strings.HasPrefix(v, r.Prefix) && strings.HasSuffix(v, r.Suffix) {
+			out = append(out, r.Labels...)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// listed suggests the tools the agent may call.
+func (s *Session) listed() string {
+	var ok []string
+	for _, name := range s.p.ToolNames() {
+		if !s.p.Tools[name].Deny {
+			ok = append(ok, name)
+		}
+	}
+	if len(ok) == 0 {
+		return "this profile allows no tool"
+	}
+	return "the profile allows " + strings.Join(ok, ", ")
+}
+
+func deny(rule, limit, reason, hint string) Decision {
+	return Decision{Rule: rule, Limit: limit, Reason: reason, Hint: hint}
+}
+
+// key identifies a call by its tool and arguments (JSON orders map keys).
+func key(c Call) string {
+	b, _ := json.Marshal(c.Args)
+	return c.Tool + " " + string(b)
+}
+
+// describe is a call in a few words, for a reason.
+func describe(c Call) string {
+	b, _ := json.Marshal(c.Args)
+	if len(b) > 80 {
+		b = append(b[:77:77], "..."...)
+	}
+	if len(c.Args) == 0 {
+		return c.Tool
+	}
+	return c.Tool + " " + string(b)
+}

