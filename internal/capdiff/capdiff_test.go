@@ -1,6 +1,7 @@
 package capdiff
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,4 +110,64 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Tools that become callable or graver, labels a sink now accepts or that
+// no longer mark a result, and lifted caps are expansions: a profile that
+// needs approval does not run with them unapproved.
+func TestToolChanges(t *testing.T) {
+	old := `version: 1
+agent: a
+tools:
+  read_file:
+    class: read
+    returns: [untrusted]
+    labels:
+      - {arg: path, suffix: .env, labels: [secret]}
+  fetch:
+    class: external
+    accepts: [untrusted]
+    calls: 10
+  shell:
+    deny: true
+session:
+  calls: 100
+`
+	grown := `version: 1
+agent: a
+tools:
+  read_file:
+    class: write
+  fetch:
+    class: external
+    accepts: [untrusted, secret]
+  shell:
+    class: irreversible
+  send_email:
+    class: external
+session:
+  calls: 200
+`
+	cs := Diff(load(t, old), load(t, grown))
+	var got []string
+	for _, c := range cs {
+		got = append(got, string(c.Kind)+" "+c.Field+": "+c.Message)
+	}
+	for _, want := range []string{
+		"expansion tools.read_file.class: the tool read_file is write (was read)",
+		"expansion tools.read_file.returns: no longer: what read_file returns is labelled untrusted",
+		`expansion tools.read_file.labels: no longer: read_file labels by path ""..".env" as secret`,
+		"expansion tools.fetch.accepts: fetch accepts the label secret",
+		"expansion tools.fetch.calls: the fetch calls per session are unbounded (was 10)",
+		"expansion tools.send_email: the tool send_email may be called (external)",
+		"expansion tools.shell: the tool shell may be called (irreversible)",
+		"expansion session.calls: the calls per session are 200 (was 100)",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	if back := Diff(load(t, grown), load(t, old)); Expanded(back) {
+		t.Errorf("the way back expands: %+v", Expansions(back))
+	}
 }

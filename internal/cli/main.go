@@ -69,6 +69,8 @@ func Main(args []string) int {
 		return approveCmd(e, rest)
 	case "audit":
 		return auditCmd(e, rest)
+	case "replay":
+		return replayCmd(e, rest)
 	case hiddenProbe:
 		return probe.Main(rest)
 	case hiddenSupervise:
@@ -107,6 +109,7 @@ commands:
   diff [--json] OLD NEW          every capability change between two profiles
   approve PROFILE --by NAME      record the approval of a profile beside it
   audit verify|show|keygen       check, read and sign the audit log
+  replay --profile FILE TRACE    decide a recorded sequence of tool calls with the profile's tool policy
   profile show [flags]           print the effective profile
   version                        print the version
 
