@@ -38,9 +38,10 @@ func doctorCmd(e *env, args []string) int {
 	if *asJSON {
 		out, _ := json.MarshalIndent(struct {
 			sandbox.Host
-			Trial string `json:"trial"`
-			Ready bool   `json:"ready"`
-		}{h, trial, ready}, "", "  ")
+			CorePattern string `json:"core_pattern"`
+			Trial       string `json:"trial"`
+			Ready       bool   `json:"ready"`
+		}{h, corePattern(), trial, ready}, "", "  ")
 		fmt.Fprintln(e.stdout, string(out))
 	} else {
 		printDoctor(e, h, trial, ready)
@@ -120,6 +121,7 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool) {
 		row("limits", "NO CGROUP (%s): cordon run refuses; --allow-degraded=cgroup runs with memory and cpus UNENFORCED, and pids and cpu_time per process by rlimit; file_size and open_files (rlimit), wall and output (cordon) and tmp_size (tmpfs) as always", h.Cgroup.Problem)
 	}
 
+	row("crash dumps", "%s", crashDumps(corePattern()))
 	row("audit log", "%s", auditSetting())
 	row("trial sandbox", "%s", trial)
 
@@ -129,6 +131,27 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool) {
 	} else {
 		fmt.Fprintln(w, "not ready: see the lines marked NO, MISSING or ONLY, and the trial sandbox")
 	}
+}
+
+// corePattern is the host's kernel.core_pattern, "" when unreadable.
+func corePattern() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/core_pattern")
+	return strings.TrimSpace(string(b))
+}
+
+// crashDumps says what a crash in a sandbox leaves. RLIMIT_CORE is 0 in
+// every sandbox, so no core file is written; but when core_pattern pipes
+// crashes to a program, the kernel starts that program as root in the
+// host's namespaces for every crash, a sandboxed one too, whatever the
+// limit, and hands it the crashed process. Helpers have been exploited
+// that way (apport: CVE-2020-15702, CVE-2021-25682); cordon cannot stop
+// the kernel from starting them, so it says so.
+func crashDumps(pattern string) string {
+	if helper, ok := strings.CutPrefix(pattern, "|"); ok {
+		prog, _, _ := strings.Cut(strings.TrimSpace(helper), " ")
+		return fmt.Sprintf("no core file is written (RLIMIT_CORE 0), but this host's core_pattern pipes every crash to %s, which the kernel starts as root on the host for a crash in a sandbox too: keep that helper up to date, or set kernel.core_pattern to a file name", prog)
+	}
+	return "none: RLIMIT_CORE is 0 in every sandbox, and core_pattern writes files, no helper"
 }
 
 func yesNo(b bool) string {
