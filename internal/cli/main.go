@@ -14,6 +14,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/tools"
 )
 
 // hiddenProbe is the subcommand that runs the probes inside the sandbox.
@@ -71,6 +72,10 @@ func Main(args []string) int {
 		return auditCmd(e, rest)
 	case "replay":
 		return replayCmd(e, rest)
+	case "call":
+		return callCmd(e, rest)
+	case tools.Arg:
+		return toolMain(rest)
 	case hiddenProbe:
 		return probe.Main(rest)
 	case hiddenSupervise:
@@ -109,6 +114,7 @@ commands:
   diff [--json] OLD NEW          every capability change between two profiles
   approve PROFILE --by NAME      record the approval of a profile beside it
   audit verify|show|keygen       check, read and sign the audit log
+  call [flags] TOOL ARGS-JSON    call a built-in tool as the tool gateway does: decided, then run in a sandbox
   replay --profile FILE TRACE    decide a recorded sequence of tool calls with the profile's tool policy
   profile show [flags]           print the effective profile
   version                        print the version

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
+	"github.com/cordon-sandbox/cordon/internal/tools"
+)
+
+// callCmd implements `cordon call [flags] TOOL ARGS-JSON`: one call of a
+// built-in tool as the tool gateway makes it. The profile's tool policy
+// decides it (as a session of one call); an allowed call runs inside a
+// sandbox built from the profile, which is all the tool can reach. Exit
+// status 0 when the tool succeeded, 1 when it was refused or failed.
+func callCmd(e *env, args []string) int {
+	fs := newFlags(e, "call", "call [flags] TOOL ARGS-JSON")
+	var pf profileFlags
+	pf.register(fs)
+	auditLog := fs.String("audit-log", "", "append the call's audit events to `FILE` (default: the configuration's)")
+	operands, err := parseAnywhere(fs, args)
+	if err != nil {
+		return fail(e, err)
+	}
+	if len(operands) != 2 {
+		fs.Usage()
+		return fail(e, fmt.Errorf("call: name a tool and its arguments as a JSON object"))
+	}
+	name := operands[0]
+	var c toolpolicy.Call
+	c.Tool = name
+	if err := json.Unmarshal([]byte(operands[1]), &c.Args); err != nil {
+		return fail(e, fmt.Errorf("call: arguments: %v (want a JSON object)", err))
+	}
+	if !slices.Contains(tools.Names, name) {
+		return fail(e, fmt.Errorf("call: %s is not a built-in tool (%s)", name, strings.Join(tools.Names, ", ")))
+	}
+	p, allow, al, err := pf.open(e, nil, *auditLog)
+	if err != nil {
+		return fail(e, err)
+	}
+	if d := toolpolicy.NewSession(p, nil).Decide(c); !d.Allow {
+		fmt.Fprintf(e.stderr, "cordon: %s refused by %s: %s\n", name, d.Rule, d.Reason)
+		if d.Hint != "" {
+			fmt.Fprintf(e.stderr, "cordon: %s\n", d.Hint)
+		}
+		return 1
+	}
+	in, err := os.CreateTemp("", "cordon-call-*")
+	if err != nil {
+		return fail(e, err)
+	}
+	defer os.Remove(in.Name())
+	defer in.Close()
+	if _, err := in.WriteString(operands[1]); err != nil {
+		return fail(e, err)
+	}
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
+		return fail(e, err)
+	}
+	r := &probeRunner{e: e, allow: allow, audit: al}
+	var out, stderr bytes.Buffer
+	o, err := r.sandboxIn(p, []string{"cordon", tools.Arg, name}, in, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) })
+	if err != nil {
+		e.stderr.Write(stderr.Bytes())
+		return fail(e, err)
+	}
+	e.stdout.Write(out.Bytes())
+	switch {
+	case o.Status == outcome.OK:
+		return 0
+	case o.Status == outcome.ExitNonzero && o.ExitCode == 1:
+		return 1 // the tool failed; its result says why
+	}
+	e.stderr.Write(stderr.Bytes())
+	fmt.Fprintln(e.stderr, o.Summary())
+	return 1
+}
+
+// toolMain is the hidden subcommand tools.Arg, inside the sandbox.
+func toolMain(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "cordon: usage: "+tools.Arg+" NAME (arguments on stdin)")
+		return 2
+	}
+	return tools.Main(args[0], os.Stdin, os.Stdout)
+}
