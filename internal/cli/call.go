@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 	"github.com/cordon-sandbox/cordon/internal/tools"
@@ -45,7 +46,17 @@ func callCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	if d := toolpolicy.NewSession(p, nil).Decide(c); !d.Allow {
+	d := toolpolicy.NewSession(p, nil).Decide(c)
+	// The call and its decision are on the record before anything runs;
+	// the sandbox's own events (what ran, its result) follow.
+	a := al.run(p)
+	if err := a.log.Append(
+		a.event(audit.Action, "tool_call", c),
+		a.event(audit.Decision, "tool_decision", map[string]any{"tool": name, "allow": d.Allow, "rule": d.Rule, "reason": d.Reason}),
+	); err != nil {
+		return fail(e, fmt.Errorf("audit log: %w (the call is not recorded, and was not made)", err))
+	}
+	if !d.Allow {
 		fmt.Fprintf(e.stderr, "cordon: %s refused by %s: %s\n", name, d.Rule, d.Reason)
 		if d.Hint != "" {
 			fmt.Fprintf(e.stderr, "cordon: %s\n", d.Hint)
