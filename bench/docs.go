@@ -73,9 +73,9 @@ the grace period.
 The egress proxy hands a tunnel's bytes to the kernel (splice) when no
 byte budget is set; with a budget, every write is counted against it first.
 
-Go micro-benchmarks for the hot paths: ` + "`go test -run '^$' -bench . ./internal/profile ./internal/seccomp/policy ./internal/egress ./internal/audit`" + `
+Go micro-benchmarks for the hot paths: ` + "`go test -run '^$' -bench . ./internal/profile ./internal/seccomp/policy ./internal/egress ./internal/audit ./internal/toolpolicy`" + `
 (profile loading, seccomp program assembly, egress rule matching, proxy
-throughput, audit append).
+throughput and connection setup, audit append, tool policy decisions).
 
 ## Latest results
 
