@@ -292,7 +292,9 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	p.relay(ev, c, up, false)
+	// Counted as it is written, so that the response is in the event by
+	// the time the client has it.
+	io.Copy(&countWriter{p: p, ev: ev, w: c}, up)
 }
 
 // checkSNI looks at what a tunnel's client sends first: the server name of
@@ -474,10 +476,11 @@ func (p *Proxy) splice(ev *Event, client net.Conn, clientR *bufio.Reader, up net
 // spliceChunk is how much the kernel moves between two counts of a relay.
 const spliceChunk = 1 << 20
 
-// relay copies src to dst until src ends, counting the bytes (out: sent by
-// the sandbox). With no byte budget for that direction and TCP on both
-// sides, the kernel moves the bytes (splice), counted as each chunk has
-// passed and when the side ends; with
+// relay copies a tunnel's bytes from src to dst until src ends, counting
+// them (out: sent by the sandbox). With no byte budget for that direction
+// and TCP on both sides, the kernel moves the bytes (splice): the count is
+// current to the last chunk while the tunnel is open, exact when this side
+// ends; with
 // a budget, every write is counted against it before it is made, and the
 // copy stops when the budget is used up.
 func (p *Proxy) relay(ev *Event, dst net.Conn, src net.Conn, out bool) {
