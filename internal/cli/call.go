@@ -11,6 +11,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 	"github.com/cordon-sandbox/cordon/internal/tools"
 )
@@ -39,8 +40,20 @@ func callCmd(e *env, args []string) int {
 	if err := json.Unmarshal([]byte(operands[1]), &c.Args); err != nil {
 		return fail(e, fmt.Errorf("call: arguments: %v (want a JSON object)", err))
 	}
-	if !slices.Contains(tools.Names, name) {
-		return fail(e, fmt.Errorf("call: %s is not a built-in tool (%s)", name, strings.Join(tools.Names, ", ")))
+	if name != runTool && !slices.Contains(tools.Names, name) {
+		return fail(e, fmt.Errorf("call: %s is not a built-in tool (%s, %s)", name, strings.Join(tools.Names, ", "), runTool))
+	}
+	var argv []string
+	if name == runTool {
+		var a struct {
+			Argv []string `json:"argv"`
+		}
+		dec := json.NewDecoder(strings.NewReader(operands[1]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&a); err != nil || len(a.Argv) == 0 {
+			return fail(e, fmt.Errorf(`call: run takes {"argv": ["CMD", "ARG", ...]}`))
+		}
+		argv = a.Argv
 	}
 	p, allow, al, err := pf.open(e, nil, *auditLog)
 	if err != nil {
@@ -63,6 +76,10 @@ func callCmd(e *env, args []string) int {
 		}
 		return 1
 	}
+	r := &probeRunner{e: e, allow: allow, audit: al}
+	if name == runTool {
+		return callRun(e, r, p, argv)
+	}
 	in, err := os.CreateTemp("", "cordon-call-*")
 	if err != nil {
 		return fail(e, err)
@@ -75,9 +92,8 @@ func callCmd(e *env, args []string) int {
 	if _, err := in.Seek(0, io.SeekStart); err != nil {
 		return fail(e, err)
 	}
-	r := &probeRunner{e: e, allow: allow, audit: al}
 	var out, stderr bytes.Buffer
-	o, err := r.sandboxIn(p, []string{"cordon", tools.Arg, name}, in, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) })
+	o, err := r.sandboxIn(p, []string{"cordon", tools.Arg, name}, true, in, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) })
 	if err != nil {
 		e.stderr.Write(stderr.Bytes())
 		return fail(e, err)
@@ -92,6 +108,54 @@ func callCmd(e *env, args []string) int {
 	e.stderr.Write(stderr.Bytes())
 	fmt.Fprintln(e.stderr, o.Summary())
 	return 1
+}
+
+// runTool is the built-in tool that runs a command in a sandbox built from
+// the profile, as cordon run does, and returns its output and outcome.
+const runTool = "run"
+
+// runResult is what the run tool returns: the output the agent reads,
+// cut at what the tool keeps, and the outcome.
+type runResult struct {
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr"`
+	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
+	Outcome         outcome.Outcome `json:"outcome"`
+}
+
+// callRun runs argv in a sandbox of p and prints the result; exit status
+// 0 when the command succeeded, 1 otherwise.
+func callRun(e *env, r *probeRunner, p *profile.Profile, argv []string) int {
+	var bufs [2]bytes.Buffer
+	var cut [2]bool
+	keep := func(i int) func(io.Reader) {
+		return func(rd io.Reader) {
+			io.Copy(&bufs[i], io.LimitReader(rd, tools.DefaultMaxBytes))
+			if m, _ := io.Copy(io.Discard, rd); m > 0 {
+				cut[i] = true
+			}
+		}
+	}
+	o, err := r.sandboxIn(p, argv, false, nil, keep(0), keep(1))
+	if err != nil {
+		return fail(e, err)
+	}
+	res := runResult{Outcome: o, StdoutTruncated: cut[0], StderrTruncated: cut[1]}
+	res.Stdout, _ = utf8Text(bufs[0].Bytes())
+	res.Stderr, _ = utf8Text(bufs[1].Bytes())
+	b, _ := json.Marshal(res)
+	fmt.Fprintln(e.stdout, string(b))
+	if o.Status != outcome.OK {
+		return 1
+	}
+	return 0
+}
+
+// utf8Text is b, with invalid UTF-8 replaced, and whether it had any.
+func utf8Text(b []byte) (string, bool) {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	return s, s != string(b)
 }
 
 // toolMain is the hidden subcommand tools.Arg, inside the sandbox.

@@ -191,11 +191,12 @@ func (r *probeRunner) inside(p *profile.Profile, targets *probe.Targets, flag, o
 // sandbox runs cordon (args) in a sandbox built from p; stdout and stderr
 // read what it writes there, until it ends.
 func (r *probeRunner) sandbox(p *profile.Profile, args []string, stdout, stderr func(io.Reader)) (outcome.Outcome, error) {
-	return r.sandboxIn(p, args, nil, stdout, stderr)
+	return r.sandboxIn(p, args, true, nil, stdout, stderr)
 }
 
-// sandboxIn is sandbox with stdin as the command's standard input.
-func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, stdin *os.File, stdout, stderr func(io.Reader)) (outcome.Outcome, error) {
+// sandboxIn is sandbox with stdin as the command's standard input; args
+// are cordon's own (selfExec) or a command of the sandbox's.
+func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, selfExec bool, stdin *os.File, stdout, stderr func(io.Reader)) (outcome.Outcome, error) {
 	var files [2]*os.File
 	var readers sync.WaitGroup
 	for i, read := range []func(io.Reader){stdout, stderr} {
@@ -214,7 +215,7 @@ func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, stdin *os.Fil
 		}()
 	}
 	opts := sandbox.Options{
-		Profile: p, Args: args, SelfExec: true, AllowDegraded: r.allow,
+		Profile: p, Args: args, SelfExec: selfExec, AllowDegraded: r.allow,
 		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdin: stdin, Stdout: files[0], Stderr: files[1],
 	}
 	var a *auditor
