@@ -80,18 +80,17 @@ func callCmd(e *env, args []string) int {
 	if name == runTool {
 		return callRun(e, r, p, argv)
 	}
-	in, err := os.CreateTemp("", "cordon-call-*")
+	// The arguments reach the tool on its stdin, through a pipe: never on
+	// the disk, nor in its command line.
+	in, w, err := os.Pipe()
 	if err != nil {
 		return fail(e, err)
 	}
-	defer os.Remove(in.Name())
 	defer in.Close()
-	if _, err := in.WriteString(operands[1]); err != nil {
-		return fail(e, err)
-	}
-	if _, err := in.Seek(0, io.SeekStart); err != nil {
-		return fail(e, err)
-	}
+	go func() {
+		w.WriteString(operands[1])
+		w.Close()
+	}()
 	var out, stderr bytes.Buffer
 	o, err := r.sandboxIn(p, []string{"cordon", tools.Arg, name}, true, in, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) })
 	if err != nil {
