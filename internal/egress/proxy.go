@@ -63,6 +63,10 @@ type Proxy struct {
 	conns     int64
 	out, in   int64
 	exhausted string
+	// upstream are the connections open upstream; closed, whether Close
+	// was called.
+	upstream map[net.Conn]bool
+	closed   bool
 
 	// Transparent mode: the names the resolver answered, by fake address.
 	fakeByName map[string]netip.Addr
@@ -205,8 +209,33 @@ func (p *Proxy) overBudget(conn bool) string {
 	return p.exhausted
 }
 
+// errClosed is what a dial gets once the proxy is closed.
+var errClosed = errors.New("the sandbox has ended")
+
+// Close ends every connection the proxy holds open upstream, so that their
+// relays end and their byte counts are final; nothing is dialled after.
+// cordon closes a sandbox's proxy when the sandbox has ended.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	p.closed = true
+	ups := p.upstream
+	p.upstream = nil
+	p.mu.Unlock()
+	for c := range ups {
+		c.Close()
+	}
+}
+
+// hangUp closes an upstream connection and forgets it.
+func (p *Proxy) hangUp(c net.Conn) {
+	p.mu.Lock()
+	delete(p.upstream, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
 // dial connects to the first of the allowed addresses that answers, and
-// records which one in the event.
+// records which one in the event. The connection is closed with hangUp.
 func (p *Proxy) dial(ev *Event, to []netip.AddrPort) (net.Conn, error) {
 	var firstErr error
 	for _, a := range to {
@@ -223,7 +252,18 @@ func (p *Proxy) dial(ev *Event, to []netip.AddrPort) (net.Conn, error) {
 		if err == nil {
 			p.mu.Lock()
 			ev.Addr = a.Addr().String()
+			closed := p.closed
+			if !closed {
+				if p.upstream == nil {
+					p.upstream = map[net.Conn]bool{}
+				}
+				p.upstream[c] = true
+			}
 			p.mu.Unlock()
+			if closed {
+				c.Close()
+				return nil, errClosed
+			}
 			return c, nil
 		}
 		if firstErr == nil {
@@ -256,7 +296,7 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 			fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n\r\ncordon: %s: %v\n", req.Host, err)
 			return
 		}
-		defer up.Close()
+		defer p.hangUp(up)
 		io.WriteString(c, "HTTP/1.1 200 Connection Established\r\n\r\n")
 		c.SetReadDeadline(time.Time{})
 		p.splice(ev, c, br, up, host)
@@ -282,7 +322,7 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n\r\ncordon: %s: %v\n", req.URL.Host, err)
 		return
 	}
-	defer up.Close()
+	defer p.hangUp(up)
 	req.Header.Del("Proxy-Connection")
 	req.Header.Del("Proxy-Authorization")
 	req.Close = true // one request per connection
@@ -641,7 +681,7 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
 		socksReply(c, socksHostUnreach)
 		return
 	}
-	defer up.Close()
+	defer p.hangUp(up)
 	socksReply(c, socksOK)
 	c.SetReadDeadline(time.Time{})
 	p.splice(ev, c, br, up, host)

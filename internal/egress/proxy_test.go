@@ -552,3 +552,44 @@ func openTunnel(t testing.TB, proxy, target string) (net.Conn, *bufio.Reader) {
 	}
 	return c, br
 }
+
+// Closing the proxy ends the tunnels it holds open upstream, so that what
+// they carried is counted, to the byte, even when the server keeps the
+// connection open; nothing is dialled after.
+func TestCloseEndsTunnels(t *testing.T) {
+	target := serve(t, func(c net.Conn) {
+		c.Write(make([]byte, 1000))
+		io.Copy(io.Discard, c) // and keep the connection open
+	})
+	p := &Proxy{Policy: mustPolicy(t, []string{target}, nil)}
+	proxy := startProxy(t, p)
+	c, br := openTunnel(t, proxy, target)
+	if _, err := io.ReadFull(br, make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ev := p.Events()
+		if len(ev) == 1 && ev[0].BytesIn == 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events %+v; want the 1000 bytes in", ev)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err == nil {
+		t.Error("the tunnel is still open")
+	}
+	c2, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	fmt.Fprintf(c2, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	if resp, err := http.ReadResponse(bufio.NewReader(c2), nil); err != nil || resp.StatusCode != 502 {
+		t.Errorf("a tunnel after Close: %v %v; want 502", resp, err)
+	}
+}

@@ -147,6 +147,6 @@ func (p *Proxy) ServeTransparent(c net.Conn, dst netip.AddrPort) {
 		p.fail(ev, err)
 		return
 	}
-	defer up.Close()
+	defer p.hangUp(up)
 	p.splice(ev, c, bufio.NewReaderSize(c, maxHello+5), up, host)
 }

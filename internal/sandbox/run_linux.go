@@ -736,6 +736,9 @@ func startProxy(p *profile.Profile, res *Result, stderr io.Writer, onDecision fu
 	}()
 	done := func() {
 		<-accepted
+		// The sandbox has ended: what the proxy still holds open upstream
+		// ends too, and every tunnel's count is final.
+		px.Close()
 		finished := make(chan struct{})
 		go func() { conns.Wait(); close(finished) }()
 		select {
