@@ -141,20 +141,14 @@ func callRun(e *env, r *probeRunner, p *profile.Profile, argv []string) int {
 		return fail(e, err)
 	}
 	res := runResult{Outcome: o, StdoutTruncated: cut[0], StderrTruncated: cut[1]}
-	res.Stdout, _ = utf8Text(bufs[0].Bytes())
-	res.Stderr, _ = utf8Text(bufs[1].Bytes())
+	res.Stdout = strings.ToValidUTF8(bufs[0].String(), "\uFFFD")
+	res.Stderr = strings.ToValidUTF8(bufs[1].String(), "\uFFFD")
 	b, _ := json.Marshal(res)
 	fmt.Fprintln(e.stdout, string(b))
 	if o.Status != outcome.OK {
 		return 1
 	}
 	return 0
-}
-
-// utf8Text is b, with invalid UTF-8 replaced, and whether it had any.
-func utf8Text(b []byte) (string, bool) {
-	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	return s, s != string(b)
 }
 
 // toolMain is the hidden subcommand tools.Arg, inside the sandbox.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
@@ -92,19 +93,8 @@ func printDecision(e *env, r replayed) {
 		fmt.Fprintf(e.stdout, "     %s\n", r.Hint)
 	}
 	if len(r.Labels) > 0 {
-		fmt.Fprintf(e.stdout, "     brings in: %s\n", joinLabels(r.Labels))
+		fmt.Fprintf(e.stdout, "     brings in: %s\n", strings.Join(r.Labels, ", "))
 	}
-}
-
-func joinLabels(ls []string) string {
-	var b bytes.Buffer
-	for i, l := range ls {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(l)
-	}
-	return b.String()
 }
 
 // readTrace reads a JSON Lines trace of tool calls, skipping blank lines;

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -81,9 +80,7 @@ var BuiltinLabels = []string{"secret", "untrusted", "pii"}
 
 // ToolNames lists the tools of the profile, sorted.
 func (p *Profile) ToolNames() []string {
-	names := slices.Collect(maps.Keys(p.Tools))
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(p.Tools))
 }
 
 // toolName accepts tool and label names: letters, digits, '_' and '-'.

@@ -15,6 +15,7 @@ package toolpolicy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -85,12 +86,7 @@ func (s *Session) Steps() int { return s.steps }
 
 // Labels are the labels the session carries, sorted.
 func (s *Session) Labels() []string {
-	out := make([]string, 0, len(s.labels))
-	for l := range s.labels {
-		out = append(out, l)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(s.labels))
 }
 
 // Decide decides a call and counts it as a step; an allowed call is also
