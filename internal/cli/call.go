@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/cel"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
@@ -37,13 +38,12 @@ func callCmd(e *env, args []string) int {
 	name := operands[0]
 	var c toolpolicy.Call
 	c.Tool = name
-	if err := json.Unmarshal([]byte(operands[1]), &c.Args); err != nil {
+	if c.Args, err = cel.FromJSON([]byte(operands[1])); err != nil {
 		return fail(e, fmt.Errorf("call: arguments: %v (want a JSON object)", err))
 	}
 	if name != runTool && !slices.Contains(tools.Names, name) {
 		return fail(e, fmt.Errorf("call: %s is not a built-in tool (%s, %s)", name, strings.Join(tools.Names, ", "), runTool))
 	}
-	var argv []string
 	if name == runTool {
 		var a struct {
 			Argv []string `json:"argv"`
@@ -53,7 +53,6 @@ func callCmd(e *env, args []string) int {
 		if err := dec.Decode(&a); err != nil || len(a.Argv) == 0 {
 			return fail(e, fmt.Errorf(`call: run takes {"argv": ["CMD", "ARG", ...]}`))
 		}
-		argv = a.Argv
 	}
 	p, allow, al, err := pf.open(e, nil, *auditLog)
 	if err != nil {
@@ -77,36 +76,68 @@ func callCmd(e *env, args []string) int {
 		return 1
 	}
 	r := &probeRunner{e: e, allow: allow, audit: al}
+	out, failed, err := runBuiltin(r, p, name, []byte(operands[1]))
+	if err != nil {
+		return fail(e, err)
+	}
+	e.stdout.Write(out)
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// runBuiltin runs the built-in tool name with its JSON arguments in a
+// sandbox built from p and returns its JSON result; failed says the tool
+// failed (the result says why, a run tool's command did not succeed), err
+// that it could not be run at all.
+func runBuiltin(r *probeRunner, p *profile.Profile, name string, args []byte) (result []byte, failed bool, err error) {
 	if name == runTool {
-		return callRun(e, r, p, argv)
+		var a struct {
+			Argv []string `json:"argv"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(args))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&a); err != nil || len(a.Argv) == 0 {
+			return nil, false, fmt.Errorf(`call: run takes {"argv": ["CMD", "ARG", ...]}`)
+		}
+		return callRun(r, p, a.Argv)
+	}
+	if !slices.Contains(tools.Names, name) {
+		return nil, false, fmt.Errorf("%s is not a built-in tool", name)
 	}
 	// The arguments reach the tool on its stdin, through a pipe: never on
 	// the disk, nor in its command line.
 	in, w, err := os.Pipe()
 	if err != nil {
-		return fail(e, err)
+		return nil, false, err
 	}
 	defer in.Close()
 	go func() {
-		w.WriteString(operands[1])
+		w.Write(args)
 		w.Close()
 	}()
 	var out, stderr bytes.Buffer
 	o, err := r.sandboxIn(p, []string{"cordon", tools.Arg, name}, true, in, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) })
 	if err != nil {
-		e.stderr.Write(stderr.Bytes())
-		return fail(e, err)
+		return nil, false, fmt.Errorf("%w%s", err, indentStderr(stderr.Bytes()))
 	}
-	e.stdout.Write(out.Bytes())
 	switch {
 	case o.Status == outcome.OK:
-		return 0
+		return out.Bytes(), false, nil
 	case o.Status == outcome.ExitNonzero && o.ExitCode == 1:
-		return 1 // the tool failed; its result says why
+		return out.Bytes(), true, nil // the tool failed; its result says why
 	}
-	e.stderr.Write(stderr.Bytes())
-	fmt.Fprintln(e.stderr, o.Summary())
-	return 1
+	return nil, false, fmt.Errorf("%s%s", o.Summary(), indentStderr(stderr.Bytes()))
+}
+
+// indentStderr appends what a tool wrote to its stderr to an error.
+func indentStderr(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return ""
+	}
+	return ": " + string(b)
 }
 
 // runTool is the built-in tool that runs a command in a sandbox built from
@@ -123,9 +154,9 @@ type runResult struct {
 	Outcome         outcome.Outcome `json:"outcome"`
 }
 
-// callRun runs argv in a sandbox of p and prints the result; exit status
-// 0 when the command succeeded, 1 otherwise.
-func callRun(e *env, r *probeRunner, p *profile.Profile, argv []string) int {
+// callRun runs argv in a sandbox of p and returns the result; failed
+// when the command did not succeed.
+func callRun(r *probeRunner, p *profile.Profile, argv []string) ([]byte, bool, error) {
 	var bufs [2]bytes.Buffer
 	var cut [2]bool
 	keep := func(i int) func(io.Reader) {
@@ -138,17 +169,13 @@ func callRun(e *env, r *probeRunner, p *profile.Profile, argv []string) int {
 	}
 	o, err := r.sandboxIn(p, argv, false, nil, keep(0), keep(1))
 	if err != nil {
-		return fail(e, err)
+		return nil, false, err
 	}
 	res := runResult{Outcome: o, StdoutTruncated: cut[0], StderrTruncated: cut[1]}
 	res.Stdout = strings.ToValidUTF8(bufs[0].String(), "\uFFFD")
 	res.Stderr = strings.ToValidUTF8(bufs[1].String(), "\uFFFD")
 	b, _ := json.Marshal(res)
-	fmt.Fprintln(e.stdout, string(b))
-	if o.Status != outcome.OK {
-		return 1
-	}
-	return 0
+	return append(b, '\n'), o.Status != outcome.OK, nil
 }
 
 // toolMain is the hidden subcommand tools.Arg, inside the sandbox.

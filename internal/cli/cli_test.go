@@ -55,7 +55,22 @@ func buildAndRun(m *testing.M) int {
 			return 1
 		}
 	}
+	// mcpfake is an MCP tool server the gateway scripts front.
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "mcpfake"), "./testdata/mcpfake")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building mcpfake:", err)
+		return 1
+	}
 	binDir = dir
+	client, err := installMCPClient()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(filepath.Dir(client))
+	mcpClient = client
 	return m.Run()
 }
 
@@ -66,6 +81,8 @@ func TestScripts(t *testing.T) {
 			e.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 			e.Setenv("CORDON", filepath.Join(binDir, "cordon"))
 			e.Setenv("HOSTNAME_OUTSIDE", hostname())
+			e.Setenv("BINDIR", binDir)
+			e.Setenv("MCPCLIENT", mcpClient)
 			examples, err := filepath.Abs("../../examples/profiles")
 			if err != nil {
 				return err
@@ -115,6 +132,9 @@ func TestScripts(t *testing.T) {
 				// Whether cordon may create cgroups here.
 				out, _ := exec.Command(filepath.Join(binDir, "cordon"), "doctor", "--json").Output()
 				return strings.Contains(string(out), `"delegated": true`), nil
+			case "mcpclient":
+				// Whether the MCP TypeScript SDK client could be installed.
+				return mcpClient != "", nil
 			case "sandbox":
 				// Whether this host can run cordon sandboxes at all.
 				return exec.Command(filepath.Join(binDir, "cordon"), "doctor").Run() == nil, nil
@@ -130,6 +150,8 @@ func TestScripts(t *testing.T) {
 			"cgroupgone":   cmdCgroupGone,
 			"httpserve":    cmdHTTPServe,
 			"cgdelegate":   cmdCgDelegate,
+			"freeport":     cmdFreePort,
+			"waitport":     cmdWaitPort,
 		},
 	})
 }

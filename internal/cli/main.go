@@ -74,6 +74,8 @@ func Main(args []string) int {
 		return replayCmd(e, rest)
 	case "call":
 		return callCmd(e, rest)
+	case "mcp":
+		return mcpCmd(e, rest)
 	case tools.Arg:
 		return toolMain(rest)
 	case hiddenProbe:
@@ -115,6 +117,8 @@ commands:
   approve PROFILE --by NAME      record the approval of a profile beside it
   audit verify|show|keygen       check, read and sign the audit log
   call [flags] TOOL ARGS-JSON    call a built-in tool as the tool gateway does: decided, then run in a sandbox
+  mcp [flags]                    serve the profile's tools to an agent over MCP (stdio, or --http ADDR)
+  mcp tools [flags]              list the upstream servers' tools with the pins that approve them
   replay --profile FILE TRACE    decide a recorded sequence of tool calls with the profile's tool policy
   profile show [flags]           print the effective profile
   version                        print the version

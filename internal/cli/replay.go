@@ -117,6 +117,7 @@ func readTrace(path string) ([]traceLine, []int, error) {
 		var c traceLine
 		dec := json.NewDecoder(bytes.NewReader(text))
 		dec.DisallowUnknownFields()
+		dec.UseNumber() // integral arguments are ints to constraints
 		if err := dec.Decode(&c); err != nil {
 			return nil, nil, fmt.Errorf("%s:%d: not a tool call (%v); want {\"tool\": NAME, \"args\": {...}, \"failed\": false}", path, n, err)
 		}

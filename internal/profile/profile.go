@@ -47,6 +47,9 @@ type Profile struct {
 	Tools   map[string]Tool `yaml:"tools,omitempty" json:"tools,omitempty"`
 	Labels  []string        `yaml:"labels,omitempty" json:"labels,omitempty"`
 	Session *Session        `yaml:"session,omitempty" json:"session,omitempty"`
+	// Servers are the MCP tool servers the gateway fronts; their tools are
+	// named SERVER__TOOL in Tools.
+	Servers map[string]Server `yaml:"servers,omitempty" json:"servers,omitempty"`
 
 	// src locates fields in the file the profile was read from.
 	src *source
@@ -186,6 +189,11 @@ func (p *Profile) Clone() *Profile {
 	}
 	c.Tools = cloneTools(p.Tools)
 	c.Labels = slices.Clone(p.Labels)
+	c.Servers = maps.Clone(p.Servers)
+	for name, srv := range c.Servers {
+		srv.Command = slices.Clone(srv.Command)
+		c.Servers[name] = srv
+	}
 	if p.Session != nil {
 		s := *p.Session
 		c.Session = &s

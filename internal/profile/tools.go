@@ -3,9 +3,12 @@ package profile
 import (
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/cel"
 )
 
 // Tool is the profile's policy for one tool the agent may call: what kind
@@ -29,6 +32,45 @@ type Tool struct {
 	Accepts []string `yaml:"accepts,omitempty" json:"accepts,omitempty"`
 	// Calls caps the calls of the tool in one session; 0 is no cap.
 	Calls int `yaml:"calls,omitempty" json:"calls,omitempty"`
+	// Constraints are CEL expressions over the call's arguments (args);
+	// a call is refused unless every one of them is true.
+	Constraints []string `yaml:"constraints,omitempty" json:"constraints,omitempty"`
+	// Pin is the SHA-256 of an upstream tool's description as it was
+	// approved ("sha256:HEX"); a tool whose description no longer matches
+	// is disabled.
+	Pin string `yaml:"pin,omitempty" json:"pin,omitempty"`
+
+	// checks are the compiled Constraints.
+	checks []*cel.Program
+}
+
+// Checks are the tool's compiled constraints, in the order of Constraints.
+func (t Tool) Checks() []*cel.Program { return t.checks }
+
+// Server is an MCP tool server the gateway fronts: a command that speaks
+// MCP on its standard input and output, run in a sandbox of its own
+// profile, or a remote server reached over HTTP through the egress rules.
+type Server struct {
+	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
+	// Profile is the file of the server's own sandbox profile, relative to
+	// the file of this one.
+	Profile string `yaml:"profile,omitempty" json:"profile,omitempty"`
+	URL     string `yaml:"url,omitempty" json:"url,omitempty"`
+}
+
+// UpstreamSep separates a server's name from its tool's in the name the
+// agent sees: fs__read_file is the tool read_file of the server fs.
+const UpstreamSep = "__"
+
+// Upstream splits the name of an upstream tool into its server and the
+// tool's own name; ok is false for other tools.
+func (p *Profile) Upstream(name string) (server, tool string, ok bool) {
+	server, tool, ok = strings.Cut(name, UpstreamSep)
+	if !ok || tool == "" {
+		return "", "", false
+	}
+	_, ok = p.Servers[server]
+	return server, tool, ok
 }
 
 // LabelRule gives labels to what a call returns when the string argument
@@ -114,6 +156,32 @@ func (p *Profile) validateTools(bad func(field, format string, args ...any)) {
 			bad(field, "%q is not a valid tool name", name)
 			continue
 		}
+		_, _, upstream := p.Upstream(name)
+		if s, _, ok := strings.Cut(name, UpstreamSep); ok && !upstream {
+			bad(field, "no server %q under servers (a tool named SERVER%sTOOL is a tool of that server)", s, UpstreamSep)
+		}
+		if upstream && t.Class == "" {
+			// An upstream tool whose consequence is not declared is taken
+			// at its worst.
+			t.Class = "irreversible"
+		}
+		if t.Pin != "" {
+			if !upstream {
+				bad(field+".pin", "only a tool of a server under servers has a pin")
+			} else if h, ok := strings.CutPrefix(t.Pin, "sha256:"); !ok || len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+				bad(field+".pin", "%q is not sha256: and 64 lowercase hex digits (cordon mcp tools prints the pins)", t.Pin)
+			}
+		}
+		t.checks = nil
+		for i, c := range t.Constraints {
+			prog, err := cel.Compile(c)
+			if err != nil {
+				bad(fmt.Sprintf("%s.constraints[%d]", field, i), "%v", err)
+				continue
+			}
+			t.checks = append(t.checks, prog)
+		}
+		p.Tools[name] = t
 		if t.Class == "" && !t.Deny {
 			bad(field+".class", "missing: say what a call does (%s)", strings.Join(ToolClasses, ", "))
 		} else if t.Class != "" && !slices.Contains(ToolClasses, t.Class) {
@@ -136,6 +204,30 @@ func (p *Profile) validateTools(bad func(field, format string, args ...any)) {
 		}
 		if t.Calls < 0 {
 			bad(field+".calls", "%d is negative", t.Calls)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Servers)) {
+		srv := p.Servers[name]
+		field := "servers." + name
+		switch {
+		case !toolName.MatchString(name) || strings.Contains(name, UpstreamSep):
+			bad(field, "%q is not a valid server name (letters, digits, '_', '-', without %q)", name, UpstreamSep)
+		case len(srv.Command) > 0 && srv.URL != "":
+			bad(field, "give a command or a url, not both")
+		case len(srv.Command) > 0:
+			if srv.Profile == "" {
+				bad(field+".profile", "missing: a server runs in a sandbox of its own profile; name its file")
+			}
+		case srv.URL != "":
+			u, err := url.Parse(srv.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(field+".url", "%q is not an http or https URL", srv.URL)
+			}
+			if srv.Profile != "" {
+				bad(field+".profile", "a remote server runs no sandbox here; its destination must be allowed under network")
+			}
+		default:
+			bad(field, "give the command that starts the server, or its url")
 		}
 	}
 	if s := p.Session; s != nil {
@@ -164,6 +256,7 @@ func cloneTools(ts map[string]Tool) map[string]Tool {
 		t.Returns = slices.Clone(t.Returns)
 		t.Accepts = slices.Clone(t.Accepts)
 		t.Labels = slices.Clone(t.Labels)
+		t.Constraints = slices.Clone(t.Constraints)
 		for i := range t.Labels {
 			t.Labels[i].Labels = slices.Clone(t.Labels[i].Labels)
 		}

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/cel"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
@@ -67,6 +68,9 @@ type Session struct {
 	perTool map[string]int
 	labels  map[string]origin
 
+	// disabled are tools withdrawn from the agent, with the rule and why.
+	disabled map[string][2]string
+
 	// The last failed call, and how many times in a row it failed.
 	lastFailed string
 	fails      int
@@ -80,6 +84,19 @@ func NewSession(p *profile.Profile, now func() time.Time) *Session {
 	}
 	return &Session{p: p, now: now, start: now(), perTool: map[string]int{}, labels: map[string]origin{}}
 }
+
+// Disable withdraws a tool from the session: its calls are refused by
+// rule, for reason (an upstream tool whose description is not the approved
+// one).
+func (s *Session) Disable(tool, rule, reason string) {
+	if s.disabled == nil {
+		s.disabled = map[string][2]string{}
+	}
+	s.disabled[tool] = [2]string{rule, reason}
+}
+
+// Enable undoes Disable.
+func (s *Session) Enable(tool string) { delete(s.disabled, tool) }
 
 // Steps is the number of calls decided so far.
 func (s *Session) Steps() int { return s.steps }
@@ -103,6 +120,9 @@ func (s *Session) Decide(c Call) Decision {
 	if w := b.WallTime(); w > 0 && s.now().Sub(s.start) > w {
 		return deny("session.wall", "session.wall", fmt.Sprintf("the session has run for its %s", b.Wall), "")
 	}
+	if d, ok := s.disabled[c.Tool]; ok {
+		return deny(d[0], "", d[1], s.listed())
+	}
 	t, ok := s.p.Tools[c.Tool]
 	if !ok {
 		return deny("tools", "", fmt.Sprintf("%s is not a tool of this profile", c.Tool), s.listed())
@@ -113,6 +133,24 @@ func (s *Session) Decide(c Call) Decision {
 	}
 	if b.Repeats > 0 && s.fails >= b.Repeats && s.lastFailed == key(c) {
 		return deny("session.repeats", "loop_detected", fmt.Sprintf("the same %s call failed %d times in a row", c.Tool, s.fails), "change the call, or stop")
+	}
+	if len(t.Checks()) > 0 {
+		args := cel.Native(c.Args)
+		if args == nil {
+			args = map[string]any{}
+		}
+		for i, prog := range t.Checks() {
+			err := prog.Check(args.(map[string]any))
+			if err == nil {
+				continue
+			}
+			why := "is false"
+			if !cel.IsFalse(err) {
+				why = "cannot be evaluated: " + err.Error()
+			}
+			return deny(fmt.Sprintf("%s.constraints[%d]", field, i), "", fmt.Sprintf("the arguments break a constraint of %s: %s %s", c.Tool, prog, why),
+				fmt.Sprintf("%s allows calls where %s", c.Tool, conjunction(t.Constraints)))
+		}
 	}
 	if b.Calls > 0 && s.calls >= b.Calls {
 		return deny("session.calls", "session.calls", fmt.Sprintf("the session has made its %d tool calls", b.Calls), "")
@@ -181,7 +219,7 @@ func (s *Session) ResultLabels(c Call) []string {
 func (s *Session) listed() string {
 	var ok []string
 	for _, name := range s.p.ToolNames() {
-		if !s.p.Tools[name].Deny {
+		if _, off := s.disabled[name]; !off && !s.p.Tools[name].Deny {
 			ok = append(ok, name)
 		}
 	}
@@ -211,4 +249,16 @@ func describe(c Call) string {
 		return c.Tool
 	}
 	return c.Tool + " " + string(b)
+}
+
+// conjunction writes constraints as one expression.
+func conjunction(cs []string) string {
+	if len(cs) == 1 {
+		return cs[0]
+	}
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = "(" + c + ")"
+	}
+	return strings.Join(parts, " && ")
 }

@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cordon-sandbox/cordon/internal/egress"
+	"github.com/cordon-sandbox/cordon/internal/gateway"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+// mcpCmd implements `cordon mcp [flags]`: the MCP tool gateway for one
+// profile, on stdin and stdout or over streamable HTTP. `cordon mcp tools`
+// lists the upstream servers' tools with their pins instead.
+func mcpCmd(e *env, args []string) int {
+	listOnly := len(args) > 0 && args[0] == "tools"
+	if listOnly {
+		args = args[1:]
+	}
+	usage := "mcp [flags]"
+	if listOnly {
+		usage = "mcp tools [flags]"
+	}
+	fs := newFlags(e, "mcp", usage)
+	var pf profileFlags
+	pf.register(fs)
+	var degraded list
+	fs.Var(&degraded, "allow-degraded", "run the tools' sandboxes even if `LAYER` ("+strings.Join(sandbox.DegradableLayers, ", ")+") is unavailable; repeatable or comma-separated")
+	auditLog := fs.String("audit-log", "", "append the calls' audit events to `FILE` (default: the configuration's)")
+	addr := fs.String("http", "", "serve streamable HTTP on `ADDR` (a loopback address and port) instead of stdin and stdout")
+	jsonOut := fs.Bool("json", false, "mcp tools: print JSON")
+	operands, err := parseAnywhere(fs, args)
+	if err != nil {
+		return fail(e, err)
+	}
+	if len(operands) > 0 {
+		fs.Usage()
+		return fail(e, fmt.Errorf("mcp: unexpected %q", operands[0]))
+	}
+	p, allow, al, err := pf.open(e, degraded, *auditLog)
+	if err != nil {
+		return fail(e, err)
+	}
+	ups, err := upstreamTransports(e, &pf, p, degraded)
+	if err != nil {
+		return fail(e, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r := &probeRunner{e: e, allow: allow, audit: al}
+	g, err := gateway.New(ctx, gateway.Config{
+		Profile: p,
+		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
+			return runBuiltin(r, p, tool, args)
+		},
+		Upstreams: ups,
+		Record:    al.log.Append,
+		NewID:     newSessionID,
+		Version:   Version,
+		Logf:      func(format string, args ...any) { fmt.Fprintf(e.stderr, "cordon: "+format+"\n", args...) },
+	})
+	if err != nil {
+		return fail(e, err)
+	}
+	defer g.Close()
+	if listOnly {
+		return printUpstream(e, g.Upstream(), *jsonOut)
+	}
+	if *addr == "" {
+		err = g.Server().Run(ctx, &mcp.StdioTransport{})
+		if err != nil && ctx.Err() == nil && !errors.Is(err, mcp.ErrConnectionClosed) {
+			return fail(e, fmt.Errorf("mcp: %w", err))
+		}
+		return 0
+	}
+	return serveHTTP(ctx, e, g.Server(), *addr)
+}
+
+// serveHTTP serves the gateway over streamable HTTP until ctx ends. It
+// listens only on loopback: the gateway has no access control of its own.
+func serveHTTP(ctx context.Context, e *env, s *mcp.Server, addr string) int {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fail(e, fmt.Errorf("--http %s: %v", addr, err))
+	}
+	if ip, err := netip.ParseAddr(host); (err != nil && host != "localhost") || (err == nil && !ip.IsLoopback()) {
+		return fail(e, fmt.Errorf("--http %s: listen on a loopback address (127.0.0.1:PORT); the gateway has no access control of its own", addr))
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fail(e, fmt.Errorf("--http: %w", err))
+	}
+	fmt.Fprintf(e.stderr, "cordon: MCP gateway on http://%s/mcp\n", ln.Addr())
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fail(e, fmt.Errorf("--http: %w", err))
+	}
+	return 0
+}
+
+// upstreamTransports starts nothing yet: it returns, for each server of p,
+// how to reach it. A command runs as `cordon run` with the server's own
+// profile (a file beside p's); a URL is reached through an egress proxy
+// with p's network rules.
+func upstreamTransports(e *env, pf *profileFlags, p *profile.Profile, degraded list) (map[string]mcp.Transport, error) {
+	out := map[string]mcp.Transport{}
+	if len(p.Servers) == 0 {
+		return out, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir := e.cwd
+	if pf.file != "" {
+		dir = filepath.Dir(pf.abs(e, pf.file))
+	}
+	for name, srv := range p.Servers {
+		if srv.URL != "" {
+			client, err := egressClient(e, name, p)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: client, MaxRetries: -1}
+			continue
+		}
+		file := srv.Profile
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(dir, file)
+		}
+		// Read now, so that a mistake in it is reported before anything
+		// starts, with its place in the file.
+		if _, err := profile.LoadFile(file); err != nil {
+			return nil, fmt.Errorf("servers.%s.profile: %w", name, err)
+		}
+		argv := []string{"run", "--profile", file}
+		for _, l := range degraded {
+			argv = append(argv, "--allow-degraded", l)
+		}
+		argv = append(argv, "--")
+		argv = append(argv, srv.Command...)
+		cmd := exec.Command(self, argv...)
+		cmd.Dir = e.cwd
+		cmd.Stderr = prefixWriter{w: e.stderr, prefix: "cordon: server " + name + ": "}
+		out[name] = &mcp.CommandTransport{Command: cmd}
+	}
+	return out, nil
+}
+
+// egressClient is an HTTP client whose every connection goes through an
+// egress proxy with p's network rules, as a sandbox's would.
+func egressClient(e *env, server string, p *profile.Profile) (*http.Client, error) {
+	pol, err := p.Network.Policy()
+	if err != nil {
+		return nil, err
+	}
+	px := &egress.Proxy{Policy: pol, OnDeny: func(reason string) {
+		fmt.Fprintf(e.stderr, "cordon: server %s: egress denied: %s\n", server, reason)
+	}}
+	proxyURL := &url.URL{Scheme: "http", Host: "cordon-egress"}
+	tr := &http.Transport{
+		Proxy: http.ProxyURL(proxyURL),
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, s := net.Pipe()
+			go px.Serve(s)
+			return c, nil
+		},
+		ForceAttemptHTTP2: false,
+	}
+	return &http.Client{Transport: tr}, nil
+}
+
+// prefixWriter writes each line with a prefix.
+type prefixWriter struct {
+	w      interface{ Write([]byte) (int, error) }
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if line != "" {
+			p.w.Write([]byte(p.prefix + line))
+		}
+	}
+	return len(b), nil
+}
+
+// printUpstream prints the upstream tools, offered or not, with the pin
+// that would approve each as it is now.
+func printUpstream(e *env, ts []gateway.Status, asJSON bool) int {
+	if asJSON {
+		if ts == nil {
+			ts = []gateway.Status{}
+		}
+		b, _ := json.MarshalIndent(ts, "", "  ")
+		fmt.Fprintln(e.stdout, string(b))
+		return 0
+	}
+	if len(ts) == 0 {
+		fmt.Fprintln(e.stdout, "no upstream tools (the profile names no servers, or they offer none)")
+		return 0
+	}
+	for _, t := range ts {
+		state := "offered"
+		if !t.Offered {
+			state = "withdrawn: " + t.Why
+		}
+		fmt.Fprintf(e.stdout, "%s\n  %s\n  pin: %s\n  %s\n", t.Name, oneLine(t.Description), t.Hash, state)
+	}
+	fmt.Fprintln(e.stdout, "\nTo approve a tool as it is now, read its description, then set its pin under tools in the profile.")
+	return 0
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:197] + "..."
+	}
+	return s
+}
+
+func newSessionID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

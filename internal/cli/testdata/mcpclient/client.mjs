@@ -1,0 +1,45 @@
+// A small agent on the official MCP TypeScript SDK, for cordon's tests:
+// it connects to cordon's gateway, lists the tools, makes the calls it is
+// given and prints what it got, a line each.
+//
+//   node client.mjs CALLS-JSON stdio CMD [ARG...]
+//   node client.mjs CALLS-JSON http URL
+//
+// CALLS-JSON is a list of [tool, arguments] pairs; ["#session"] closes the
+// session and opens a new one.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const [calls, mode, ...rest] = process.argv.slice(2);
+
+function transport() {
+  if (mode === "stdio") {
+    return new StdioClientTransport({ command: rest[0], args: rest.slice(1), env: process.env, stderr: "inherit" });
+  }
+  if (mode === "http") {
+    return new StreamableHTTPClientTransport(new URL(rest[0]));
+  }
+  throw new Error(`unknown mode ${mode}`);
+}
+
+async function connect() {
+  const client = new Client({ name: "ts-agent", version: "1.0.0" });
+  await client.connect(transport());
+  const { tools } = await client.listTools();
+  console.log("tools: " + tools.map((t) => t.name).join(" "));
+  return client;
+}
+
+let client = await connect();
+for (const [name, args] of JSON.parse(calls)) {
+  if (name === "#session") {
+    await client.close();
+    client = await connect();
+    continue;
+  }
+  const res = await client.callTool({ name, arguments: args });
+  const text = res.content.filter((c) => c.type === "text").map((c) => c.text).join(" ");
+  console.log(`${name} ${res.isError ? "error" : "ok"}: ${text}`);
+}
+await client.close();

@@ -1,0 +1,51 @@
+// Command mcpfake is an MCP tool server for cordon's tests, speaking MCP on
+// its standard input and output: read returns a file's content, echo its
+// text. The description of echo is read from the file given with
+// -describe, so that a test can change it between runs.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	describe := flag.String("describe", "", "file with the description of echo")
+	flag.Parse()
+	desc := "Echo the text back."
+	if *describe != "" {
+		b, err := os.ReadFile(*describe)
+		if err != nil {
+			log.Fatal(err)
+		}
+		desc = strings.TrimSpace(string(b))
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "mcpfake", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "read", Description: "Read a file.", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ Path string }
+			json.Unmarshal(req.Params.Arguments, &a)
+			b, err := os.ReadFile(a.Path)
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "echo", Description: desc, InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ Text string }
+			json.Unmarshal(req.Params.Arguments, &a)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil
+		})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "mcpfake:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,430 @@
+// Package gateway is cordon's MCP tool gateway: an MCP server that offers
+// the agent the tools its profile names, each scoped on its own, and
+// decides every call in its middleware before anything runs.
+//
+// The tools are cordon's built-in ones (run, read_file, write_file,
+// list_files, fetch; the caller runs each in a sandbox built from the
+// profile) and the tools of upstream MCP servers, named SERVER__TOOL. An
+// upstream tool is offered only when the profile declares it and pins its
+// description by hash: a tool whose description changed since it was
+// approved (a "rug pull") is withdrawn, and its new description never
+// reaches the agent. Every call goes through the profile's tool policy
+// (toolpolicy: argument constraints, budgets, loops, flow rules between
+// labelled data and sinks); a refusal is a tool error that says which rule
+// refused and what would be allowed. Every call, decision and result shown
+// to the agent is recorded.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/cel"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
+)
+
+// Runner runs a built-in tool with its JSON arguments and returns its JSON
+// result; failed says the tool itself failed (its result says why), err
+// that it could not be run.
+type Runner func(ctx context.Context, tool string, args json.RawMessage) (result []byte, failed bool, err error)
+
+// Config is what a gateway is built from.
+type Config struct {
+	Profile *profile.Profile
+	// Run runs the built-in tools.
+	Run Runner
+	// Upstreams are the transports to the profile's servers, by name.
+	Upstreams map[string]mcp.Transport
+	// Record writes events to the audit log; an error refuses the call.
+	Record func(evs ...audit.Event) error
+	// NewID names a session in the audit log.
+	NewID   func() string
+	Version string
+	// Logf reports what the operator should know (stderr).
+	Logf func(format string, args ...any)
+}
+
+// Gateway is the MCP server of one profile.
+type Gateway struct {
+	cfg    Config
+	server *mcp.Server
+
+	mu        sync.Mutex
+	tools     map[string]*tool // enabled and withdrawn, by the agent's name
+	upstreams map[string]*mcp.ClientSession
+	sessions  map[*mcp.ServerSession]*session
+}
+
+// tool is a tool the gateway knows.
+type tool struct {
+	def      *mcp.Tool // as the agent sees it
+	server   string    // "" for a built-in tool
+	remote   string    // its name on its server
+	hash     string
+	withdraw string // why the tool is not offered; "" when it is
+	rule     string // the profile field behind withdraw
+}
+
+// session is one agent session: its policy state and its audit id.
+type session struct {
+	mu     sync.Mutex
+	id     string
+	policy *toolpolicy.Session
+}
+
+// New connects to the upstream servers, lists their tools and builds the
+// server. Close ends the upstream connections.
+func New(ctx context.Context, cfg Config) (*Gateway, error) {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	g := &Gateway{cfg: cfg, tools: map[string]*tool{}, upstreams: map[string]*mcp.ClientSession{}, sessions: map[*mcp.ServerSession]*session{}}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ServerOptions{
+		Instructions: "cordon decides every tool call against its profile. A refused call returns an error that names the rule that refused it and what would be allowed instead.",
+	})
+	p := cfg.Profile
+	for _, name := range p.ToolNames() {
+		b, ok := builtins[name]
+		if !ok || p.Tools[name].Deny {
+			continue
+		}
+		def := *b
+		def.Name = name
+		g.tools[name] = &tool{def: &def}
+		g.server.AddTool(&def, g.runBuiltin)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
+		client := mcp.NewClient(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ClientOptions{
+			ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
+				if err := g.refresh(ctx, name); err != nil {
+					cfg.Logf("server %s: listing its tools again: %v", name, err)
+				}
+			},
+		})
+		cs, err := client.Connect(ctx, cfg.Upstreams[name], nil)
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("server %s: %w", name, err)
+		}
+		g.mu.Lock()
+		g.upstreams[name] = cs
+		g.mu.Unlock()
+		if err := g.refresh(ctx, name); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("server %s: listing its tools: %w", name, err)
+		}
+	}
+	g.server.AddReceivingMiddleware(g.enforce)
+	return g, nil
+}
+
+// Server is the MCP server to connect agents to.
+func (g *Gateway) Server() *mcp.Server { return g.server }
+
+// Close ends the connections to the upstream servers (and so stops their
+// sandboxes).
+func (g *Gateway) Close() {
+	g.mu.Lock()
+	ups := slices.Collect(maps.Values(g.upstreams))
+	g.upstreams = map[string]*mcp.ClientSession{}
+	g.mu.Unlock()
+	for _, cs := range ups {
+		cs.Close()
+	}
+}
+
+// Hash is the pin of a tool's description: the SHA-256 of what the agent
+// would be shown (name, title, description, schemas, annotations).
+func Hash(t *mcp.Tool) string {
+	b, _ := json.Marshal(struct {
+		Name         string               `json:"name"`
+		Title        string               `json:"title,omitempty"`
+		Description  string               `json:"description,omitempty"`
+		InputSchema  any                  `json:"inputSchema,omitempty"`
+		OutputSchema any                  `json:"outputSchema,omitempty"`
+		Annotations  *mcp.ToolAnnotations `json:"annotations,omitempty"`
+	}{t.Name, t.Title, t.Description, t.InputSchema, t.OutputSchema, t.Annotations})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Status is an upstream tool as the gateway sees it, for cordon mcp tools.
+type Status struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Hash        string `json:"hash"`
+	Offered     bool   `json:"offered"`
+	Why         string `json:"why,omitempty"`
+}
+
+// Upstream lists the upstream tools, offered or withdrawn, by name.
+func (g *Gateway) Upstream() []Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Status
+	for _, name := range slices.Sorted(maps.Keys(g.tools)) {
+		t := g.tools[name]
+		if t.server == "" {
+			continue
+		}
+		out = append(out, Status{Name: name, Description: t.def.Description, Hash: t.hash, Offered: t.withdraw == "", Why: t.withdraw})
+	}
+	return out
+}
+
+// refresh lists the tools of the server name again and offers those the
+// profile declares with a matching pin, withdrawing the others.
+func (g *Gateway) refresh(ctx context.Context, server string) error {
+	g.mu.Lock()
+	cs := g.upstreams[server]
+	g.mu.Unlock()
+	if cs == nil {
+		return nil
+	}
+	var listed []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return err
+		}
+		listed = append(listed, t)
+	}
+	p := g.cfg.Profile
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var add []*tool
+	var remove []string
+	seen := map[string]bool{}
+	for _, t := range listed {
+		name := server + profile.UpstreamSep + t.Name
+		seen[name] = true
+		nt := &tool{server: server, remote: t.Name, hash: Hash(t)}
+		def := *t
+		def.Name = name
+		nt.def = &def
+		decl, declared := p.Tools[name]
+		switch {
+		case !declared:
+			nt.withdraw, nt.rule = fmt.Sprintf("%s is not declared in the profile (declare it under tools, with its class and pin)", name), "tools"
+		case decl.Deny:
+			nt.withdraw, nt.rule = fmt.Sprintf("the profile denies %s", name), "tools."+name+".deny"
+		case decl.Pin == "":
+			nt.withdraw, nt.rule = fmt.Sprintf("%s is not approved: its description has no pin in the profile (it is %s)", name, nt.hash), "tools."+name+".pin"
+		case decl.Pin != nt.hash:
+			nt.withdraw, nt.rule = fmt.Sprintf("%s is disabled: its description changed since it was approved (pinned %s, now %s); review it and pin it again", name, short(decl.Pin), short(nt.hash)), "tools."+name+".pin"
+		}
+		old := g.tools[name]
+		g.tools[name] = nt
+		if nt.withdraw == "" {
+			add = append(add, nt)
+		} else {
+			if old != nil && old.withdraw == "" {
+				remove = append(remove, name)
+			}
+			if old == nil || old.withdraw != nt.withdraw {
+				g.cfg.Logf("%s", nt.withdraw)
+			}
+		}
+	}
+	for name, t := range g.tools {
+		if t.server == server && !seen[name] {
+			delete(g.tools, name)
+			if t.withdraw == "" {
+				remove = append(remove, name)
+			}
+		}
+	}
+	if len(remove) > 0 {
+		g.server.RemoveTools(remove...)
+	}
+	for _, t := range add {
+		g.server.AddTool(t.def, g.runUpstream)
+	}
+	return nil
+}
+
+func short(hash string) string {
+	if len(hash) > 19 {
+		return hash[:19]
+	}
+	return hash
+}
+
+// session returns the state of an agent session, made on its first call.
+func (g *Gateway) session(ss *mcp.ServerSession) *session {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.sessions[ss]
+	if s == nil {
+		id := ""
+		if g.cfg.NewID != nil {
+			id = g.cfg.NewID()
+		}
+		s = &session{id: id, policy: toolpolicy.NewSession(g.cfg.Profile, nil)}
+		g.sessions[ss] = s
+	}
+	return s
+}
+
+// enforce is the middleware every tool call passes: it decides the call,
+// records it, and only then lets it run; afterwards it records what the
+// agent is shown and brings its labels into the session.
+func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		r, ok := req.(*mcp.CallToolRequest)
+		if !ok || r.Params == nil {
+			return nil, fmt.Errorf("cordon: malformed tool call")
+		}
+		s := g.session(r.Session)
+		name := r.Params.Name
+		raw := r.Params.Arguments
+		if len(raw) == 0 {
+			raw = json.RawMessage("{}")
+		}
+		args, err := cel.FromJSON(raw)
+		if err != nil {
+			return refusal(toolpolicy.Decision{Rule: "arguments", Reason: fmt.Sprintf("the arguments of %s are not a JSON object: %v", name, err)}), nil
+		}
+		c := toolpolicy.Call{Tool: name, Args: args}
+
+		g.mu.Lock()
+		t := g.tools[name]
+		g.mu.Unlock()
+		s.mu.Lock()
+		if t != nil && t.withdraw != "" {
+			s.policy.Disable(name, t.rule, t.withdraw)
+		} else {
+			s.policy.Enable(name)
+		}
+		d := s.policy.Decide(c)
+		step := s.policy.Steps()
+		s.mu.Unlock()
+		if d.Allow && t == nil {
+			// Declared in the profile, but neither built in nor offered by
+			// a server.
+			d = toolpolicy.Decision{Rule: "tools", Reason: fmt.Sprintf("no server offers %s", name)}
+		}
+		decision := map[string]any{"tool": name, "step": step, "session": s.id, "allow": d.Allow, "rule": d.Rule, "reason": d.Reason}
+		if d.Because > 0 {
+			decision["because"] = d.Because
+		}
+		if d.Limit != "" {
+			decision["limit"] = d.Limit
+		}
+		if err := g.record(s,
+			audit.Event{Kind: audit.Action, Type: "tool_call", Data: map[string]any{"tool": name, "args": json.RawMessage(raw), "step": step, "session": s.id}},
+			audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: decision},
+		); err != nil {
+			return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the call could not be recorded (%v), so it was not made", err)}), nil
+		}
+		if !d.Allow {
+			return refusal(d), nil
+		}
+		res, err := next(ctx, method, req)
+		ctr, _ := res.(*mcp.CallToolResult)
+		failed := err != nil || ctr == nil || ctr.IsError
+		s.mu.Lock()
+		s.policy.Record(step, c, failed)
+		labels := s.policy.ResultLabels(c)
+		s.mu.Unlock()
+		shown := map[string]any{"tool": name, "step": step, "session": s.id, "failed": failed}
+		if !failed && len(labels) > 0 {
+			shown["labels"] = labels
+		}
+		if err != nil {
+			shown["error"] = err.Error()
+		} else if ctr != nil {
+			b, _ := json.Marshal(ctr.Content)
+			sum := sha256.Sum256(b)
+			shown["bytes"] = len(b)
+			shown["sha256"] = hex.EncodeToString(sum[:])
+			shown["content"] = preview(b)
+		}
+		if rerr := g.record(s, audit.Event{Kind: audit.Input, Type: "tool_result", Data: shown}); rerr != nil {
+			return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the result could not be recorded (%v), so it is not shown", rerr)}), nil
+		}
+		return res, err
+	}
+}
+
+// previewBytes is how much of a result the audit log keeps.
+const previewBytes = 4096
+
+func preview(b []byte) string {
+	if len(b) > previewBytes {
+		b = b[:previewBytes]
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+func (g *Gateway) record(s *session, evs ...audit.Event) error {
+	if g.cfg.Record == nil {
+		return nil
+	}
+	for i := range evs {
+		evs[i].Sandbox = s.id
+		evs[i].Agent = g.cfg.Profile.Agent
+	}
+	return g.cfg.Record(evs...)
+}
+
+// refusal is the tool error an agent gets for a refused call: what was
+// refused, by which rule, and what would be allowed.
+func refusal(d toolpolicy.Decision) *mcp.CallToolResult {
+	text := fmt.Sprintf("cordon refused this call (rule %s): %s.", d.Rule, d.Reason)
+	if d.Hint != "" {
+		text += " What is allowed: " + d.Hint + "."
+	}
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: map[string]any{"refused": d},
+	}
+}
+
+// runBuiltin runs a built-in tool through the configured runner.
+func (g *Gateway) runBuiltin(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	raw := req.Params.Arguments
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	out, failed, err := g.cfg.Run(ctx, req.Params.Name, raw)
+	if err != nil {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "cordon could not run the tool: " + err.Error()}}}, nil
+	}
+	out = bytes.TrimRight(out, "\n")
+	res := &mcp.CallToolResult{IsError: failed, Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}}
+	if json.Valid(out) {
+		res.StructuredContent = json.RawMessage(out)
+	}
+	return res, nil
+}
+
+// runUpstream forwards a call to the tool's server.
+func (g *Gateway) runUpstream(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	g.mu.Lock()
+	t := g.tools[req.Params.Name]
+	var cs *mcp.ClientSession
+	if t != nil {
+		cs = g.upstreams[t.server]
+	}
+	g.mu.Unlock()
+	if t == nil || cs == nil || t.withdraw != "" {
+		return nil, fmt.Errorf("cordon: %s is not offered", req.Params.Name)
+	}
+	return cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: req.Params.Arguments})
+}
