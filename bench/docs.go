@@ -73,9 +73,14 @@ the grace period.
 The egress proxy hands a tunnel's bytes to the kernel (splice) when no
 byte budget is set; with a budget, every write is counted against it first.
 
-Go micro-benchmarks for the hot paths: ` + "`go test -run '^$' -bench . ./internal/profile ./internal/seccomp/policy ./internal/egress ./internal/audit ./internal/toolpolicy`" + `
+Go micro-benchmarks for the hot paths: ` + "`go test -run '^$' -bench . ./internal/profile ./internal/seccomp/policy ./internal/egress ./internal/audit ./internal/toolpolicy ./internal/gateway`" + `
 (profile loading, seccomp program assembly, egress rule matching, proxy
-throughput and connection setup, audit append, tool policy decisions).
+throughput and connection setup, audit append, tool policy decisions with
+and without CEL constraints, and the MCP gateway's cost per call). The
+gateway's own cost is a second MCP hop (the agent's connection to cordon,
+cordon's to the tool's server) and the policy decision; with the audit log,
+each call and its decision are fsynced before the call runs and its result
+before the agent sees it: two disk flushes per call, which dominate.
 
 ## Latest results
 

@@ -171,3 +171,45 @@ session:
 		t.Errorf("the way back expands: %+v", Expansions(back))
 	}
 }
+
+func TestGatewayChanges(t *testing.T) {
+	old := `version: 1
+agent: a
+servers:
+  fs:
+    command: [mcp-fs, /data]
+    profile: fs.yaml
+tools:
+  fs__write:
+    class: write
+    constraints: ['args.path.startsWith("notes/")']
+    pin: sha256:1111111111111111111111111111111111111111111111111111111111111111
+`
+	grown := `version: 1
+agent: a
+servers:
+  fs:
+    command: [mcp-fs, /]
+    profile: fs.yaml
+  bank:
+    url: https://bank.example/mcp
+tools:
+  fs__write:
+    class: write
+    pin: sha256:2222222222222222222222222222222222222222222222222222222222222222
+`
+	var got []string
+	for _, c := range Diff(load(t, old), load(t, grown)) {
+		got = append(got, string(c.Kind)+" "+c.Field+": "+c.Message)
+	}
+	for _, want := range []string{
+		`expansion tools.fs__write.constraints: no longer: fs__write is constrained by args.path.startsWith("notes/")`,
+		"expansion tools.fs__write.pin: the tool fs__write is approved with a new description",
+		"expansion servers.bank: the tool server bank is fronted",
+		"expansion servers.fs: the tool server fs runs differently",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package capdiff
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -40,6 +41,25 @@ func (d *differ) tools(o, n *profile.Profile) {
 		d.marks(field+".returns", ot.Returns, nt.Returns, "what "+name+" returns is labelled %s")
 		d.marks(field+".labels", ruleKeys(ot.Labels), ruleKeys(nt.Labels), name+" labels by %s")
 		d.count("tools", field+".calls", name+" calls per session", ot.Calls, nt.Calls)
+		d.marks(field+".constraints", ot.Constraints, nt.Constraints, name+" is constrained by %s")
+		if ot.Pin != nt.Pin && nt.Pin != "" {
+			d.add(Expansion, "tools", field+".pin", ot.Pin, nt.Pin, "the tool %s is approved with a new description", name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(n.Servers)) {
+		was, had := o.Servers[name]
+		now := serverText(n.Servers[name])
+		switch {
+		case !had:
+			d.add(Expansion, "tools", "servers."+name, "", now, "the tool server %s is fronted", name)
+		case serverText(was) != now:
+			d.add(Expansion, "tools", "servers."+name, serverText(was), now, "the tool server %s runs differently", name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.Servers)) {
+		if _, ok := n.Servers[name]; !ok {
+			d.add(Reduction, "tools", "servers."+name, serverText(o.Servers[name]), "", "the tool server %s is no longer fronted", name)
+		}
 	}
 	for _, name := range o.ToolNames() {
 		if _, ok := n.Tools[name]; !ok && !o.Tools[name].Deny {
@@ -102,4 +122,12 @@ func ruleKeys(rs []profile.LabelRule) []string {
 		out = append(out, fmt.Sprintf("%s %q..%q as %s", r.Arg, r.Prefix, r.Suffix, strings.Join(slices.Sorted(slices.Values(r.Labels)), "+")))
 	}
 	return out
+}
+
+// serverText is a server's definition in one line.
+func serverText(s profile.Server) string {
+	if s.URL != "" {
+		return s.URL
+	}
+	return strings.Join(s.Command, " ") + " (profile " + s.Profile + ")"
 }

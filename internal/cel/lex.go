@@ -166,7 +166,7 @@ func lexString(s string, raw bool) (string, int, error) {
 			return b.String(), i + len(q), nil
 		}
 		c := s[i]
-		if c == '\n' && len(q) == 1 {
+		if (c == '\n' || c == '\r') && len(q) == 1 {
 			return "", 0, fmt.Errorf("newline in string")
 		}
 		if c != '\\' || raw {

@@ -184,6 +184,11 @@ func (p *parser) unary() (node, error) {
 	for p.peek().kind == t.kind {
 		ops = append(ops, p.next())
 	}
+	// As in CEL's reference parser, pairs cancel out: !!x is x.
+	ops = ops[:len(ops)%2]
+	if len(ops) == 0 {
+		return p.member()
+	}
 	var x node
 	// A negative literal is a literal: -9223372036854775808 fits.
 	if n := p.peek(); t.kind == "-" && n.kind == "int" && p.toks[p.i+1].kind != "." && p.toks[p.i+1].kind != "[" {

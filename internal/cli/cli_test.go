@@ -83,6 +83,8 @@ func TestScripts(t *testing.T) {
 			e.Setenv("HOSTNAME_OUTSIDE", hostname())
 			e.Setenv("BINDIR", binDir)
 			e.Setenv("MCPCLIENT", mcpClient)
+			// The reference filesystem server, installed with the client.
+			e.Setenv("MCPSERVERS", filepath.Dir(mcpClient))
 			examples, err := filepath.Abs("../../examples/profiles")
 			if err != nil {
 				return err

@@ -204,7 +204,7 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var add []*tool
-	var remove []string
+	var remove, undeclared []string
 	seen := map[string]bool{}
 	for _, t := range listed {
 		name := server + profile.UpstreamSep + t.Name
@@ -226,16 +226,22 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 		}
 		old := g.tools[name]
 		g.tools[name] = nt
-		if nt.withdraw == "" {
+		switch {
+		case nt.withdraw == "":
 			add = append(add, nt)
-		} else {
-			if old != nil && old.withdraw == "" {
-				remove = append(remove, name)
-			}
-			if old == nil || old.withdraw != nt.withdraw {
-				g.cfg.Logf("%s", nt.withdraw)
-			}
+		case old != nil && old.withdraw == "":
+			remove = append(remove, name)
 		}
+		switch {
+		case nt.withdraw == "" || old != nil && old.withdraw == nt.withdraw:
+		case nt.rule == "tools":
+			undeclared = append(undeclared, name)
+		default:
+			g.cfg.Logf("%s", nt.withdraw)
+		}
+	}
+	if len(undeclared) > 0 {
+		g.cfg.Logf("server %s: not offered, as the profile does not declare them: %s", server, strings.Join(undeclared, ", "))
 	}
 	for name, t := range g.tools {
 		if t.server == server && !seen[name] {
@@ -302,22 +308,25 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		c := toolpolicy.Call{Tool: name, Args: args}
 
 		g.mu.Lock()
-		t := g.tools[name]
+		state := maps.Clone(g.tools)
 		g.mu.Unlock()
 		s.mu.Lock()
-		if t != nil && t.withdraw != "" {
-			s.policy.Disable(name, t.rule, t.withdraw)
-		} else {
-			s.policy.Enable(name)
+		// The session refuses withdrawn tools, and does not suggest them.
+		for n, tl := range state {
+			if tl.withdraw != "" {
+				s.policy.Disable(n, tl.rule, tl.withdraw)
+			} else {
+				s.policy.Enable(n)
+			}
+		}
+		for _, n := range g.cfg.Profile.ToolNames() {
+			if state[n] == nil && !g.cfg.Profile.Tools[n].Deny {
+				s.policy.Disable(n, "tools."+n, fmt.Sprintf("%s is in the profile, but it is not a built-in tool and no server offers it", n))
+			}
 		}
 		d := s.policy.Decide(c)
 		step := s.policy.Steps()
 		s.mu.Unlock()
-		if d.Allow && t == nil {
-			// Declared in the profile, but neither built in nor offered by
-			// a server.
-			d = toolpolicy.Decision{Rule: "tools", Reason: fmt.Sprintf("no server offers %s", name)}
-		}
 		decision := map[string]any{"tool": name, "step": step, "session": s.id, "allow": d.Allow, "rule": d.Rule, "reason": d.Reason}
 		if d.Because > 0 {
 			decision["because"] = d.Because
@@ -389,10 +398,12 @@ func refusal(d toolpolicy.Decision) *mcp.CallToolResult {
 	if d.Hint != "" {
 		text += " What is allowed: " + d.Hint + "."
 	}
+	// The decision itself goes in _meta: structured content would have to
+	// match the tool's output schema, which describes its results.
 	return &mcp.CallToolResult{
-		IsError:           true,
-		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
-		StructuredContent: map[string]any{"refused": d},
+		Meta:    mcp.Meta{"cordon/refusal": d},
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: text}},
 	}
 }
 

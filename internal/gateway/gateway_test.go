@@ -36,6 +36,8 @@ tools:
     class: financial
     constraints: ['args.amount <= 100']
     pin: %s
+  up__gone:
+    class: read
 servers:
   up:
     command: [unused]
@@ -47,7 +49,7 @@ type upstream struct {
 	server *mcp.Server
 }
 
-func newUpstream(t *testing.T) (*upstream, mcp.Transport) {
+func newUpstream(t testing.TB) (*upstream, mcp.Transport) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
 	u := &upstream{server: s}
 	u.addEcho("Echo the text back.")
@@ -184,6 +186,10 @@ func TestListsOnlyWhatTheProfileScopes(t *testing.T) {
 	text, isErr := call(t, cs, "up__undeclared", `{}`)
 	if !isErr || !strings.Contains(text, "rule tools") || !strings.Contains(text, "not declared in the profile") {
 		t.Errorf("undeclared upstream tool: %v %q", isErr, text)
+	}
+	text, isErr = call(t, cs, "up__gone", `{}`)
+	if !isErr || !strings.Contains(text, "rule tools.up__gone") || !strings.Contains(text, "no server offers it") || strings.Contains(text, "allows fetch, read_file, up__echo, up__gone") {
+		t.Errorf("a declared tool no server offers: %v %q", isErr, text)
 	}
 	// Unpinned, nothing upstream is offered.
 	if got := toolNames(t, newFixture(t).connect(t)); !slices.Equal(got, []string{"fetch", "read_file"}) {

@@ -2,6 +2,7 @@ package lint
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -51,6 +52,77 @@ func init() {
 					if slices.Contains([]string{"secret", "pii"}, l) {
 						r.At(t, fmt.Sprintf("tools.%s.accepts[%d]", name, i), fmt.Sprintf("%s accepts data labelled %s", name, l), "")
 					}
+				}
+			}
+		},
+	})
+}
+
+// builtin reports whether name is one of cordon's built-in tools, which
+// the sandbox they run in scopes (the view, the writable paths, the
+// network allowlist).
+func builtin(name string) bool {
+	switch name {
+	case "run", "read_file", "write_file", "list_files", "fetch":
+		return true
+	}
+	return false
+}
+
+func init() {
+	register(Rule{
+		Code: "CL903", Name: "unscoped-tool", Severity: Warning,
+		Summary: "a tool that changes or sends something takes any arguments, as often as the agent likes",
+		Why:     "a tool is scoped by what it may be asked to do: without constraints on its arguments or a cap on its calls, one tool of broad reach sets the boundary for the whole agent",
+		Fix:     "add constraints over its arguments (constraints: ['args.path.startsWith(\"/workspace/\")']) and a calls cap, or deny it",
+		Check: func(c *Context, t *Target, r *Reporter) {
+			for _, name := range t.Profile.ToolNames() {
+				tool := t.Profile.Tools[name]
+				if tool.Deny || tool.Class == "read" || builtin(name) || len(tool.Constraints) > 0 || tool.Calls > 0 {
+					continue
+				}
+				r.At(t, "tools."+name, fmt.Sprintf("%s (%s) has no constraint on its arguments and no cap on its calls", name, tool.Class), "")
+			}
+		},
+	})
+	register(Rule{
+		Code: "CL904", Name: "irreversible-unapproved", Severity: Warning,
+		Summary: "an irreversible, financial or physical tool runs with no person approving its calls",
+		Why:     "what cannot be undone needs someone with the authority to accept the risk to see it before it happens; isolation does not undo a payment or a deletion",
+		Fix:     "deny the tool, or narrow it to what may run unseen (constraints and calls: 1) and have its calls approved",
+		Check: func(c *Context, t *Target, r *Reporter) {
+			for _, name := range t.Profile.ToolNames() {
+				tool := t.Profile.Tools[name]
+				switch tool.Class {
+				case "irreversible", "financial", "physical":
+					if !tool.Deny {
+						r.At(t, "tools."+name, fmt.Sprintf("%s (%s) runs without approval", name, tool.Class), "")
+					}
+				}
+			}
+		},
+	})
+	register(Rule{
+		Code: "CL905", Name: "upstream-undeclared", Severity: Warning,
+		Summary: "an upstream server's tool is used without being declared and approved",
+		Why:     "the gateway offers an upstream tool only when the profile declares it with a pin of its description; an undeclared or unpinned tool is withdrawn, and a server with no declared tool is started for nothing",
+		Fix:     "run cordon mcp tools, read each description, and declare the tools the agent needs with their class and pin",
+		Check: func(c *Context, t *Target, r *Reporter) {
+			p := t.Profile
+			declared := map[string]bool{}
+			for _, name := range p.ToolNames() {
+				server, _, ok := p.Upstream(name)
+				if !ok {
+					continue
+				}
+				declared[server] = true
+				if p.Tools[name].Pin == "" && !p.Tools[name].Deny {
+					r.At(t, "tools."+name, fmt.Sprintf("%s has no pin: the gateway withdraws it until its description is approved", name), "")
+				}
+			}
+			for _, server := range slices.Sorted(maps.Keys(p.Servers)) {
+				if !declared[server] {
+					r.At(t, "servers."+server, fmt.Sprintf("no tool of %s is declared: the gateway offers none of them", server), "")
 				}
 			}
 		},

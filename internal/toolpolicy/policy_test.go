@@ -193,3 +193,27 @@ func BenchmarkDecide(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds())/1e3, "p99-µs/decision")
 }
+
+func BenchmarkDecideConstraints(b *testing.B) {
+	p := load(b, `version: 1
+agent: bench
+tools:
+  fetch:
+    class: external
+    constraints:
+      - 'args.url.startsWith("https://") && !args.url.contains("@")'
+      - 'size(args.url) <= 2048'
+`)
+	s := NewSession(p, nil)
+	fetch := Call{Tool: "fetch", Args: map[string]any{"url": "https://docs.python.org/3/library/json.html"}}
+	var took []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if d := s.Decide(fetch); !d.Allow {
+			b.Fatal(d.Reason)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds())/1e3, "p99-µs/decision")
+}

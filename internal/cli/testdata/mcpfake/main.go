@@ -1,6 +1,6 @@
 // Command mcpfake is an MCP tool server for cordon's tests, speaking MCP on
 // its standard input and output: read returns a file's content, echo its
-// text. The description of echo is read from the file given with
+// text, over stdio or (-http) streamable HTTP. The description of echo is read from the file given with
 // -describe, so that a test can change it between runs.
 package main
 
@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 
 func main() {
 	describe := flag.String("describe", "", "file with the description of echo")
+	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
 	flag.Parse()
 	desc := "Echo the text back."
 	if *describe != "" {
@@ -44,6 +46,10 @@ func main() {
 			json.Unmarshal(req.Params.Arguments, &a)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil
 		})
+	if *addr != "" {
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		log.Fatal(http.ListenAndServe(*addr, h))
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpfake:", err)
 		os.Exit(1)
