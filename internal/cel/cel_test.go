@@ -244,7 +244,8 @@ func FuzzCompile(f *testing.F) {
 }
 
 // FuzzAgainstCelGo looks for an expression that cordon accepts and that
-// cel-go rejects or evaluates differently.
+// cel-go rejects, or that cordon evaluates to a value that cel-go does not
+// give.
 func FuzzAgainstCelGo(f *testing.F) {
 	for _, e := range exprs {
 		f.Add(e)
@@ -264,6 +265,12 @@ func FuzzAgainstCelGo(f *testing.F) {
 		}
 		ours, ourErr := p.Eval(args)
 		ref, refErr := evalRef(env, src, args)
+		if ourErr != nil && refErr == nil {
+			// An error refuses the call: cordon is stricter than cel-go
+			// here (has(args.a).b is false to cel-go), which fails
+			// closed. The other way round would not.
+			return
+		}
 		if (ourErr != nil) != (refErr != nil) || ourErr == nil && !same(ours, ref) {
 			t.Fatalf("%q: cordon %#v (%v), cel-go %#v (%v)", src, ours, ourErr, ref, refErr)
 		}

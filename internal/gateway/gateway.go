@@ -279,6 +279,15 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 		}
 		s = &session{id: id, policy: toolpolicy.NewSession(g.cfg.Profile, nil)}
 		g.sessions[ss] = s
+		if ss != nil {
+			// A session's labels and budgets end with it.
+			go func() {
+				ss.Wait()
+				g.mu.Lock()
+				delete(g.sessions, ss)
+				g.mu.Unlock()
+			}()
+		}
 	}
 	return s
 }
