@@ -217,3 +217,37 @@ tools:
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds())/1e3, "p99-µs/decision")
 }
+
+func TestConstraints(t *testing.T) {
+	p := load(t, `version: 1
+agent: payer
+tools:
+  pay:
+    class: financial
+    constraints:
+      - 'args.amount <= 100'
+      - 'args.to.endsWith("@example.com")'
+`)
+	s := NewSession(p, nil)
+	for _, c := range []struct {
+		args map[string]any
+		rule string
+		want string
+	}{
+		{map[string]any{"amount": int64(50), "to": "ann@example.com"}, "tools.pay", "pay (financial) is allowed by the profile"},
+		{map[string]any{"amount": 100.5, "to": "ann@example.com"}, "tools.pay.constraints[0]", "the arguments break a constraint of pay: args.amount <= 100 is false"},
+		{map[string]any{"amount": int64(5), "to": "eve@attacker.example"}, "tools.pay.constraints[1]", `args.to.endsWith("@example.com") is false`},
+		{map[string]any{"to": "ann@example.com"}, "tools.pay.constraints[0]", "args.amount <= 100 cannot be evaluated: no such key: amount"},
+	} {
+		d := s.Decide(Call{Tool: "pay", Args: c.args})
+		if d.Rule != c.rule || !strings.Contains(d.Reason, c.want) {
+			t.Errorf("%v: %+v, want rule %s and %q", c.args, d, c.rule, c.want)
+		}
+		if d.Rule != "tools.pay" && d.Hint != `pay allows calls where (args.amount <= 100) && (args.to.endsWith("@example.com"))` {
+			t.Errorf("hint %q", d.Hint)
+		}
+	}
+	if s.Steps() != 4 {
+		t.Errorf("steps = %d, want every call counted", s.Steps())
+	}
+}
