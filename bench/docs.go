@@ -40,7 +40,7 @@ The harness times each run itself rather than through hyperfine, which
 runs all of one command's rounds before the next command's: here every
 round starts each tool once, in a new random order.
 
-Where cordon's time goes (about 30 ms for /bin/true on this machine,
+Where cordon's time goes (20-30 ms for /bin/true on this machine,
 traced with timestamps from each stage, perf and strace): cordon's own Go
 runtime and flags (3-4 ms), the profile and the audit log (2 ms), the
 cgroup and its cleanup helper (1-2 ms), the helper holding the user
