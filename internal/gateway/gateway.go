@@ -26,9 +26,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/cel"
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -54,6 +56,13 @@ type Config struct {
 	Version string
 	// Logf reports what the operator should know (stderr).
 	Logf func(format string, args ...any)
+	// Approvals is the store of requests for approval; without it, a call
+	// that needs approval is refused.
+	Approvals *approvals.Store
+	// ProfileFile names the profile in approval requests.
+	ProfileFile string
+	// PollEvery is how often a held call looks for its decision.
+	PollEvery time.Duration
 }
 
 // Gateway is the MCP server of one profile.
@@ -65,6 +74,8 @@ type Gateway struct {
 	tools     map[string]*tool // enabled and withdrawn, by the agent's name
 	upstreams map[string]*mcp.ClientSession
 	sessions  map[*mcp.ServerSession]*session
+	// waiting are the approval requests a live session waits for.
+	waiting map[string]bool
 }
 
 // tool is a tool the gateway knows.
@@ -90,7 +101,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	g := &Gateway{cfg: cfg, tools: map[string]*tool{}, upstreams: map[string]*mcp.ClientSession{}, sessions: map[*mcp.ServerSession]*session{}}
+	g := &Gateway{cfg: cfg, tools: map[string]*tool{}, upstreams: map[string]*mcp.ClientSession{}, sessions: map[*mcp.ServerSession]*session{}, waiting: map[string]bool{}}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "cordon decides every tool call against its profile. A refused call returns an error that names the rule that refused it and what would be allowed instead.",
 	})
@@ -103,7 +114,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		def := *b
 		def.Name = name
 		g.tools[name] = &tool{def: &def}
-		g.server.AddTool(&def, g.runBuiltin)
+		g.server.AddTool(&def, g.gate(g.runBuiltin))
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
 		client := mcp.NewClient(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ClientOptions{
@@ -255,7 +266,7 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 		g.server.RemoveTools(remove...)
 	}
 	for _, t := range add {
-		g.server.AddTool(t.def, g.runUpstream)
+		g.server.AddTool(t.def, g.gate(g.runUpstream))
 	}
 	return nil
 }
@@ -315,6 +326,17 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 			return refusal(toolpolicy.Decision{Rule: "arguments", Reason: fmt.Sprintf("the arguments of %s are not a JSON object: %v", name, err)}), nil
 		}
 		c := toolpolicy.Call{Tool: name, Args: args}
+		if st := r.Params.RequestState; strings.HasPrefix(st, statePrefix) {
+			// The client's user has answered (or is asked again): the call
+			// was decided when it was first made.
+			pa, d := g.resume(s, strings.TrimPrefix(st, statePrefix), c, raw)
+			if pa == nil {
+				return refusal(d), nil
+			}
+			ctx = context.WithValue(ctx, approvalKey{}, pa)
+			res, err := next(ctx, method, req)
+			return g.after(s, c, pa.req.Step, res, err)
+		}
 
 		g.mu.Lock()
 		state := maps.Clone(g.tools)
@@ -343,40 +365,107 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		if d.Limit != "" {
 			decision["limit"] = d.Limit
 		}
+		if d.Approval {
+			decision["held"] = true
+		}
 		if err := g.record(s,
 			audit.Event{Kind: audit.Action, Type: "tool_call", Data: map[string]any{"tool": name, "args": json.RawMessage(raw), "step": step, "session": s.id}},
 			audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: decision},
 		); err != nil {
 			return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the call could not be recorded (%v), so it was not made", err)}), nil
 		}
-		if !d.Allow {
+		approved := ""
+		if d.Approval {
+			id, refused := g.hold(ctx, r, s, c, raw, step, d)
+			if refused != nil {
+				return refused, nil
+			}
+			if g.cfg.Profile.ApprovalPolicy().Via == "elicitation" {
+				it, err := g.cfg.Approvals.Get(id)
+				if err != nil {
+					return refusal(toolpolicy.Decision{Rule: d.Rule, Reason: fmt.Sprintf("the approval request could not be read (%v); the call was not made", err)}), nil
+				}
+				ctx = context.WithValue(ctx, approvalKey{}, &pendingApproval{id: id, req: it.Request, sess: s, call: c})
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, it.Expires)
+				defer cancel()
+			} else {
+				approved = id
+			}
+		} else if !d.Allow {
 			return refusal(d), nil
 		}
 		res, err := next(ctx, method, req)
-		ctr, _ := res.(*mcp.CallToolResult)
-		failed := err != nil || ctr == nil || ctr.IsError
-		s.mu.Lock()
-		s.policy.Record(step, c, failed)
-		labels := s.policy.ResultLabels(c)
-		s.mu.Unlock()
-		shown := map[string]any{"tool": name, "step": step, "session": s.id, "failed": failed}
-		if !failed && len(labels) > 0 {
-			shown["labels"] = labels
+		if approved != "" {
+			g.cfg.Approvals.Finish(approved, resultSummary(res, err))
 		}
-		if err != nil {
-			shown["error"] = err.Error()
-		} else if ctr != nil {
-			b, _ := json.Marshal(ctr.Content)
-			sum := sha256.Sum256(b)
-			shown["bytes"] = len(b)
-			shown["sha256"] = hex.EncodeToString(sum[:])
-			shown["content"] = preview(b)
-		}
-		if rerr := g.record(s, audit.Event{Kind: audit.Input, Type: "tool_result", Data: shown}); rerr != nil {
-			return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the result could not be recorded (%v), so it is not shown", rerr)}), nil
-		}
+		return g.after(s, c, step, res, err)
+	}
+}
+
+// resume finds the approval request a continued call belongs to; it must
+// be this session's, for this very call, and still pending.
+func (g *Gateway) resume(s *session, id string, c toolpolicy.Call, raw json.RawMessage) (*pendingApproval, toolpolicy.Decision) {
+	bad := func(why string) (*pendingApproval, toolpolicy.Decision) {
+		return nil, toolpolicy.Decision{Rule: "approval", Reason: fmt.Sprintf("the call names approval request %s, %s; the call was not made", id, why)}
+	}
+	if g.cfg.Approvals == nil {
+		return bad("and this gateway has no approval store")
+	}
+	it, err := g.cfg.Approvals.Get(id)
+	switch {
+	case err != nil:
+		return bad(err.Error())
+	case it.Session != s.id || it.Tool != c.Tool || !sameJSON(it.Args, raw):
+		return bad("which is not this session's request for this call")
+	case it.State != approvals.Pending:
+		return bad("which is " + it.State)
+	}
+	return &pendingApproval{id: id, req: it.Request, sess: s, call: c}, toolpolicy.Decision{}
+}
+
+// sameJSON compares two JSON values.
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	ja, _ := json.Marshal(x)
+	jb, _ := json.Marshal(y)
+	return bytes.Equal(ja, jb)
+}
+
+// after records what a call's result shows the agent, and brings its
+// labels into the session; an input request (a question for the client's
+// user) is not a result.
+func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result, err error) (mcp.Result, error) {
+	name := c.Tool
+	ctr, _ := res.(*mcp.CallToolResult)
+	if ctr != nil && ctr.InputRequests != nil {
 		return res, err
 	}
+	failed := err != nil || ctr == nil || ctr.IsError
+	s.mu.Lock()
+	s.policy.Record(step, c, failed)
+	labels := s.policy.ResultLabels(c)
+	s.mu.Unlock()
+	shown := map[string]any{"tool": name, "step": step, "session": s.id, "failed": failed}
+	if !failed && len(labels) > 0 {
+		shown["labels"] = labels
+	}
+	if err != nil {
+		shown["error"] = err.Error()
+	} else if ctr != nil {
+		b, _ := json.Marshal(ctr.Content)
+		sum := sha256.Sum256(b)
+		shown["bytes"] = len(b)
+		shown["sha256"] = hex.EncodeToString(sum[:])
+		shown["content"] = preview(b)
+	}
+	if rerr := g.record(s, audit.Event{Kind: audit.Input, Type: "tool_result", Data: shown}); rerr != nil {
+		return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the result could not be recorded (%v), so it is not shown", rerr)}), nil
+	}
+	return res, err
 }
 
 // previewBytes is how much of a result the audit log keeps.

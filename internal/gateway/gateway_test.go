@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/gateway"
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -42,11 +43,19 @@ servers:
   up:
     command: [unused]
     profile: unused.yaml
+approval:
+  tools:
+    up__pay:
+      when: 'args.amount > 50'
+  timeout: %s
+  via: %s
 `
 
 // upstream is a tool server of the tests, connected in memory.
 type upstream struct {
 	server *mcp.Server
+	mu     sync.Mutex
+	paid   int
 }
 
 func newUpstream(t testing.TB) (*upstream, mcp.Transport) {
@@ -55,6 +64,9 @@ func newUpstream(t testing.TB) (*upstream, mcp.Transport) {
 	u.addEcho("Echo the text back.")
 	s.AddTool(&mcp.Tool{Name: "pay", Description: "Pay an amount.", InputSchema: json.RawMessage(`{"type":"object","properties":{"amount":{"type":"number"}}}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			u.mu.Lock()
+			u.paid++
+			u.mu.Unlock()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "paid"}}}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "undeclared", Description: "Not in the profile.", InputSchema: json.RawMessage(`{"type":"object"}`)},
@@ -77,11 +89,12 @@ func (u *upstream) addEcho(desc string) {
 
 // fixture is a gateway with an upstream server and a recording audit log.
 type fixture struct {
-	g    *gateway.Gateway
-	up   *upstream
-	mu   sync.Mutex
-	evs  []audit.Event
-	runs []string
+	g     *gateway.Gateway
+	store *approvals.Store
+	up    *upstream
+	mu    sync.Mutex
+	evs   []audit.Event
+	runs  []string
 }
 
 func newFixture(t *testing.T, pins ...string) *fixture {
@@ -89,11 +102,18 @@ func newFixture(t *testing.T, pins ...string) *fixture {
 	for len(pins) < 2 {
 		pins = append(pins, `""`)
 	}
-	p, err := profile.Parse("test.yaml", []byte(fmt.Sprintf(baseProfile, pins[0], pins[1])))
+	for len(pins) < 4 {
+		pins = append(pins, map[int]string{2: "1m", 3: "queue"}[len(pins)])
+	}
+	p, err := profile.Parse("test.yaml", []byte(fmt.Sprintf(baseProfile, pins[0], pins[1], pins[2], pins[3])))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{}
+	f.store, err = approvals.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	up, tr := newUpstream(t)
 	f.up = up
 	n := 0
@@ -112,7 +132,9 @@ func newFixture(t *testing.T, pins ...string) *fixture {
 			f.evs = append(f.evs, evs...)
 			return nil
 		},
-		NewID: func() string { n++; return fmt.Sprint("session-", n) },
+		NewID:     func() string { n++; return fmt.Sprint("session-", n) },
+		Approvals: f.store,
+		PollEvery: 10 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -164,8 +186,9 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 	return names
 }
 
-// pinned is a fixture whose upstream tools are approved as they are.
-func pinned(t *testing.T) *fixture {
+// pinned is a fixture whose upstream tools are approved as they are;
+// approval takes the approval timeout and way.
+func pinned(t *testing.T, approval ...string) *fixture {
 	t.Helper()
 	hashes := map[string]string{}
 	for _, s := range newFixture(t).g.Upstream() {
@@ -174,7 +197,7 @@ func pinned(t *testing.T) *fixture {
 		}
 		hashes[s.Name] = s.Hash
 	}
-	return newFixture(t, hashes["up__echo"], hashes["up__pay"])
+	return newFixture(t, append([]string{hashes["up__echo"], hashes["up__pay"]}, approval...)...)
 }
 
 func TestListsOnlyWhatTheProfileScopes(t *testing.T) {
@@ -240,8 +263,8 @@ func TestConstraints(t *testing.T) {
 	if !isErr || !strings.Contains(text, "cannot be evaluated") {
 		t.Errorf("pay lots: %v %q", isErr, text)
 	}
-	if text, isErr := call(t, cs, "up__pay", `{"amount": 100}`); isErr || text != "paid" {
-		t.Errorf("pay 100: %v %q", isErr, text)
+	if text, isErr := call(t, cs, "up__pay", `{"amount": 50}`); isErr || text != "paid" {
+		t.Errorf("pay 50: %v %q", isErr, text)
 	}
 }
 

@@ -50,6 +50,8 @@ type Profile struct {
 	// Servers are the MCP tool servers the gateway fronts; their tools are
 	// named SERVER__TOOL in Tools.
 	Servers map[string]Server `yaml:"servers,omitempty" json:"servers,omitempty"`
+	// Approval says which tool calls a person must approve first.
+	Approval *Approval `yaml:"approval,omitempty" json:"approval,omitempty"`
 
 	// src locates fields in the file the profile was read from.
 	src *source
@@ -189,6 +191,13 @@ func (p *Profile) Clone() *Profile {
 	}
 	c.Tools = cloneTools(p.Tools)
 	c.Labels = slices.Clone(p.Labels)
+	if p.Approval != nil {
+		a := *p.Approval
+		a.Classes = slices.Clone(a.Classes)
+		a.Approvers = slices.Clone(a.Approvers)
+		a.Tools = maps.Clone(a.Tools)
+		c.Approval = &a
+	}
 	c.Servers = maps.Clone(p.Servers)
 	for name, srv := range c.Servers {
 		srv.Command = slices.Clone(srv.Command)

@@ -161,6 +161,7 @@ func (p *Profile) validate(src *source) Errors {
 	p.validateNetwork(bad)
 	p.validateGovernance(bad)
 	p.validateTools(bad)
+	p.validateApproval(bad)
 	return errs
 }
 

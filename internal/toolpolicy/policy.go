@@ -48,7 +48,22 @@ type Decision struct {
 	// Because is the earlier call (1-based step) that brought in the label
 	// a flow rule refused.
 	Because int `json:"because,omitempty"`
+	// Approval says the call is held until a person approves it (Allow is
+	// false until then); Rule names what asked for it.
+	Approval bool `json:"approval,omitempty"`
 }
+
+// Entry is a decided call in the session's history.
+type Entry struct {
+	Step  int    `json:"step"`
+	Call  string `json:"call"`
+	Allow bool   `json:"allow"`
+	Held  bool   `json:"held,omitempty"`
+	Rule  string `json:"rule"`
+}
+
+// historyLen is how many recent calls the session keeps for context.
+const historyLen = 20
 
 // origin is the first call whose result brought a label in.
 type origin struct {
@@ -70,6 +85,9 @@ type Session struct {
 
 	// disabled are tools withdrawn from the agent, with the rule and why.
 	disabled map[string][2]string
+	// granted are calls approved for the rest of the session.
+	granted map[string]bool
+	history []Entry
 
 	// The last failed call, and how many times in a row it failed.
 	lastFailed string
@@ -109,6 +127,33 @@ func (s *Session) Labels() []string {
 // Decide decides a call and counts it as a step; an allowed call is also
 // counted against the call budgets. Its result is recorded with Record.
 func (s *Session) Decide(c Call) Decision {
+	d := s.decide(c)
+	s.history = append(s.history, Entry{Step: s.steps, Call: describe(c), Allow: d.Allow, Held: d.Approval, Rule: d.Rule})
+	if len(s.history) > historyLen {
+		s.history = s.history[1:]
+	}
+	return d
+}
+
+// History is the session's recent calls, oldest first.
+func (s *Session) History() []Entry { return slices.Clone(s.history) }
+
+// Commit counts a call that was held and then approved against the call
+// budgets, as an allowed call is when it is decided.
+func (s *Session) Commit(c Call) {
+	s.calls++
+	s.perTool[c.Tool]++
+}
+
+// Grant approves calls identical to c for the rest of the session.
+func (s *Session) Grant(c Call) {
+	if s.granted == nil {
+		s.granted = map[string]bool{}
+	}
+	s.granted[key(c)] = true
+}
+
+func (s *Session) decide(c Call) Decision {
 	s.steps++
 	b := s.p.Session
 	if b == nil {
@@ -135,12 +180,9 @@ func (s *Session) Decide(c Call) Decision {
 		return deny("session.repeats", "loop_detected", fmt.Sprintf("the same %s call failed %d times in a row", c.Tool, s.fails), "change the call, or stop")
 	}
 	if len(t.Checks()) > 0 {
-		args := cel.Native(c.Args)
-		if args == nil {
-			args = map[string]any{}
-		}
+		args := argsOf(c)
 		for i, prog := range t.Checks() {
-			err := prog.Check(args.(map[string]any))
+			err := prog.Check(args)
 			if err == nil {
 				continue
 			}
@@ -158,6 +200,8 @@ func (s *Session) Decide(c Call) Decision {
 	if t.Calls > 0 && s.perTool[c.Tool] >= t.Calls {
 		return deny(field+".calls", field+".calls", fmt.Sprintf("%s has been called its %d times in this session", c.Tool, t.Calls), "")
 	}
+	ap := s.p.ApprovalPolicy()
+	granted := s.granted[key(c)]
 	if profile.Outward(t.Class) || len(t.Accepts) > 0 {
 		for _, l := range s.Labels() {
 			if slices.Contains(t.Accepts, l) {
@@ -168,15 +212,35 @@ func (s *Session) Decide(c Call) Decision {
 			if len(t.Accepts) > 0 {
 				accepts = "only " + strings.Join(t.Accepts, ", ")
 			}
-			d := deny(field+".accepts", "", fmt.Sprintf("the session carries %q, brought in by call %d (%s), and %s accepts %s", l, o.step, o.call, c.Tool, accepts),
-				"a new session, without that data, may call it")
+			reason := fmt.Sprintf("the session carries %q, brought in by call %d (%s), and %s accepts %s", l, o.step, o.call, c.Tool, accepts)
+			if ap.Flows && !granted {
+				return Decision{Rule: field + ".accepts", Reason: reason + "; the profile sends such calls to a person for approval (approval.flows)", Because: o.step, Approval: true}
+			}
+			if ap.Flows {
+				break
+			}
+			d := deny(field+".accepts", "", reason, "a new session, without that data, may call it")
 			d.Because = o.step
 			return d
 		}
 	}
-	s.calls++
-	s.perTool[c.Tool]++
+	if granted {
+		s.Commit(c)
+		return Decision{Allow: true, Rule: "approval.session", Reason: fmt.Sprintf("an identical %s call was approved for this session", c.Tool)}
+	}
+	if need, rule := ap.Needs(c.Tool, t.Class, argsOf(c)); need {
+		return Decision{Rule: rule, Reason: fmt.Sprintf("%s (%s, cannot be undone) needs a person's approval", c.Tool, t.Class), Approval: true}
+	}
+	s.Commit(c)
 	return Decision{Allow: true, Rule: field, Reason: fmt.Sprintf("%s (%s) is allowed by the profile", c.Tool, t.Class)}
+}
+
+// argsOf is a call's arguments as constraints see them.
+func argsOf(c Call) map[string]any {
+	if m, ok := cel.Native(c.Args).(map[string]any); ok && m != nil {
+		return m
+	}
+	return map[string]any{}
 }
 
 // Record records what became of an allowed call at step: when it did not

@@ -1,0 +1,371 @@
+// Package approvals keeps the requests for a person's approval of held
+// tool calls, durably: a request survives a restart of cordon, a decision
+// is made once, and an approved call is claimed for running once.
+//
+// The store is a journal in a directory (by default
+// $CORDON_STATE_DIR/approvals): one JSON line per change, appended and
+// fsynced under an exclusive lock, so that the gateway holding a call, the
+// command line and the web page of another process see the same state.
+// The state of a request is the fold of its lines: pending, then approved
+// or denied (by a named approver, with a reason) or expired, then, for an
+// approved call, running and done.
+package approvals
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// States of a request.
+const (
+	Pending  = "pending"
+	Approved = "approved"
+	Denied   = "denied"
+	Expired  = "expired"
+	Running  = "running"
+	Done     = "done"
+)
+
+// Scopes of an approval.
+const (
+	// ScopeCall approves the one call.
+	ScopeCall = "call"
+	// ScopeSession approves identical calls for the rest of the session.
+	ScopeSession = "session"
+)
+
+// Recent is one earlier call of the session, for context.
+type Recent struct {
+	Step  int    `json:"step"`
+	Call  string `json:"call"`
+	Allow bool   `json:"allow"`
+	Held  bool   `json:"held,omitempty"`
+	Rule  string `json:"rule"`
+}
+
+// Request is what an approver sees: the exact call and its context.
+type Request struct {
+	ID      string          `json:"id"`
+	Created time.Time       `json:"created"`
+	Expires time.Time       `json:"expires"`
+	Tool    string          `json:"tool"`
+	Args    json.RawMessage `json:"args"`
+	Class   string          `json:"class"`
+	// Reversible is false for the classes that cannot be undone.
+	Reversible bool   `json:"reversible"`
+	Rule       string `json:"rule"`
+	Reason     string `json:"reason"`
+	// Labels are the labels the session carries; Recent its last calls.
+	Labels []string `json:"labels"`
+	Recent []Recent `json:"recent"`
+	Agent  string   `json:"agent"`
+	// Profile is the profile's file and ProfileHash its SHA-256: the
+	// gateway of that profile runs the call once approved.
+	Profile     string `json:"profile"`
+	ProfileHash string `json:"profile_hash"`
+	Session     string `json:"session"`
+	Step        int    `json:"step"`
+	// Approvers, when not empty, are the only names whose decisions count.
+	Approvers []string `json:"approvers,omitempty"`
+}
+
+// Item is a request with its state.
+type Item struct {
+	Request
+	State     string    `json:"state"`
+	By        string    `json:"by,omitempty"`
+	Why       string    `json:"why,omitempty"`
+	Scope     string    `json:"scope,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+	// Result says what became of an approved call.
+	Result string `json:"result,omitempty"`
+}
+
+// change is one line of the journal.
+type change struct {
+	Op      string    `json:"op"` // request, decide, expire, claim, done
+	ID      string    `json:"id"`
+	Time    time.Time `json:"time"`
+	Request *Request  `json:"request,omitempty"`
+	State   string    `json:"state,omitempty"`
+	By      string    `json:"by,omitempty"`
+	Why     string    `json:"why,omitempty"`
+	Scope   string    `json:"scope,omitempty"`
+	Result  string    `json:"result,omitempty"`
+}
+
+// Store is the journal in one directory.
+type Store struct {
+	dir string
+	now func() time.Time
+}
+
+// DefaultDir is the store's directory on this host: $CORDON_STATE_DIR/
+// approvals, else $XDG_STATE_HOME/cordon/approvals, else
+// ~/.local/state/cordon/approvals.
+func DefaultDir() string {
+	if d := os.Getenv("CORDON_STATE_DIR"); d != "" {
+		return filepath.Join(d, "approvals")
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "cordon", "approvals")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "/"
+	}
+	return filepath.Join(home, ".local", "state", "cordon", "approvals")
+}
+
+// Open opens (creating) the store in dir; now is the clock (nil for the
+// wall clock).
+func Open(dir string, now func() time.Time) (*Store, error) {
+	if now == nil {
+		now = time.Now
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("approval store: %w", err)
+	}
+	s := &Store{dir: dir, now: now}
+	// Read it once, so that a damaged journal is found now.
+	if err := s.locked(func(map[string]*Item) ([]change, error) { return nil, nil }); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+func (s *Store) journal() string { return filepath.Join(s.dir, "requests.jsonl") }
+
+// locked runs f on the current state under the store's lock and appends,
+// durably, the changes it returns.
+func (s *Store) locked(f func(items map[string]*Item) ([]change, error)) error {
+	j, err := os.OpenFile(s.journal(), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("approval store: %w", err)
+	}
+	defer j.Close()
+	if err := syscall.Flock(int(j.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("approval store: lock: %w", err)
+	}
+	items, err := s.read(j)
+	if err != nil {
+		return err
+	}
+	changes, err := f(items)
+	if err != nil || len(changes) == 0 {
+		return err
+	}
+	var buf bytes.Buffer
+	for _, c := range changes {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return fmt.Errorf("approval store: %w", err)
+		}
+		buf.Write(append(b, '\n'))
+	}
+	if _, err := j.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("approval store: %w", err)
+	}
+	if err := j.Sync(); err != nil {
+		return fmt.Errorf("approval store: %w", err)
+	}
+	return nil
+}
+
+// read folds the journal into the state of every request.
+func (s *Store) read(j *os.File) (map[string]*Item, error) {
+	if _, err := j.Seek(0, 0); err != nil {
+		return nil, fmt.Errorf("approval store: %w", err)
+	}
+	items := map[string]*Item{}
+	sc := bufio.NewScanner(j)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for n := 1; sc.Scan(); n++ {
+		var c change
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			return nil, fmt.Errorf("approval store: %s:%d: damaged (%v); no call is approved until it is repaired", s.journal(), n, err)
+		}
+		it := items[c.ID]
+		if c.Op == "request" {
+			if c.Request == nil || it != nil {
+				return nil, fmt.Errorf("approval store: %s:%d: damaged (a request twice, or without its call)", s.journal(), n)
+			}
+			items[c.ID] = &Item{Request: *c.Request, State: Pending}
+			continue
+		}
+		if it == nil {
+			return nil, fmt.Errorf("approval store: %s:%d: damaged (a change to the unknown request %s)", s.journal(), n, c.ID)
+		}
+		switch c.Op {
+		case "decide":
+			it.State, it.By, it.Why, it.Scope, it.DecidedAt = c.State, c.By, c.Why, c.Scope, c.Time
+		case "expire":
+			it.State, it.By, it.Why, it.DecidedAt = Expired, "cordon", c.Why, c.Time
+		case "claim":
+			it.State = Running
+		case "done":
+			it.State, it.Result = Done, c.Result
+		default:
+			return nil, fmt.Errorf("approval store: %s:%d: damaged (unknown change %q)", s.journal(), n, c.Op)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("approval store: %w", err)
+	}
+	// A pending request past its time is expired to every reader.
+	now := s.now()
+	for _, it := range items {
+		if it.State == Pending && now.After(it.Expires) {
+			it.State, it.By, it.Why = Expired, "cordon", "not decided in time"
+		}
+	}
+	return items, nil
+}
+
+// Add records a new pending request and returns its id.
+func (s *Store) Add(r Request) (string, error) {
+	b := make([]byte, 6)
+	rand.Read(b)
+	r.ID = hex.EncodeToString(b)
+	r.Created = s.now().UTC()
+	err := s.locked(func(map[string]*Item) ([]change, error) {
+		return []change{{Op: "request", ID: r.ID, Time: r.Created, Request: &r}}, nil
+	})
+	return r.ID, err
+}
+
+// Get returns one request.
+func (s *Store) Get(id string) (Item, error) {
+	var out Item
+	err := s.locked(func(items map[string]*Item) ([]change, error) {
+		it, ok := items[id]
+		if !ok {
+			return nil, fmt.Errorf("no approval request %q", id)
+		}
+		out = *it
+		return nil, nil
+	})
+	return out, err
+}
+
+// List returns the requests in the given states (all when none), oldest
+// first.
+func (s *Store) List(states ...string) ([]Item, error) {
+	var out []Item
+	err := s.locked(func(items map[string]*Item) ([]change, error) {
+		for _, it := range items {
+			if len(states) == 0 || slices.Contains(states, it.State) {
+				out = append(out, *it)
+			}
+		}
+		return nil, nil
+	})
+	slices.SortFunc(out, func(a, b Item) int { return a.Created.Compare(b.Created) })
+	return out, err
+}
+
+// ErrDecided is a decision on a request that is no longer pending.
+var ErrDecided = errors.New("already decided")
+
+// Decide approves or denies a pending request, once, by a named approver
+// with a reason; scope is ScopeCall or ScopeSession.
+func (s *Store) Decide(id string, approve bool, by, why, scope string) (Item, error) {
+	by = strings.TrimSpace(by)
+	if by == "" {
+		return Item{}, fmt.Errorf("an approver must be named")
+	}
+	if scope == "" {
+		scope = ScopeCall
+	}
+	if scope != ScopeCall && scope != ScopeSession {
+		return Item{}, fmt.Errorf("scope %q: want %s or %s", scope, ScopeCall, ScopeSession)
+	}
+	var out Item
+	err := s.locked(func(items map[string]*Item) ([]change, error) {
+		it, ok := items[id]
+		if !ok {
+			return nil, fmt.Errorf("no approval request %q", id)
+		}
+		if it.State != Pending {
+			return nil, fmt.Errorf("request %s: %w (%s)", id, ErrDecided, it.State)
+		}
+		if len(it.Approvers) > 0 && !slices.Contains(it.Approvers, by) {
+			return nil, fmt.Errorf("request %s: %s is not an approver of this profile (%s)", id, by, strings.Join(it.Approvers, ", "))
+		}
+		state := Denied
+		if approve {
+			state = Approved
+		}
+		now := s.now().UTC()
+		it.State, it.By, it.Why, it.Scope, it.DecidedAt = state, by, why, scope, now
+		out = *it
+		return []change{{Op: "decide", ID: id, Time: now, State: state, By: by, Why: why, Scope: scope}}, nil
+	})
+	return out, err
+}
+
+// Expire denies a request that was not decided in time; it is a no-op on
+// one already decided.
+func (s *Store) Expire(id, why string) error {
+	return s.locked(func(items map[string]*Item) ([]change, error) {
+		it, ok := items[id]
+		if !ok || (it.State != Pending && it.State != Expired) {
+			return nil, nil
+		}
+		return []change{{Op: "expire", ID: id, Time: s.now().UTC(), Why: why}}, nil
+	})
+}
+
+// Claim marks an approved request as running; it succeeds once, so an
+// approved call runs once however many gateways see the approval.
+func (s *Store) Claim(id string) (bool, error) {
+	ok := false
+	err := s.locked(func(items map[string]*Item) ([]change, error) {
+		it, found := items[id]
+		if !found || it.State != Approved {
+			return nil, nil
+		}
+		ok = true
+		return []change{{Op: "claim", ID: id, Time: s.now().UTC()}}, nil
+	})
+	return ok, err
+}
+
+// Finish records what became of a claimed call.
+func (s *Store) Finish(id, result string) error {
+	return s.locked(func(map[string]*Item) ([]change, error) {
+		return []change{{Op: "done", ID: id, Time: s.now().UTC(), Result: result}}, nil
+	})
+}
+
+// Wait polls the request until it is no longer pending, or ctx ends.
+func (s *Store) Wait(ctx context.Context, id string, every time.Duration) (Item, error) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		it, err := s.Get(id)
+		if err != nil || it.State != Pending {
+			return it, err
+		}
+		select {
+		case <-ctx.Done():
+			return it, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,288 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
+)
+
+// hold asks a person to approve a call, and returns the request's id once
+// it is approved and claimed to run, or the refusal the agent gets.
+// Whatever fails on the way (the store, the client, the wait), the call is
+// not made and the agent is told why.
+func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, c toolpolicy.Call, raw json.RawMessage, step int, d toolpolicy.Decision) (string, *mcp.CallToolResult) {
+	p := g.cfg.Profile
+	ap := p.ApprovalPolicy()
+	class := p.Tools[c.Tool].Class
+	s.mu.Lock()
+	labels := s.policy.Labels()
+	var recent []approvals.Recent
+	for _, e := range s.policy.History() {
+		if e.Step != step {
+			recent = append(recent, approvals.Recent{Step: e.Step, Call: e.Call, Allow: e.Allow, Held: e.Held, Rule: e.Rule})
+		}
+	}
+	s.mu.Unlock()
+	req := approvals.Request{
+		Expires: time.Now().Add(ap.TimeoutDuration()).UTC(),
+		Tool:    c.Tool, Args: raw, Class: class,
+		Reversible: !slices.Contains(profile.DefaultApprovalClasses, class),
+		Rule:       d.Rule, Reason: d.Reason,
+		Labels: labels, Recent: recent,
+		Agent: p.Agent, Profile: g.cfg.ProfileFile, ProfileHash: p.Hash(), Session: s.id, Step: step,
+		Approvers: ap.Approvers,
+	}
+	refuse := func(format string, args ...any) (string, *mcp.CallToolResult) {
+		why := fmt.Sprintf(format, args...)
+		g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_outcome", Data: map[string]any{"tool": c.Tool, "step": step, "session": s.id, "executed": false, "reason": why}})
+		return "", refusal(toolpolicy.Decision{Rule: d.Rule, Reason: why + "; the call was not made"})
+	}
+	if g.cfg.Approvals == nil {
+		return refuse("%s needs approval (%s) and this gateway has no approval store", c.Tool, d.Rule)
+	}
+	var caps *mcp.ClientCapabilities
+	if r.Session != nil {
+		if ip := r.Session.InitializeParams(); ip != nil {
+			caps = ip.Capabilities
+		}
+	}
+	if ap.Via == "elicitation" && (caps == nil || caps.Elicitation == nil) {
+		return refuse("%s needs approval by the client's user, and this client cannot ask (it does not support MCP elicitation)", c.Tool)
+	}
+	id, err := g.cfg.Approvals.Add(req)
+	if err != nil {
+		return refuse("%s needs approval, and the request could not be stored: %v", c.Tool, err)
+	}
+	if err := g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_request", Data: map[string]any{
+		"id": id, "tool": c.Tool, "args": raw, "class": class, "rule": d.Rule, "reason": d.Reason, "step": step, "session": s.id, "labels": labels, "expires": req.Expires,
+	}}); err != nil {
+		g.cfg.Approvals.Expire(id, "the request could not be recorded")
+		return refuse("the approval request could not be recorded (%v)", err)
+	}
+	g.mu.Lock()
+	g.waiting[id] = true
+	g.mu.Unlock()
+	defer func() {
+		if ap.Via != "elicitation" {
+			g.mu.Lock()
+			delete(g.waiting, id)
+			g.mu.Unlock()
+		}
+	}()
+	if ap.Via == "elicitation" {
+		// The tool's handler asks the client's user (see gate).
+		return id, nil
+	}
+	g.cfg.Logf("%s is held for approval, request %s: cordon approvals show %s; cordon approvals approve %s --by NAME", c.Tool, id, id, id)
+	wctx, cancel := context.WithDeadline(ctx, req.Expires)
+	it, err := g.cfg.Approvals.Wait(wctx, id, g.pollEvery())
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		g.cfg.Approvals.Expire(id, "not decided in time")
+		it, err = g.cfg.Approvals.Get(id)
+	}
+	if err != nil {
+		return refuse("the approval of request %s failed: %v", id, err)
+	}
+	switch it.State {
+	case approvals.Approved:
+	case approvals.Expired:
+		return refuse("request %s was not decided within %s, so it is denied", id, ap.TimeoutDuration())
+	default:
+		return refuse("request %s was %s by %s: %s", id, it.State, it.By, it.Why)
+	}
+	ok, err := g.cfg.Approvals.Claim(id)
+	if err != nil || !ok {
+		return refuse("request %s was approved but could not be claimed to run (%v)", id, err)
+	}
+	s.mu.Lock()
+	s.policy.Commit(c)
+	if it.Scope == approvals.ScopeSession {
+		s.policy.Grant(c)
+	}
+	s.mu.Unlock()
+	g.record(s, audit.Event{Kind: audit.Action, Type: "approved_call", Data: map[string]any{"id": id, "tool": c.Tool, "args": raw, "by": it.By, "scope": it.Scope, "step": step, "session": s.id}})
+	return id, nil
+}
+
+// statePrefix marks the request state of a call held for the client's
+// user: the id of its approval request follows.
+const statePrefix = "cordon-approval:"
+
+// approvalKey carries a held call's pending approval to its handler.
+type approvalKey struct{}
+
+type pendingApproval struct {
+	id   string
+	req  approvals.Request
+	sess *session
+	call toolpolicy.Call
+}
+
+// gate wraps a tool's handler: a call held for the client's user returns
+// an MCP input request (an elicitation) instead of running; the client, or
+// the SDK for clients of older protocol versions, calls again with the
+// user's answer, and the call runs only when the user approved it.
+func (g *Gateway) gate(h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		pa, _ := ctx.Value(approvalKey{}).(*pendingApproval)
+		if pa == nil {
+			return h(ctx, req)
+		}
+		answer, ok := req.Params.InputResponses["approval"].(*mcp.ElicitResult)
+		if !ok {
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"approval": elicitation(pa.req)}, RequestState: statePrefix + pa.id}, nil
+		}
+		by := "the user of MCP client"
+		if ip := req.Session.InitializeParams(); ip != nil && ip.ClientInfo != nil {
+			by += " " + ip.ClientInfo.Name
+		}
+		approve, _ := answer.Content["approve"].(bool)
+		why, _ := answer.Content["reason"].(string)
+		if answer.Action != "accept" {
+			approve, why = false, "the user chose "+answer.Action
+		}
+		_, err := g.cfg.Approvals.Decide(pa.id, approve, by, why, approvals.ScopeCall)
+		if err != nil {
+			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("the approval of request %s failed: %v; the call was not made", pa.id, err)}), nil
+		}
+		g.record(pa.sess, audit.Event{Kind: audit.Decision, Type: "approval_decision", Data: map[string]any{"id": pa.id, "approve": approve, "by": by, "reason": why, "scope": approvals.ScopeCall}})
+		if !approve {
+			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("request %s was denied by %s: %s; the call was not made", pa.id, by, why)}), nil
+		}
+		if ok, err := g.cfg.Approvals.Claim(pa.id); err != nil || !ok {
+			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("request %s was approved but could not be claimed to run (%v); the call was not made", pa.id, err)}), nil
+		}
+		pa.sess.mu.Lock()
+		pa.sess.policy.Commit(pa.call)
+		pa.sess.mu.Unlock()
+		g.record(pa.sess, audit.Event{Kind: audit.Action, Type: "approved_call", Data: map[string]any{"id": pa.id, "tool": pa.req.Tool, "args": pa.req.Args, "by": by, "scope": approvals.ScopeCall, "step": pa.req.Step, "session": pa.sess.id}})
+		res, err := h(ctx, req)
+		g.cfg.Approvals.Finish(pa.id, resultSummary(res, err))
+		g.mu.Lock()
+		delete(g.waiting, pa.id)
+		g.mu.Unlock()
+		return res, err
+	}
+}
+
+// elicitation is the question put to the client's user.
+func elicitation(req approvals.Request) *mcp.ElicitParams {
+	var args bytes.Buffer
+	json.Indent(&args, req.Args, "", "  ")
+	labels := "no labels"
+	if len(req.Labels) > 0 {
+		labels = strings.Join(req.Labels, ", ")
+	}
+	return &mcp.ElicitParams{
+		Message: fmt.Sprintf("The agent %s asks to call %s (%s; it cannot be undone: %v).\nWhy approval: %s (%s).\nArguments:\n%s\nThe session carries: %s.",
+			req.Agent, req.Tool, req.Class, !req.Reversible, req.Reason, req.Rule, args.String(), labels),
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"approve": map[string]any{"type": "boolean", "description": "run this exact call"},
+				"reason":  map[string]any{"type": "string", "description": "why"},
+			},
+			"required": []string{"approve"},
+		},
+	}
+}
+
+func (g *Gateway) pollEvery() time.Duration {
+	if g.cfg.PollEvery > 0 {
+		return g.cfg.PollEvery
+	}
+	return 200 * time.Millisecond
+}
+
+// resultSummary is what the store keeps of an approved call's result.
+func resultSummary(res mcp.Result, err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+		return "the tool failed"
+	}
+	return "ok"
+}
+
+// Recover runs, once, the approved calls of this profile that no live
+// session is waiting for (their gateway was restarted, or the agent went
+// away), and expires the pending ones past their time. It runs until ctx
+// ends.
+func (g *Gateway) Recover(ctx context.Context) {
+	if g.cfg.Approvals == nil {
+		return
+	}
+	t := time.NewTicker(g.pollEvery())
+	defer t.Stop()
+	for {
+		g.recoverOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (g *Gateway) recoverOnce(ctx context.Context) {
+	items, err := g.cfg.Approvals.List(approvals.Approved, approvals.Expired)
+	if err != nil {
+		g.cfg.Logf("%v", err)
+		return
+	}
+	hash := g.cfg.Profile.Hash()
+	for _, it := range items {
+		g.mu.Lock()
+		live := g.waiting[it.ID]
+		g.mu.Unlock()
+		if live || it.ProfileHash != hash {
+			continue
+		}
+		if it.State == approvals.Expired {
+			g.cfg.Approvals.Expire(it.ID, "not decided in time")
+			continue
+		}
+		ok, err := g.cfg.Approvals.Claim(it.ID)
+		if err != nil || !ok {
+			continue
+		}
+		s := &session{id: it.Session}
+		g.record(s, audit.Event{Kind: audit.Action, Type: "approved_call", Data: map[string]any{"id": it.ID, "tool": it.Tool, "args": it.Args, "by": it.By, "scope": it.Scope, "session": it.Session, "recovered": true}})
+		r := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: it.Tool, Arguments: it.Args}}
+		var res *mcp.CallToolResult
+		g.mu.Lock()
+		t := g.tools[it.Tool]
+		g.mu.Unlock()
+		switch {
+		case t == nil || t.withdraw != "":
+			err = fmt.Errorf("%s is not offered now", it.Tool)
+		case t.server == "":
+			res, err = g.runBuiltin(ctx, r)
+		default:
+			res, err = g.runUpstream(ctx, r)
+		}
+		summary := resultSummary(res, err)
+		g.cfg.Approvals.Finish(it.ID, summary)
+		shown := map[string]any{"id": it.ID, "tool": it.Tool, "session": it.Session, "result": summary}
+		if res != nil {
+			b, _ := json.Marshal(res.Content)
+			shown["content"] = preview(b)
+		}
+		g.record(s, audit.Event{Kind: audit.Input, Type: "tool_result", Data: shown})
+		g.cfg.Logf("approved request %s (%s) ran after its session ended: %s", it.ID, it.Tool, summary)
+	}
+}
