@@ -41,7 +41,8 @@ type auditLog struct {
 }
 
 // openAudit opens the audit log for runs of p: --audit-log, else the
-// configuration's. It refuses a log the sandbox could see or write.
+// configuration's. It refuses a log the sandbox could see or write; with
+// no profile (no sandbox), it only opens it.
 func openAudit(e *env, flagPath string, p *profile.Profile) (*auditLog, error) {
 	cfg, err := config.Load()
 	if err != nil {
@@ -79,8 +80,11 @@ func (l *auditLog) run(p *profile.Profile) *auditor {
 }
 
 // visibleIn names the host path of p's view (the workspace or a bind) that
-// holds path, or "".
+// holds path, or "" (always for no profile).
 func visibleIn(p *profile.Profile, cwd, path string) string {
+	if p == nil {
+		return ""
+	}
 	real := func(x string) string {
 		if r, err := filepath.EvalSymlinks(x); err == nil {
 			return r

@@ -68,6 +68,10 @@ func callCmd(e *env, args []string) int {
 	); err != nil {
 		return fail(e, fmt.Errorf("audit log: %w (the call is not recorded, and was not made)", err))
 	}
+	if d.Approval {
+		fmt.Fprintf(e.stderr, "cordon: %s is held by %s: %s; cordon call makes no call that needs approval (cordon mcp holds it for an approver)\n", name, d.Rule, d.Reason)
+		return 1
+	}
 	if !d.Allow {
 		fmt.Fprintf(e.stderr, "cordon: %s refused by %s: %s\n", name, d.Rule, d.Reason)
 		if d.Hint != "" {

@@ -76,6 +76,8 @@ func Main(args []string) int {
 		return callCmd(e, rest)
 	case "mcp":
 		return mcpCmd(e, rest)
+	case "approvals":
+		return approvalsCmd(e, rest)
 	case tools.Arg:
 		return toolMain(rest)
 	case hiddenProbe:
@@ -119,6 +121,8 @@ commands:
   call [flags] TOOL ARGS-JSON    call a built-in tool as the tool gateway does: decided, then run in a sandbox
   mcp [flags]                    serve the profile's tools to an agent over MCP (stdio, or --http ADDR)
   mcp tools [flags]              list the upstream servers' tools with the pins that approve them
+  approvals list|show|approve|deny|serve
+                                 the tool calls held for a person's approval: decide them here or on a web page
   replay --profile FILE TRACE    decide a recorded sequence of tool calls with the profile's tool policy
   profile show [flags]           print the effective profile
   version                        print the version

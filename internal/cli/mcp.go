@@ -21,6 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/gateway"
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -47,6 +48,7 @@ func mcpCmd(e *env, args []string) int {
 	auditLog := fs.String("audit-log", "", "append the calls' audit events to `FILE` (default: the configuration's)")
 	addr := fs.String("http", "", "serve streamable HTTP on `ADDR` (a loopback address and port) instead of stdin and stdout")
 	jsonOut := fs.Bool("json", false, "mcp tools: print JSON")
+	storeDir := fs.String("approval-store", "", "hold calls that need approval in `DIR` (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -63,6 +65,17 @@ func mcpCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	if *storeDir == "" {
+		*storeDir = approvals.DefaultDir()
+	}
+	store, err := approvals.Open(*storeDir, nil)
+	if err != nil {
+		return fail(e, err)
+	}
+	profileFile := "<default profile>"
+	if pf.file != "" {
+		profileFile = pf.abs(e, pf.file)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r := &probeRunner{e: e, allow: allow, audit: al}
@@ -71,11 +84,13 @@ func mcpCmd(e *env, args []string) int {
 		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
 			return runBuiltin(r, p, tool, args)
 		},
-		Upstreams: ups,
-		Record:    al.log.Append,
-		NewID:     newSessionID,
-		Version:   Version,
-		Logf:      func(format string, args ...any) { fmt.Fprintf(e.stderr, "cordon: "+format+"\n", args...) },
+		Upstreams:   ups,
+		Record:      al.log.Append,
+		NewID:       newSessionID,
+		Version:     Version,
+		Logf:        func(format string, args ...any) { fmt.Fprintf(e.stderr, "cordon: "+format+"\n", args...) },
+		Approvals:   store,
+		ProfileFile: profileFile,
 	})
 	if err != nil {
 		return fail(e, err)
@@ -84,6 +99,8 @@ func mcpCmd(e *env, args []string) int {
 	if listOnly {
 		return printUpstream(e, g.Upstream(), *jsonOut)
 	}
+	// Approved calls whose session is gone (a restart) run once, here.
+	go g.Recover(ctx)
 	if *addr == "" {
 		err = g.Server().Run(ctx, &mcp.StdioTransport{})
 		if err != nil && ctx.Err() == nil && !errors.Is(err, mcp.ErrConnectionClosed) {

@@ -17,6 +17,8 @@ import (
 type traceLine struct {
 	toolpolicy.Call
 	Failed bool `json:"failed,omitempty"`
+	// Approved says a person approved the call, had it been held.
+	Approved bool `json:"approved,omitempty"`
 }
 
 // replayed is one decision as replay prints it with --json.
@@ -25,7 +27,8 @@ type replayed struct {
 	Line int             `json:"line"`
 	Call toolpolicy.Call `json:"call"`
 	toolpolicy.Decision
-	Labels []string `json:"labels,omitempty"`
+	Labels   []string `json:"labels,omitempty"`
+	Approved bool     `json:"approved,omitempty"`
 }
 
 // replayCmd implements `cordon replay TRACE.jsonl --profile FILE`: it feeds
@@ -57,12 +60,17 @@ func replayCmd(e *env, args []string) int {
 	for i, c := range calls {
 		d := s.Decide(c.Call)
 		r := replayed{Step: s.Steps(), Line: lines[i], Call: c.Call, Decision: d}
-		if d.Allow {
+		if d.Approval && c.Approved {
+			// The trace says a person approved it.
+			s.Commit(c.Call)
+			r.Approved = true
+		}
+		if d.Allow || r.Approved {
 			s.Record(s.Steps(), c.Call, c.Failed)
 			if !c.Failed {
 				r.Labels = s.ResultLabels(c.Call)
 			}
-		} else {
+		} else if !r.Approved {
 			refused = true
 		}
 		if *asJSON {
@@ -80,7 +88,12 @@ func replayCmd(e *env, args []string) int {
 
 func printDecision(e *env, r replayed) {
 	verdict := "allow"
-	if !r.Allow {
+	switch {
+	case r.Approved:
+		verdict = "apprv"
+	case r.Approval:
+		verdict = "hold "
+	case !r.Allow:
 		verdict = "deny "
 	}
 	args, _ := json.Marshal(r.Call.Args)

@@ -276,7 +276,6 @@ func (g *Gateway) recoverOnce(ctx context.Context) {
 			res, err = g.runUpstream(ctx, r)
 		}
 		summary := resultSummary(res, err)
-		g.cfg.Approvals.Finish(it.ID, summary)
 		shown := map[string]any{"id": it.ID, "tool": it.Tool, "session": it.Session, "result": summary}
 		if res != nil {
 			b, _ := json.Marshal(res.Content)
@@ -284,5 +283,6 @@ func (g *Gateway) recoverOnce(ctx context.Context) {
 		}
 		g.record(s, audit.Event{Kind: audit.Input, Type: "tool_result", Data: shown})
 		g.cfg.Logf("approved request %s (%s) ran after its session ended: %s", it.ID, it.Tool, summary)
+		g.cfg.Approvals.Finish(it.ID, summary)
 	}
 }

@@ -10,6 +10,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const [calls, mode, ...rest] = process.argv.slice(2);
 
@@ -23,8 +24,18 @@ function transport() {
   throw new Error(`unknown mode ${mode}`);
 }
 
+// With ELICIT=approve or ELICIT=deny the client can ask its user (MCP
+// elicitation), and the "user" answers so.
+const elicit = process.env.ELICIT;
+
 async function connect() {
-  const client = new Client({ name: "ts-agent", version: "1.0.0" });
+  const client = new Client({ name: "ts-agent", version: "1.0.0" }, elicit ? { capabilities: { elicitation: {} } } : {});
+  if (elicit) {
+    client.setRequestHandler(ElicitRequestSchema, async (req) => {
+      console.log("asked: " + req.params.message.split("\n")[0]);
+      return { action: "accept", content: { approve: elicit === "approve", reason: "answered by the test" } };
+    });
+  }
   await client.connect(transport());
   const { tools } = await client.listTools();
   console.log("tools: " + tools.map((t) => t.name).join(" "));
@@ -38,7 +49,13 @@ for (const [name, args] of JSON.parse(calls)) {
     client = await connect();
     continue;
   }
-  const res = await client.callTool({ name, arguments: args });
+  let res;
+  try {
+    res = await client.callTool({ name, arguments: args }, undefined, { timeout: 600000 });
+  } catch (err) {
+    console.log(`${name} failed: ${err.message}`);
+    continue;
+  }
   const text = res.content.filter((c) => c.type === "text").map((c) => c.text).join(" ");
   console.log(`${name} ${res.isError ? "error" : "ok"}: ${text}`);
 }

@@ -1,0 +1,340 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+)
+
+// approvalsCmd implements `cordon approvals list|show|approve|deny|serve`:
+// the queue of tool calls held for a person's approval.
+func approvalsCmd(e *env, args []string) int {
+	if len(args) == 0 {
+		return fail(e, fmt.Errorf("approvals: list, show ID, approve ID --by NAME, deny ID --by NAME, or serve --http ADDR"))
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlags(e, "approvals "+sub, "approvals "+sub+" [flags]")
+	dir := fs.String("store", "", "the approval store's `DIR` (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	all := fs.Bool("all", false, "list: every request, decided ones too")
+	by := fs.String("by", "", "approve, deny: the approver's `NAME`")
+	reason := fs.String("reason", "", "approve, deny: why")
+	session := fs.Bool("session", false, "approve: also identical calls for the rest of the agent's session")
+	addr := fs.String("http", "127.0.0.1:0", "serve: listen on `ADDR` (loopback)")
+	auditLog := fs.String("audit-log", "", "record decisions in `FILE` (default: the configuration's)")
+	operands, err := parseAnywhere(fs, args)
+	if err != nil {
+		return fail(e, err)
+	}
+	if *dir == "" {
+		*dir = approvals.DefaultDir()
+	}
+	store, err := approvals.Open(*dir, nil)
+	if err != nil {
+		return fail(e, err)
+	}
+	switch sub {
+	case "list":
+		states := []string{approvals.Pending}
+		if *all {
+			states = nil
+		}
+		items, err := store.List(states...)
+		if err != nil {
+			return fail(e, err)
+		}
+		if *asJSON {
+			return printJSON(e, items)
+		}
+		if len(items) == 0 {
+			fmt.Fprintln(e.stdout, "no requests")
+		}
+		for _, it := range items {
+			fmt.Fprintf(e.stdout, "%s  %-8s  %s %s  (%s, agent %s, %s)\n", it.ID, it.State, it.Tool, oneLine(string(it.Args)), it.Class, it.Agent, it.Rule)
+		}
+		return 0
+	case "show":
+		if len(operands) != 1 {
+			return fail(e, fmt.Errorf("approvals show: name one request"))
+		}
+		it, err := store.Get(operands[0])
+		if err != nil {
+			return fail(e, err)
+		}
+		if *asJSON {
+			return printJSON(e, it)
+		}
+		showRequest(e, it)
+		return 0
+	case "approve", "deny":
+		if len(operands) != 1 {
+			return fail(e, fmt.Errorf("approvals %s: name one request", sub))
+		}
+		scope := approvals.ScopeCall
+		if *session {
+			scope = approvals.ScopeSession
+		}
+		if sub == "deny" && *session {
+			return fail(e, fmt.Errorf("approvals deny: --session is for approvals"))
+		}
+		al, err := openAudit(e, *auditLog, nil)
+		if err != nil {
+			return fail(e, fmt.Errorf("audit log: %w (nothing was decided)", err))
+		}
+		it, err := decide(store, al.log, operands[0], sub == "approve", *by, *reason, scope)
+		if err != nil {
+			return fail(e, err)
+		}
+		fmt.Fprintf(e.stdout, "%s %s (%s) by %s\n", it.State, it.ID, it.Tool, it.By)
+		return 0
+	case "serve":
+		al, err := openAudit(e, *auditLog, nil)
+		if err != nil {
+			return fail(e, fmt.Errorf("audit log: %w", err))
+		}
+		return serveApprovals(e, store, al.log, *addr)
+	}
+	return fail(e, fmt.Errorf("approvals: unknown subcommand %q (list, show, approve, deny, serve)", sub))
+}
+
+// decide records a decision in the store and then in the audit log.
+func decide(store *approvals.Store, log *audit.Log, id string, approve bool, by, reason, scope string) (approvals.Item, error) {
+	it, err := store.Decide(id, approve, by, reason, scope)
+	if err != nil {
+		return it, err
+	}
+	err = log.Append(audit.Event{Sandbox: it.Session, Agent: it.Agent, Kind: audit.Decision, Type: "approval_decision",
+		Data: map[string]any{"id": it.ID, "tool": it.Tool, "approve": approve, "by": it.By, "reason": it.Why, "scope": it.Scope}})
+	if err != nil {
+		return it, fmt.Errorf("the decision is taken, but not in the audit log: %w", err)
+	}
+	return it, nil
+}
+
+func printJSON(e *env, v any) int {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	fmt.Fprintln(e.stdout, string(b))
+	return 0
+}
+
+func showRequest(e *env, it approvals.Item) {
+	w := e.stdout
+	fmt.Fprintf(w, "request %s: %s\n", it.ID, it.State)
+	fmt.Fprintf(w, "call:      %s %s\n", it.Tool, string(it.Args))
+	fmt.Fprintf(w, "class:     %s (can be undone: %v)\n", it.Class, it.Reversible)
+	fmt.Fprintf(w, "asked by:  %s: %s\n", it.Rule, it.Reason)
+	fmt.Fprintf(w, "agent:     %s, profile %s (sha256 %.16s), session %s\n", it.Agent, it.Profile, it.ProfileHash, it.Session)
+	labels := "none"
+	if len(it.Labels) > 0 {
+		labels = strings.Join(it.Labels, ", ")
+	}
+	fmt.Fprintf(w, "labels:    %s\n", labels)
+	fmt.Fprintf(w, "created:   %s, expires %s\n", it.Created.Format(time.RFC3339), it.Expires.Format(time.RFC3339))
+	if len(it.Recent) > 0 {
+		fmt.Fprintln(w, "before it:")
+		for _, r := range it.Recent {
+			verdict := "allowed"
+			switch {
+			case r.Held:
+				verdict = "held"
+			case !r.Allow:
+				verdict = "refused"
+			}
+			fmt.Fprintf(w, "  %3d  %-7s  %s\n", r.Step, verdict, r.Call)
+		}
+	}
+	if it.By != "" {
+		fmt.Fprintf(w, "decided:   by %s (%s): %s\n", it.By, it.Scope, it.Why)
+	}
+	if it.Result != "" {
+		fmt.Fprintf(w, "result:    %s\n", it.Result)
+	}
+}
+
+// serveApprovals serves the queue on loopback: a page listing the pending
+// requests with their context and approve and deny buttons, and a JSON
+// API, both behind a token printed on start.
+func serveApprovals(e *env, store *approvals.Store, log *audit.Log, addr string) int {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || (host != "127.0.0.1" && host != "::1" && host != "localhost") {
+		return fail(e, fmt.Errorf("--http %s: listen on a loopback address (127.0.0.1:PORT)", addr))
+	}
+	b := make([]byte, 16)
+	rand.Read(b)
+	token := hex.EncodeToString(b)
+	if t := os.Getenv("CORDON_APPROVALS_TOKEN"); t != "" {
+		token = t
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fail(e, fmt.Errorf("--http: %w", err))
+	}
+	fmt.Fprintf(e.stdout, "cordon: approvals on http://%s/?token=%s\n", ln.Addr(), token)
+	srv := &http.Server{Handler: approvalsHandler(store, log, token), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fail(e, err)
+	}
+	return 0
+}
+
+func approvalsHandler(store *approvals.Store, log *audit.Log, token string) http.Handler {
+	authorized := func(r *http.Request) bool {
+		t := r.URL.Query().Get("token")
+		if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+			t = strings.TrimPrefix(h, "Bearer ")
+		}
+		if r.Method == http.MethodPost && t == "" {
+			t = r.PostFormValue("token")
+		}
+		return subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		if !authorized(r) {
+			http.Error(w, "a token is needed (the URL cordon approvals serve printed)", http.StatusUnauthorized)
+			return
+		}
+		items, err := store.List(approvals.Pending)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		recent, _ := store.List(approvals.Approved, approvals.Denied, approvals.Expired, approvals.Running, approvals.Done)
+		if len(recent) > 10 {
+			recent = recent[len(recent)-10:]
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
+		page.Execute(w, map[string]any{"Pending": items, "Recent": recent, "Token": token, "Note": r.URL.Query().Get("note")})
+	})
+	mux.HandleFunc("POST /decide", func(w http.ResponseWriter, r *http.Request) {
+		if !authorized(r) {
+			http.Error(w, "a token is needed", http.StatusUnauthorized)
+			return
+		}
+		scope := approvals.ScopeCall
+		if r.PostFormValue("scope") == approvals.ScopeSession {
+			scope = approvals.ScopeSession
+		}
+		it, err := decide(store, log, r.PostFormValue("id"), r.PostFormValue("decision") == "approve", r.PostFormValue("by"), r.PostFormValue("reason"), scope)
+		note := fmt.Sprintf("%s %s (%s) by %s", it.State, it.ID, it.Tool, it.By)
+		if err != nil {
+			note = "not decided: " + err.Error()
+		}
+		http.Redirect(w, r, "/?token="+url.QueryEscape(token)+"&note="+url.QueryEscape(note), http.StatusSeeOther)
+	})
+	mux.HandleFunc("GET /api/approvals", func(w http.ResponseWriter, r *http.Request) {
+		if !authorized(r) {
+			http.Error(w, "a token is needed", http.StatusUnauthorized)
+			return
+		}
+		states := []string{approvals.Pending}
+		if r.URL.Query().Get("all") != "" {
+			states = nil
+		}
+		items, err := store.List(states...)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(items)
+	})
+	mux.HandleFunc("POST /api/approvals/{id}/{decision}", func(w http.ResponseWriter, r *http.Request) {
+		if !authorized(r) {
+			http.Error(w, "a token is needed", http.StatusUnauthorized)
+			return
+		}
+		var body struct{ By, Reason, Scope string }
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&body); err != nil {
+			http.Error(w, "want a JSON body: {\"by\": NAME, \"reason\": WHY, \"scope\": \"call\"|\"session\"}", http.StatusBadRequest)
+			return
+		}
+		d := r.PathValue("decision")
+		if d != "approve" && d != "deny" {
+			http.Error(w, "approve or deny", http.StatusNotFound)
+			return
+		}
+		it, err := decide(store, log, r.PathValue("id"), d == "approve", body.By, body.Reason, body.Scope)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(it)
+	})
+	return mux
+}
+
+var page = template.Must(template.New("page").Funcs(template.FuncMap{
+	"json": func(b json.RawMessage) string {
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			return string(b)
+		}
+		out, _ := json.MarshalIndent(v, "", "  ")
+		return string(out)
+	},
+	"when": func(t time.Time) string { return t.Local().Format("15:04:05 Jan 2") },
+}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>cordon: approvals</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2em; max-width: 60em; }
+.req { border: 1px solid #999; border-radius: 6px; padding: 1em; margin: 1em 0; }
+pre { background: #f4f4f4; padding: .5em; overflow-x: auto; }
+.irrev { color: #a00; font-weight: bold; }
+.note { background: #eef; padding: .5em; }
+table { border-collapse: collapse; } td { padding: .1em .6em; }
+</style></head><body>
+<h1>Tool calls waiting for approval</h1>
+{{with .Note}}<p class="note" id="note">{{.}}</p>{{end}}
+{{if not .Pending}}<p id="empty">Nothing is waiting.</p>{{end}}
+{{range .Pending}}
+<div class="req" id="req-{{.ID}}">
+<h2>{{.Tool}} <small>request {{.ID}}</small></h2>
+<p>Agent <b>{{.Agent}}</b>, profile {{.Profile}}, session {{.Session}}.
+Class <b>{{.Class}}</b>{{if not .Reversible}}: <span class="irrev">cannot be undone</span>{{end}}.</p>
+<p>Asked for by <code>{{.Rule}}</code>: {{.Reason}}.</p>
+<p>Arguments:</p><pre>{{json .Args}}</pre>
+<p>The session carries: {{if .Labels}}{{range .Labels}}<code>{{.}}</code> {{end}}{{else}}no labels{{end}}.</p>
+{{if .Recent}}<p>What the agent did before:</p><table>
+{{range .Recent}}<tr><td>{{.Step}}</td><td>{{if .Held}}held{{else if .Allow}}allowed{{else}}refused{{end}}</td><td><code>{{.Call}}</code></td></tr>{{end}}
+</table>{{end}}
+<p>Expires {{when .Expires}}.</p>
+<form method="post" action="/decide">
+<input type="hidden" name="token" value="{{$.Token}}"><input type="hidden" name="id" value="{{.ID}}">
+<label>Your name <input name="by" required></label>
+<label>Reason <input name="reason"></label>
+<label><input type="checkbox" name="scope" value="session"> also identical calls in this session</label>
+<button name="decision" value="approve">Approve</button>
+<button name="decision" value="deny">Deny</button>
+</form>
+</div>
+{{end}}
+{{if .Recent}}<h2>Decided</h2><table>
+{{range .Recent}}<tr><td>{{.ID}}</td><td>{{.Tool}}</td><td>{{.State}}</td><td>{{.By}}</td><td>{{.Why}}</td></tr>{{end}}
+</table>{{end}}
+</body></html>
+`))
