@@ -85,6 +85,7 @@ func TestScripts(t *testing.T) {
 			e.Setenv("MCPCLIENT", mcpClient)
 			// The reference filesystem server, installed with the client.
 			e.Setenv("MCPSERVERS", filepath.Dir(mcpClient))
+			e.Setenv("WEBAPPROVER", filepath.Join(filepath.Dir(mcpClient), "web.mjs"))
 			examples, err := filepath.Abs("../../examples/profiles")
 			if err != nil {
 				return err
@@ -134,6 +135,10 @@ func TestScripts(t *testing.T) {
 				// Whether cordon may create cgroups here.
 				out, _ := exec.Command(filepath.Join(binDir, "cordon"), "doctor", "--json").Output()
 				return strings.Contains(string(out), `"delegated": true`), nil
+			case "chromium":
+				// Whether Debian's Chromium is here, for the approvals page.
+				_, err := os.Stat("/usr/bin/chromium")
+				return err == nil && mcpClient != "", nil
 			case "mcpclient":
 				// Whether the MCP TypeScript SDK client could be installed.
 				return mcpClient != "", nil

@@ -27,8 +27,8 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 	ap := p.ApprovalPolicy()
 	class := p.Tools[c.Tool].Class
 	s.mu.Lock()
-	labels := s.policy.Labels()
-	var recent []approvals.Recent
+	labels := append([]string{}, s.policy.Labels()...)
+	recent := []approvals.Recent{}
 	for _, e := range s.policy.History() {
 		if e.Step != step {
 			recent = append(recent, approvals.Recent{Step: e.Step, Call: e.Call, Allow: e.Allow, Held: e.Held, Rule: e.Rule})
