@@ -69,6 +69,7 @@ func Diff(old, new *profile.Profile) []Change {
 	d.set("degraded", "allow_degraded", old.AllowDegraded, new.AllowDegraded, "may run without %s", "no longer runs without %s")
 	d.governance(old.Governance, new.Governance)
 	d.tools(old, new)
+	d.approval(old, new)
 	return d.out
 }
 

@@ -213,3 +213,50 @@ tools:
 		}
 	}
 }
+
+func TestApprovalChanges(t *testing.T) {
+	old := `version: 1
+agent: a
+tools:
+  pay:
+    class: financial
+  wipe:
+    class: irreversible
+approval:
+  approvers: [alice]
+`
+	loose := `version: 1
+agent: a
+tools:
+  pay:
+    class: financial
+  wipe:
+    class: irreversible
+approval:
+  classes: [financial]
+  tools:
+    pay:
+      required: false
+  flows: true
+  via: elicitation
+  approvers: [alice, mallory]
+`
+	var got []string
+	for _, c := range Diff(load(t, old), load(t, loose)) {
+		got = append(got, string(c.Kind)+" "+c.Field+": "+c.Message)
+	}
+	for _, want := range []string{
+		"expansion approval.tools.pay.required: calls of pay no longer wait for a person's approval",
+		"expansion approval.classes: calls of wipe no longer wait for a person's approval",
+		"expansion approval.flows: calls a flow rule refused may run once a person approves them",
+		"expansion approval.via: the agent's client's user may approve calls (elicitation)",
+		"expansion approval.approvers: mallory may approve calls",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	if back := Diff(load(t, loose), load(t, old)); Expanded(back) {
+		t.Errorf("the way back expands: %+v", Expansions(back))
+	}
+}

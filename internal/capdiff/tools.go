@@ -131,3 +131,42 @@ func serverText(s profile.Server) string {
 	}
 	return strings.Join(s.Command, " ") + " (profile " + s.Profile + ")"
 }
+
+// approval compares what needs a person's approval: a tool whose calls no
+// longer do, flow violations sent to approval rather than refused, the
+// client's user deciding, approvers added or no longer named.
+func (d *differ) approval(o, n *profile.Profile) {
+	oa, na := o.ApprovalPolicy(), n.ApprovalPolicy()
+	for _, name := range n.ToolNames() {
+		nt := n.Tools[name]
+		if nt.Deny {
+			continue
+		}
+		nu, field := na.Unheld(name, nt.Class)
+		ot, had := o.Tools[name]
+		ou := true
+		if had && !ot.Deny {
+			ou, _ = oa.Unheld(name, ot.Class)
+		}
+		switch {
+		case nu && !ou:
+			d.add(Expansion, "approval", field, "held", "runs", "calls of %s no longer wait for a person's approval", name)
+		case !nu && ou && had:
+			d.add(Reduction, "approval", field, "runs", "held", "calls of %s wait for a person's approval", name)
+		}
+	}
+	if na.Flows && !oa.Flows {
+		d.add(Expansion, "approval", "approval.flows", "false", "true", "calls a flow rule refused may run once a person approves them")
+	}
+	if na.Via == "elicitation" && oa.Via != "elicitation" {
+		d.add(Expansion, "approval", "approval.via", oa.Via, na.Via, "the agent's client's user may approve calls (elicitation)")
+	}
+	switch {
+	case len(oa.Approvers) > 0 && len(na.Approvers) == 0:
+		d.add(Expansion, "approval", "approval.approvers", strings.Join(oa.Approvers, ", "), "", "anyone who reaches the approval store may approve")
+	case len(oa.Approvers) == 0 && len(na.Approvers) > 0:
+		d.add(Reduction, "approval", "approval.approvers", "", strings.Join(na.Approvers, ", "), "only %s may approve", strings.Join(na.Approvers, ", "))
+	case len(oa.Approvers) > 0:
+		d.set("approval", "approval.approvers", oa.Approvers, na.Approvers, "%s may approve calls", "%s may no longer approve calls")
+	}
+}

@@ -86,17 +86,21 @@ func init() {
 		},
 	})
 	register(Rule{
-		Code: "CL904", Name: "irreversible-unapproved", Severity: Warning,
+		Code: "CL904", Name: "irreversible-unapproved", Severity: Error,
 		Summary: "an irreversible, financial or physical tool runs with no person approving its calls",
 		Why:     "what cannot be undone needs someone with the authority to accept the risk to see it before it happens; isolation does not undo a payment or a deletion",
-		Fix:     "deny the tool, or narrow it to what may run unseen (constraints and calls: 1) and have its calls approved",
+		Fix:     "keep the class under approval.classes (the default), or hold the tool's calls above a threshold (approval.tools.NAME.when), or deny it",
 		Check: func(c *Context, t *Target, r *Reporter) {
-			for _, name := range t.Profile.ToolNames() {
-				tool := t.Profile.Tools[name]
+			p := t.Profile
+			for _, name := range p.ToolNames() {
+				tool := p.Tools[name]
 				switch tool.Class {
 				case "irreversible", "financial", "physical":
-					if !tool.Deny {
-						r.At(t, "tools."+name, fmt.Sprintf("%s (%s) runs without approval", name, tool.Class), "")
+					if unheld, field := p.ApprovalPolicy().Unheld(name, tool.Class); unheld && !tool.Deny {
+						if p.Approval == nil {
+							field = "tools." + name
+						}
+						r.At(t, field, fmt.Sprintf("%s (%s) runs without approval", name, tool.Class), "")
 					}
 				}
 			}

@@ -101,6 +101,20 @@ func (a *Approval) Needs(tool, class string, args map[string]any) (bool, string)
 	return false, ""
 }
 
+// Unheld reports whether calls of tool (of class) can run with no person
+// approving any of them, and the field that makes it so.
+func (a *Approval) Unheld(tool, class string) (bool, string) {
+	if t, ok := a.Tools[tool]; ok {
+		if t.Required != nil {
+			return !*t.Required, "approval.tools." + tool + ".required"
+		}
+		if t.when != nil {
+			return false, ""
+		}
+	}
+	return !slices.Contains(a.ClassesNeedingApproval(), class), "approval.classes"
+}
+
 // IsApprover reports whether name may decide requests.
 func (a *Approval) IsApprover(name string) bool {
 	return len(a.Approvers) == 0 || slices.Contains(a.Approvers, name)
