@@ -93,6 +93,13 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 		g.cfg.Approvals.Expire(id, "not decided in time")
 		it, err = g.cfg.Approvals.Get(id)
 	}
+	if errors.Is(err, context.Canceled) {
+		// The agent went away (or cordon is stopping): the request stays
+		// pending, for a decision that a gateway of this profile carries
+		// out later (Recover).
+		g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_outcome", Data: map[string]any{"id": id, "tool": c.Tool, "step": step, "session": s.id, "executed": false, "pending": true, "reason": "the session ended while the request waited; it stays pending"}})
+		return "", refusal(toolpolicy.Decision{Rule: d.Rule, Reason: fmt.Sprintf("the session ended while request %s waited; it stays pending, and runs once if approved", id)})
+	}
 	if err != nil {
 		return refuse("the approval of request %s failed: %v", id, err)
 	}
@@ -249,7 +256,9 @@ func (g *Gateway) recoverOnce(ctx context.Context) {
 		g.mu.Lock()
 		live := g.waiting[it.ID]
 		g.mu.Unlock()
-		if live || it.ProfileHash != hash {
+		// A live waiter, in this gateway or another of the same profile,
+		// claims its approval within a poll; this takes what is left.
+		if live || it.ProfileHash != hash || (it.State == approvals.Approved && time.Since(it.DecidedAt) < 10*g.pollEvery()) {
 			continue
 		}
 		if it.State == approvals.Expired {

@@ -229,7 +229,11 @@ func (s *Session) decide(c Call) Decision {
 		return Decision{Allow: true, Rule: "approval.session", Reason: fmt.Sprintf("an identical %s call was approved for this session", c.Tool)}
 	}
 	if need, rule := ap.Needs(c.Tool, t.Class, argsOf(c)); need {
-		return Decision{Rule: rule, Reason: fmt.Sprintf("%s (%s, cannot be undone) needs a person's approval", c.Tool, t.Class), Approval: true}
+		what := t.Class
+		if slices.Contains(profile.DefaultApprovalClasses, t.Class) {
+			what += ", cannot be undone"
+		}
+		return Decision{Rule: rule, Reason: fmt.Sprintf("%s (%s) needs a person's approval", c.Tool, what), Approval: true}
 	}
 	s.Commit(c)
 	return Decision{Allow: true, Rule: field, Reason: fmt.Sprintf("%s (%s) is allowed by the profile", c.Tool, t.Class)}

@@ -223,7 +223,7 @@ func TestConstraints(t *testing.T) {
 agent: payer
 tools:
   pay:
-    class: financial
+    class: external
     constraints:
       - 'args.amount <= 100'
       - 'args.to.endsWith("@example.com")'
@@ -234,7 +234,7 @@ tools:
 		rule string
 		want string
 	}{
-		{map[string]any{"amount": int64(50), "to": "ann@example.com"}, "tools.pay", "pay (financial) is allowed by the profile"},
+		{map[string]any{"amount": int64(50), "to": "ann@example.com"}, "tools.pay", "pay (external) is allowed by the profile"},
 		{map[string]any{"amount": 100.5, "to": "ann@example.com"}, "tools.pay.constraints[0]", "the arguments break a constraint of pay: args.amount <= 100 is false"},
 		{map[string]any{"amount": int64(5), "to": "eve@attacker.example"}, "tools.pay.constraints[1]", `args.to.endsWith("@example.com") is false`},
 		{map[string]any{"to": "ann@example.com"}, "tools.pay.constraints[0]", "args.amount <= 100 cannot be evaluated: no such key: amount"},
@@ -249,5 +249,62 @@ tools:
 	}
 	if s.Steps() != 4 {
 		t.Errorf("steps = %d, want every call counted", s.Steps())
+	}
+}
+
+func TestApproval(t *testing.T) {
+	p := load(t, `version: 1
+agent: payer
+tools:
+  read_file:
+    class: read
+    returns: [secret]
+  pay:
+    class: financial
+  email:
+    class: external
+  wipe:
+    class: irreversible
+approval:
+  tools:
+    pay:
+      when: 'args.amount > 100'
+    wipe:
+      required: false
+  flows: true
+`)
+	s := NewSession(p, nil)
+	held := func(c Call, rule string) {
+		t.Helper()
+		d := s.Decide(c)
+		if d.Allow || !d.Approval || d.Rule != rule {
+			t.Errorf("%v: %+v, want held by %s", c, d, rule)
+		}
+	}
+	allowed := func(c Call, rule string) {
+		t.Helper()
+		d := s.Decide(c)
+		if !d.Allow || d.Approval || d.Rule != rule {
+			t.Errorf("%v: %+v, want allowed by %s", c, d, rule)
+		}
+	}
+	allowed(Call{Tool: "pay", Args: map[string]any{"amount": int64(100)}}, "tools.pay")
+	held(Call{Tool: "pay", Args: map[string]any{"amount": int64(101)}}, "approval.tools.pay.when")
+	held(Call{Tool: "pay", Args: map[string]any{"amount": "lots"}}, "approval.tools.pay.when")
+	allowed(Call{Tool: "wipe"}, "tools.wipe")
+	// A flow violation goes to approval, naming the call behind it.
+	allowed(Call{Tool: "read_file"}, "tools.read_file")
+	s.Record(s.Steps(), Call{Tool: "read_file"}, false)
+	mail := Call{Tool: "email", Args: map[string]any{"to": "x@example.com"}}
+	d := s.Decide(mail)
+	if !d.Approval || d.Rule != "tools.email.accepts" || d.Because != 5 {
+		t.Errorf("flow: %+v", d)
+	}
+	// Approved for the session: the identical call, and only it, passes.
+	s.Grant(mail)
+	allowed(mail, "approval.session")
+	held(Call{Tool: "email", Args: map[string]any{"to": "y@example.com"}}, "tools.email.accepts")
+	if h := s.History(); len(h) != 8 || !h[1].Held || h[0].Held {
+		t.Errorf("history: %+v", h)
 	}
 }
