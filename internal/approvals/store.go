@@ -135,7 +135,12 @@ func Open(dir string, now func() time.Time) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Only the store's own directory is private; the ones above it are
+	// made as any state directory would be.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("approval store: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("approval store: %w", err)
 	}
 	s := &Store{dir: dir, now: now}

@@ -71,7 +71,17 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(filepath.Dir(client))
 	mcpClient = client
-	return m.Run()
+	// Scripts run with HOME=/no-home; one that makes it (as root) makes
+	// the scripts of other users after it fail.
+	_, err = os.Stat("/no-home")
+	hadHome := err == nil
+	code := m.Run()
+	if _, err := os.Stat("/no-home"); err == nil && !hadHome {
+		fmt.Fprintln(os.Stderr, "a script created /no-home (HOME in the scripts): give it a HOME or a state directory of its own")
+		os.RemoveAll("/no-home")
+		return 1
+	}
+	return code
 }
 
 func TestScripts(t *testing.T) {
