@@ -63,6 +63,25 @@ type Group interface {
 	Remove() error
 	// Paths are the group's directories, for messages and cleanup.
 	Paths() []string
+	// Settings reads back the files that hold the group's limits, by name
+	// ("memory.limit_in_bytes", "cpu.max"), to see whether anything
+	// changed them.
+	Settings() (map[string]string, error)
+}
+
+// readSettings reads the named files of dir that exist.
+func readSettings(out map[string]string, dir string, files ...string) error {
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		out[f] = strings.TrimSpace(string(b))
+	}
+	return nil
 }
 
 // ErrNotDelegated means cordon may not create cgroups where it runs.

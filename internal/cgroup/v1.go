@@ -96,6 +96,22 @@ func (g *v1) set(l Limits) error {
 
 func (g *v1) Version() string { return "v1" }
 
+func (g *v1) Settings() (map[string]string, error) {
+	out := map[string]string{}
+	for c, files := range map[string][]string{
+		"memory": {"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"},
+		"pids":   {"pids.max"},
+		"cpu":    {"cpu.cfs_quota_us", "cpu.cfs_period_us"},
+	} {
+		if d, ok := g.dirs[c]; ok {
+			if err := readSettings(out, d, files...); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
 func (g *v1) Paths() []string {
 	var out []string
 	for _, c := range v1Controllers {

@@ -107,6 +107,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+func (g *v2) Settings() (map[string]string, error) {
+	out := map[string]string{}
+	return out, readSettings(out, g.dir, "memory.max", "memory.swap.max", "memory.oom.group", "pids.max", "cpu.max")
+}
+
 func (g *v2) set(l Limits) error {
 	if l.MemoryBytes > 0 {
 		m := strconv.FormatInt(l.MemoryBytes, 10)

@@ -51,6 +51,9 @@ func runCmd(e *env, args []string) int {
 		Stdout:        e.stdoutFile,
 		Stderr:        e.stderrFile,
 	}
+	if pf.file != "" {
+		opts.ProfileFile = pf.abs(e, pf.file)
+	}
 	a.watch(&opts)
 	o, err := sandbox.Run(opts)
 	if err != nil {

@@ -18,6 +18,7 @@ type Status string
 // Statuses, in the order Decide considers them.
 const (
 	SandboxError  Status = "sandbox_error"
+	Drift         Status = "drift"
 	Timeout       Status = "timeout"
 	OutputLimit   Status = "output_limit"
 	EgressBudget  Status = "egress_budget"
@@ -32,6 +33,7 @@ const (
 
 // Exit statuses of cordon that are not the command's own.
 const (
+	ExitDrift         = 117
 	ExitEgressBudget  = 118
 	ExitFileSizeLimit = 119
 	ExitCPUTimeLimit  = 120
@@ -86,6 +88,8 @@ type Outcome struct {
 	Notes []string `json:"notes,omitempty"`
 	// Error says what failed, for sandbox_error.
 	Error string `json:"error,omitempty"`
+	// Drift names what changed in the running sandbox, for drift.
+	Drift []string `json:"drift,omitempty"`
 	// Message is one sentence for a person.
 	Message string `json:"message"`
 }
@@ -146,6 +150,9 @@ type Facts struct {
 	// "bytes_in", "connections"), or "".
 	EgressUsedUp string
 	EgressBudget string // its value
+	// Drift names what changed in the running sandbox, when that stopped
+	// it.
+	Drift []string
 }
 
 // Signal numbers Decide recognizes (the same on every Linux architecture
@@ -189,6 +196,9 @@ func Decide(f Facts) Outcome {
 		o.Status, o.ExitCode, o.Error = SandboxError, ExitSandboxError, f.Err.Error()
 		o.Message = "cordon could not run the command: " + f.Err.Error()
 		return o
+	case len(f.Drift) > 0:
+		o.Status, o.ExitCode, o.Drift = Drift, ExitDrift, f.Drift
+		o.Message = "stopped: the sandbox drifted from how it was built: " + strings.Join(f.Drift, "; ")
 	case limit != "":
 		ls := limitStatus[limit]
 		o.Status, o.ExitCode = ls.status, ls.exit

@@ -52,6 +52,9 @@ type Profile struct {
 	Servers map[string]Server `yaml:"servers,omitempty" json:"servers,omitempty"`
 	// Approval says which tool calls a person must approve first.
 	Approval *Approval `yaml:"approval,omitempty" json:"approval,omitempty"`
+	// Drift says how often a running sandbox is checked against how it was
+	// built, and what a change does.
+	Drift *Drift `yaml:"drift,omitempty" json:"drift,omitempty"`
 
 	// src locates fields in the file the profile was read from.
 	src *source
@@ -191,6 +194,10 @@ func (p *Profile) Clone() *Profile {
 	}
 	c.Tools = cloneTools(p.Tools)
 	c.Labels = slices.Clone(p.Labels)
+	if p.Drift != nil {
+		d := *p.Drift
+		c.Drift = &d
+	}
 	if p.Approval != nil {
 		a := *p.Approval
 		a.Classes = slices.Clone(a.Classes)

@@ -84,6 +84,8 @@ func TestParseErrors(t *testing.T) {
 		{"approval timeout", minimal + "approval:\n  timeout: later\n", 4, 12, "approval.timeout", `"later" is not a duration`},
 		{"approval of no tool", minimal + "approval:\n  tools:\n    pay:\n      required: true\n", 5, 5, "approval.tools.pay", "pay is not a tool of this profile"},
 		{"approval threshold", minimal + "tools:\n  pay:\n    class: financial\napproval:\n  tools:\n    pay:\n      when: 'args.amount >'\n", 9, 13, "approval.tools.pay.when", "unexpected end of expression"},
+		{"drift interval", minimal + "drift:\n  every: 1ms\n", 4, 10, "drift.every", "at least 100ms"},
+		{"drift action", minimal + "drift:\n  action: ignore\n", 4, 11, "drift.action", `"ignore" is not an action`},
 		{"session wall", minimal + "session:\n  wall: soon\n", 4, 9, "session.wall", `"soon" is not a duration`},
 		{"own label twice", minimal + "labels: [secret]\n", 3, 10, "labels[0]", `"secret" is already a label`},
 		{"tiny size", minimal + "resources:\n  tmp_size: 1k\n", 4, 13, "resources.tmp_size", "below the smallest tmp_size, 1MiB"},

@@ -162,6 +162,7 @@ func (p *Profile) validate(src *source) Errors {
 	p.validateGovernance(bad)
 	p.validateTools(bad)
 	p.validateApproval(bad)
+	p.validateDrift(bad)
 	return errs
 }
 

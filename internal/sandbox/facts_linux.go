@@ -38,8 +38,23 @@ type Result struct {
 	egressExhausted string
 	egressBudget    string
 
-	mu   sync.Mutex
-	intr bool
+	mu    sync.Mutex
+	intr  bool
+	drift []string
+}
+
+func (r *Result) drifted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.drift != nil
+}
+
+func (r *Result) setDrift(changes []string) {
+	r.mu.Lock()
+	if r.drift == nil {
+		r.drift = changes
+	}
+	r.mu.Unlock()
 }
 
 func (r *Result) setInterrupted() {
@@ -70,6 +85,9 @@ func (r *Result) facts(err error) outcome.Facts {
 		EgressUsedUp: r.egressExhausted,
 		EgressBudget: r.egressBudget,
 	}
+	r.mu.Lock()
+	f.Drift = r.drift
+	r.mu.Unlock()
 	if r.Signal != 0 {
 		f.SignalName = unix.SignalName(unix.Signal(r.Signal))
 	}

@@ -49,6 +49,9 @@ type Options struct {
 	// OnEgress, when set, is told of each egress decision as the proxy
 	// makes it.
 	OnEgress func(egress.Event)
+	// ProfileFile is the file the profile was read from, "" for the
+	// embedded one; a drift check sees it edited.
+	ProfileFile string
 }
 
 // SetupError is a failure of cordon itself, before or while the sandbox was

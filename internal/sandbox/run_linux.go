@@ -288,6 +288,7 @@ func run(opts Options, res *Result) error {
 
 	done := make(chan struct{})
 	defer close(done)
+	watchDrift(opts, lim, init.pid, res, killInit, stderr, done)
 	go func() {
 		interrupts := 0
 		for {
@@ -348,9 +349,9 @@ func (res *Result) finish(msgs []Status, ws unix.WaitStatus, waitErr error) erro
 			return nil
 		}
 	}
-	// Init was killed before it could report: by cordon, for a limit or a
-	// second interrupt, which ends the command with it.
-	if res.killed != "" || res.interrupted() {
+	// Init was killed before it could report: by cordon, for a limit, a
+	// drift or a second interrupt, which ends the command with it.
+	if res.killed != "" || res.interrupted() || res.drifted() {
 		res.Signal = int(unix.SIGKILL)
 		return nil
 	}

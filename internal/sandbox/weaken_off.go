@@ -8,3 +8,6 @@ func weakened(string) bool { return false }
 
 // Weakened is always false in cordon.
 func Weakened(string) bool { return false }
+
+// anyWeakened is always false in cordon.
+func anyWeakened() bool { return false }

@@ -21,3 +21,7 @@ func Weakened(layer string) bool {
 	}
 	return false
 }
+
+// anyWeakened reports whether any layer is left out: the drift check then
+// does not judge the processes' confinement, which is weakened on purpose.
+func anyWeakened() bool { return os.Getenv("CORDON_WEAKEN") != "" }

@@ -1,0 +1,175 @@
+// Package drift checks, while a sandbox runs, that it is still contained
+// as it was built. A sandbox set up correctly can end a long task less
+// contained than it began if something around it changes: a cgroup limit
+// raised from the host, a mount added into its namespace, the profile it
+// was built from edited, a process that escaped its namespaces or lost its
+// seccomp filter. Capture reads what can be read back of a running
+// sandbox; Compare names what changed since the baseline; Unconfined names
+// the sandbox's processes that are no longer confined as the command was.
+package drift
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// State is what a running sandbox looks like from the host.
+type State struct {
+	// Namespaces are init's namespace identities ("net" -> "net:[4026...]").
+	Namespaces map[string]string
+	// Mounts is the SHA-256 of the sandbox's mount table (init's
+	// mountinfo).
+	Mounts string
+	// Limits are the cgroup's limit files and their values.
+	Limits map[string]string
+	// Profile is the SHA-256 of the profile file, "" without one.
+	Profile string
+}
+
+// namespaces are the namespace kinds compared.
+var namespaces = []string{"mnt", "pid", "net", "ipc", "uts", "user", "cgroup"}
+
+// Capture reads the state of the sandbox whose init is pid. limits reads
+// the cgroup's limit files (nil without a cgroup); profileFile is the
+// profile's path ("" for the embedded default).
+func Capture(pid int, limits func() (map[string]string, error), profileFile string) (State, error) {
+	s := State{Namespaces: map[string]string{}}
+	for _, ns := range namespaces {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
+		if err != nil {
+			return s, fmt.Errorf("init's %s namespace: %w", ns, err)
+		}
+		s.Namespaces[ns] = l
+	}
+	mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		return s, fmt.Errorf("the sandbox's mount table: %w", err)
+	}
+	s.Mounts = digest(mi)
+	if limits != nil {
+		if s.Limits, err = limits(); err != nil {
+			return s, fmt.Errorf("the cgroup's limits: %w", err)
+		}
+	}
+	if profileFile != "" {
+		b, err := os.ReadFile(profileFile)
+		if err != nil {
+			s.Profile = "unreadable: " + err.Error()
+		} else {
+			s.Profile = digest(b)
+		}
+	}
+	return s, nil
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Compare names every change from old to now, one phrase each.
+func Compare(old, now State) []string {
+	var out []string
+	for _, ns := range namespaces {
+		if old.Namespaces[ns] != now.Namespaces[ns] {
+			out = append(out, fmt.Sprintf("init's %s namespace changed (%s, now %s)", ns, old.Namespaces[ns], now.Namespaces[ns]))
+		}
+	}
+	if old.Mounts != now.Mounts {
+		out = append(out, fmt.Sprintf("the mount table changed (sha256 %.12s, now %.12s)", old.Mounts, now.Mounts))
+	}
+	for _, f := range slices.Sorted(maps.Keys(old.Limits)) {
+		if v, ok := now.Limits[f]; !ok || v != old.Limits[f] {
+			out = append(out, fmt.Sprintf("the cgroup limit %s changed (%s, now %s)", f, old.Limits[f], orGone(v, ok)))
+		}
+	}
+	if old.Profile != now.Profile {
+		out = append(out, fmt.Sprintf("the profile file changed (sha256 %.12s, now %.12s)", old.Profile, now.Profile))
+	}
+	return out
+}
+
+func orGone(v string, ok bool) string {
+	if !ok {
+		return "gone"
+	}
+	return v
+}
+
+// Unconfined names the processes below init (pid) that run without a
+// seccomp filter or no_new_privs, or outside init's namespaces (ns from
+// Capture). Processes that end while they are read are skipped.
+func Unconfined(pid int, ns map[string]string) []string {
+	var out []string
+	for _, p := range Descendants(pid) {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+		if err != nil || strings.HasPrefix(field(status, "State"), "Z") {
+			continue // gone, or a zombie (whose filter the kernel has freed)
+		}
+		if v := field(status, "Seccomp"); v != "" && v != "2" {
+			out = append(out, fmt.Sprintf("process %d runs without its seccomp filter (mode %s)", p, v))
+		}
+		if v := field(status, "NoNewPrivs"); v != "" && v != "1" {
+			out = append(out, fmt.Sprintf("process %d runs without no_new_privs", p))
+		}
+		for _, kind := range namespaces {
+			l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", p, kind))
+			if err == nil && l != ns[kind] {
+				out = append(out, fmt.Sprintf("process %d is outside the sandbox's %s namespace", p, kind))
+			}
+		}
+	}
+	return out
+}
+
+// Confined reports whether some process below init runs under a seccomp
+// filter: the command has started, confined.
+func Confined(pid int) bool {
+	for _, p := range Descendants(pid) {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p)); err == nil && field(b, "Seccomp") == "2" {
+			return true
+		}
+	}
+	return false
+}
+
+// Descendants lists the processes below pid, by the kernel's children
+// lists.
+func Descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 && len(out) < 100000 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					out = append(out, c)
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// field reads a "Name:\tvalue" line of /proc/PID/status.
+func field(status []byte, name string) string {
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,69 @@
+package drift
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCompare(t *testing.T) {
+	old := State{Namespaces: map[string]string{"net": "net:[1]", "mnt": "mnt:[2]"}, Mounts: "aaaa", Limits: map[string]string{"pids.max": "64", "memory.max": "1024"}, Profile: "p1"}
+	if got := Compare(old, old); len(got) != 0 {
+		t.Errorf("no change: %v", got)
+	}
+	now := State{Namespaces: map[string]string{"net": "net:[9]", "mnt": "mnt:[2]"}, Mounts: "bbbb", Limits: map[string]string{"pids.max": "max"}, Profile: "p2"}
+	got := strings.Join(Compare(old, now), "\n")
+	for _, want := range []string{
+		"init's net namespace changed (net:[1], now net:[9])",
+		"the mount table changed",
+		"the cgroup limit memory.max changed (1024, now gone)",
+		"the cgroup limit pids.max changed (64, now max)",
+		"the profile file changed",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+}
+
+func TestCaptureAndDescendants(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "p.yaml")
+	os.WriteFile(prof, []byte("version: 1\n"), 0o644)
+	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pid := cmd.Process.Pid
+	for range 100 {
+		if len(Descendants(pid)) > 0 {
+			break
+		}
+		exec.Command("sleep", "0.01").Run()
+	}
+	if len(Descendants(pid)) != 1 {
+		t.Fatalf("descendants of the shell: %v", Descendants(pid))
+	}
+	s, err := Capture(pid, func() (map[string]string, error) { return map[string]string{"pids.max": "64"}, nil }, prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Namespaces) != len(namespaces) || s.Mounts == "" || s.Profile == "" {
+		t.Fatalf("state: %+v", s)
+	}
+	os.WriteFile(prof, []byte("version: 1\nagent: edited\n"), 0o644)
+	now, _ := Capture(pid, func() (map[string]string, error) { return map[string]string{"pids.max": "64"}, nil }, prof)
+	if c := Compare(s, now); len(c) != 1 || !strings.Contains(c[0], "profile file changed") {
+		t.Errorf("after an edit: %v", c)
+	}
+	// The test's own processes are not confined: each is named.
+	if u := Unconfined(pid, s.Namespaces); len(u) == 0 || !strings.Contains(u[0], "without its seccomp filter") {
+		t.Errorf("unconfined: %v", u)
+	}
+	if Confined(pid) {
+		t.Error("an unconfined child counted as confined")
+	}
+}
