@@ -39,6 +39,25 @@ type Program struct {
 
 // Compile parses src, in which the arguments of the call are the map args.
 func Compile(src string) (*Program, error) {
+	return (&Env{Vars: []string{"args"}}).Compile(src)
+}
+
+// Env declares what an expression may name besides CEL's own: its
+// variables, and methods of cordon's (session.denials_last(20)).
+type Env struct {
+	Vars    []string
+	Methods map[string]Method
+}
+
+// Method is a method an Env adds: it takes Arity arguments and is applied
+// to the value it is called on.
+type Method struct {
+	Arity int
+	Fn    func(recv any, args []any) (any, error)
+}
+
+// Compile parses src in the environment.
+func (e *Env) Compile(src string) (*Program, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, &Error{Msg: "empty expression"}
 	}
@@ -49,7 +68,10 @@ func Compile(src string) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{toks: toks, vars: map[string]bool{"args": true}}
+	p := &parser{toks: toks, vars: map[string]bool{}, methods: e.Methods}
+	for _, v := range e.Vars {
+		p.vars[v] = true
+	}
 	root, err := p.expr()
 	if err != nil {
 		return nil, err
@@ -67,6 +89,15 @@ func (p *Program) String() string { return p.src }
 // (as FromJSON gives them) and returns its value.
 func (p *Program) Eval(args map[string]any) (any, error) {
 	return eval(p.root, &scope{name: "args", val: args})
+}
+
+// EvalVars evaluates the expression with its environment's variables.
+func (p *Program) EvalVars(vars map[string]any) (any, error) {
+	var s *scope
+	for name, v := range vars {
+		s = &scope{name: name, val: v, up: s}
+	}
+	return eval(p.root, s)
 }
 
 // Check evaluates a constraint: nil when it holds, else why not (false, an

@@ -456,6 +456,9 @@ func call(n *callNode, s *scope) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		if n.custom != nil {
+			return n.custom(r, args)
+		}
 		str, ok1 := r.(string)
 		arg, ok2 := args[0].(string)
 		if !ok1 || !ok2 {

@@ -28,7 +28,9 @@ type (
 		recv node // nil for a global function
 		args []node
 		re   *regexp.Regexp // matches with a literal pattern, compiled once
-		pos  int
+		// custom is a method of the environment.
+		custom func(recv any, args []any) (any, error)
+		pos    int
 	}
 	unaryNode struct {
 		op  string
@@ -67,10 +69,11 @@ type (
 
 // parser is a recursive-descent parser of CEL's grammar.
 type parser struct {
-	toks  []token
-	i     int
-	vars  map[string]bool
-	depth int
+	toks    []token
+	i       int
+	vars    map[string]bool
+	methods map[string]Method
+	depth   int
 }
 
 // maxDepth bounds nesting, so that no expression exhausts the stack.
@@ -390,6 +393,12 @@ func (p *parser) method(x node, id token, args []node) (node, error) {
 			return nil, &Error{Pos: id.pos, Msg: "size() as a method takes no argument"}
 		}
 		return &callNode{fn: "size", args: []node{x}, pos: id.pos}, nil
+	}
+	if m, ok := p.methods[id.text]; ok {
+		if len(args) != m.Arity {
+			return nil, &Error{Pos: id.pos, Msg: fmt.Sprintf("%s() takes %d arguments", id.text, m.Arity)}
+		}
+		return &callNode{fn: id.text, recv: x, args: args, custom: m.Fn, pos: id.pos}, nil
 	}
 	return nil, &Error{Pos: id.pos, Msg: fmt.Sprintf("undeclared method %s()", id.text)}
 }

@@ -29,6 +29,8 @@ type replayed struct {
 	toolpolicy.Decision
 	Labels   []string `json:"labels,omitempty"`
 	Approved bool     `json:"approved,omitempty"`
+	// Checkpoints are the trajectory rules that held after this call.
+	Checkpoints []toolpolicy.Checkpoint `json:"checkpoints,omitempty"`
 }
 
 // replayCmd implements `cordon replay TRACE.jsonl --profile FILE`: it feeds
@@ -73,6 +75,12 @@ func replayCmd(e *env, args []string) int {
 		} else if !r.Approved {
 			refused = true
 		}
+		r.Checkpoints = s.TakeCheckpoints()
+		for _, cp := range r.Checkpoints {
+			if cp.Action != "warn" {
+				refused = true
+			}
+		}
 		if *asJSON {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(e.stdout, string(b))
@@ -107,6 +115,9 @@ func printDecision(e *env, r replayed) {
 	}
 	if len(r.Labels) > 0 {
 		fmt.Fprintf(e.stdout, "     brings in: %s\n", strings.Join(r.Labels, ", "))
+	}
+	for _, cp := range r.Checkpoints {
+		fmt.Fprintf(e.stdout, "     checkpoint: %s (%s): %s\n", cp.Rule, cp.Action, cp.Reason)
 	}
 }
 

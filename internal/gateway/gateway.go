@@ -357,7 +357,12 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		d := s.policy.Decide(c)
 		step := s.policy.Steps()
+		checkpoints := s.policy.TakeCheckpoints()
 		s.mu.Unlock()
+		for _, cp := range checkpoints {
+			g.cfg.Logf("session %s: at step %d, %s held (%s): %s", s.id, cp.Step, cp.Rule, cp.Action, cp.Reason)
+			g.record(s, audit.Event{Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
+		}
 		decision := map[string]any{"tool": name, "step": step, "session": s.id, "allow": d.Allow, "rule": d.Rule, "reason": d.Reason}
 		if d.Because > 0 {
 			decision["because"] = d.Because

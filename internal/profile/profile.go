@@ -55,6 +55,8 @@ type Profile struct {
 	// Drift says how often a running sandbox is checked against how it was
 	// built, and what a change does.
 	Drift *Drift `yaml:"drift,omitempty" json:"drift,omitempty"`
+	// Trajectory checks the course of a whole agent session.
+	Trajectory *Trajectory `yaml:"trajectory,omitempty" json:"trajectory,omitempty"`
 
 	// src locates fields in the file the profile was read from.
 	src *source
@@ -194,6 +196,11 @@ func (p *Profile) Clone() *Profile {
 	}
 	c.Tools = cloneTools(p.Tools)
 	c.Labels = slices.Clone(p.Labels)
+	if p.Trajectory != nil {
+		t := *p.Trajectory
+		t.Rules = slices.Clone(t.Rules)
+		c.Trajectory = &t
+	}
 	if p.Drift != nil {
 		d := *p.Drift
 		c.Drift = &d

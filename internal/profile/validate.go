@@ -163,6 +163,7 @@ func (p *Profile) validate(src *source) Errors {
 	p.validateTools(bad)
 	p.validateApproval(bad)
 	p.validateDrift(bad)
+	p.validateTrajectory(bad)
 	return errs
 }
 

@@ -89,6 +89,11 @@ type Session struct {
 	granted map[string]bool
 	history []Entry
 
+	counters    counters
+	checkpoints []Checkpoint
+	// tripped is the stop or approve rule that held, if any.
+	tripped *Checkpoint
+
 	// The last failed call, and how many times in a row it failed.
 	lastFailed string
 	fails      int
@@ -127,7 +132,15 @@ func (s *Session) Labels() []string {
 // Decide decides a call and counts it as a step; an allowed call is also
 // counted against the call budgets. Its result is recorded with Record.
 func (s *Session) Decide(c Call) Decision {
-	d := s.decide(c)
+	var d Decision
+	if s.tripped != nil && s.tripped.Action == "stop" {
+		s.steps++
+		d = s.afterTrip(d)
+	} else {
+		d = s.afterTrip(s.decide(c))
+	}
+	s.count(c, d)
+	s.checkpoint()
 	s.history = append(s.history, Entry{Step: s.steps, Call: describe(c), Allow: d.Allow, Held: d.Approval, Rule: d.Rule})
 	if len(s.history) > historyLen {
 		s.history = s.history[1:]

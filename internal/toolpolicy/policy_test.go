@@ -178,6 +178,8 @@ func TestNoTools(t *testing.T) {
 func BenchmarkDecide(b *testing.B) {
 	p := load(b, testProfile)
 	p.Session = nil
+	// Half the calls are refused: the probing rule would stop the session.
+	p.Trajectory = &profile.Trajectory{Probing: &profile.Probing{Denials: 1 << 30}}
 	s := NewSession(p, nil)
 	read := Call{Tool: "read_file", Args: map[string]any{"path": "/workspace/.env"}}
 	s.Record(1, read, false)
@@ -306,5 +308,55 @@ approval:
 	held(Call{Tool: "email", Args: map[string]any{"to": "y@example.com"}}, "tools.email.accepts")
 	if h := s.History(); len(h) != 8 || !h[1].Held || h[0].Held {
 		t.Errorf("history: %+v", h)
+	}
+}
+
+func TestTrajectory(t *testing.T) {
+	p := load(t, `version: 1
+agent: mover
+tools:
+  read_file:
+    class: read
+  write_file:
+    class: write
+  fetch:
+    class: external
+trajectory:
+  rules:
+    - name: widening
+      when: 'session.files_read >= 3'
+      action: approve
+    - name: broken
+      when: 'session.tools.missing > 0'
+      action: warn
+`)
+	s := NewSession(p, nil)
+	for i, path := range []string{"a", "b", "c"} {
+		d := s.Decide(Call{Tool: "read_file", Args: map[string]any{"path": path}})
+		if !d.Allow {
+			t.Fatalf("read %d: %+v", i, d)
+		}
+	}
+	cps := s.TakeCheckpoints()
+	if len(cps) < 2 || cps[0].Rule != "trajectory.rules.broken" || !strings.Contains(cps[0].Reason, "could not be evaluated") {
+		t.Errorf("a rule that cannot be evaluated is reported: %+v", cps)
+	}
+	var last Checkpoint
+	for _, cp := range cps {
+		if cp.Rule == "trajectory.rules.widening" {
+			last = cp
+		}
+	}
+	if last.Rule != "trajectory.rules.widening" || last.Action != "approve" || last.Step != 3 {
+		t.Errorf("checkpoint: %+v", last)
+	}
+	// Held from then on: every call waits for a person.
+	d := s.Decide(Call{Tool: "write_file", Args: map[string]any{"path": "x"}})
+	if !d.Approval || d.Rule != "trajectory.rules.widening" || !strings.Contains(d.Reason, "held for a person: at step 3") {
+		t.Errorf("after the checkpoint: %+v", d)
+	}
+	v := s.vars()
+	if v["files_read"] != int64(3) || v["steps"] != int64(4) || v["approvals"] != int64(1) {
+		t.Errorf("counters: %v", v)
 	}
 }

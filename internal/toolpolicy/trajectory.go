@@ -1,0 +1,162 @@
+package toolpolicy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+// Checkpoint is a trajectory rule that held at a checkpoint.
+type Checkpoint struct {
+	Step   int    `json:"step"`
+	Rule   string `json:"rule"` // "trajectory.rules.NAME" or "trajectory.probing"
+	Action string `json:"action"`
+	Reason string `json:"reason"`
+}
+
+// counters are what trajectory rules see of the session.
+type counters struct {
+	bytesOut     int64
+	hosts        map[string]bool
+	filesRead    map[string]bool
+	filesWritten map[string]bool
+	denials      int
+	approvals    int
+	refused      []bool // per decision, the last refusedKept
+}
+
+const refusedKept = 1000
+
+// count updates the counters with a decided call.
+func (s *Session) count(c Call, d Decision) {
+	k := &s.counters
+	if k.hosts == nil {
+		k.hosts, k.filesRead, k.filesWritten = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	}
+	refused := !d.Allow && !d.Approval
+	k.refused = append(k.refused, refused)
+	if len(k.refused) > refusedKept {
+		k.refused = k.refused[1:]
+	}
+	switch {
+	case refused:
+		k.denials++
+		return
+	case d.Approval:
+		k.approvals++
+		return
+	}
+	t := s.p.Tools[c.Tool]
+	if profile.Outward(t.Class) {
+		b, _ := json.Marshal(c.Args)
+		k.bytesOut += int64(len(b))
+	}
+	if u, ok := c.Args["url"].(string); ok {
+		if pu, err := url.Parse(u); err == nil && pu.Host != "" {
+			k.hosts[pu.Hostname()] = true
+		}
+	}
+	if path, ok := c.Args["path"].(string); ok {
+		switch t.Class {
+		case "read":
+			k.filesRead[path] = true
+		case "write":
+			k.filesWritten[path] = true
+		}
+	}
+}
+
+// vars is the session as trajectory rules see it.
+func (s *Session) vars() map[string]any {
+	k := &s.counters
+	tools := map[string]any{}
+	for name, n := range s.perTool {
+		tools[name] = int64(n)
+	}
+	labels := []any{}
+	for _, l := range s.Labels() {
+		labels = append(labels, l)
+	}
+	refused := make([]any, len(k.refused))
+	for i, r := range k.refused {
+		refused[i] = r
+	}
+	return map[string]any{
+		"steps": int64(s.steps), "calls": int64(s.calls), "tools": tools,
+		"bytes_out": k.bytesOut, "hosts": int64(len(k.hosts)),
+		"files_read": int64(len(k.filesRead)), "files_written": int64(len(k.filesWritten)),
+		"labels": labels, "denials": int64(k.denials), "approvals": int64(k.approvals),
+		"refused": refused,
+	}
+}
+
+// checkpoint evaluates the trajectory rules when a checkpoint is due.
+func (s *Session) checkpoint() {
+	t := s.p.Trajectory
+	every := 1
+	if t != nil && t.EverySteps > 0 {
+		every = t.EverySteps
+	}
+	if s.tripped != nil || s.steps%every != 0 {
+		return
+	}
+	trip := func(cp Checkpoint) {
+		s.checkpoints = append(s.checkpoints, cp)
+		if cp.Action != "warn" && s.tripped == nil {
+			s.tripped = &cp
+		}
+	}
+	if t != nil && len(t.Rules) > 0 {
+		vars := map[string]any{"session": s.vars()}
+		for _, r := range t.Rules {
+			v, err := r.Program().EvalVars(vars)
+			if err != nil {
+				// A rule that cannot be evaluated holds: fail closed.
+				trip(Checkpoint{Step: s.steps, Rule: "trajectory.rules." + r.Name, Action: r.Action, Reason: fmt.Sprintf("%s could not be evaluated (%v)", r.When, err)})
+				continue
+			}
+			if v == true {
+				trip(Checkpoint{Step: s.steps, Rule: "trajectory.rules." + r.Name, Action: r.Action, Reason: r.When})
+			}
+		}
+	}
+	pr := s.p.ProbingRule()
+	last := s.counters.refused
+	if len(last) > pr.Window {
+		last = last[len(last)-pr.Window:]
+	}
+	n := 0
+	for _, r := range last {
+		if r {
+			n++
+		}
+	}
+	if n >= pr.Denials {
+		trip(Checkpoint{Step: s.steps, Rule: "trajectory.probing", Action: pr.Action, Reason: fmt.Sprintf("%d of the last %d calls were refused: the agent is probing its boundary", n, len(last))})
+	}
+}
+
+// TakeCheckpoints returns the rules that held since the last call.
+func (s *Session) TakeCheckpoints() []Checkpoint {
+	out := s.checkpoints
+	s.checkpoints = nil
+	return out
+}
+
+// afterTrip applies a stop or approve rule that held to a later call.
+func (s *Session) afterTrip(d Decision) Decision {
+	cp := s.tripped
+	if cp == nil {
+		return d
+	}
+	why := fmt.Sprintf("at step %d, %s held (%s)", cp.Step, cp.Rule, cp.Reason)
+	if cp.Action == "stop" {
+		return Decision{Rule: cp.Rule, Limit: "trajectory", Reason: "the session was stopped: " + why}
+	}
+	if d.Allow {
+		return Decision{Rule: cp.Rule, Reason: "the session is held for a person: " + why, Approval: true}
+	}
+	return d
+}
