@@ -56,8 +56,11 @@ func (p *Profile) ApprovalPolicy() *Approval {
 	if p.Approval != nil {
 		return p.Approval
 	}
-	return &Approval{}
+	return &noApproval
 }
+
+// noApproval is the policy of a profile without the section.
+var noApproval Approval
 
 // ClassesNeedingApproval are the classes held for approval.
 func (a *Approval) ClassesNeedingApproval() []string {
@@ -79,14 +82,14 @@ func (a *Approval) TimeoutDuration() time.Duration {
 // Needs reports whether a call of tool (of class) with args needs approval,
 // and the profile field that says so. An argument condition that cannot
 // be evaluated asks for approval.
-func (a *Approval) Needs(tool, class string, args map[string]any) (bool, string) {
+func (a *Approval) Needs(tool, class string, args func() map[string]any) (bool, string) {
 	if t, ok := a.Tools[tool]; ok {
 		field := "approval.tools." + tool
 		if t.Required != nil && !*t.Required {
 			return false, field + ".required"
 		}
 		if t.when != nil {
-			if err := t.when.Check(args); err != nil && cel.IsFalse(err) {
+			if err := t.when.Check(args()); err != nil && cel.IsFalse(err) {
 				return false, field + ".when"
 			}
 			return true, field + ".when"

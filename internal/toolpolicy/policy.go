@@ -87,7 +87,7 @@ type Session struct {
 	disabled map[string][2]string
 	// granted are calls approved for the rest of the session.
 	granted map[string]bool
-	history []Entry
+	history []entry
 
 	counters    counters
 	checkpoints []Checkpoint
@@ -141,15 +141,28 @@ func (s *Session) Decide(c Call) Decision {
 	}
 	s.count(c, d)
 	s.checkpoint()
-	s.history = append(s.history, Entry{Step: s.steps, Call: describe(c), Allow: d.Allow, Held: d.Approval, Rule: d.Rule})
+	s.history = append(s.history, entry{Entry{Step: s.steps, Allow: d.Allow, Held: d.Approval, Rule: d.Rule}, c})
 	if len(s.history) > historyLen {
 		s.history = s.history[1:]
 	}
 	return d
 }
 
+// entry is a history entry with its call, described when asked for.
+type entry struct {
+	Entry
+	call Call
+}
+
 // History is the session's recent calls, oldest first.
-func (s *Session) History() []Entry { return slices.Clone(s.history) }
+func (s *Session) History() []Entry {
+	out := make([]Entry, len(s.history))
+	for i, e := range s.history {
+		out[i] = e.Entry
+		out[i].Call = describe(e.call)
+	}
+	return out
+}
 
 // Commit counts a call that was held and then approved against the call
 // budgets, as an allowed call is when it is decided.
@@ -241,7 +254,7 @@ func (s *Session) decide(c Call) Decision {
 		s.Commit(c)
 		return Decision{Allow: true, Rule: "approval.session", Reason: fmt.Sprintf("an identical %s call was approved for this session", c.Tool)}
 	}
-	if need, rule := ap.Needs(c.Tool, t.Class, argsOf(c)); need {
+	if need, rule := ap.Needs(c.Tool, t.Class, func() map[string]any { return argsOf(c) }); need {
 		what := t.Class
 		if slices.Contains(profile.DefaultApprovalClasses, t.Class) {
 			what += ", cannot be undone"
