@@ -2,15 +2,18 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -37,8 +40,17 @@ func probeCmd(e *env, args []string) int {
 	only := fs.String("only", "", "run only the probes of `CATEGORY` ("+strings.Join(probe.AllCategories, ", ")+")")
 	var degraded list
 	fs.Var(&degraded, "allow-degraded", "probe even if `LAYER` is unavailable, as cordon run would")
+	every := fs.Duration("every", 0, "run the battery again every `INTERVAL` (and at once when the profile file changes), recording each report and naming what changed since the last")
+	runs := fs.Int("runs", 0, "with --every, stop after `N` runs (0: run until interrupted)")
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
+	}
+	if *every > 0 {
+		file := pf.file
+		if file != "" {
+			file = pf.abs(e, file)
+		}
+		return probeEvery(e, args, file, *reports, *every, *runs)
 	}
 	if *only != "" && !slices.Contains(probe.AllCategories, *only) {
 		return fail(e, fmt.Errorf("--only: unknown category %q", *only))
@@ -325,4 +337,85 @@ func outsideView(p *profile.Profile, cwd string) string {
 		}
 	}
 	return os.TempDir()
+}
+
+// probeEvery runs the battery again and again: every interval, and at once
+// when the profile file or the kernel changes. Each report is recorded
+// (where cordon lint looks for the latest), and each run after the first
+// names the probes whose status changed since the one before (--compare).
+// It returns the status of the last run.
+func probeEvery(e *env, args []string, profileFile, reports string, every time.Duration, runs int) int {
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--every" || a == "-every" || a == "--runs" || a == "-runs":
+			i++
+		case strings.HasPrefix(a, "--every=") || strings.HasPrefix(a, "-every=") || strings.HasPrefix(a, "--runs=") || strings.HasPrefix(a, "-runs="):
+		default:
+			rest = append(rest, a)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	watched := func() string {
+		var b strings.Builder
+		if profileFile != "" {
+			data, _ := os.ReadFile(profileFile)
+			b.Write(data)
+		}
+		release, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+		b.Write(release)
+		return b.String()
+	}
+	prev, code := "", 0
+	for n := 1; runs == 0 || n <= runs; n++ {
+		a := append(slices.Clone(rest), "--record", "--reports", reports)
+		if prev != "" {
+			a = append(a, "--compare", prev)
+		}
+		before := watched()
+		fmt.Fprintf(e.stderr, "cordon: probe run %d, %s\n", n, time.Now().UTC().Format(time.RFC3339))
+		code = probeCmd(e, a)
+		if latest := newestReport(reports); latest != "" {
+			// Kept apart, so that the next run compares with this one even
+			// when they share a profile hash (and so a file).
+			b, err := os.ReadFile(latest)
+			if err == nil {
+				prev = filepath.Join(reports, ".previous-run.json")
+				os.WriteFile(prev, b, 0o644)
+			}
+		}
+		if runs != 0 && n == runs {
+			break
+		}
+		deadline := time.Now().Add(every)
+		for time.Now().Before(deadline) && watched() == before {
+			select {
+			case <-ctx.Done():
+				return code
+			case <-time.After(min(time.Second, time.Until(deadline))):
+			}
+		}
+		if watched() != before {
+			fmt.Fprintln(e.stderr, "cordon: the profile or the kernel changed: probing again now")
+		}
+	}
+	return code
+}
+
+// newestReport is the report most recently written in dir.
+func newestReport(dir string) string {
+	ents, _ := os.ReadDir(dir)
+	var best string
+	var bestTime time.Time
+	for _, ent := range ents {
+		if !strings.HasSuffix(ent.Name(), ".json") || strings.HasPrefix(ent.Name(), ".") {
+			continue
+		}
+		if info, err := ent.Info(); err == nil && info.ModTime().After(bestTime) {
+			best, bestTime = filepath.Join(dir, ent.Name()), info.ModTime()
+		}
+	}
+	return best
 }
