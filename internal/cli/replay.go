@@ -19,6 +19,8 @@ type traceLine struct {
 	Failed bool `json:"failed,omitempty"`
 	// Approved says a person approved the call, had it been held.
 	Approved bool `json:"approved,omitempty"`
+	// BytesIn is the size of the result the agent was shown.
+	BytesIn int `json:"bytes_in,omitempty"`
 }
 
 // replayed is one decision as replay prints it with --json.
@@ -69,11 +71,15 @@ func replayCmd(e *env, args []string) int {
 		}
 		if d.Allow || r.Approved {
 			s.Record(s.Steps(), c.Call, c.Failed)
+			s.Received(c.BytesIn)
 			if !c.Failed {
 				r.Labels = s.ResultLabels(c.Call)
 			}
 		} else if !r.Approved {
 			refused = true
+			if d.Approval {
+				s.ApprovalRefused()
+			}
 		}
 		r.Checkpoints = s.TakeCheckpoints()
 		for _, cp := range r.Checkpoints {

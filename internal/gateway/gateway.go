@@ -450,8 +450,13 @@ func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result,
 		return res, err
 	}
 	failed := err != nil || ctr == nil || ctr.IsError
+	var shownBytes []byte
+	if err == nil && ctr != nil {
+		shownBytes, _ = json.Marshal(ctr.Content)
+	}
 	s.mu.Lock()
 	s.policy.Record(step, c, failed)
+	s.policy.Received(len(shownBytes))
 	labels := s.policy.ResultLabels(c)
 	s.mu.Unlock()
 	shown := map[string]any{"tool": name, "step": step, "session": s.id, "failed": failed}
@@ -461,7 +466,7 @@ func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result,
 	if err != nil {
 		shown["error"] = err.Error()
 	} else if ctr != nil {
-		b, _ := json.Marshal(ctr.Content)
+		b := shownBytes
 		sum := sha256.Sum256(b)
 		shown["bytes"] = len(b)
 		shown["sha256"] = hex.EncodeToString(sum[:])

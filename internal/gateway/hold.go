@@ -46,6 +46,9 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 	}
 	refuse := func(format string, args ...any) (string, *mcp.CallToolResult) {
 		why := fmt.Sprintf(format, args...)
+		s.mu.Lock()
+		s.policy.ApprovalRefused()
+		s.mu.Unlock()
 		g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_outcome", Data: map[string]any{"tool": c.Tool, "step": step, "session": s.id, "executed": false, "reason": why}})
 		return "", refusal(toolpolicy.Decision{Rule: d.Rule, Reason: why + "; the call was not made"})
 	}

@@ -35,6 +35,9 @@ type Tool struct {
 	// Constraints are CEL expressions over the call's arguments (args);
 	// a call is refused unless every one of them is true.
 	Constraints []string `yaml:"constraints,omitempty" json:"constraints,omitempty"`
+	// Deletes marks a tool whose calls delete: trajectory rules count them
+	// (session.deletes).
+	Deletes bool `yaml:"deletes,omitempty" json:"deletes,omitempty"`
 	// Pin is the SHA-256 of an upstream tool's description as it was
 	// approved ("sha256:HEX"); a tool whose description no longer matches
 	// is disabled.

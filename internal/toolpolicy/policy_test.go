@@ -355,8 +355,10 @@ trajectory:
 	if !d.Approval || d.Rule != "trajectory.rules.widening" || !strings.Contains(d.Reason, "held for a person: at step 3") {
 		t.Errorf("after the checkpoint: %+v", d)
 	}
+	s.ApprovalRefused()
+	s.Received(120)
 	v := s.vars()
-	if v["files_read"] != int64(3) || v["steps"] != int64(4) || v["approvals"] != int64(1) {
+	if v["files_read"] != int64(3) || v["steps"] != int64(4) || v["approvals"] != int64(1) || v["approvals_refused"] != int64(1) || v["bytes_in"] != int64(120) {
 		t.Errorf("counters: %v", v)
 	}
 }

@@ -19,6 +19,9 @@ type Checkpoint struct {
 // counters are what trajectory rules see of the session.
 type counters struct {
 	bytesOut     int64
+	bytesIn      int64
+	deletes      int
+	approvalsNo  int
 	hosts        map[string]bool
 	filesRead    map[string]bool
 	filesWritten map[string]bool
@@ -49,6 +52,9 @@ func (s *Session) count(c Call, d Decision) {
 		return
 	}
 	t := s.p.Tools[c.Tool]
+	if t.Deletes {
+		k.deletes++
+	}
 	if profile.Outward(t.Class) {
 		b, _ := json.Marshal(c.Args)
 		k.bytesOut += int64(len(b))
@@ -85,9 +91,9 @@ func (s *Session) vars() map[string]any {
 	}
 	return map[string]any{
 		"steps": int64(s.steps), "calls": int64(s.calls), "tools": tools,
-		"bytes_out": k.bytesOut, "hosts": int64(len(k.hosts)),
+		"bytes_out": k.bytesOut, "bytes_in": k.bytesIn, "deletes": int64(k.deletes), "hosts": int64(len(k.hosts)),
 		"files_read": int64(len(k.filesRead)), "files_written": int64(len(k.filesWritten)),
-		"labels": labels, "denials": int64(k.denials), "approvals": int64(k.approvals),
+		"labels": labels, "denials": int64(k.denials), "approvals": int64(k.approvals), "approvals_refused": int64(k.approvalsNo),
 		"refused": refused,
 	}
 }
@@ -137,6 +143,14 @@ func (s *Session) checkpoint() {
 		trip(Checkpoint{Step: s.steps, Rule: "trajectory.probing", Action: pr.Action, Reason: fmt.Sprintf("%d of the last %d calls were refused: the agent is probing its boundary", n, len(last))})
 	}
 }
+
+// Received counts the bytes of a result shown to the agent
+// (session.bytes_in).
+func (s *Session) Received(n int) { s.counters.bytesIn += int64(n) }
+
+// ApprovalRefused counts a held call that was not approved (denied, not
+// decided in time): session.approvals_refused.
+func (s *Session) ApprovalRefused() { s.counters.approvalsNo++ }
 
 // TakeCheckpoints returns the rules that held since the last call.
 func (s *Session) TakeCheckpoints() []Checkpoint {
