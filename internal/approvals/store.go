@@ -26,6 +26,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/config"
 )
 
 // States of a request.
@@ -112,22 +114,9 @@ type Store struct {
 	now func() time.Time
 }
 
-// DefaultDir is the store's directory on this host: $CORDON_STATE_DIR/
-// approvals, else $XDG_STATE_HOME/cordon/approvals, else
-// ~/.local/state/cordon/approvals.
-func DefaultDir() string {
-	if d := os.Getenv("CORDON_STATE_DIR"); d != "" {
-		return filepath.Join(d, "approvals")
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "cordon", "approvals")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = "/"
-	}
-	return filepath.Join(home, ".local", "state", "cordon", "approvals")
-}
+// DefaultDir is the store's directory on this host: approvals in cordon's
+// state directory.
+func DefaultDir() string { return filepath.Join(config.StateDir(), "approvals") }
 
 // Open opens (creating) the store in dir; now is the clock (nil for the
 // wall clock).

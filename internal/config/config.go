@@ -113,3 +113,20 @@ func Size(text string, def int64) int64 {
 	}
 	return n
 }
+
+// StateDir is where cordon keeps state on this host (probe reports,
+// approval requests): $CORDON_STATE_DIR, else $XDG_STATE_HOME/cordon,
+// else ~/.local/state/cordon.
+func StateDir() string {
+	if d := os.Getenv("CORDON_STATE_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "cordon")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "/"
+	}
+	return filepath.Join(home, ".local", "state", "cordon")
+}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/config"
 )
 
 // Report is the whole account of one battery run, comparable across runs
@@ -75,21 +77,9 @@ func LoadReport(path string) (*Report, error) {
 }
 
 // ReportDir is where `cordon probe --record` keeps reports on this host:
-// $CORDON_STATE_DIR/probes, else $XDG_STATE_HOME/cordon/probes, else
-// ~/.local/state/cordon/probes.
-func ReportDir() string {
-	if d := os.Getenv("CORDON_STATE_DIR"); d != "" {
-		return filepath.Join(d, "probes")
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "cordon", "probes")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = "/"
-	}
-	return filepath.Join(home, ".local", "state", "cordon", "probes")
-}
+// probes in cordon's state directory ($CORDON_STATE_DIR, else
+// $XDG_STATE_HOME/cordon, else ~/.local/state/cordon).
+func ReportDir() string { return filepath.Join(config.StateDir(), "probes") }
 
 // Save writes r into dir, named by its profile's hash (a later report of the
 // same profile replaces it).
