@@ -76,6 +76,11 @@ type Gateway struct {
 	sessions  map[*mcp.ServerSession]*session
 	// waiting are the approval requests a live session waits for.
 	waiting map[string]bool
+	// withdrawn are the tools the sessions refuse, made anew (never
+	// changed) whenever the tools change.
+	withdrawn map[string]toolpolicy.Withdrawn
+	// hash is the profile's SHA-256, which approval requests carry.
+	hash string
 }
 
 // tool is a tool the gateway knows.
@@ -101,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	g := &Gateway{cfg: cfg, tools: map[string]*tool{}, upstreams: map[string]*mcp.ClientSession{}, sessions: map[*mcp.ServerSession]*session{}, waiting: map[string]bool{}}
+	g := &Gateway{cfg: cfg, tools: map[string]*tool{}, upstreams: map[string]*mcp.ClientSession{}, sessions: map[*mcp.ServerSession]*session{}, waiting: map[string]bool{}, hash: cfg.Profile.Hash()}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "cordon decides every tool call against its profile. A refused call returns an error that names the rule that refused it and what would be allowed instead.",
 	})
@@ -116,6 +121,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		g.tools[name] = &tool{def: &def}
 		g.server.AddTool(&def, g.gate(g.runBuiltin))
 	}
+	g.withdraw()
 	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
 		client := mcp.NewClient(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ClientOptions{
 			ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
@@ -262,6 +268,7 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 			}
 		}
 	}
+	g.withdraw()
 	if len(remove) > 0 {
 		g.server.RemoveTools(remove...)
 	}
@@ -269,6 +276,24 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 		g.server.AddTool(t.def, g.gate(g.runUpstream))
 	}
 	return nil
+}
+
+// withdraw makes the map of withdrawn tools anew: upstream tools that are
+// not offered, and tools of the profile that nothing offers. g.mu is held.
+func (g *Gateway) withdraw() {
+	w := map[string]toolpolicy.Withdrawn{}
+	for name, t := range g.tools {
+		if t.withdraw != "" {
+			w[name] = toolpolicy.Withdrawn{Rule: t.rule, Reason: t.withdraw}
+		}
+	}
+	p := g.cfg.Profile
+	for _, name := range p.ToolNames() {
+		if g.tools[name] == nil && !p.Tools[name].Deny {
+			w[name] = toolpolicy.Withdrawn{Rule: "tools." + name, Reason: fmt.Sprintf("%s is in the profile, but it is not a built-in tool and no server offers it", name)}
+		}
+	}
+	g.withdrawn = w
 }
 
 func short(hash string) string {
@@ -339,22 +364,11 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 
 		g.mu.Lock()
-		state := maps.Clone(g.tools)
+		withdrawn := g.withdrawn
 		g.mu.Unlock()
 		s.mu.Lock()
 		// The session refuses withdrawn tools, and does not suggest them.
-		for n, tl := range state {
-			if tl.withdraw != "" {
-				s.policy.Disable(n, tl.rule, tl.withdraw)
-			} else {
-				s.policy.Enable(n)
-			}
-		}
-		for _, n := range g.cfg.Profile.ToolNames() {
-			if state[n] == nil && !g.cfg.Profile.Tools[n].Deny {
-				s.policy.Disable(n, "tools."+n, fmt.Sprintf("%s is in the profile, but it is not a built-in tool and no server offers it", n))
-			}
-		}
+		s.policy.Withdraw(withdrawn)
 		d := s.policy.Decide(c)
 		step := s.policy.Steps()
 		checkpoints := s.policy.TakeCheckpoints()
@@ -381,21 +395,17 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		approved := ""
 		if d.Approval {
-			id, refused := g.hold(ctx, r, s, c, raw, step, d)
+			req, refused := g.hold(ctx, r, s, c, raw, step, d)
 			if refused != nil {
 				return refused, nil
 			}
 			if g.cfg.Profile.ApprovalPolicy().Via == "elicitation" {
-				it, err := g.cfg.Approvals.Get(id)
-				if err != nil {
-					return refusal(toolpolicy.Decision{Rule: d.Rule, Reason: fmt.Sprintf("the approval request could not be read (%v); the call was not made", err)}), nil
-				}
-				ctx = context.WithValue(ctx, approvalKey{}, &pendingApproval{id: id, req: it.Request, sess: s, call: c})
+				ctx = context.WithValue(ctx, approvalKey{}, &pendingApproval{id: req.ID, req: req, sess: s, call: c})
 				var cancel context.CancelFunc
-				ctx, cancel = context.WithDeadline(ctx, it.Expires)
+				ctx, cancel = context.WithDeadline(ctx, req.Expires)
 				defer cancel()
 			} else {
-				approved = id
+				approved = req.ID
 			}
 		} else if !d.Allow {
 			return refusal(d), nil

@@ -18,11 +18,12 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 )
 
-// hold asks a person to approve a call, and returns the request's id once
-// it is approved and claimed to run, or the refusal the agent gets.
+// hold asks a person to approve a call, and returns its request once it is
+// approved and claimed to run (or, for the client's user, once it is
+// stored), or the refusal the agent gets.
 // Whatever fails on the way (the store, the client, the wait), the call is
 // not made and the agent is told why.
-func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, c toolpolicy.Call, raw json.RawMessage, step int, d toolpolicy.Decision) (string, *mcp.CallToolResult) {
+func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, c toolpolicy.Call, raw json.RawMessage, step int, d toolpolicy.Decision) (approvals.Request, *mcp.CallToolResult) {
 	p := g.cfg.Profile
 	ap := p.ApprovalPolicy()
 	class := p.Tools[c.Tool].Class
@@ -41,16 +42,16 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 		Reversible: !slices.Contains(profile.DefaultApprovalClasses, class),
 		Rule:       d.Rule, Reason: d.Reason,
 		Labels: labels, Recent: recent,
-		Agent: p.Agent, Profile: g.cfg.ProfileFile, ProfileHash: p.Hash(), Session: s.id, Step: step,
+		Agent: p.Agent, Profile: g.cfg.ProfileFile, ProfileHash: g.hash, Session: s.id, Step: step,
 		Approvers: ap.Approvers,
 	}
-	refuse := func(format string, args ...any) (string, *mcp.CallToolResult) {
+	refuse := func(format string, args ...any) (approvals.Request, *mcp.CallToolResult) {
 		why := fmt.Sprintf(format, args...)
 		s.mu.Lock()
 		s.policy.ApprovalRefused()
 		s.mu.Unlock()
 		g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_outcome", Data: map[string]any{"tool": c.Tool, "step": step, "session": s.id, "executed": false, "reason": why}})
-		return "", refusal(toolpolicy.Decision{Rule: d.Rule, Reason: why + "; the call was not made"})
+		return req, refusal(toolpolicy.Decision{Rule: d.Rule, Reason: why + "; the call was not made"})
 	}
 	if g.cfg.Approvals == nil {
 		return refuse("%s needs approval (%s) and this gateway has no approval store", c.Tool, d.Rule)
@@ -65,6 +66,7 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 		return refuse("%s needs approval by the client's user, and this client cannot ask (it does not support MCP elicitation)", c.Tool)
 	}
 	id, err := g.cfg.Approvals.Add(req)
+	req.ID = id
 	if err != nil {
 		return refuse("%s needs approval, and the request could not be stored: %v", c.Tool, err)
 	}
@@ -86,7 +88,7 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 	}()
 	if ap.Via == "elicitation" {
 		// The tool's handler asks the client's user (see gate).
-		return id, nil
+		return req, nil
 	}
 	g.cfg.Logf("%s is held for approval, request %s: cordon approvals show %s; cordon approvals approve %s --by NAME", c.Tool, id, id, id)
 	wctx, cancel := context.WithDeadline(ctx, req.Expires)
@@ -101,7 +103,7 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 		// pending, for a decision that a gateway of this profile carries
 		// out later (Recover).
 		g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_outcome", Data: map[string]any{"id": id, "tool": c.Tool, "step": step, "session": s.id, "executed": false, "pending": true, "reason": "the session ended while the request waited; it stays pending"}})
-		return "", refusal(toolpolicy.Decision{Rule: d.Rule, Reason: fmt.Sprintf("the session ended while request %s waited; it stays pending, and runs once if approved", id)})
+		return req, refusal(toolpolicy.Decision{Rule: d.Rule, Reason: fmt.Sprintf("the session ended while request %s waited; it stays pending, and runs once if approved", id)})
 	}
 	if err != nil {
 		return refuse("the approval of request %s failed: %v", id, err)
@@ -124,7 +126,7 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 	}
 	s.mu.Unlock()
 	g.record(s, audit.Event{Kind: audit.Action, Type: "approved_call", Data: map[string]any{"id": id, "tool": c.Tool, "args": raw, "by": it.By, "scope": it.Scope, "step": step, "session": s.id}})
-	return id, nil
+	return req, nil
 }
 
 // statePrefix marks the request state of a call held for the client's
@@ -254,14 +256,13 @@ func (g *Gateway) recoverOnce(ctx context.Context) {
 		g.cfg.Logf("%v", err)
 		return
 	}
-	hash := g.cfg.Profile.Hash()
 	for _, it := range items {
 		g.mu.Lock()
 		live := g.waiting[it.ID]
 		g.mu.Unlock()
 		// A live waiter, in this gateway or another of the same profile,
 		// claims its approval within a poll; this takes what is left.
-		if live || it.ProfileHash != hash || (it.State == approvals.Approved && time.Since(it.DecidedAt) < 10*g.pollEvery()) {
+		if live || it.ProfileHash != g.hash || (it.State == approvals.Approved && time.Since(it.DecidedAt) < 10*g.pollEvery()) {
 			continue
 		}
 		if it.State == approvals.Expired {

@@ -84,7 +84,7 @@ type Session struct {
 	labels  map[string]origin
 
 	// disabled are tools withdrawn from the agent, with the rule and why.
-	disabled map[string][2]string
+	disabled map[string]Withdrawn
 	// granted are calls approved for the rest of the session.
 	granted map[string]bool
 	history []entry
@@ -108,18 +108,15 @@ func NewSession(p *profile.Profile, now func() time.Time) *Session {
 	return &Session{p: p, now: now, start: now(), perTool: map[string]int{}, labels: map[string]origin{}}
 }
 
-// Disable withdraws a tool from the session: its calls are refused by
-// rule, for reason (an upstream tool whose description is not the approved
-// one).
-func (s *Session) Disable(tool, rule, reason string) {
-	if s.disabled == nil {
-		s.disabled = map[string][2]string{}
-	}
-	s.disabled[tool] = [2]string{rule, reason}
+// Withdrawn is a tool taken from the agent: its calls are refused by Rule,
+// for Reason (an upstream tool whose description is not the approved one).
+type Withdrawn struct {
+	Rule, Reason string
 }
 
-// Enable undoes Disable.
-func (s *Session) Enable(tool string) { delete(s.disabled, tool) }
+// Withdraw sets the tools withdrawn from the session; the session reads
+// the map and never changes it, so one map may serve many sessions.
+func (s *Session) Withdraw(tools map[string]Withdrawn) { s.disabled = tools }
 
 // Steps is the number of calls decided so far.
 func (s *Session) Steps() int { return s.steps }
@@ -191,8 +188,8 @@ func (s *Session) decide(c Call) Decision {
 	if w := b.WallTime(); w > 0 && s.now().Sub(s.start) > w {
 		return deny("session.wall", "session.wall", fmt.Sprintf("the session has run for its %s", b.Wall), "")
 	}
-	if d, ok := s.disabled[c.Tool]; ok {
-		return deny(d[0], "", d[1], s.listed())
+	if w, ok := s.disabled[c.Tool]; ok {
+		return deny(w.Rule, "", w.Reason, s.listed())
 	}
 	t, ok := s.p.Tools[c.Tool]
 	if !ok {
@@ -227,7 +224,7 @@ func (s *Session) decide(c Call) Decision {
 		return deny(field+".calls", field+".calls", fmt.Sprintf("%s has been called its %d times in this session", c.Tool, t.Calls), "")
 	}
 	ap := s.p.ApprovalPolicy()
-	granted := s.granted[key(c)]
+	granted := len(s.granted) > 0 && s.granted[key(c)]
 	if profile.Outward(t.Class) || len(t.Accepts) > 0 {
 		for _, l := range s.Labels() {
 			if slices.Contains(t.Accepts, l) {
