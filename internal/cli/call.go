@@ -45,13 +45,8 @@ func callCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("call: %s is not a built-in tool (%s, %s)", name, strings.Join(tools.Names, ", "), runTool))
 	}
 	if name == runTool {
-		var a struct {
-			Argv []string `json:"argv"`
-		}
-		dec := json.NewDecoder(strings.NewReader(operands[1]))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&a); err != nil || len(a.Argv) == 0 {
-			return fail(e, fmt.Errorf(`call: run takes {"argv": ["CMD", "ARG", ...]}`))
+		if _, err := runArgv([]byte(operands[1])); err != nil {
+			return fail(e, err)
 		}
 	}
 	p, allow, al, err := pf.open(e, nil, *auditLog)
@@ -97,15 +92,11 @@ func callCmd(e *env, args []string) int {
 // that it could not be run at all.
 func runBuiltin(r *probeRunner, p *profile.Profile, name string, args []byte) (result []byte, failed bool, err error) {
 	if name == runTool {
-		var a struct {
-			Argv []string `json:"argv"`
+		argv, err := runArgv(args)
+		if err != nil {
+			return nil, false, err
 		}
-		dec := json.NewDecoder(bytes.NewReader(args))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&a); err != nil || len(a.Argv) == 0 {
-			return nil, false, fmt.Errorf(`call: run takes {"argv": ["CMD", "ARG", ...]}`)
-		}
-		return callRun(r, p, a.Argv)
+		return callRun(r, p, argv)
 	}
 	if !slices.Contains(tools.Names, name) {
 		return nil, false, fmt.Errorf("%s is not a built-in tool", name)
@@ -133,6 +124,19 @@ func runBuiltin(r *probeRunner, p *profile.Profile, name string, args []byte) (r
 		return out.Bytes(), true, nil // the tool failed; its result says why
 	}
 	return nil, false, fmt.Errorf("%s%s", o.Summary(), indentStderr(stderr.Bytes()))
+}
+
+// runArgv reads the run tool's arguments.
+func runArgv(args []byte) ([]string, error) {
+	var a struct {
+		Argv []string `json:"argv"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil || len(a.Argv) == 0 {
+		return nil, fmt.Errorf(`call: run takes {"argv": ["CMD", "ARG", ...]}`)
+	}
+	return a.Argv, nil
 }
 
 // indentStderr appends what a tool wrote to its stderr to an error.

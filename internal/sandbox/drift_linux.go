@@ -14,7 +14,7 @@ import (
 // mount table, cgroup limits and profile file, and the confinement of each
 // of its processes. A change stops the run with the drift outcome, or, with
 // drift.action warn, is reported and becomes the new baseline.
-func watchDrift(opts Options, lim *limiter, initPid int, res *Result, kill func(), stderr io.Writer, done <-chan struct{}) {
+func watchDrift(opts Options, lim *limiter, initPid int, res *Result, stderr io.Writer, done <-chan struct{}) {
 	every := opts.Profile.DriftEvery()
 	if every == 0 {
 		return
@@ -66,10 +66,7 @@ func watchDrift(opts Options, lim *limiter, initPid int, res *Result, kill func(
 			}
 			fmt.Fprintf(stderr, "cordon: drift: %s; the sandbox is stopped\n", strings.Join(changes, "; "))
 			res.setDrift(changes)
-			kill()
-			if lim.group != nil {
-				lim.group.Kill()
-			}
+			lim.killAll()
 			return
 		}
 	}()

@@ -183,11 +183,19 @@ func (l *limiter) trip(limit string) {
 		l.killed = limit
 	}
 	l.mu.Unlock()
-	if first && l.kill != nil {
-		l.kill()
-		if l.group != nil {
-			l.group.Kill()
-		}
+	if first {
+		l.killAll()
+	}
+}
+
+// killAll kills the whole sandbox: init, and whatever is in its cgroup.
+func (l *limiter) killAll() {
+	if l.kill == nil {
+		return
+	}
+	l.kill()
+	if l.group != nil {
+		l.group.Kill()
 	}
 }
 

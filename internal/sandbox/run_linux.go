@@ -288,7 +288,7 @@ func run(opts Options, res *Result) error {
 
 	done := make(chan struct{})
 	defer close(done)
-	watchDrift(opts, lim, init.pid, res, killInit, stderr, done)
+	watchDrift(opts, lim, init.pid, res, stderr, done)
 	go func() {
 		interrupts := 0
 		for {
