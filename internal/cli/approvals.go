@@ -216,12 +216,19 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, token string) http
 			http.Error(w, "a token is needed (the URL cordon approvals serve printed)", http.StatusUnauthorized)
 			return
 		}
-		items, err := store.List(approvals.Pending)
+		all, err := store.List()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		recent, _ := store.List(approvals.Approved, approvals.Denied, approvals.Expired, approvals.Running, approvals.Done)
+		var items, recent []approvals.Item
+		for _, it := range all {
+			if it.State == approvals.Pending {
+				items = append(items, it)
+			} else {
+				recent = append(recent, it)
+			}
+		}
 		if len(recent) > 10 {
 			recent = recent[len(recent)-10:]
 		}

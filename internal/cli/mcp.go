@@ -65,12 +65,15 @@ func mcpCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	if *storeDir == "" {
-		*storeDir = approvals.DefaultDir()
-	}
-	store, err := approvals.Open(*storeDir, nil)
-	if err != nil {
-		return fail(e, err)
+	// Listing the tools holds no call: it needs no approval store.
+	var store *approvals.Store
+	if !listOnly {
+		if *storeDir == "" {
+			*storeDir = approvals.DefaultDir()
+		}
+		if store, err = approvals.Open(*storeDir, nil); err != nil {
+			return fail(e, err)
+		}
 	}
 	profileFile := "<default profile>"
 	if pf.file != "" {
