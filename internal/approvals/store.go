@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/config"
 )
 
@@ -362,4 +363,19 @@ func (s *Store) Wait(ctx context.Context, id string, every time.Duration) (Item,
 		case <-t.C:
 		}
 	}
+}
+
+// DecideRecorded is Decide, with the decision then appended to the audit
+// log (durable before it returns).
+func (s *Store) DecideRecorded(log *audit.Log, id string, approve bool, by, reason, scope string) (Item, error) {
+	it, err := s.Decide(id, approve, by, reason, scope)
+	if err != nil {
+		return it, err
+	}
+	err = log.Append(audit.Event{Sandbox: it.Session, Agent: it.Agent, Kind: audit.Decision, Type: "approval_decision",
+		Data: map[string]any{"id": it.ID, "tool": it.Tool, "approve": approve, "by": it.By, "reason": it.Why, "scope": it.Scope}})
+	if err != nil {
+		return it, fmt.Errorf("the decision is taken, but not in the audit log: %w", err)
+	}
+	return it, nil
 }

@@ -97,7 +97,7 @@ func approvalsCmd(e *env, args []string) int {
 		if err != nil {
 			return fail(e, fmt.Errorf("audit log: %w (nothing was decided)", err))
 		}
-		it, err := decide(store, al.log, operands[0], sub == "approve", *by, *reason, scope)
+		it, err := store.DecideRecorded(al.log, operands[0], sub == "approve", *by, *reason, scope)
 		if err != nil {
 			return fail(e, err)
 		}
@@ -111,20 +111,6 @@ func approvalsCmd(e *env, args []string) int {
 		return serveApprovals(e, store, al.log, *addr)
 	}
 	return fail(e, fmt.Errorf("approvals: unknown subcommand %q (list, show, approve, deny, serve)", sub))
-}
-
-// decide records a decision in the store and then in the audit log.
-func decide(store *approvals.Store, log *audit.Log, id string, approve bool, by, reason, scope string) (approvals.Item, error) {
-	it, err := store.Decide(id, approve, by, reason, scope)
-	if err != nil {
-		return it, err
-	}
-	err = log.Append(audit.Event{Sandbox: it.Session, Agent: it.Agent, Kind: audit.Decision, Type: "approval_decision",
-		Data: map[string]any{"id": it.ID, "tool": it.Tool, "approve": approve, "by": it.By, "reason": it.Why, "scope": it.Scope}})
-	if err != nil {
-		return it, fmt.Errorf("the decision is taken, but not in the audit log: %w", err)
-	}
-	return it, nil
 }
 
 func printJSON(e *env, v any) int {
@@ -245,7 +231,7 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, token string) http
 		if r.PostFormValue("scope") == approvals.ScopeSession {
 			scope = approvals.ScopeSession
 		}
-		it, err := decide(store, log, r.PostFormValue("id"), r.PostFormValue("decision") == "approve", r.PostFormValue("by"), r.PostFormValue("reason"), scope)
+		it, err := store.DecideRecorded(log, r.PostFormValue("id"), r.PostFormValue("decision") == "approve", r.PostFormValue("by"), r.PostFormValue("reason"), scope)
 		note := fmt.Sprintf("%s %s (%s) by %s", it.State, it.ID, it.Tool, it.By)
 		if err != nil {
 			note = "not decided: " + err.Error()
@@ -284,7 +270,7 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, token string) http
 			http.Error(w, "approve or deny", http.StatusNotFound)
 			return
 		}
-		it, err := decide(store, log, r.PathValue("id"), d == "approve", body.By, body.Reason, body.Scope)
+		it, err := store.DecideRecorded(log, r.PathValue("id"), d == "approve", body.By, body.Reason, body.Scope)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)
 			return

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/server"
 	"github.com/cordon-sandbox/cordon/internal/tools"
 )
 
@@ -78,6 +79,10 @@ func Main(args []string) int {
 		return mcpCmd(e, rest)
 	case "approvals":
 		return approvalsCmd(e, rest)
+	case "serve":
+		return serveCmd(e, rest)
+	case server.FileArg:
+		return server.FileMain(rest)
 	case tools.Arg:
 		return toolMain(rest)
 	case hiddenProbe:
@@ -123,6 +128,8 @@ commands:
   mcp tools [flags]              list the upstream servers' tools with the pins that approve them
   approvals list|show|approve|deny|serve
                                  the tool calls held for a person's approval: decide them here or on a web page
+  serve --config FILE            sandboxes as a service: an HTTP API with tokens per agent, pre-warmed pools
+  serve token                    make an API token and the hash the configuration stores
   replay --profile FILE TRACE    decide a recorded sequence of tool calls with the profile's tool policy
   profile show [flags]           print the effective profile
   version                        print the version

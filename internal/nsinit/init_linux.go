@@ -47,7 +47,7 @@ func Main() {
 		b, _ := json.Marshal(s)
 		status.Write(append(b, '\n'))
 	}
-	if err := run(report); err != nil {
+	if err := run(status, report); err != nil {
 		var se *stageError
 		if errors.As(err, &se) {
 			report(sandbox.Status{Event: "error", Stage: se.stage, Error: se.err.Error()})
@@ -73,7 +73,7 @@ func stage(name string, err error) error {
 	return &stageError{name, err}
 }
 
-func run(report func(sandbox.Status)) error {
+func run(status *os.File, report func(sandbox.Status)) error {
 	if unix.Gettid() != unix.Getpid() {
 		return stage("starting", errors.New("init is not on the process's main thread"))
 	}
@@ -141,7 +141,7 @@ func run(report func(sandbox.Status)) error {
 		}
 	}
 	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
-	if spec.TTY {
+	if spec.TTY && !spec.Serve {
 		peer, err := openConsole()
 		if err != nil {
 			return stage("allocating the terminal", err)
@@ -162,6 +162,11 @@ func run(report func(sandbox.Status)) error {
 		return stage("waiting to be placed in the cgroup", fmt.Errorf("cordon did not confirm (%q, %v)", placed, err))
 	}
 
+	if spec.Serve {
+		report(sandbox.Status{Event: "ready", LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
+		status.Close()
+		return serve(spec, sigs)
+	}
 	pid, err := startCommand(spec, stdio)
 	if err != nil {
 		code := 127

@@ -24,10 +24,10 @@ type Executable struct {
 // (see sealedSelf).
 func SealExecutable() *Executable { return prepare(false) }
 
-// sealedCopy always makes the sealed copy: for a run whose command is
+// SealedCopy always makes the sealed copy: for a run whose command is
 // cordon itself (SelfExec), exec'd inside, where Landlock lets nothing on the
-// host's disk outside the view run.
-func sealedCopy() *Executable { return prepare(true) }
+// host's disk outside the view run. One copy may start many sandboxes.
+func SealedCopy() *Executable { return prepare(true) }
 
 func prepare(copy bool) *Executable {
 	e := &Executable{done: make(chan struct{})}

@@ -34,6 +34,7 @@ type Result struct {
 	wall    time.Duration
 	rusage  *unix.Rusage
 
+	proxy           *egress.Proxy
 	egress          []egress.Event
 	egressExhausted string
 	egressBudget    string
@@ -47,6 +48,12 @@ func (r *Result) drifted() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.drift != nil
+}
+
+func (r *Result) driftChanges() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.drift
 }
 
 func (r *Result) setDrift(changes []string) {

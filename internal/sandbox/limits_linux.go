@@ -23,6 +23,9 @@ const watchEvery = 20 * time.Millisecond
 type limiter struct {
 	res   profile.Resources
 	group cgroup.Group // nil without cgroups
+	// perCommand: the wall limit is each command's (a Box), not the
+	// sandbox's.
+	perCommand bool
 	// cleanup removes the group if cordon dies (see startCleanup): the
 	// helper's stdin, and the helper.
 	cleanup       *os.File
@@ -136,7 +139,7 @@ func (l *limiter) begin(initPid int, placed bool, kill func()) error {
 			return setupErr("cgroup", err)
 		}
 	}
-	if l.res.Wall.Set() {
+	if l.res.Wall.Set() && !l.perCommand {
 		timer := time.AfterFunc(l.res.Wall.Duration(), func() { l.trip("wall") })
 		go func() { <-l.stop; timer.Stop() }()
 	}
@@ -186,6 +189,13 @@ func (l *limiter) trip(limit string) {
 	if first {
 		l.killAll()
 	}
+}
+
+// tripped returns the limit that ended the sandbox, "" if none did.
+func (l *limiter) tripped() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.killed
 }
 
 // killAll kills the whole sandbox: init, and whatever is in its cgroup.

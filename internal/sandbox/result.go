@@ -52,6 +52,12 @@ type Options struct {
 	// ProfileFile is the file the profile was read from, "" for the
 	// embedded one; a drift check sees it edited.
 	ProfileFile string
+
+	// Log, for a kept-alive sandbox (Start), receives the egress proxy's
+	// refusals and drift reports; nil discards them.
+	Log io.Writer
+
+	keepAlive bool // set by Start
 }
 
 // SetupError is a failure of cordon itself, before or while the sandbox was

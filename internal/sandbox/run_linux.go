@@ -47,7 +47,7 @@ func Run(opts Options) (outcome.Outcome, error) {
 func run(opts Options, res *Result) error {
 	exe := opts.Exe
 	if exe == nil && opts.SelfExec {
-		exe = sealedCopy()
+		exe = SealedCopy()
 	} else if exe == nil {
 		exe = SealExecutable()
 	}
@@ -71,12 +71,121 @@ func run(opts Options, res *Result) error {
 		<-registered
 		signal.Stop(sigs)
 	}()
-	spec, err := buildSpec(opts)
+	spec, lim, err := prepareSandbox(opts, res)
 	if err != nil {
 		return err
 	}
-	if err := checkLayers(spec, opts.AllowDegraded, res); err != nil {
+	ended := false
+	defer func() {
+		if !ended && lim.group != nil {
+			lim.remove()
+		}
+	}()
+
+	stdin, stdout, stderr := opts.Stdin, opts.Stdout, opts.Stderr
+	for _, f := range []**os.File{&stdin, &stdout, &stderr} {
+		if *f == nil {
+			if *f, err = devNull(nil); err != nil {
+				return setupErr("opening /dev/null", err)
+			}
+			defer (*f).Close()
+		}
+	}
+	// The command's output passes through cordon, which counts it and cuts
+	// it at the output limit.
+	outCap := &outputCap{limit: quantity(opts.Profile.Resources.Output), marker: stderr, trip: func() { lim.trip("output") }}
+	res.output = outCap
+
+	var tty *terminal
+	var copies sync.WaitGroup
+	var console *os.File
+	var handed []*os.File // write ends init takes over
+	stdio := []*os.File{stdin, nil, nil}
+	if UsesTerminal(opts.Stdin, opts.Stdout) {
+		if tty, err = newTerminal(opts.Stdin, outCap.writer(tapped(stdout, opts.Taps[0]), false)); err != nil {
+			return setupErr("allocating a terminal", err)
+		}
+		defer tty.close()
+		spec.TTY = true
+		console = tty.Peer
+		stdio[1], stdio[2] = stdout, stderr
+	} else {
+		for i, dst := range []*os.File{stdout, stderr} {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return setupErr("creating output pipes", err)
+			}
+			defer r.Close()
+			defer w.Close()
+			stdio[i+1] = w
+			handed = append(handed, w)
+			copies.Add(1)
+			go func(dst io.Writer, r *os.File) {
+				defer copies.Done()
+				io.Copy(dst, r)
+			}(outCap.writer(tapped(dst, opts.Taps[i]), i == 1), r)
+		}
+	}
+	b, err := boot(opts, spec, lim, res, exe, bootFiles{stdio: stdio, console: console, handed: handed, stderr: stderr, ready: registered})
+	if err != nil {
 		return err
+	}
+	init := b.init
+
+	done := make(chan struct{})
+	defer close(done)
+	watchDrift(opts, lim, init.pid, res, stderr, done)
+	go func() {
+		interrupts := 0
+		for {
+			select {
+			case s := <-sigs:
+				if s == unix.SIGINT || s == unix.SIGTERM {
+					if interrupts++; interrupts > 1 {
+						res.setInterrupted()
+						b.kill()
+						continue
+					}
+				}
+				init.signal(s.(syscall.Signal))
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	statuses := readStatuses(b.status)
+	if tty != nil {
+		if err := tty.start(); err != nil {
+			init.kill()
+			<-statuses
+			return setupErr("terminal", err)
+		}
+	}
+	ws, ru, waitErr := init.wait()
+	copies.Wait()
+	if b.egressDone != nil {
+		b.egressDone()
+	}
+	if tty != nil {
+		tty.close()
+	}
+	ended = true
+	res.killed, res.stats, res.wall = lim.end()
+	res.rusage = ru
+	return res.finish(<-statuses, ws, waitErr)
+}
+
+// prepareSandbox builds the spec and the limiter (with the sandbox's cgroup) of a
+// sandbox, refusing when a layer is missing that the user did not allow to
+// go without.
+func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
+	spec, err := buildSpec(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkLayers(spec, opts.AllowDegraded, res); err != nil {
+		return nil, nil, err
 	}
 	spec.Weaken = Weakenings{NetNS: weakened("netns"), UsernsLimit: weakened("userns-limit"), Caps: weakened("caps"), ProcMasks: weakened("proc-masks"),
 		IPCNS: weakened("ipcns"), UTSNS: weakened("utsns"), Dumpable: weakened("dumpable"), FDs: weakened("fds"), NNP: weakened("nnp")}
@@ -94,22 +203,45 @@ func run(opts Options, res *Result) error {
 	}
 	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if weakened("nofile") {
 		spec.Rlimits.OpenFiles = 0
 	}
 	res.limiter = lim
-	ended := false
-	defer func() {
-		if !ended && lim.group != nil {
-			lim.remove()
-		}
-	}()
+	return spec, lim, nil
+}
 
+// bootFiles are the descriptors a caller of boot prepared for init.
+type bootFiles struct {
+	stdio   []*os.File // init's 0, 1, 2
+	console *os.File   // ConsoleFD (ControlFD when the spec says Serve)
+	// handed are cordon's copies of descriptors init takes over, closed
+	// once it has them.
+	handed []*os.File
+	stderr io.Writer // where the egress proxy reports refusals
+	// ready, when set, is waited for just before init starts.
+	ready <-chan struct{}
+}
+
+// booted is a started init, placed in its cgroup, with its spec sent.
+type booted struct {
+	init   *process
+	status *os.File // init's Status messages
+	// egressDone, when there is an egress proxy, waits for its
+	// connections to end and records its events.
+	egressDone func()
+	kill       func() // kills init, and so the sandbox
+}
+
+// boot starts the sandbox's init in its namespaces and cgroup, sends it the
+// spec and starts the limiter's clocks. On an error, nothing of it is left
+// running.
+func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, bf bootFiles) (*booted, error) {
 	rootMode := os.Geteuid() == 0
 	ids := idMapping{uid: os.Geteuid(), gid: os.Getegid()}
 	var files []*os.File
+	var err error
 	defer func() {
 		for _, f := range files {
 			f.Close()
@@ -122,77 +254,41 @@ func run(opts Options, res *Result) error {
 		}
 		files, err = openTrees(spec, ids)
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 
 	exeFile, err := exe.File()
 	if err != nil {
-		return setupErr("protecting the cordon binary", err)
+		return nil, setupErr("protecting the cordon binary", err)
 	}
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return setupErr("creating spec pipe", err)
+		return nil, setupErr("creating spec pipe", err)
 	}
 	defer specR.Close()
 	defer specW.Close()
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return setupErr("creating status pipe", err)
+		return nil, setupErr("creating status pipe", err)
 	}
-	defer statusR.Close()
+	ok := false
+	defer func() {
+		if !ok {
+			statusR.Close()
+		}
+	}()
 	defer statusW.Close()
 
-	stdin, stdout, stderr := opts.Stdin, opts.Stdout, opts.Stderr
-	for _, f := range []**os.File{&stdin, &stdout, &stderr} {
-		if *f == nil {
-			if *f, err = devNull(nil); err != nil {
-				return setupErr("opening /dev/null", err)
-			}
-			defer (*f).Close()
-		}
-	}
-	// The command's output passes through cordon, which counts it and cuts
-	// it at the output limit.
-	outCap := &outputCap{limit: quantity(opts.Profile.Resources.Output), marker: stderr, trip: func() { lim.trip("output") }}
-	res.output = outCap
-
-	// Descriptors of init: SpecFD, StatusFD, ConsoleFD (closed without a
-	// terminal), then the detached mounts from FirstFD on.
-	extra := []*os.File{specR, statusW, nil}
-	var tty *terminal
-	var copies sync.WaitGroup
-	stdio := []*os.File{stdin, nil, nil}
-	if UsesTerminal(opts.Stdin, opts.Stdout) {
-		if tty, err = newTerminal(opts.Stdin, outCap.writer(tapped(stdout, opts.Taps[0]), false)); err != nil {
-			return setupErr("allocating a terminal", err)
-		}
-		defer tty.close()
-		spec.TTY = true
-		extra[ConsoleFD-SpecFD] = tty.Peer
-		stdio[1], stdio[2] = stdout, stderr
-	} else {
-		for i, dst := range []*os.File{stdout, stderr} {
-			r, w, err := os.Pipe()
-			if err != nil {
-				return setupErr("creating output pipes", err)
-			}
-			defer r.Close()
-			defer w.Close()
-			stdio[i+1] = w
-			copies.Add(1)
-			go func(dst io.Writer, r *os.File) {
-				defer copies.Done()
-				io.Copy(dst, r)
-			}(outCap.writer(tapped(dst, opts.Taps[i]), i == 1), r)
-		}
-	}
+	// Descriptors of init: SpecFD, StatusFD, ConsoleFD (or ControlFD),
+	// ProxyFD, then the detached mounts from FirstFD on.
+	extra := []*os.File{specR, statusW, bf.console}
 	extra = append(extra, nil) // ProxyFD
 	var egressDone func()
 	if spec.ProxyAddr != "" {
-		peer, done, err := startProxy(opts.Profile, res, stderr, opts.OnEgress)
+		peer, done, err := startProxy(opts.Profile, res, bf.stderr, opts.OnEgress)
 		if err != nil {
-			return setupErr("egress proxy", err)
+			return nil, setupErr("egress proxy", err)
 		}
 		defer peer.Close()
 		extra[ProxyFD-SpecFD] = peer
@@ -235,14 +331,16 @@ func run(opts Options, res *Result) error {
 		sys.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
 
-	<-registered
+	if bf.ready != nil {
+		<-bf.ready
+	}
 	initPath := fmt.Sprintf("/proc/self/fd/%d", exeFile.Fd())
 	if weakened("exeseal") {
 		initPath = "/proc/self/exe" // the binary on disk, as if not sealed
 	}
 	var init *process
 	placed, err := lim.spawn(sys, func() (err error) {
-		init, err = start(initPath, []string{"cordon", InitArg}, append(stdio, extra...), sys)
+		init, err = start(initPath, []string{"cordon", InitArg}, append(bf.stdio, extra...), sys)
 		if err != nil {
 			return setupErr("creating the sandbox namespaces", namespaceHint(err))
 		}
@@ -252,17 +350,15 @@ func run(opts Options, res *Result) error {
 		if init != nil {
 			init.kill()
 		}
-		return err
+		return nil, err
 	}
 	specR.Close()
 	statusW.Close()
 	if peer := extra[ProxyFD-SpecFD]; peer != nil {
 		peer.Close() // init holds it now; its closing ends the proxy's loop
 	}
-	for _, f := range stdio[1:] {
-		if tty == nil {
-			f.Close() // cordon keeps only the reading ends
-		}
+	for _, f := range bf.handed {
+		f.Close()
 	}
 	for _, f := range files {
 		f.Close()
@@ -274,60 +370,19 @@ func run(opts Options, res *Result) error {
 	// and may start the command.
 	if err := json.NewEncoder(specW).Encode(spec); err != nil {
 		init.kill()
-		return setupErr("sending the spec", err)
+		return nil, setupErr("sending the spec", err)
 	}
 	killInit := func() { init.signal(unix.SIGKILL) }
 	if err := lim.begin(init.pid, placed, killInit); err != nil {
 		init.kill()
-		return err
+		return nil, err
 	}
 	// A write that fails means init has already ended (it could not build
 	// the root, say); its status says why.
 	io.WriteString(specW, Placed)
 	specW.Close()
-
-	done := make(chan struct{})
-	defer close(done)
-	watchDrift(opts, lim, init.pid, res, stderr, done)
-	go func() {
-		interrupts := 0
-		for {
-			select {
-			case s := <-sigs:
-				if s == unix.SIGINT || s == unix.SIGTERM {
-					if interrupts++; interrupts > 1 {
-						res.setInterrupted()
-						killInit()
-						continue
-					}
-				}
-				init.signal(s.(syscall.Signal))
-			case <-done:
-				return
-			}
-		}
-	}()
-
-	statuses := readStatuses(statusR)
-	if tty != nil {
-		if err := tty.start(); err != nil {
-			init.kill()
-			<-statuses
-			return setupErr("terminal", err)
-		}
-	}
-	ws, ru, waitErr := init.wait()
-	copies.Wait()
-	if egressDone != nil {
-		egressDone()
-	}
-	if tty != nil {
-		tty.close()
-	}
-	ended = true
-	res.killed, res.stats, res.wall = lim.end()
-	res.rusage = ru
-	return res.finish(<-statuses, ws, waitErr)
+	ok = true
+	return &booted{init: init, status: statusR, egressDone: egressDone, kill: killInit}, nil
 }
 
 // finish interprets init's messages and its own exit.
@@ -423,7 +478,7 @@ func checkLayers(spec *Spec, allow map[string]bool, res *Result) error {
 // buildSpec turns the profile and options into the Spec init receives.
 func buildSpec(opts Options) (*Spec, error) {
 	p := opts.Profile
-	if len(opts.Args) == 0 {
+	if len(opts.Args) == 0 && !opts.keepAlive {
 		return nil, setupErr("command", errors.New("no command given"))
 	}
 	lookup := opts.LookupEnv
@@ -684,6 +739,7 @@ func startProxy(p *profile.Profile, res *Result, stderr io.Writer, onDecision fu
 		OnDecision: onDecision,
 		NoSNICheck: weakened("egress-sni"),
 	}
+	res.proxy = px
 	if weakened("egress-policy") { // test builds only: every destination allowed
 		for _, all := range []string{"0.0.0.0/0", "::/0"} {
 			pol.Allow = append(pol.Allow, egress.Rule{Text: "weakened", Prefix: netip.MustParsePrefix(all)})

@@ -47,6 +47,10 @@ type Spec struct {
 	// Transparent also captures TCP to any outside address and answers DNS
 	// at DNSAddr (see nsinit).
 	Transparent bool `json:"transparent,omitempty"`
+	// Serve keeps the sandbox alive: instead of starting Args, init waits
+	// for Requests on ControlFD and runs each command it is sent, until the
+	// host side closes the socket.
+	Serve bool `json:"serve,omitempty"`
 }
 
 // Tags of the descriptors init passes on ProxyFD.
@@ -106,8 +110,11 @@ const InitArg = "__init"
 
 // Status is one message from init to the host side.
 type Status struct {
-	// Event is "error" (setup failed), "started", "exec-error" or "exit".
+	// Event is "error" (setup failed), "started", "exec-error" or "exit";
+	// a kept-alive sandbox's init says "ready" when it waits for requests.
 	Event string `json:"event"`
+	// ID is the Request a message of a kept-alive sandbox answers.
+	ID    uint64 `json:"id,omitempty"`
 	Stage string `json:"stage,omitempty"`
 	Error string `json:"error,omitempty"`
 	// Code is the exit code for "exit", and 126 or 127 for "exec-error".

@@ -100,36 +100,48 @@ func (s *Session) vars() map[string]any {
 
 // checkpoint evaluates the trajectory rules when a checkpoint is due.
 func (s *Session) checkpoint() {
-	t := s.p.Trajectory
+	if s.tripped != nil {
+		return
+	}
+	for _, cp := range Checkpoints(s.p, s.steps, s.vars(), s.counters.refused) {
+		s.checkpoints = append(s.checkpoints, cp)
+		if cp.Action != "warn" && s.tripped == nil {
+			c := cp
+			s.tripped = &c
+		}
+	}
+}
+
+// Checkpoints evaluates p's trajectory rules over a session at step, when a
+// checkpoint is due there (every trajectory.every_steps steps), and returns
+// those that held. session is what the rules see as `session`; refused says,
+// for each of the last decisions, whether it was refused (the probing rule).
+// A rule that cannot be evaluated holds: fail closed.
+func Checkpoints(p *profile.Profile, step int, session map[string]any, refused []bool) []Checkpoint {
+	t := p.Trajectory
 	every := 1
 	if t != nil && t.EverySteps > 0 {
 		every = t.EverySteps
 	}
-	if s.tripped != nil || s.steps%every != 0 {
-		return
+	if step%every != 0 {
+		return nil
 	}
-	trip := func(cp Checkpoint) {
-		s.checkpoints = append(s.checkpoints, cp)
-		if cp.Action != "warn" && s.tripped == nil {
-			s.tripped = &cp
-		}
-	}
+	var out []Checkpoint
 	if t != nil && len(t.Rules) > 0 {
-		vars := map[string]any{"session": s.vars()}
+		vars := map[string]any{"session": session}
 		for _, r := range t.Rules {
 			v, err := r.Program().EvalVars(vars)
 			if err != nil {
-				// A rule that cannot be evaluated holds: fail closed.
-				trip(Checkpoint{Step: s.steps, Rule: "trajectory.rules." + r.Name, Action: r.Action, Reason: fmt.Sprintf("%s could not be evaluated (%v)", r.When, err)})
+				out = append(out, Checkpoint{Step: step, Rule: "trajectory.rules." + r.Name, Action: r.Action, Reason: fmt.Sprintf("%s could not be evaluated (%v)", r.When, err)})
 				continue
 			}
 			if v == true {
-				trip(Checkpoint{Step: s.steps, Rule: "trajectory.rules." + r.Name, Action: r.Action, Reason: r.When})
+				out = append(out, Checkpoint{Step: step, Rule: "trajectory.rules." + r.Name, Action: r.Action, Reason: r.When})
 			}
 		}
 	}
-	pr := s.p.ProbingRule()
-	last := s.counters.refused
+	pr := p.ProbingRule()
+	last := refused
 	if len(last) > pr.Window {
 		last = last[len(last)-pr.Window:]
 	}
@@ -140,8 +152,9 @@ func (s *Session) checkpoint() {
 		}
 	}
 	if n >= pr.Denials {
-		trip(Checkpoint{Step: s.steps, Rule: "trajectory.probing", Action: pr.Action, Reason: fmt.Sprintf("%d of the last %d calls were refused: the agent is probing its boundary", n, len(last))})
+		out = append(out, Checkpoint{Step: step, Rule: "trajectory.probing", Action: pr.Action, Reason: fmt.Sprintf("%d of the last %d calls were refused: the agent is probing its boundary", n, len(last))})
 	}
+	return out
 }
 
 // Received counts the bytes of a result shown to the agent

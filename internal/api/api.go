@@ -1,0 +1,104 @@
+// Package api holds the types of cordon serve's HTTP JSON API, shared by the
+// server and its Go client. It is pure: no I/O. The API itself is described
+// in docs/openapi.yaml.
+package api
+
+import (
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+)
+
+// Version is the path prefix of this API.
+const Version = "/v1"
+
+// CreateRequest asks for a sandbox of an agent. Agent may be empty: the
+// token's own agent.
+type CreateRequest struct {
+	Agent string `json:"agent,omitempty"`
+}
+
+// Sandbox describes one sandbox of the server.
+type Sandbox struct {
+	ID    string `json:"id"`
+	Agent string `json:"agent"`
+	// Profile is the profile file and ProfileSHA256 its digest when the
+	// sandbox was built.
+	Profile       string    `json:"profile"`
+	ProfileSHA256 string    `json:"profile_sha256"`
+	Created       time.Time `json:"created"`
+	// Warm says the sandbox came from the pre-warmed pool; ColdStartMS is
+	// how long building it took when it did not.
+	Warm        bool  `json:"warm"`
+	ColdStartMS int64 `json:"cold_start_ms,omitempty"`
+	// State is "running", or "ended" with Ended saying why: "killed",
+	// "idle_timeout", "max_lifetime", a limit's name, or "drift".
+	State string `json:"state"`
+	Ended string `json:"ended,omitempty"`
+	// Commands counts the commands run in it; Running those running now.
+	Commands int `json:"commands"`
+	Running  int `json:"running"`
+	// IdleExpires and Expires are when the idle and the absolute timeouts
+	// end it.
+	IdleExpires time.Time `json:"idle_expires"`
+	Expires     time.Time `json:"expires"`
+	// Session holds the session's counters (see docs/SERVER.md).
+	Session *Session `json:"session,omitempty"`
+}
+
+// Session is the counters of the task a sandbox serves.
+type Session struct {
+	Steps      int      `json:"steps"`
+	BytesOut   int64    `json:"bytes_out"`
+	BytesIn    int64    `json:"bytes_in"`
+	Hosts      []string `json:"hosts"`
+	Denials    int      `json:"denials"`
+	Checkpoint string   `json:"checkpoint,omitempty"`
+}
+
+// ExecRequest is one command to run in a sandbox.
+type ExecRequest struct {
+	Args []string          `json:"args"`
+	Env  map[string]string `json:"env,omitempty"`
+	Dir  string            `json:"dir,omitempty"`
+	// Stdin is the command's input; none when empty.
+	Stdin []byte `json:"stdin,omitempty"`
+	// Stream asks for the output as it comes, as JSON lines (ExecEvent),
+	// the outcome last; otherwise one ExecResult.
+	Stream bool `json:"stream,omitempty"`
+}
+
+// ExecEvent is one line of a streamed exec: output, or the outcome last.
+type ExecEvent struct {
+	Stdout  []byte           `json:"stdout,omitempty"`
+	Stderr  []byte           `json:"stderr,omitempty"`
+	Outcome *outcome.Outcome `json:"outcome,omitempty"`
+	// Error is set, last, when the command could not be run.
+	Error string `json:"error,omitempty"`
+}
+
+// ExecResult is the answer to an exec that did not stream.
+type ExecResult struct {
+	Stdout  []byte          `json:"stdout"`
+	Stderr  []byte          `json:"stderr"`
+	Outcome outcome.Outcome `json:"outcome"`
+}
+
+// Error is the body of every answer that is not a success.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// Health is the answer of GET /v1/health.
+type Health struct {
+	Status    string `json:"status"`
+	Version   string `json:"version"`
+	Sandboxes int    `json:"sandboxes"`
+	Warm      int    `json:"warm"`
+}
+
+// Decision is the body of an approval's approve or deny.
+type Decision struct {
+	Reason  string `json:"reason,omitempty"`
+	Session bool   `json:"session,omitempty"`
+}

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/probe"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/server"
+)
+
+// serveCmd implements `cordon serve --config FILE` and `cordon serve token`.
+func serveCmd(e *env, args []string) int {
+	if len(args) > 0 && args[0] == "token" {
+		token, sum := server.NewToken()
+		fmt.Fprintf(e.stdout, "token:  %s\nsha256: %s\n", token, sum)
+		fmt.Fprintln(e.stderr, "cordon: give the token to its holder once; put only the sha256 in the configuration's tokens")
+		return 0
+	}
+	exe := sandbox.SealedCopy()
+	defer exe.Close()
+	fs := newFlags(e, "serve", "serve --config FILE [flags] | serve token")
+	cfgFile := fs.String("config", "", "the server's configuration `FILE` (agents, profiles, pools, tokens)")
+	listen := fs.String("listen", "", "listen on `ADDR` (default: the configuration's, else "+server.DefaultListen+")")
+	var degraded list
+	fs.Var(&degraded, "allow-degraded", "build sandboxes even if `LAYER` is unavailable; repeatable or comma-separated")
+	auditLog := fs.String("audit-log", "", "the audit log `FILE` (default: the configuration's, see cordon audit)")
+	storeDir := fs.String("approval-store", approvals.DefaultDir(), "the approval store `DIR` the admin API decides in")
+	if err := fs.Parse(args); err != nil {
+		return fail(e, err)
+	}
+	if *cfgFile == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return fail(e, errors.New("serve: give the configuration with --config FILE"))
+	}
+	allow, err := degradedLayers(degraded)
+	if err != nil {
+		return fail(e, err)
+	}
+	cfg, err := server.LoadConfig(*cfgFile)
+	if err != nil {
+		return fail(e, err)
+	}
+	for _, a := range cfg.Agents {
+		for _, w := range a.Warnings {
+			fmt.Fprintf(e.stderr, "cordon: agent %s: %s\n", a.Name, w)
+		}
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	state := cfg.State
+	if state == "" {
+		state = filepath.Join(config.StateDir(), "serve")
+	}
+	if err := os.MkdirAll(state, 0o711); err != nil {
+		return fail(e, fmt.Errorf("state directory: %w", err))
+	}
+	al, err := openAudit(e, *auditLog, nil)
+	if err != nil {
+		return fail(e, fmt.Errorf("audit log: %w", err))
+	}
+	for _, a := range cfg.Agents {
+		if where := visibleIn(a.Loaded, state, al.log.Path()); where != "" {
+			return fail(e, fmt.Errorf("agent %s: the audit log %s is inside %s, which its sandboxes can see", a.Name, al.log.Path(), where))
+		}
+	}
+	store, err := approvals.Open(*storeDir, nil)
+	if err != nil {
+		return fail(e, fmt.Errorf("approval store: %w", err))
+	}
+	srv, err := server.New(server.Options{
+		Config: cfg, Start: server.Boxes(exe, state, allow, e.stderr), Audit: al.log, Approvals: store,
+		Log: e.stderr, Version: Version, Probes: latestProbes,
+	})
+	if err != nil {
+		return fail(e, err)
+	}
+	defer srv.Close()
+	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil {
+		if ip, err := netip.ParseAddr(host); host != "localhost" && (err != nil || !ip.IsLoopback()) {
+			fmt.Fprintf(e.stderr, "cordon: warning: listening on %s without TLS: tokens cross the network in clear; put a TLS proxy in front\n", cfg.Listen)
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fail(e, fmt.Errorf("listen: %w", err))
+	}
+	fmt.Fprintf(e.stderr, "cordon: serving http://%s%s (agents: %d, tokens: %d)\n", ln.Addr(), "/v1", len(cfg.Agents), len(cfg.Tokens))
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(shut)
+	}()
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fail(e, err)
+	}
+	fmt.Fprintln(e.stderr, "cordon: stopping: ending every sandbox")
+	return 0
+}
+
+// latestProbes counts the probes of the newest recorded report by status.
+func latestProbes() map[string]int {
+	path := newestReport(probe.ReportDir())
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var r probe.Report
+	if json.Unmarshal(data, &r) != nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, res := range r.Results {
+		out[string(res.Status)]++
+	}
+	return out
+}

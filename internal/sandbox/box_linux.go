@@ -1,0 +1,499 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/cgroup"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+)
+
+// Box is a sandbox kept alive: built once (namespaces, root, confinement,
+// cgroup, egress proxy), then given commands, one after another or side by
+// side, each with its own stdin, stdout and stderr, wall clock, output cap
+// and outcome. Files it writes stay between commands; a command's process
+// group ends with it.
+//
+// The profile's memory, pids and cpus limits, its CPU time and its egress
+// budget hold for the whole sandbox: hitting one ends the sandbox, and every
+// command still running reports that limit. Its wall and output limits hold
+// for each command.
+type Box struct {
+	opts Options
+	res  *Result // the sandbox's own facts
+	lim  *limiter
+	b    *booted
+	ctl  *os.File
+	born time.Time
+
+	mu      sync.Mutex
+	nextID  uint64
+	waiting map[uint64]chan Status
+	running int
+	last    time.Time // when a command last started or ended
+	closing bool
+	ended   bool
+
+	reaped    chan struct{} // init has been reaped
+	gone      chan struct{} // the dispatcher has seen init go
+	stopDrift chan struct{}
+	closeOnce sync.Once
+}
+
+// ErrEnded is returned by Exec once the sandbox has ended.
+var ErrEnded = errors.New("the sandbox has ended")
+
+// Start builds a sandbox from opts (Args, Stdin, Stdout, Stderr and Taps
+// are not used) and returns once its init waits for commands.
+func Start(opts Options) (*Box, error) {
+	opts.keepAlive = true
+	exe := opts.Exe
+	if exe == nil {
+		exe = SealedCopy()
+		defer exe.Close()
+	}
+	res := &Result{}
+	spec, lim, err := prepareSandbox(opts, res)
+	if err != nil {
+		return nil, err
+	}
+	spec.Serve = true
+	lim.perCommand = true
+	ok := false
+	defer func() {
+		if !ok && lim.group != nil {
+			lim.remove()
+		}
+	}()
+	null, err := devNull(nil)
+	if err != nil {
+		return nil, setupErr("opening /dev/null", err)
+	}
+	defer null.Close()
+	mine, peer, err := controlPair()
+	if err != nil {
+		return nil, setupErr("control socket", err)
+	}
+	defer peer.Close()
+	log := opts.Log
+	if log == nil {
+		log = io.Discard
+	}
+	b, err := boot(opts, spec, lim, res, exe, bootFiles{stdio: []*os.File{null, null, null}, console: peer, handed: []*os.File{peer}, stderr: log})
+	if err != nil {
+		mine.Close()
+		return nil, err
+	}
+	fail := func(err error) (*Box, error) {
+		b.init.kill()
+		mine.Close()
+		lim.end()
+		if b.egressDone != nil {
+			b.egressDone()
+		}
+		return nil, err
+	}
+	// Init closes the status pipe once it waits for commands.
+	msgs := <-readStatuses(b.status)
+	b.status.Close()
+	ready := false
+	for _, m := range msgs {
+		switch m.Event {
+		case "error":
+			return fail(setupErr(m.Stage, errors.New(m.Error)))
+		case "ready":
+			ready, res.LandlockABI = true, m.LandlockABI
+			if m.Note != "" {
+				res.Notes = append(res.Notes, m.Note)
+			}
+		}
+	}
+	if !ready {
+		return fail(setupErr("sandbox init", errors.New("ended before it was ready")))
+	}
+	now := time.Now()
+	x := &Box{opts: opts, res: res, lim: lim, b: b, ctl: mine, born: now, last: now,
+		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{})}
+	go x.dispatch()
+	go func() {
+		b.init.wait()
+		close(x.reaped)
+	}()
+	watchDrift(opts, lim, b.init.pid, res, log, x.stopDrift)
+	ok = true
+	return x, nil
+}
+
+// dispatch hands each message of init to the command it is about, until
+// init is gone.
+func (x *Box) dispatch() {
+	for {
+		var st Status
+		files, err := RecvMessage(x.ctl, &st)
+		closeAll(files)
+		if errors.Is(err, ErrPeerGone) || errors.Is(err, unix.EBADF) || errors.Is(err, unix.ECONNRESET) {
+			break
+		}
+		if err != nil {
+			continue
+		}
+		x.mu.Lock()
+		ch := x.waiting[st.ID]
+		x.mu.Unlock()
+		if ch != nil {
+			ch <- st
+		}
+	}
+	x.mu.Lock()
+	x.ended = true
+	for id, ch := range x.waiting {
+		close(ch)
+		delete(x.waiting, id)
+	}
+	x.mu.Unlock()
+	close(x.gone)
+}
+
+// ExecOptions describe one command in a Box.
+type ExecOptions struct {
+	Args []string
+	// Env is added to the profile's environment.
+	Env []string
+	// Dir is the working directory inside; "" is the sandbox's.
+	Dir string
+	// Stdin, Stdout and Stderr may be nil (no input, output discarded but
+	// counted).
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// SelfExec runs cordon itself (see Spec.SelfExec).
+	SelfExec bool
+}
+
+// Exec runs one command in the sandbox and returns its outcome, decided as
+// for Run. Cancelling ctx kills the command. The error is ErrEnded when the
+// sandbox had already ended, and a SetupError when the command could not be
+// handed to the sandbox.
+func (x *Box) Exec(ctx context.Context, e ExecOptions) (outcome.Outcome, error) {
+	if len(e.Args) == 0 {
+		err := setupErr("command", errors.New("no command given"))
+		return outcome.Decide(outcome.Facts{Err: err}), err
+	}
+	x.mu.Lock()
+	if x.ended || x.closing {
+		x.mu.Unlock()
+		return outcome.Outcome{}, ErrEnded
+	}
+	x.nextID++
+	id := x.nextID
+	ch := make(chan Status, 2)
+	x.waiting[id] = ch
+	x.running++
+	x.last = time.Now()
+	x.mu.Unlock()
+	defer func() {
+		x.mu.Lock()
+		delete(x.waiting, id)
+		x.running--
+		x.last = time.Now()
+		x.mu.Unlock()
+	}()
+
+	c := &command{box: x, id: id}
+	o, err := c.run(ctx, e, ch)
+	if err != nil {
+		o = outcome.Decide(outcome.Facts{Err: err})
+	}
+	return o, err
+}
+
+// command is one Exec in progress.
+type command struct {
+	box *Box
+	id  uint64
+
+	mu       sync.Mutex
+	killed   string // the limit that ended it
+	canceled bool
+}
+
+// trip ends the command for a limit ("" when its caller cancelled it).
+func (c *command) trip(limit string) {
+	c.mu.Lock()
+	first := c.killed == "" && !c.canceled
+	if first {
+		if limit == "" {
+			c.canceled = true
+		} else {
+			c.killed = limit
+		}
+	}
+	c.mu.Unlock()
+	if first {
+		SendMessage(c.box.ctl, Request{ID: c.id, Op: "signal", Signal: int(unix.SIGKILL)})
+	}
+}
+
+func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (outcome.Outcome, error) {
+	x := c.box
+	var closers []*os.File
+	defer func() { closeAll(closers) }()
+	pipe := func() (r, w *os.File, err error) {
+		if r, w, err = os.Pipe(); err == nil {
+			closers = append(closers, r, w)
+		}
+		return r, w, err
+	}
+	var stdin *os.File
+	var err error
+	fed := make(chan struct{}) // the copy of Stdin has ended
+	if e.Stdin == nil {
+		close(fed)
+		if stdin, err = devNull(nil); err != nil {
+			return outcome.Outcome{}, setupErr("opening /dev/null", err)
+		}
+		closers = append(closers, stdin)
+	} else {
+		r, w, err := pipe()
+		if err != nil {
+			return outcome.Outcome{}, setupErr("creating pipes", err)
+		}
+		stdin = r
+		go func() {
+			defer close(fed)
+			io.Copy(w, e.Stdin)
+			w.Close()
+		}()
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return outcome.Outcome{}, setupErr("creating pipes", err)
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		return outcome.Outcome{}, setupErr("creating pipes", err)
+	}
+	stdout, stderr := orDiscard(e.Stdout), orDiscard(e.Stderr)
+	capped := &outputCap{limit: quantity(x.opts.Profile.Resources.Output), marker: stderr, trip: func() { c.trip("output") }}
+	var copies sync.WaitGroup
+	for _, p := range []struct {
+		r   *os.File
+		dst io.Writer
+		err bool
+	}{{outR, stdout, false}, {errR, stderr, true}} {
+		copies.Add(1)
+		go func() {
+			defer copies.Done()
+			io.Copy(capped.writer(p.dst, p.err), p.r)
+		}()
+	}
+
+	before := x.snapshot()
+	start := time.Now()
+	err = SendMessage(x.ctl, Request{ID: c.id, Op: "exec", Args: e.Args, Env: e.Env, Dir: e.Dir, SelfExec: e.SelfExec}, stdin, outW, errW)
+	stdin.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		copies.Wait()
+		if x.Ended() {
+			return outcome.Outcome{}, ErrEnded
+		}
+		return outcome.Outcome{}, setupErr("handing the command to the sandbox", err)
+	}
+	if w := x.lim.res.Wall; w.Set() {
+		t := time.AfterFunc(w.Duration(), func() { c.trip("wall") })
+		defer t.Stop()
+	}
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-ctx.Done():
+			c.trip("")
+		case <-finished:
+		}
+	}()
+
+	res := &Result{LandlockABI: x.res.LandlockABI, Degraded: x.res.Degraded, Notes: append([]string(nil), x.res.Notes...),
+		limiter: x.lim, output: capped}
+	var last *Status
+	for st := range ch {
+		if st.Event == "exit" || st.Event == "exec-error" {
+			last = &st
+			break
+		}
+	}
+	res.wall = time.Since(start)
+	// The command's processes are gone: its pipes close, unless something
+	// it started in a session of its own still holds them.
+	drained := make(chan struct{})
+	go func() {
+		copies.Wait()
+		select { // the command's end made the copy of its input fail
+		case <-fed:
+		case <-time.After(500 * time.Millisecond):
+		}
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(500 * time.Millisecond):
+		outR.Close()
+		errR.Close()
+		<-drained
+		res.Notes = append(res.Notes, "output was cut at the command's end: a process it started in a session of its own still held it")
+	}
+	after := x.snapshot()
+	res.stats = after.since(before)
+
+	c.mu.Lock()
+	res.killed = c.killed
+	canceled := c.canceled
+	c.mu.Unlock()
+	switch {
+	case last == nil:
+		// The sandbox ended under the command.
+		res.Signal = int(unix.SIGKILL)
+		if k := x.lim.tripped(); k != "" {
+			res.killed = k
+		} else if x.res.drifted() {
+			res.drift = x.res.driftChanges()
+		} else {
+			res.Notes = append(res.Notes, "the sandbox was stopped while the command ran")
+		}
+	case last.Event == "exec-error":
+		res.ExitCode, res.ExecError, res.exited = last.Code, last.Error, true
+	default:
+		res.ExitCode, res.Signal, res.exited, res.tmpUsed = last.Code, last.Signal, last.Signal == 0, last.TmpUsed
+	}
+	if canceled {
+		res.Notes = append(res.Notes, "the command was cancelled by its caller")
+	}
+	if px := x.res.proxy; px != nil {
+		events := px.Events()
+		if len(events) > before.egress {
+			res.egress = events[before.egress:]
+		}
+		if used := px.Exhausted(); used != "" && before.exhausted == "" {
+			res.egressExhausted, res.egressBudget = used, x.opts.Profile.Network.Budget.Value(used)
+		}
+	}
+	o := outcome.Decide(res.facts(nil))
+	o.LandlockABI, o.Notes = res.LandlockABI, res.Notes
+	return o, nil
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// boxSnapshot is what a command's outcome is measured against.
+type boxSnapshot struct {
+	stats     cgroup.Stats
+	egress    int
+	exhausted string
+}
+
+func (x *Box) snapshot() boxSnapshot {
+	var s boxSnapshot
+	if x.lim.group != nil {
+		s.stats, _ = x.lim.group.Stats()
+	}
+	if px := x.res.proxy; px != nil {
+		s.egress, s.exhausted = len(px.Events()), px.Exhausted()
+	}
+	return s
+}
+
+// since returns the counters of s less those of an earlier snapshot; the
+// peaks are the sandbox's.
+func (s boxSnapshot) since(earlier boxSnapshot) cgroup.Stats {
+	st := s.stats
+	sub := func(now, then *int64) *int64 {
+		if now == nil || then == nil {
+			return now
+		}
+		d := *now - *then
+		return &d
+	}
+	st.CPUUserNS = sub(s.stats.CPUUserNS, earlier.stats.CPUUserNS)
+	st.CPUSystemNS = sub(s.stats.CPUSystemNS, earlier.stats.CPUSystemNS)
+	st.CPUUsageNS = sub(s.stats.CPUUsageNS, earlier.stats.CPUUsageNS)
+	st.OOMKills = s.stats.OOMKills - earlier.stats.OOMKills
+	st.PidsMaxEvents = s.stats.PidsMaxEvents - earlier.stats.PidsMaxEvents
+	return st
+}
+
+// Ended reports whether the sandbox has ended.
+func (x *Box) Ended() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.ended
+}
+
+// Done is closed once the sandbox's init has ended.
+func (x *Box) Done() <-chan struct{} { return x.reaped }
+
+// Idle returns how long no command has run, 0 while one runs.
+func (x *Box) Idle() time.Duration {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.running > 0 {
+		return 0
+	}
+	return time.Since(x.last)
+}
+
+// Age returns how long ago the sandbox was built.
+func (x *Box) Age() time.Duration { return time.Since(x.born) }
+
+// Pid is the host pid of the sandbox's init.
+func (x *Box) Pid() int { return x.b.init.pid }
+
+// Why says what ended the sandbox: a limit's name, "drift", or "" when it
+// was stopped (or still runs).
+func (x *Box) Why() string {
+	if k := x.lim.tripped(); k != "" {
+		return k
+	}
+	if x.res.drifted() {
+		return "drift"
+	}
+	return ""
+}
+
+// Close stops the sandbox: every process in it is killed, its cgroup
+// removed, its proxy's connections ended. It waits for all of that; later
+// calls do nothing.
+func (x *Box) Close() {
+	x.closeOnce.Do(func() {
+		x.mu.Lock()
+		x.closing = true
+		x.mu.Unlock()
+		x.b.init.signal(syscall.SIGKILL)
+		<-x.reaped
+		close(x.stopDrift)
+		<-x.gone
+		x.ctl.Close()
+		if x.b.egressDone != nil {
+			x.b.egressDone()
+		}
+		x.lim.end()
+	})
+}
+
+// String names the sandbox for messages.
+func (x *Box) String() string { return fmt.Sprintf("sandbox (init %d)", x.b.init.pid) }

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+// WorkspaceTarget is where a sandbox's private workspace appears inside.
+const WorkspaceTarget = "/workspace"
+
+// Boxes returns the Starter of real sandboxes (sandbox.Start), all started
+// from one sealed copy of cordon. An agent whose profile names a relative
+// workspace (the default profile's ".") gets a private, empty one per
+// sandbox, under dir/sandboxes/ID, seen inside at /workspace unless the
+// profile says where, and removed with the sandbox; an absolute workspace
+// is shared as the profile says. allow names the layers the operator let
+// sandboxes go without (--allow-degraded), joined by each profile's own.
+func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Writer) Starter {
+	return func(a *Agent, id string) (Sandbox, error) {
+		p := *a.Loaded
+		ws := ""
+		if p.Workspace.Path != "" && !filepath.IsAbs(p.Workspace.Path) {
+			ws = filepath.Join(dir, "sandboxes", id)
+			if err := os.MkdirAll(ws, 0o700); err != nil {
+				return nil, fmt.Errorf("private workspace: %w", err)
+			}
+			p.Workspace.Path = ws
+			if p.Workspace.Target == "" {
+				p.Workspace.Target = WorkspaceTarget
+			}
+		}
+		degraded := map[string]bool{}
+		for l := range allow {
+			degraded[l] = true
+		}
+		for _, l := range p.AllowDegraded {
+			degraded[l] = true
+		}
+		box, err := sandbox.Start(sandbox.Options{Profile: &p, Exe: exe, Cwd: dir, AllowDegraded: degraded,
+			LookupEnv: os.LookupEnv, Log: prefixed(log, id), ProfileFile: a.ProfileFile})
+		if err != nil {
+			if ws != "" {
+				os.RemoveAll(ws)
+			}
+			return nil, err
+		}
+		return &ownedBox{Box: box, workspace: ws}, nil
+	}
+}
+
+// ownedBox is a sandbox with the private workspace it takes with it.
+type ownedBox struct {
+	*sandbox.Box
+	workspace string
+}
+
+func (b *ownedBox) Close() {
+	b.Box.Close()
+	if b.workspace != "" {
+		os.RemoveAll(b.workspace)
+	}
+}
+
+// prefixed writes each message of a sandbox to log, naming the sandbox.
+func prefixed(log io.Writer, id string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		fmt.Fprintf(log, "cordon serve: %s: %s", id, p)
+		return len(p), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

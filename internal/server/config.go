@@ -1,0 +1,254 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/cordon-sandbox/cordon/internal/approval"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+// Config is cordon serve's configuration file: the agents it serves, each
+// with its profile and its pool, and the tokens that may use it.
+type Config struct {
+	// Listen is the address to serve on (default 127.0.0.1:8700).
+	Listen string `yaml:"listen"`
+	// State is where sandboxes' private workspaces are made (default: a
+	// directory under cordon's state directory).
+	State  string            `yaml:"state"`
+	Agents map[string]*Agent `yaml:"agents"`
+	Tokens []*Token          `yaml:"tokens"`
+
+	File string `yaml:"-"`
+}
+
+// Agent is one agent the server builds sandboxes for.
+type Agent struct {
+	// Profile is the agent's profile file, relative to the configuration
+	// file; "default" is the embedded default profile.
+	Profile string `yaml:"profile"`
+	// Pool is how many sandboxes are kept built and waiting (default 0).
+	Pool int `yaml:"pool"`
+	// IdleTimeout ends a sandbox no command has used for this long
+	// (default 10m); MaxLifetime ends any sandbox this old (default 1h).
+	IdleTimeout string `yaml:"idle_timeout"`
+	MaxLifetime string `yaml:"max_lifetime"`
+	// MaxSandboxes bounds the agent's live sandboxes (default 64).
+	MaxSandboxes int `yaml:"max_sandboxes"`
+
+	Name        string           `yaml:"-"`
+	ProfileFile string           `yaml:"-"` // absolute; "" for the default
+	Loaded      *profile.Profile `yaml:"-"`
+	Idle        time.Duration    `yaml:"-"`
+	Lifetime    time.Duration    `yaml:"-"`
+	// Warnings are what the profile's governance said when it was loaded.
+	Warnings []string `yaml:"-"`
+}
+
+// Token is one API token: bound to one agent, or an admin's.
+type Token struct {
+	Name  string `yaml:"name"`
+	Agent string `yaml:"agent"`
+	Admin bool   `yaml:"admin"`
+	// SHA256 is the hex SHA-256 of the token; the token itself is never
+	// stored.
+	SHA256 string `yaml:"sha256"`
+}
+
+// Defaults of an agent.
+const (
+	DefaultListen       = "127.0.0.1:8700"
+	DefaultIdleTimeout  = 10 * time.Minute
+	DefaultMaxLifetime  = time.Hour
+	DefaultMaxSandboxes = 64
+	// tokenPrefix starts every token cordon makes, so that one found in a
+	// log or a repository is recognised.
+	tokenPrefix = "cordon_"
+)
+
+var (
+	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	hexPattern  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// LoadConfig reads and checks the configuration at path, and loads every
+// agent's profile, through its governance: a profile that requires approval
+// and grew since is refused, as by cordon run. Errors name the file, line,
+// column and field.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the server configuration: %w", err)
+	}
+	c := &Config{}
+	if err := yaml.UnmarshalWithOptions(data, c, yaml.DisallowUnknownField(), yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("%s: %s", path, yaml.FormatError(err, false, false))
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	c.File = abs
+	at := locator(path, data)
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if len(c.Agents) == 0 {
+		return nil, at("$.agents", "agents", "name at least one agent")
+	}
+	names := make([]string, 0, len(c.Agents))
+	for name := range c.Agents {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		a := c.Agents[name]
+		field := "agents." + name
+		if a == nil {
+			return nil, at("$.agents."+name, field, "empty; give it a profile")
+		}
+		if !namePattern.MatchString(name) {
+			return nil, at("$.agents."+name, field, "an agent's name is lower-case letters, digits, '.', '_' and '-'")
+		}
+		a.Name = name
+		if a.Idle, err = duration(a.IdleTimeout, DefaultIdleTimeout); err != nil {
+			return nil, at("$.agents."+name+".idle_timeout", field+".idle_timeout", err.Error())
+		}
+		if a.Lifetime, err = duration(a.MaxLifetime, DefaultMaxLifetime); err != nil {
+			return nil, at("$.agents."+name+".max_lifetime", field+".max_lifetime", err.Error())
+		}
+		if a.MaxSandboxes == 0 {
+			a.MaxSandboxes = DefaultMaxSandboxes
+		}
+		if a.Pool < 0 || a.MaxSandboxes < 0 || a.Pool > a.MaxSandboxes {
+			return nil, at("$.agents."+name+".pool", field+".pool", fmt.Sprintf("want 0 to max_sandboxes (%d)", a.MaxSandboxes))
+		}
+		if err := a.load(filepath.Dir(abs)); err != nil {
+			return nil, at("$.agents."+name+".profile", field+".profile", err.Error())
+		}
+	}
+	seen := map[string]bool{}
+	for i, t := range c.Tokens {
+		p := fmt.Sprintf("$.tokens[%d]", i)
+		field := fmt.Sprintf("tokens[%d]", i)
+		switch {
+		case t == nil || t.Name == "":
+			return nil, at(p, field+".name", "every token has a name (it is what the audit log records)")
+		case seen[t.Name]:
+			return nil, at(p+".name", field+".name", fmt.Sprintf("a second token named %q", t.Name))
+		case !hexPattern.MatchString(t.SHA256):
+			return nil, at(p+".sha256", field+".sha256", "want the token's SHA-256 as 64 lower-case hex digits (cordon serve token prints it)")
+		case t.Admin && t.Agent != "":
+			return nil, at(p+".agent", field+".agent", "an admin token is bound to no agent; make two tokens")
+		case !t.Admin && t.Agent == "":
+			return nil, at(p, field, "a token is bound to an agent (agent: NAME) or is an admin's (admin: true)")
+		case !t.Admin && c.Agents[t.Agent] == nil:
+			return nil, at(p+".agent", field+".agent", fmt.Sprintf("no agent %q in agents", t.Agent))
+		}
+		seen[t.Name] = true
+	}
+	if len(c.Tokens) == 0 {
+		return nil, at("$", "tokens", "name at least one token: the API refuses every request without one")
+	}
+	return c, nil
+}
+
+// load reads the agent's profile, relative to dir, and applies its
+// governance.
+func (a *Agent) load(dir string) error {
+	if a.Profile == "" {
+		return errors.New("name the agent's profile file (or \"default\")")
+	}
+	if a.Profile == "default" {
+		a.Loaded = profile.Default()
+		return nil
+	}
+	a.ProfileFile = a.Profile
+	if !filepath.IsAbs(a.ProfileFile) {
+		a.ProfileFile = filepath.Join(dir, a.ProfileFile)
+	}
+	p, err := profile.LoadFile(a.ProfileFile)
+	if err != nil {
+		return err
+	}
+	if p.Agent != "" && p.Agent != a.Name {
+		return fmt.Errorf("%s is the profile of agent %q, not %q", a.ProfileFile, p.Agent, a.Name)
+	}
+	warnings, err := approval.Gate(a.ProfileFile, p)
+	if err != nil {
+		return err
+	}
+	a.Loaded, a.Warnings = p, warnings
+	return nil
+}
+
+func duration(text string, def time.Duration) (time.Duration, error) {
+	if text == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(text)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("want a duration such as 30s, 10m or 2h, found %q", text)
+	}
+	return d, nil
+}
+
+// locator returns a function that makes an error at the YAML path p of
+// the file, with its line and column when the path is found.
+func locator(name string, data []byte) func(p, field, msg string) error {
+	file, _ := parser.ParseBytes(data, 0)
+	return func(p, field, msg string) error {
+		if path, err := yaml.PathString(p); err == nil && file != nil {
+			if node, err := path.FilterFile(file); err == nil && node != nil {
+				if tk := node.GetToken(); tk != nil && tk.Position != nil {
+					return fmt.Errorf("%s:%d:%d: %s: %s", name, tk.Position.Line, tk.Position.Column, field, msg)
+				}
+			}
+		}
+		return fmt.Errorf("%s: %s: %s", name, field, msg)
+	}
+}
+
+// NewToken makes a token and returns it with its SHA-256, the form the
+// configuration stores.
+func NewToken() (token, sum string) {
+	b := make([]byte, 32)
+	rand.Read(b)
+	token = tokenPrefix + hex.EncodeToString(b)
+	return token, HashToken(token)
+}
+
+// HashToken returns the hex SHA-256 of a token.
+func HashToken(token string) string {
+	s := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(s[:])
+}
+
+// Identify returns the token whose hash matches the presented token, or
+// nil. Every stored hash is compared, in constant time.
+func (c *Config) Identify(presented string) *Token {
+	if presented == "" {
+		return nil
+	}
+	sum := []byte(HashToken(strings.TrimSpace(presented)))
+	var found *Token
+	for _, t := range c.Tokens {
+		if subtle.ConstantTimeCompare(sum, []byte(t.SHA256)) == 1 {
+			found = t
+		}
+	}
+	return found
+}

@@ -1,0 +1,251 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+// FileArg is the hidden subcommand that reads or writes one file inside a
+// sandbox: files move in and out through the sandbox itself, run as its
+// user under its Landlock rules and in its mount namespace, so an upload or
+// a download reaches exactly what a command of the sandbox could, and the
+// profile's limits (file_size, tmp_size, output) apply.
+const FileArg = "__file"
+
+// Exit statuses of FileMain.
+const (
+	fileNotFound = 2
+	fileDenied   = 3
+	fileInvalid  = 4
+	fileUsage    = 5
+)
+
+// FileMain runs `cordon __file read|write PATH [MODE]` inside a sandbox:
+// read copies the file to stdout, write replaces it with stdin (created
+// with MODE, octal, default 0644). It returns the exit status.
+func FileMain(args []string) int {
+	if len(args) < 2 || !path.IsAbs(args[1]) {
+		fmt.Fprintln(os.Stderr, "usage: __file read|write /PATH [MODE]")
+		return fileUsage
+	}
+	op, p := args[0], args[1]
+	var err error
+	switch op {
+	case "read":
+		var f *os.File
+		if f, err = os.Open(p); err == nil {
+			var st os.FileInfo
+			if st, err = f.Stat(); err == nil && st.IsDir() {
+				err = fmt.Errorf("%s is a directory: %w", p, fs.ErrInvalid)
+			} else if err == nil {
+				_, err = io.Copy(os.Stdout, f)
+			}
+			f.Close()
+		}
+	case "write":
+		mode := uint64(0o644)
+		if len(args) > 2 {
+			if mode, err = strconv.ParseUint(args[2], 8, 32); err != nil || mode&^0o777 != 0 {
+				fmt.Fprintf(os.Stderr, "mode %q: want permission bits in octal, such as 644\n", args[2])
+				return fileUsage
+			}
+		}
+		var f *os.File
+		if f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, os.FileMode(mode)); err == nil {
+			_, err = io.Copy(f, os.Stdin)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "usage: __file read|write /PATH [MODE]")
+		return fileUsage
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintln(os.Stderr, err)
+		return fileNotFound
+	case errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS):
+		fmt.Fprintln(os.Stderr, err)
+		return fileDenied
+	default:
+		fmt.Fprintln(os.Stderr, err)
+		return fileInvalid
+	}
+}
+
+// fileStatus is the HTTP status of a file operation's outcome.
+func fileStatus(o outcome.Outcome) int {
+	if o.Status == outcome.OK {
+		return http.StatusOK
+	}
+	if o.CommandExitCode != nil && o.Limit == nil {
+		switch *o.CommandExitCode {
+		case fileNotFound:
+			return http.StatusNotFound
+		case fileDenied:
+			return http.StatusForbidden
+		case fileInvalid, fileUsage:
+			return http.StatusBadRequest
+		}
+	}
+	if o.Status == outcome.FileSizeLimit {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusInsufficientStorage
+}
+
+// fileArgs checks the path of a files request.
+func fileArgs(r *http.Request) (string, error) {
+	p := r.URL.Query().Get("path")
+	if !path.IsAbs(p) || strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("path: want an absolute path inside the sandbox, found %q", p)
+	}
+	return p, nil
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, status := s.live(w, r, c)
+	if e == nil {
+		return status
+	}
+	p, err := fileArgs(r)
+	if err != nil {
+		return fail(w, http.StatusBadRequest, "%v", err)
+	}
+	if status := s.begin(w, e); status != 0 {
+		return status
+	}
+	s.record(e.id, c, audit.Action, "file_read", map[string]any{"path": p, "token": c.name()})
+	body := &lazyBody{w: w}
+	var stderr bytes.Buffer
+	o, err := e.box.Exec(r.Context(), sandbox.ExecOptions{Args: []string{"cordon", FileArg, "read", p}, SelfExec: true, Stdout: body, Stderr: &stderr})
+	switch {
+	case err != nil:
+		status = fail(w, http.StatusConflict, "%s", execError(e, err))
+	case o.Status == outcome.OK:
+		status = body.finish()
+	case body.started():
+		// The status was sent with the first bytes; the body is cut short.
+		status = http.StatusOK
+	default:
+		status = fail(w, fileStatus(o), "reading %s in sandbox %s: %s", p, e.id, fileMessage(o, stderr.String()))
+	}
+	s.afterFile(e, c, "files.read", p, &o, err, status, body.n)
+	return status
+}
+
+func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, status := s.live(w, r, c)
+	if e == nil {
+		return status
+	}
+	p, err := fileArgs(r)
+	if err != nil {
+		return fail(w, http.StatusBadRequest, "%v", err)
+	}
+	args := []string{"cordon", FileArg, "write", p}
+	if m := r.URL.Query().Get("mode"); m != "" {
+		args = append(args, m)
+	}
+	if status := s.begin(w, e); status != 0 {
+		return status
+	}
+	s.record(e.id, c, audit.Action, "file_write", map[string]any{"path": p, "token": c.name()})
+	counted := &countingReader{r: r.Body}
+	var stderr bytes.Buffer
+	o, err := e.box.Exec(r.Context(), sandbox.ExecOptions{Args: args, SelfExec: true, Stdin: counted, Stderr: &stderr})
+	switch {
+	case err != nil:
+		status = fail(w, http.StatusConflict, "%s", execError(e, err))
+	case o.Status == outcome.OK:
+		status = reply(w, http.StatusOK, map[string]any{"path": p, "bytes": counted.n})
+	default:
+		status = fail(w, fileStatus(o), "writing %s in sandbox %s: %s", p, e.id, fileMessage(o, stderr.String()))
+	}
+	s.afterFile(e, c, "files.write", p, &o, err, status, counted.n)
+	return status
+}
+
+// fileMessage says why a file operation failed.
+func fileMessage(o outcome.Outcome, stderr string) string {
+	if msg := strings.TrimSpace(stderr); msg != "" && o.Limit == nil {
+		return msg
+	}
+	return o.Message
+}
+
+// afterFile records a file operation and counts it in the session.
+func (s *Server) afterFile(e *entry, c caller, kind, p string, o *outcome.Outcome, err error, status int, n int64) {
+	data := map[string]any{"path": p, "status": status, "bytes": n}
+	if err == nil && o.Status != outcome.OK {
+		data["outcome"] = o
+	}
+	s.record(e.id, c, audit.Decision, kind, data)
+	s.finish(e, kind, p, o, status == http.StatusForbidden || err != nil)
+	s.opts.Audit.Flush()
+}
+
+// lazyBody sends 200 with the first byte of a download, so that a file
+// that cannot be opened is still answered with its own status.
+type lazyBody struct {
+	mu   sync.Mutex
+	w    http.ResponseWriter
+	sent bool
+	n    int64
+}
+
+func (b *lazyBody) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.sent {
+		b.w.Header().Set("Content-Type", "application/octet-stream")
+		b.w.WriteHeader(http.StatusOK)
+		b.sent = true
+	}
+	b.n += int64(len(p))
+	return b.w.Write(p)
+}
+
+func (b *lazyBody) started() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sent
+}
+
+// finish answers an empty file.
+func (b *lazyBody) finish() int {
+	if !b.started() {
+		b.w.Header().Set("Content-Type", "application/octet-stream")
+		b.w.WriteHeader(http.StatusOK)
+	}
+	return http.StatusOK
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,279 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+)
+
+// entry is one sandbox of the server, from the moment it is built.
+type entry struct {
+	id      string
+	agent   *Agent
+	box     Sandbox
+	sha     string
+	built   time.Time
+	warm    bool
+	coldMS  int64
+	endOnce sync.Once
+
+	mu       sync.Mutex
+	claimed  time.Time
+	touched  time.Time // claimed, kept alive, or a command ended
+	commands int
+	running  int
+	ended    string
+	endedAt  time.Time
+	session  session
+}
+
+// info describes the entry for the API.
+func (e *entry) info() api.Sandbox {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := api.Sandbox{ID: e.id, Agent: e.agent.Name, Profile: e.agent.Profile, ProfileSHA256: e.sha,
+		Created: e.claimed.UTC(), Warm: e.warm, ColdStartMS: e.coldMS, State: "running",
+		Commands: e.commands, Running: e.running,
+		IdleExpires: e.touched.Add(e.agent.Idle).UTC(), Expires: e.built.Add(e.agent.Lifetime).UTC()}
+	if e.ended != "" {
+		out.State, out.Ended = "ended", e.ended
+	}
+	sess := e.session.api()
+	out.Session = &sess
+	return out
+}
+
+// idle is how long the entry has gone without a command or a keep-alive.
+func (e *entry) idle(now time.Time) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running > 0 {
+		return 0
+	}
+	return now.Sub(e.touched)
+}
+
+// pool keeps an agent's sandboxes built and waiting, so that a create
+// claims one instead of building it. A sandbox is taken out once and never
+// comes back.
+type pool struct {
+	s     *Server
+	a     *Agent
+	ready chan *entry
+	wake  chan struct{}
+}
+
+func newPool(s *Server, a *Agent) *pool {
+	return &pool{s: s, a: a, ready: make(chan *entry, a.Pool), wake: make(chan struct{}, 1)}
+}
+
+// fill builds sandboxes until the pool is full, and again after each claim.
+// A build that fails is retried after a pause that grows to a minute.
+func (p *pool) fill() {
+	defer p.s.wg.Done()
+	if p.a.Pool == 0 {
+		return
+	}
+	pause := time.Second
+	for {
+		for len(p.ready) < cap(p.ready) {
+			select {
+			case <-p.s.stop:
+				return
+			default:
+			}
+			e, err := p.s.build(p.a, true)
+			if err != nil {
+				p.s.logf("agent %s: pre-warming a sandbox: %v (next try in %s)", p.a.Name, err, pause)
+				select {
+				case <-p.s.stop:
+					return
+				case <-time.After(pause):
+				}
+				pause = min(2*pause, time.Minute)
+				continue
+			}
+			pause = time.Second
+			p.ready <- e // never blocks: only this loop adds
+			p.s.metrics.warm(p.a.Name, len(p.ready))
+		}
+		select {
+		case <-p.s.stop:
+			return
+		case <-p.wake:
+		}
+	}
+}
+
+// take returns a waiting sandbox that is still alive and young enough, or
+// nil, and asks for a new one to be built.
+func (p *pool) take() *entry {
+	defer func() {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}()
+	for {
+		select {
+		case e := <-p.ready:
+			p.s.metrics.warm(p.a.Name, len(p.ready))
+			select {
+			case <-e.box.Done():
+				p.s.end(e, "ended_while_waiting")
+				continue
+			default:
+			}
+			if p.s.opts.Now().Sub(e.built) >= p.a.Lifetime {
+				p.s.end(e, "max_lifetime")
+				continue
+			}
+			return e
+		default:
+			return nil
+		}
+	}
+}
+
+// drain ends every waiting sandbox.
+func (p *pool) drain() {
+	for {
+		select {
+		case e := <-p.ready:
+			p.s.end(e, "server_stopped")
+		default:
+			return
+		}
+	}
+}
+
+// build builds one sandbox of a, recorded in the audit log.
+func (s *Server) build(a *Agent, warm bool) (*entry, error) {
+	id := newID()
+	t0 := time.Now()
+	box, err := s.opts.Start(a, id)
+	took := time.Since(t0)
+	s.metrics.started(a.Name, warm, err, took)
+	if err != nil {
+		s.opts.Audit.Add(audit.Event{Sandbox: id, Agent: a.Name, Kind: audit.Decision, Type: "start_failed", Data: map[string]any{"error": err.Error()}})
+		return nil, err
+	}
+	now := s.opts.Now()
+	e := &entry{id: id, agent: a, box: box, sha: a.Loaded.Hash(), built: now, warm: warm, touched: now}
+	if !warm {
+		e.coldMS = took.Milliseconds()
+	}
+	return e, nil
+}
+
+// claim gives the caller a sandbox of agent a: a pre-warmed one, or one
+// built now.
+func (s *Server) claim(a *Agent, c caller) (*entry, error) {
+	s.mu.Lock()
+	live := 0
+	for _, e := range s.entries {
+		if e.agent == a && e.state() == "" {
+			live++
+		}
+	}
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, errStopping
+	}
+	if live >= a.MaxSandboxes {
+		return nil, fmt.Errorf("%w: agent %s has %d live sandboxes, its max_sandboxes", errTooMany, a.Name, live)
+	}
+	e := s.pools[a.Name].take()
+	if e == nil {
+		var err error
+		if e, err = s.build(a, false); err != nil {
+			return nil, err
+		}
+	}
+	now := s.opts.Now()
+	e.mu.Lock()
+	e.claimed, e.touched = now, now
+	e.mu.Unlock()
+	s.mu.Lock()
+	s.entries[e.id] = e
+	s.mu.Unlock()
+	s.record(e.id, c, audit.Decision, "start", map[string]any{
+		"token": c.name(), "profile": a.Profile, "profile_sha256": e.sha, "warm": e.warm,
+	})
+	return e, nil
+}
+
+func (e *entry) state() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ended
+}
+
+// end stops a sandbox once, and records why.
+func (s *Server) end(e *entry, why string) {
+	e.endOnce.Do(func() {
+		e.box.Close()
+		if own := e.box.Why(); own != "" && why == "ended" {
+			why = own
+		}
+		e.mu.Lock()
+		e.ended, e.endedAt = why, s.opts.Now()
+		e.mu.Unlock()
+		s.metrics.ended(e.agent.Name, why)
+		s.opts.Audit.Add(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "end", Data: map[string]any{"reason": why}})
+		s.opts.Audit.Flush()
+	})
+}
+
+// janitor ends the sandboxes that ended by themselves (a limit, drift),
+// were idle too long or lived too long, and forgets ended ones after a
+// while.
+func (s *Server) janitor() {
+	defer s.wg.Done()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		now := s.opts.Now()
+		s.mu.Lock()
+		var check []*entry
+		for id, e := range s.entries {
+			e.mu.Lock()
+			ended, at := e.ended, e.endedAt
+			e.mu.Unlock()
+			if ended != "" {
+				if now.Sub(at) > keepEnded {
+					delete(s.entries, id)
+				}
+				continue
+			}
+			check = append(check, e)
+		}
+		s.mu.Unlock()
+		for _, e := range check {
+			select {
+			case <-e.box.Done():
+				s.end(e, "ended")
+				continue
+			default:
+			}
+			switch {
+			case e.idle(now) >= e.agent.Idle:
+				s.end(e, "idle_timeout")
+			case now.Sub(e.built) >= e.agent.Lifetime:
+				s.end(e, "max_lifetime")
+			}
+		}
+	}
+}
+
+// keepEnded is how long an ended sandbox can still be looked up.
+const keepEnded = 10 * time.Minute

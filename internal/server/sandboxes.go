@@ -1,0 +1,356 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+var (
+	errStopping = errors.New("the server is stopping")
+	errTooMany  = errors.New("too many sandboxes")
+)
+
+// maxExecBody bounds an exec request (its stdin, base64, included).
+const maxExecBody = 48 << 20
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.handle("GET "+api.Version+"/health", public, s.health)
+	s.handle("GET "+api.Version+"/openapi.yaml", public, serveOpenAPI)
+	s.handle("GET /metrics", adminOnly, s.serveMetrics)
+	s.handle("POST "+api.Version+"/sandboxes", agentOnly, s.create)
+	s.handle("GET "+api.Version+"/sandboxes", anyToken, s.list)
+	s.handle("GET "+api.Version+"/sandboxes/{id}", anyToken, s.get)
+	s.handle("DELETE "+api.Version+"/sandboxes/{id}", anyToken, s.kill)
+	s.handle("POST "+api.Version+"/sandboxes/{id}/keepalive", agentOnly, s.keepalive)
+	s.handle("POST "+api.Version+"/sandboxes/{id}/exec", agentOnly, s.exec)
+	s.handle("GET "+api.Version+"/sandboxes/{id}/files", agentOnly, s.download)
+	s.handle("PUT "+api.Version+"/sandboxes/{id}/files", agentOnly, s.upload)
+	s.adminRoutes()
+	s.handle("/", public, func(w http.ResponseWriter, r *http.Request, c caller) int {
+		return fail(w, http.StatusNotFound, "no such endpoint: %s %s (see %s/openapi.yaml)", r.Method, r.URL.Path, api.Version)
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request, c caller) int {
+	h := api.Health{Status: "ok", Version: s.opts.Version}
+	s.mu.Lock()
+	for _, e := range s.entries {
+		if e.state() == "" {
+			h.Sandboxes++
+		}
+	}
+	if s.closed {
+		h.Status = "stopping"
+	}
+	s.mu.Unlock()
+	for _, p := range s.pools {
+		h.Warm += len(p.ready)
+	}
+	return reply(w, http.StatusOK, h)
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
+	var req api.CreateRequest
+	if err := decode(r, w, 64<<10, &req); err != nil {
+		return fail(w, http.StatusBadRequest, "%v", err)
+	}
+	if req.Agent != "" && req.Agent != c.token.Agent {
+		// A token never gets another agent's profile.
+		s.metrics.denial(c.token.Agent, "access.agent")
+		return fail(w, http.StatusForbidden, "token %s is bound to agent %s; it cannot create sandboxes of agent %s", c.token.Name, c.token.Agent, req.Agent)
+	}
+	a := s.opts.Config.Agents[c.token.Agent]
+	e, err := s.claim(a, c)
+	switch {
+	case errors.Is(err, errTooMany):
+		return fail(w, http.StatusTooManyRequests, "%v", err)
+	case errors.Is(err, errStopping):
+		return fail(w, http.StatusServiceUnavailable, "%v", err)
+	case err != nil:
+		return fail(w, http.StatusInternalServerError, "building a sandbox of agent %s: %v", a.Name, err)
+	}
+	s.metrics.claimed(a.Name, e.warm)
+	return reply(w, http.StatusCreated, e.info())
+}
+
+// visible returns the sandboxes the caller may see: its agent's, or all
+// for an admin.
+func (s *Server) visible(c caller) []*entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*entry
+	for _, e := range s.entries {
+		if c.token.Admin || e.agent.Name == c.token.Agent {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].claimed.Before(out[j].claimed) })
+	return out
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) int {
+	out := []api.Sandbox{}
+	for _, e := range s.visible(c) {
+		out = append(out, e.info())
+	}
+	return reply(w, http.StatusOK, out)
+}
+
+// lookup finds the sandbox of the request for the caller; another agent's
+// sandbox is answered as one that does not exist.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, c caller) (*entry, int) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	e := s.entries[id]
+	s.mu.Unlock()
+	if e == nil || (!c.token.Admin && e.agent.Name != c.token.Agent) {
+		if e != nil {
+			s.metrics.denial(c.token.Agent, "access.sandbox")
+		}
+		return nil, fail(w, http.StatusNotFound, "no sandbox %s", id)
+	}
+	return e, 0
+}
+
+// live is lookup for a sandbox that must still run.
+func (s *Server) live(w http.ResponseWriter, r *http.Request, c caller) (*entry, int) {
+	e, status := s.lookup(w, r, c)
+	if e == nil {
+		return nil, status
+	}
+	if why := e.state(); why != "" {
+		return nil, fail(w, http.StatusGone, "sandbox %s has ended (%s)", e.id, why)
+	}
+	return e, 0
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, status := s.lookup(w, r, c)
+	if e == nil {
+		return status
+	}
+	return reply(w, http.StatusOK, e.info())
+}
+
+func (s *Server) kill(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, status := s.lookup(w, r, c)
+	if e == nil {
+		return status
+	}
+	s.end(e, "killed")
+	return reply(w, http.StatusOK, e.info())
+}
+
+func (s *Server) keepalive(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, status := s.live(w, r, c)
+	if e == nil {
+		return status
+	}
+	e.mu.Lock()
+	e.touched = s.opts.Now()
+	e.mu.Unlock()
+	return reply(w, http.StatusOK, e.info())
+}
+
+// begin starts a step of the sandbox's session: refused when a trajectory
+// rule stopped the session.
+func (s *Server) begin(w http.ResponseWriter, e *entry) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cp := e.session.stopped; cp != nil {
+		s.metrics.denial(e.agent.Name, cp.Rule)
+		return fail(w, http.StatusConflict, "the session of sandbox %s was stopped at step %d: %s held (%s)", e.id, cp.Step, cp.Rule, cp.Reason)
+	}
+	e.running++
+	e.commands++
+	return 0
+}
+
+// finish ends a step: counts it in the session, evaluates the trajectory
+// rules at a checkpoint, and records what held. A stop rule ends the
+// sandbox.
+func (s *Server) finish(e *entry, kind, file string, o *outcome.Outcome, refused bool) {
+	e.mu.Lock()
+	e.running--
+	e.touched = s.opts.Now()
+	cps := e.session.step(e.agent.Loaded, kind, file, o, refused)
+	stopped := e.session.stopped != nil
+	e.mu.Unlock()
+	if o != nil {
+		for _, ev := range o.Egress {
+			if ev.Decision == "deny" {
+				s.metrics.denial(e.agent.Name, "network.allow")
+			}
+		}
+	}
+	for _, cp := range cps {
+		s.opts.Audit.Add(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
+		if cp.Action != "warn" {
+			s.metrics.denial(e.agent.Name, cp.Rule)
+		}
+	}
+	if stopped && len(cps) > 0 {
+		go s.end(e, "trajectory")
+	}
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, status := s.live(w, r, c)
+	if e == nil {
+		return status
+	}
+	var req api.ExecRequest
+	if err := decode(r, w, maxExecBody, &req); err != nil {
+		return fail(w, http.StatusBadRequest, "%v", err)
+	}
+	if len(req.Args) == 0 {
+		return fail(w, http.StatusBadRequest, "args: name the command to run")
+	}
+	if req.Dir != "" && !path.IsAbs(req.Dir) {
+		return fail(w, http.StatusBadRequest, "dir: want an absolute path inside the sandbox, found %q", req.Dir)
+	}
+	if status := s.begin(w, e); status != 0 {
+		return status
+	}
+	env := make([]string, 0, len(req.Env))
+	names := make([]string, 0, len(req.Env))
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			s.finish(e, "exec", "", nil, true)
+			return fail(w, http.StatusBadRequest, "env: %q is not a variable name", k)
+		}
+		env = append(env, k+"="+v)
+		names = append(names, k)
+	}
+	sort.Strings(env)
+	sort.Strings(names)
+	s.record(e.id, c, audit.Action, "exec", map[string]any{"argv": req.Args, "cwd": req.Dir, "env": names, "token": c.name(), "stdin_bytes": len(req.Stdin)})
+	caps := [2]*audit.Capture{audit.NewCapture(captureMax), audit.NewCapture(captureMax)}
+	opts := sandbox.ExecOptions{Args: req.Args, Env: env, Dir: req.Dir}
+	if len(req.Stdin) > 0 {
+		opts.Stdin = bytes.NewReader(req.Stdin)
+	}
+
+	var o outcome.Outcome
+	var err error
+	status = http.StatusOK
+	if req.Stream {
+		sw := newStreamWriter(w)
+		opts.Stdout = io.MultiWriter(sw.stream(false), caps[0])
+		opts.Stderr = io.MultiWriter(sw.stream(true), caps[1])
+		o, err = e.box.Exec(r.Context(), opts)
+		if err != nil {
+			sw.send(api.ExecEvent{Error: execError(e, err)})
+		} else {
+			sw.send(api.ExecEvent{Outcome: &o})
+		}
+	} else {
+		var stdout, stderr bytes.Buffer
+		opts.Stdout = io.MultiWriter(&stdout, caps[0])
+		opts.Stderr = io.MultiWriter(&stderr, caps[1])
+		o, err = e.box.Exec(r.Context(), opts)
+		if err != nil {
+			status = fail(w, http.StatusConflict, "%s", execError(e, err))
+		} else {
+			reply(w, http.StatusOK, api.ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Outcome: o})
+		}
+	}
+	o.Sandbox = e.id
+	s.afterExec(e, c, &o, err, caps)
+	return status
+}
+
+// afterExec records a command's outcome and what the agent was shown, and
+// counts it in the session and the metrics.
+func (s *Server) afterExec(e *entry, c caller, o *outcome.Outcome, err error, caps [2]*audit.Capture) {
+	if err != nil {
+		s.record(e.id, c, audit.Decision, "exec_failed", map[string]any{"error": err.Error()})
+	} else {
+		if o.Limit != nil {
+			s.record(e.id, c, audit.Decision, "limit", map[string]any{"name": o.Limit.Name, "value": o.Limit.Value, "status": o.Status})
+		}
+		for _, ev := range o.Egress {
+			s.record(e.id, c, audit.Decision, "network", ev)
+		}
+		s.record(e.id, c, audit.Decision, "outcome", o)
+		s.record(e.id, c, audit.Input, "result", caps[0].Summary("stdout"))
+		s.record(e.id, c, audit.Input, "result", caps[1].Summary("stderr"))
+		limit := ""
+		if o.Limit != nil {
+			limit = o.Limit.Name
+		}
+		s.metrics.command(e.agent.Name, string(o.Status), limit)
+	}
+	s.finish(e, "exec", "", o, err != nil)
+	if ferr := s.opts.Audit.Flush(); ferr != nil {
+		s.logf("audit log: %v", ferr)
+	}
+}
+
+// execError says why a command could not run.
+func execError(e *entry, err error) string {
+	if errors.Is(err, sandbox.ErrEnded) {
+		why := e.box.Why()
+		if why == "" {
+			why = "stopped"
+		}
+		return fmt.Sprintf("sandbox %s has ended (%s)", e.id, why)
+	}
+	return err.Error()
+}
+
+// captureMax is how much of each stream the audit log keeps per command.
+const captureMax = 4 << 10
+
+// streamWriter sends a command's output as JSON lines as it comes.
+type streamWriter struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newStreamWriter(w http.ResponseWriter) *streamWriter {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	return &streamWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+func (sw *streamWriter) send(ev api.ExecEvent) error {
+	b, err := jsonLine(ev)
+	if err != nil {
+		return err
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if _, err := sw.w.Write(b); err != nil {
+		return err
+	}
+	return sw.rc.Flush()
+}
+
+// stream returns the writer of one output stream. A client that went away
+// does not stop the command's output from being counted.
+func (sw *streamWriter) stream(stderr bool) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		ev := api.ExecEvent{Stdout: p}
+		if stderr {
+			ev = api.ExecEvent{Stderr: p}
+		}
+		sw.send(ev)
+		return len(p), nil
+	})
+}

@@ -1,0 +1,248 @@
+// Package server is cordon serve: sandboxes as a service over an HTTP JSON
+// API (docs/openapi.yaml). An agent's token creates sandboxes of that
+// agent's profile only, runs commands in them with the same outcomes as
+// cordon run, moves files in and out through the sandbox itself, and keeps
+// them alive or kills them; an admin's token sees every sandbox, decides
+// approvals and reads the audit log, and creates nothing. Sandboxes are
+// pre-warmed per agent, claimed once, never reused, and ended by idle and
+// absolute timeouts. Every request is recorded in the audit log with the
+// identity of its token.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+// Sandbox is what the server needs of a kept-alive sandbox
+// (sandbox.Box).
+type Sandbox interface {
+	Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error)
+	Close()
+	Done() <-chan struct{}
+	Idle() time.Duration
+	// Why says what ended the sandbox by itself: a limit, "drift", or "".
+	Why() string
+}
+
+// Starter builds a sandbox for an agent. id names it (in the audit log,
+// and its private workspace).
+type Starter func(a *Agent, id string) (Sandbox, error)
+
+// Options configure a Server.
+type Options struct {
+	Config *Config
+	// Start builds sandboxes; the server's tests give a fake one.
+	Start Starter
+	// Audit receives every request and every command; required.
+	Audit *audit.Log
+	// Approvals is the approval store the admin API decides in; nil: the
+	// approval endpoints answer 404.
+	Approvals *approvals.Store
+	// Log receives the server's own messages.
+	Log     io.Writer
+	Version string
+	// Probes returns the statuses of the latest recorded probe run and how
+	// many probes had each, for /metrics; nil: none.
+	Probes func() map[string]int
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Server serves the API.
+type Server struct {
+	opts    Options
+	mux     *http.ServeMux
+	metrics *metrics
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	pools   map[string]*pool
+	closed  bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// New makes a server and starts filling its pools.
+func New(opts Options) (*Server, error) {
+	if opts.Config == nil || opts.Start == nil || opts.Audit == nil {
+		return nil, errors.New("server: a configuration, a starter and an audit log are required")
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{},
+		stop: make(chan struct{}), metrics: newMetrics()}
+	for name, a := range opts.Config.Agents {
+		p := newPool(s, a)
+		s.pools[name] = p
+		s.wg.Add(1)
+		go p.fill()
+	}
+	s.wg.Add(1)
+	go s.janitor()
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Close ends every sandbox, pooled or claimed, and stops the pools.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.stop)
+	entries := make([]*entry, 0, len(s.entries))
+	for _, e := range s.entries {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	var wg sync.WaitGroup
+	for _, e := range entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.end(e, "server_stopped")
+		}()
+	}
+	for _, p := range s.pools {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.drain()
+		}()
+	}
+	wg.Wait()
+	s.opts.Audit.Seal()
+}
+
+// caller is who made a request.
+type caller struct {
+	token *Token // nil: no valid token
+}
+
+func (c caller) name() string {
+	if c.token == nil {
+		return ""
+	}
+	return c.token.Name
+}
+
+// role is what an endpoint admits.
+type role int
+
+const (
+	anyToken role = iota // an agent's token (for its own sandboxes) or an admin's
+	agentOnly
+	adminOnly
+	public
+)
+
+type handler func(w http.ResponseWriter, r *http.Request, c caller) int
+
+// handle registers an endpoint: the token is checked against the role, the
+// handler runs, and the request is recorded in the audit log with the
+// token's name and the status it got.
+func (s *Server) handle(pattern string, need role, h handler) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		c := caller{token: s.opts.Config.Identify(bearer(r))}
+		status := 0
+		switch {
+		case need == public:
+		case c.token == nil:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cordon"`)
+			status = fail(w, http.StatusUnauthorized, "a valid token is required (Authorization: Bearer TOKEN)")
+		case need == agentOnly && c.token.Admin:
+			status = fail(w, http.StatusForbidden, "admin tokens manage sandboxes; they do not create them or run commands: use an agent's token")
+		case need == adminOnly && !c.token.Admin:
+			status = fail(w, http.StatusForbidden, "this needs an admin token")
+		}
+		if status == 0 {
+			status = h(w, r, c)
+		}
+		s.metrics.request(r.Pattern, status)
+		if need != public || status >= 400 {
+			s.record("", c, audit.Decision, "api_request", map[string]any{
+				"token": c.name(), "method": r.Method, "path": r.URL.Path, "status": status, "remote": r.RemoteAddr,
+			})
+		}
+	})
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	return ""
+}
+
+// record adds an event to the audit log and writes it (durable with the
+// next flush).
+func (s *Server) record(sandboxID string, c caller, kind audit.Kind, typ string, data any) {
+	ev := audit.Event{Sandbox: sandboxID, Kind: kind, Type: typ, Data: data}
+	if c.token != nil {
+		ev.Agent = c.token.Agent
+	}
+	s.opts.Audit.Add(ev)
+}
+
+// reply writes v as JSON with status, and returns status.
+func reply(w http.ResponseWriter, status int, v any) int {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+	return status
+}
+
+// fail answers with an api.Error.
+func fail(w http.ResponseWriter, status int, format string, args ...any) int {
+	return reply(w, status, api.Error{Error: fmt.Sprintf(format, args...)})
+}
+
+// decode reads a JSON body of at most max bytes into v, refusing unknown
+// fields.
+func decode(r *http.Request, w http.ResponseWriter, max int64, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("the request body: %w", err)
+	}
+	return nil
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "sb-" + hex.EncodeToString(b)
+}
+
+func (s *Server) logf(format string, args ...any) {
+	fmt.Fprintf(s.opts.Log, "cordon serve: "+format+"\n", args...)
+}
