@@ -30,6 +30,11 @@ func (pf *profileFlags) register(fs *flag.FlagSet) {
 	fs.Var(&pf.allow, "allow", "let the sandbox reach `DEST` (host[:port], *.suffix[:port], ip[:port], cidr) through cordon's egress proxy; repeatable")
 }
 
+// changed reports whether any of the flags was given.
+func (pf *profileFlags) changed() bool {
+	return pf.file != "" || pf.workspace != "" || len(pf.ro)+len(pf.rw)+len(pf.limits)+len(pf.allow) > 0 || pf.transparent
+}
+
 // load reads the profile and applies the command-line adjustments.
 func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 	var p *profile.Profile

@@ -27,12 +27,24 @@ func runCmd(e *env, args []string) int {
 	outFile := fs.String("outcome", "", "write the outcome as JSON to `FILE`")
 	verbose := fs.Bool("v", false, "report the layers in force on stderr")
 	auditLog := fs.String("audit-log", "", "append this run's audit events to `FILE` (default: the configuration's, see cordon audit)")
+	serverURL := fs.String("server", "", "run the command in a sandbox of cordon serve at `URL`, with the token in $CORDON_TOKEN: the server's profile for the token's agent applies")
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return fail(e, fmt.Errorf("run: no command given"))
+	}
+	if *serverURL != "" {
+		if pf.changed() || len(degraded) > 0 || *auditLog != "" || *verbose {
+			return fail(e, fmt.Errorf("run --server: the server chooses the profile (the token's agent's), its layers and its audit log; drop --profile, --workspace, --ro, --rw, --limit, --allow, --transparent, --allow-degraded, --audit-log and -v"))
+		}
+		o, err := runRemote(e, *serverURL, fs.Args())
+		if err != nil {
+			return fail(e, err)
+		}
+		report(e, o, true, *asJSON, *outFile)
+		return o.ExitCode
 	}
 	p, allow, al, err := pf.open(e, degraded, *auditLog)
 	if err != nil {

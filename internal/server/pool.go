@@ -266,10 +266,10 @@ func (s *Server) janitor() {
 			default:
 			}
 			switch {
-			case e.idle(now) >= e.agent.Idle:
-				s.end(e, "idle_timeout")
 			case now.Sub(e.built) >= e.agent.Lifetime:
 				s.end(e, "max_lifetime")
+			case e.idle(now) >= e.agent.Idle:
+				s.end(e, "idle_timeout")
 			}
 		}
 	}

@@ -1,0 +1,406 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/cli"
+	"github.com/cordon-sandbox/cordon/internal/client"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/server"
+)
+
+// served is a cordon serve started by a test, from the real binary.
+type served struct {
+	cmd    *exec.Cmd
+	url    string
+	dir    string
+	tokens map[string]string // name -> token
+	log    *bytes.Buffer
+}
+
+// startServe writes the configuration (agents, in YAML, indented under
+// agents:), with a token per agent named after it and an admin's named
+// "ops", and starts cordon serve on it.
+func startServe(t *testing.T, agents string, files map[string]string) *served {
+	t.Helper()
+	if exec.Command(filepath.Join(binDir, "cordon"), "doctor").Run() != nil {
+		t.Skip("this host cannot run cordon sandboxes")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &served{dir: dir, tokens: map[string]string{}, log: &bytes.Buffer{}}
+	var cfg strings.Builder
+	cfg.WriteString("agents:\n" + agents + "tokens:\n")
+	names := []string{"ops"}
+	for _, line := range strings.Split(agents, "\n") {
+		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && strings.HasSuffix(line, ":") {
+			names = append(names, strings.TrimSuffix(strings.TrimSpace(line), ":"))
+		}
+	}
+	for _, name := range names {
+		token, sum := server.NewToken()
+		s.tokens[name] = token
+		if name == "ops" {
+			fmt.Fprintf(&cfg, "  - name: ops\n    admin: true\n    sha256: %s\n", sum)
+		} else {
+			fmt.Fprintf(&cfg, "  - name: %s-token\n    agent: %s\n    sha256: %s\n", name, name, sum)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s.url = "http://" + addr
+	s.cmd = exec.Command(filepath.Join(binDir, "cordon"), "serve", "--config", filepath.Join(dir, "serve.yaml"), "--listen", addr)
+	s.cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "state"), "CORDON_AUDIT_LOG="+filepath.Join(dir, "audit", "audit.jsonl"), "HOME="+dir)
+	s.cmd.Dir = dir
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.stop(t) })
+	c := s.client("ops")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := c.Health(context.Background()); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cordon serve did not answer:\n%s", s.log)
+		}
+	}
+	return s
+}
+
+func (s *served) client(name string) *client.Client { return client.New(s.url, s.tokens[name]) }
+
+// stop ends the server as an operator would (SIGTERM) and waits for it.
+func (s *served) stop(t *testing.T) {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("cordon serve: %v\n%s", err, s.log)
+		}
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		<-done
+		t.Errorf("cordon serve did not stop within 30s of SIGTERM\n%s", s.log)
+	}
+}
+
+// children lists the pids whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "PPid:"); ok && strings.TrimSpace(v) == strconv.Itoa(pid) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// leftovers names what a stopped server left: its children still
+// running, its cgroups, its private workspaces.
+func (s *served) leftovers(kids []int) []string {
+	var out []string
+	for _, k := range kids {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k)); err == nil && strings.Contains(string(b), "cordon") {
+			out = append(out, fmt.Sprintf("process %d (%s)", k, bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+		}
+	}
+	pattern := fmt.Sprintf("cordon-%d-", s.cmd.Process.Pid)
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), pattern) {
+			out = append(out, "cgroup "+p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	ents, _ := os.ReadDir(filepath.Join(s.dir, "state", "serve", "sandboxes"))
+	for _, e := range ents {
+		out = append(out, "workspace "+e.Name())
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mounts), s.dir) {
+		out = append(out, "a mount under "+s.dir)
+	}
+	return out
+}
+
+func TestServeSandboxKeptAlive(t *testing.T) {
+	s := startServe(t, `  builder:
+    profile: builder.yaml
+    pool: 2
+  greedy:
+    profile: greedy.yaml
+`, map[string]string{
+		"builder.yaml": testProfile("builder", "  wall: 2s\n  output: 4KiB\n"),
+		"greedy.yaml":  testProfile("greedy", "  memory: 64MiB\n"),
+	})
+	ctx := context.Background()
+	c := s.client("builder")
+	waitUntil(t, "the pool to fill", func() bool { h, _ := c.Health(ctx); return h.Warm == 2 })
+	sb, err := c.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sb.Warm {
+		t.Errorf("the first sandbox was not pre-warmed: %+v", sb)
+	}
+	run := func(args ...string) (string, outcome.Outcome) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		o, err := c.Exec(ctx, sb.ID, api.ExecRequest{Args: args}, &out, &errb)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out.String() + errb.String(), o
+	}
+	// What one command leaves in files, the next one finds; processes end
+	// with their command.
+	if out, o := run("sh", "-c", "pwd; id -u; echo kept > state.txt; sleep 300 & echo started"); o.Status != outcome.OK || out != "/workspace\n1000\nstarted\n" {
+		t.Fatalf("first command: %q %+v", out, o)
+	}
+	if out, o := run("sh", "-c", "cat state.txt; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"); o.Status != outcome.OK || !strings.HasPrefix(out, "kept\n") || strings.Contains(out, "sleep 300") {
+		t.Fatalf("second command: %q %+v", out, o)
+	}
+	// Files move through the sandbox, within what it may reach.
+	if err := c.Upload(ctx, sb.ID, "/workspace/in.txt", strings.NewReader("uploaded\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := run("sh", "-c", "stat -c %a in.txt; cat in.txt > out.txt"); out != "600\n" {
+		t.Fatalf("upload: %q", out)
+	}
+	var got bytes.Buffer
+	if err := c.Download(ctx, sb.ID, "/workspace/out.txt", &got); err != nil || got.String() != "uploaded\n" {
+		t.Fatalf("download: %q %v", got.String(), err)
+	}
+	for _, tt := range []struct {
+		err    error
+		status int
+	}{
+		{c.Download(ctx, sb.ID, "/etc/shadow", &got), 404},
+		{c.Download(ctx, sb.ID, "/proc/1/environ", &got), 403},
+		{c.Upload(ctx, sb.ID, "/usr/bin/evil", strings.NewReader("x"), 0), 403},
+		{c.Upload(ctx, sb.ID, "/workspace/../../etc/passwd", strings.NewReader("x"), 0), 403},
+	} {
+		if !client.IsStatus(tt.err, tt.status) {
+			t.Errorf("got %v, want status %d", tt.err, tt.status)
+		}
+	}
+	// Per-command limits end the command, and the sandbox goes on.
+	if _, o := run("sh", "-c", "yes | head -c 100000"); o.Status != outcome.OutputLimit {
+		t.Errorf("output: %+v", o)
+	}
+	if _, o := run("sleep", "30"); o.Status != outcome.Timeout || o.Limit == nil || o.Limit.Value != "2s" {
+		t.Errorf("wall: %+v", o)
+	}
+	if out, o := run("cat", "state.txt"); o.Status != outcome.OK || out != "kept\n" {
+		t.Errorf("after the limits: %q %+v", out, o)
+	}
+	// The agent's token reaches neither another agent's profile nor its
+	// sandboxes; the other's token not this one.
+	if _, err := c.Create(ctx, "greedy"); !client.IsStatus(err, 403) {
+		t.Errorf("builder creating greedy's: %v", err)
+	}
+	g := s.client("greedy")
+	gsb, err := g.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, gsb.ID); !client.IsStatus(err, 404) {
+		t.Errorf("builder reading greedy's sandbox: %v", err)
+	}
+	if _, err := g.Kill(ctx, sb.ID); !client.IsStatus(err, 404) {
+		t.Errorf("greedy killing builder's sandbox: %v", err)
+	}
+	// A sandbox-wide limit ends the sandbox, reported as that limit.
+	o, err := g.Exec(ctx, gsb.ID, api.ExecRequest{Args: []string{"python3", "-c", "x = bytearray(256 << 20)"}}, nil, nil)
+	if err != nil || o.Status != outcome.MemoryLimit {
+		t.Fatalf("memory: %+v %v", o, err)
+	}
+	waitUntil(t, "the greedy sandbox to end", func() bool { got, _ := g.Get(ctx, gsb.ID); return got.Ended == "memory" })
+	if _, err := g.Run(ctx, gsb.ID, api.ExecRequest{Args: []string{"true"}}); !client.IsStatus(err, 410) {
+		t.Errorf("a command in the ended sandbox: %v", err)
+	}
+	// cordon run --server: a sandbox for one command, its status passed on.
+	cmd := exec.Command(filepath.Join(binDir, "cordon"), "run", "--server", s.url, "--", "sh", "-c", "cat; exit 7")
+	cmd.Env = append(os.Environ(), "CORDON_TOKEN="+s.tokens["builder"])
+	cmd.Stdin = strings.NewReader("from stdin\n")
+	out, err := cmd.Output()
+	if code := cmd.ProcessState.ExitCode(); code != 7 || string(out) != "from stdin\n" {
+		t.Errorf("run --server: %q, exit %d (%v)", out, code, err)
+	}
+	cmd = exec.Command(filepath.Join(binDir, "cordon"), "run", "--server", s.url, "--", "true")
+	cmd.Env = append(os.Environ(), "CORDON_TOKEN=cordon_wrong")
+	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != cli.ExitCordon || !strings.Contains(string(out), "401") {
+		t.Errorf("run --server with a wrong token: %q, exit %d", out, cmd.ProcessState.ExitCode())
+	}
+
+	kids := children(s.cmd.Process.Pid)
+	s.stop(t)
+	if left := s.leftovers(kids); len(left) > 0 {
+		t.Errorf("left behind: %s", strings.Join(left, "; "))
+	}
+	verify := exec.Command(filepath.Join(binDir, "cordon"), "audit", "verify", "--log", filepath.Join(s.dir, "audit", "audit.jsonl"))
+	if out, err := verify.CombinedOutput(); err != nil {
+		t.Errorf("audit verify: %v\n%s", err, out)
+	}
+}
+
+// testProfile is a profile for agent with a shell, Python, a private
+// workspace, and resources (YAML lines under resources:).
+func testProfile(agent, resources string) string {
+	return "version: 1\nagent: " + agent + `
+workspace:
+  path: .
+  writable: true
+mounts:
+  - path: /usr
+  - path: /bin
+  - path: /lib
+  - path: /lib64
+    optional: true
+env:
+  set:
+    PATH: /usr/bin:/bin
+resources:
+` + resources
+}
+
+// TestServeLoad runs 1000 commands across 64 sandboxes at once: every
+// command gets its outcome, and nothing is left afterwards. It reports
+// the memory an idle sandbox costs.
+func TestServeLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	const sandboxes, commands = 64, 1000
+	s := startServe(t, fmt.Sprintf("  worker:\n    profile: default\n    pool: %d\n    max_sandboxes: %d\n", sandboxes, sandboxes), nil)
+	ctx := context.Background()
+	c := s.client("worker")
+	before := pss(s.cmd.Process.Pid)
+	waitUntil(t, "the pool to fill", func() bool { h, _ := c.Health(ctx); return h.Warm == sandboxes })
+	after := pss(s.cmd.Process.Pid)
+	t.Logf("memory per idle sandbox: %.1f MiB (proportional set size of the server and its processes, %d sandboxes)", float64(after-before)/sandboxes/(1<<20), sandboxes)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	done := 0
+	for i := 0; i < sandboxes; i++ {
+		n := commands / sandboxes
+		if i < commands%sandboxes {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := c.Create(ctx, "")
+			if err != nil {
+				mu.Lock()
+				failures = append(failures, err.Error())
+				mu.Unlock()
+				return
+			}
+			for j := 0; j < n; j++ {
+				want := fmt.Sprintf("%d.%d", i, j)
+				res, err := c.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"echo", want}})
+				mu.Lock()
+				switch {
+				case err != nil:
+					failures = append(failures, err.Error())
+				case res.Outcome.Status != outcome.OK || string(res.Stdout) != want+"\n":
+					failures = append(failures, fmt.Sprintf("%s: %q %s", want, res.Stdout, res.Outcome.Message))
+				default:
+					done++
+				}
+				mu.Unlock()
+			}
+			if _, err := c.Kill(ctx, sb.ID); err != nil {
+				mu.Lock()
+				failures = append(failures, err.Error())
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 || done != commands {
+		t.Fatalf("%d of %d commands got their outcome; failures: %s", done, commands, strings.Join(failures[:min(len(failures), 5)], "; "))
+	}
+	kids := children(s.cmd.Process.Pid)
+	s.stop(t)
+	if left := s.leftovers(kids); len(left) > 0 {
+		t.Errorf("left behind: %s", strings.Join(left, "; "))
+	}
+}
+
+// pss is the proportional set size of pid and its children, in bytes.
+func pss(pid int) int64 {
+	var total int64
+	for _, p := range append([]int{pid}, children(pid)...) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", p))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				total += kb << 10
+			}
+		}
+	}
+	return total
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}

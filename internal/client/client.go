@@ -1,0 +1,260 @@
+// Package client is the typed Go client of cordon serve's API
+// (docs/openapi.yaml): create a sandbox, run commands in it with their
+// output streamed and their outcome returned, move files in and out, keep
+// it alive, kill it; and, with an admin's token, list every sandbox, decide
+// approvals and read the audit log.
+//
+//	c := client.New("http://127.0.0.1:8700", token)
+//	sb, err := c.Create(ctx, "")
+//	o, err := c.Exec(ctx, sb.ID, api.ExecRequest{Args: []string{"make", "test"}}, os.Stdout, os.Stderr)
+//	c.Kill(ctx, sb.ID)
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+)
+
+// Client talks to one cordon serve.
+type Client struct {
+	base  string
+	token string
+	// HTTP is the client requests go through; nil is a default one.
+	HTTP *http.Client
+}
+
+// New returns a client of the server at base (http://HOST:PORT) with token.
+func New(base, token string) *Client {
+	return &Client{base: strings.TrimRight(base, "/"), token: token, HTTP: &http.Client{}}
+}
+
+// Error is an answer of the server that is not a success.
+type Error struct {
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("cordon serve: %d: %s", e.Status, e.Message) }
+
+// IsStatus reports whether err is an Error with that status.
+func IsStatus(err error, status int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == status
+}
+
+// do sends a request and returns the response when it succeeded; otherwise
+// the server's error.
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		var e api.Error
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return nil, &Error{Status: resp.StatusCode, Message: e.Error}
+	}
+	return resp, nil
+}
+
+// call sends in as JSON (when not nil) and decodes the answer into out
+// (when not nil).
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	resp, err := c.do(ctx, method, path, body, "application/json")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("cordon serve: reading the answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+func sandboxPath(id string, rest ...string) string {
+	return api.Version + "/sandboxes/" + url.PathEscape(id) + strings.Join(rest, "")
+}
+
+// Health asks whether the server is up.
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
+	err := c.call(ctx, http.MethodGet, api.Version+"/health", nil, &h)
+	return h, err
+}
+
+// Create claims a sandbox of agent ("" is the token's own).
+func (c *Client) Create(ctx context.Context, agent string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, http.MethodPost, api.Version+"/sandboxes", api.CreateRequest{Agent: agent}, &sb)
+	return sb, err
+}
+
+// List returns the sandboxes the token may see.
+func (c *Client) List(ctx context.Context) ([]api.Sandbox, error) {
+	var out []api.Sandbox
+	err := c.call(ctx, http.MethodGet, api.Version+"/sandboxes", nil, &out)
+	return out, err
+}
+
+// Get describes one sandbox.
+func (c *Client) Get(ctx context.Context, id string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, http.MethodGet, sandboxPath(id), nil, &sb)
+	return sb, err
+}
+
+// KeepAlive restarts a sandbox's idle timeout.
+func (c *Client) KeepAlive(ctx context.Context, id string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, http.MethodPost, sandboxPath(id, "/keepalive"), nil, &sb)
+	return sb, err
+}
+
+// Kill ends a sandbox and everything in it.
+func (c *Client) Kill(ctx context.Context, id string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, http.MethodDelete, sandboxPath(id), nil, &sb)
+	return sb, err
+}
+
+// Exec runs a command in a sandbox, its output streamed to stdout and
+// stderr (either may be nil) as it comes, and returns its outcome.
+func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest, stdout, stderr io.Writer) (outcome.Outcome, error) {
+	req.Stream = true
+	b, err := json.Marshal(req)
+	if err != nil {
+		return outcome.Outcome{}, err
+	}
+	resp, err := c.do(ctx, http.MethodPost, sandboxPath(id, "/exec"), bytes.NewReader(b), "application/json")
+	if err != nil {
+		return outcome.Outcome{}, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var ev api.ExecEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return outcome.Outcome{}, fmt.Errorf("cordon serve: reading the output: %w", err)
+		}
+		switch {
+		case ev.Outcome != nil:
+			return *ev.Outcome, nil
+		case ev.Error != "":
+			return outcome.Outcome{}, &Error{Status: http.StatusConflict, Message: ev.Error}
+		case len(ev.Stdout) > 0 && stdout != nil:
+			stdout.Write(ev.Stdout)
+		case len(ev.Stderr) > 0 && stderr != nil:
+			stderr.Write(ev.Stderr)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return outcome.Outcome{}, fmt.Errorf("cordon serve: reading the output: %w", err)
+	}
+	return outcome.Outcome{}, errors.New("cordon serve: the output ended without an outcome")
+}
+
+// Run is Exec without streaming: the whole output and the outcome at once.
+func (c *Client) Run(ctx context.Context, id string, req api.ExecRequest) (api.ExecResult, error) {
+	req.Stream = false
+	var res api.ExecResult
+	err := c.call(ctx, http.MethodPost, sandboxPath(id, "/exec"), req, &res)
+	return res, err
+}
+
+// Upload writes r to the file at path inside the sandbox, created with mode
+// (0 is 0644).
+func (c *Client) Upload(ctx context.Context, id, path string, r io.Reader, mode uint32) error {
+	q := url.Values{"path": {path}}
+	if mode != 0 {
+		q.Set("mode", fmt.Sprintf("%o", mode))
+	}
+	resp, err := c.do(ctx, http.MethodPut, sandboxPath(id, "/files?"+q.Encode()), r, "application/octet-stream")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Download copies the file at path inside the sandbox to w.
+func (c *Client) Download(ctx context.Context, id, path string, w io.Writer) error {
+	resp, err := c.do(ctx, http.MethodGet, sandboxPath(id, "/files?"+url.Values{"path": {path}}.Encode()), nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// Approvals lists the pending approval requests (all of them with all).
+func (c *Client) Approvals(ctx context.Context, all bool) ([]approvals.Item, error) {
+	p := api.Version + "/approvals"
+	if all {
+		p += "?all=1"
+	}
+	var out []approvals.Item
+	err := c.call(ctx, http.MethodGet, p, nil, &out)
+	return out, err
+}
+
+// Decide approves or denies an approval request in the token's name.
+func (c *Client) Decide(ctx context.Context, id string, approve bool, d api.Decision) (approvals.Item, error) {
+	verb := "/deny"
+	if approve {
+		verb = "/approve"
+	}
+	var it approvals.Item
+	err := c.call(ctx, http.MethodPost, api.Version+"/approvals/"+url.PathEscape(id)+verb, d, &it)
+	return it, err
+}
+
+// Audit returns the audit records that match q (sandbox, agent, type,
+// since, limit), as the log holds them.
+func (c *Client) Audit(ctx context.Context, q url.Values) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	err := c.call(ctx, http.MethodGet, api.Version+"/audit?"+q.Encode(), nil, &out)
+	return out, err
+}

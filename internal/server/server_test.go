@@ -1,0 +1,426 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/client"
+	"github.com/cordon-sandbox/cordon/internal/egress"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+// fakeBox stands for a sandbox: each command prints its arguments and
+// ends as result says.
+type fakeBox struct {
+	id     string
+	result func(args []string) outcome.Outcome
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{}
+}
+
+func (b *fakeBox) Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error) {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return outcome.Outcome{}, sandbox.ErrEnded
+	}
+	if e.Stdout != nil {
+		fmt.Fprintf(e.Stdout, "%s ran %s\n", b.id, strings.Join(e.Args, " "))
+	}
+	if b.result != nil {
+		return b.result(e.Args), nil
+	}
+	code := 0
+	return outcome.Outcome{Status: outcome.OK, CommandExitCode: &code, Message: "ok"}, nil
+}
+
+func (b *fakeBox) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		close(b.done)
+	}
+}
+
+func (b *fakeBox) Done() <-chan struct{} { return b.done }
+func (b *fakeBox) Idle() time.Duration   { return 0 }
+func (b *fakeBox) Why() string           { return "" }
+
+// fixture is a server with agents a and b, a token for each and an
+// admin's, over fake sandboxes.
+type fixture struct {
+	srv    *Server
+	url    string
+	log    string
+	tokens map[string]string // token name -> token
+	builds atomic.Int64
+	mu     sync.Mutex
+	boxes  map[string]*fakeBox
+	now    atomic.Pointer[time.Time]
+}
+
+func newFixture(t *testing.T, pool int, p *profile.Profile, result func([]string) outcome.Outcome) *fixture {
+	t.Helper()
+	if p == nil {
+		p = profile.Default()
+	}
+	f := &fixture{tokens: map[string]string{}, boxes: map[string]*fakeBox{}}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.now.Store(&start)
+	cfg := &Config{Agents: map[string]*Agent{}}
+	for _, name := range []string{"a", "b"} {
+		cfg.Agents[name] = &Agent{Name: name, Profile: "default", Loaded: p, Pool: pool,
+			Idle: time.Minute, Lifetime: time.Hour, MaxSandboxes: 4}
+	}
+	for _, tk := range []struct {
+		name, agent string
+		admin       bool
+	}{{"alice-a", "a", false}, {"bob-b", "b", false}, {"ops", "", true}} {
+		token, sum := NewToken()
+		f.tokens[tk.name] = token
+		cfg.Tokens = append(cfg.Tokens, &Token{Name: tk.name, Agent: tk.agent, Admin: tk.admin, SHA256: sum})
+	}
+	f.log = filepath.Join(t.TempDir(), "audit.jsonl")
+	al, err := audit.Open(f.log, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{Config: cfg, Audit: al, Now: func() time.Time { return *f.now.Load() },
+		Start: func(a *Agent, id string) (Sandbox, error) {
+			f.builds.Add(1)
+			b := &fakeBox{id: id, result: result, done: make(chan struct{})}
+			f.mu.Lock()
+			f.boxes[id] = b
+			f.mu.Unlock()
+			return b, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		srv.Close()
+	})
+	f.srv, f.url = srv, ts.URL
+	return f
+}
+
+func (f *fixture) client(name string) *client.Client { return client.New(f.url, f.tokens[name]) }
+
+func (f *fixture) advance(d time.Duration) {
+	t := f.now.Load().Add(d)
+	f.now.Store(&t)
+}
+
+func TestAccessControl(t *testing.T) {
+	f := newFixture(t, 0, nil, nil)
+	ctx := context.Background()
+	a, b, admin := f.client("alice-a"), f.client("bob-b"), f.client("ops")
+	sa, err := a.Create(ctx, "")
+	if err != nil || sa.Agent != "a" {
+		t.Fatalf("a creates its own: %+v %v", sa, err)
+	}
+	sb, err := b.Create(ctx, "b")
+	if err != nil || sb.Agent != "b" {
+		t.Fatalf("b creates its own: %+v %v", sb, err)
+	}
+	exec := func(c *client.Client, id string) error {
+		_, err := c.Run(ctx, id, api.ExecRequest{Args: []string{"true"}})
+		return err
+	}
+	tests := []struct {
+		name   string
+		do     func() error
+		status int
+	}{
+		{"a creates b's", func() error { _, err := a.Create(ctx, "b"); return err }, 403},
+		{"a reads b's", func() error { _, err := a.Get(ctx, sb.ID); return err }, 404},
+		{"a runs in b's", func() error { return exec(a, sb.ID) }, 404},
+		{"a downloads from b's", func() error { return a.Download(ctx, sb.ID, "/etc/hostname", io.Discard) }, 404},
+		{"a uploads to b's", func() error { return a.Upload(ctx, sb.ID, "/tmp/x", strings.NewReader("x"), 0) }, 404},
+		{"a keeps b's alive", func() error { _, err := a.KeepAlive(ctx, sb.ID); return err }, 404},
+		{"a kills b's", func() error { _, err := a.Kill(ctx, sb.ID); return err }, 404},
+		{"a lists approvals", func() error { _, err := a.Approvals(ctx, false); return err }, 403},
+		{"a approves", func() error { _, err := a.Decide(ctx, "x", true, api.Decision{}); return err }, 403},
+		{"a reads the audit log", func() error { _, err := a.Audit(ctx, nil); return err }, 403},
+		{"admin creates", func() error { _, err := admin.Create(ctx, "a"); return err }, 403},
+		{"admin runs", func() error { return exec(admin, sa.ID) }, 403},
+		{"no token", func() error { _, err := client.New(f.url, "").List(ctx); return err }, 401},
+		{"a forged token", func() error { _, err := client.New(f.url, "cordon_"+strings.Repeat("0", 64)).List(ctx); return err }, 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.do(); !client.IsStatus(err, tt.status) {
+				t.Fatalf("got %v, want status %d", err, tt.status)
+			}
+		})
+	}
+	if got, err := b.Get(ctx, sb.ID); err != nil || got.State != "running" {
+		t.Fatalf("b's sandbox after a's attempts: %+v %v", got, err)
+	}
+	list, err := a.List(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != sa.ID {
+		t.Fatalf("a's list: %+v %v", list, err)
+	}
+	all, err := admin.List(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("admin's list: %+v %v", all, err)
+	}
+	if _, err := admin.Kill(ctx, sb.ID); err != nil {
+		t.Fatalf("admin kills b's: %v", err)
+	}
+	// Every request is on the record with its token's name.
+	recs, err := admin.Audit(ctx, url.Values{"type": {"api_request"}, "limit": {"1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		var rec struct {
+			Data struct {
+				Token  string
+				Method string
+				Path   string
+				Status int
+			}
+		}
+		json.Unmarshal(r, &rec)
+		seen[fmt.Sprintf("%s %s %s %d", rec.Data.Token, rec.Data.Method, rec.Data.Path, rec.Data.Status)] = true
+	}
+	for _, want := range []string{
+		"alice-a POST /v1/sandboxes 201",
+		"alice-a POST /v1/sandboxes 403",
+		"alice-a GET /v1/sandboxes/" + sb.ID + " 404",
+		"ops POST /v1/sandboxes 403",
+		" GET /v1/sandboxes 401",
+		"ops DELETE /v1/sandboxes/" + sb.ID + " 200",
+	} {
+		if !seen[want] {
+			t.Errorf("audit log lacks %q", want)
+		}
+	}
+}
+
+func TestPoolClaimsEachSandboxOnce(t *testing.T) {
+	f := newFixture(t, 2, nil, nil)
+	ctx := context.Background()
+	a := f.client("alice-a")
+	waitFor(t, "the pools to fill", func() bool { h, _ := a.Health(ctx); return h.Warm == 4 })
+	ids := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		sb, err := a.Create(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids[sb.ID] {
+			t.Fatalf("sandbox %s given twice", sb.ID)
+		}
+		ids[sb.ID] = true
+		if i < 2 && !sb.Warm {
+			t.Errorf("claim %d was not pre-warmed", i)
+		}
+		res, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"echo"}})
+		if err != nil || !strings.HasPrefix(string(res.Stdout), sb.ID+" ran echo") {
+			t.Fatalf("ran in %s: %q %v", sb.ID, res.Stdout, err)
+		}
+		if _, err := a.Kill(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		closed := f.boxes[sb.ID].closed
+		f.mu.Unlock()
+		if !closed {
+			t.Errorf("killed sandbox %s still runs", sb.ID)
+		}
+		if _, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"true"}}); !client.IsStatus(err, 410) {
+			t.Errorf("a command in a killed sandbox: %v, want 410", err)
+		}
+	}
+	waitFor(t, "the pool to refill", func() bool { h, _ := a.Health(ctx); return h.Warm == 4 })
+	for id := range ids {
+		f.mu.Lock()
+		for other, b := range f.boxes {
+			if other != id && b.id == id {
+				t.Errorf("sandbox %s reused", id)
+			}
+		}
+		f.mu.Unlock()
+	}
+}
+
+func TestMaxSandboxes(t *testing.T) {
+	f := newFixture(t, 0, nil, nil)
+	ctx := context.Background()
+	a := f.client("alice-a")
+	for i := 0; i < 4; i++ {
+		if _, err := a.Create(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Create(ctx, ""); !client.IsStatus(err, 429) {
+		t.Fatalf("a fifth sandbox: %v, want 429", err)
+	}
+	if _, err := f.client("bob-b").Create(ctx, ""); err != nil {
+		t.Fatalf("b is not limited by a's sandboxes: %v", err)
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	f := newFixture(t, 0, nil, nil)
+	ctx := context.Background()
+	a := f.client("alice-a")
+	idle, err := a.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := a.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		f.advance(40 * time.Second)
+		if _, err := a.KeepAlive(ctx, kept.ID); err != nil {
+			t.Fatalf("keepalive %d: %v", i, err)
+		}
+	}
+	waitFor(t, "the idle sandbox to end", func() bool { sb, _ := a.Get(ctx, idle.ID); return sb.Ended == "idle_timeout" })
+	if sb, _ := a.Get(ctx, kept.ID); sb.State != "running" {
+		t.Fatalf("the kept sandbox: %+v", sb)
+	}
+	f.advance(time.Hour)
+	waitFor(t, "the old sandbox to end", func() bool { sb, _ := a.Get(ctx, kept.ID); return sb.Ended == "max_lifetime" })
+}
+
+func TestTrajectoryStopsTheSession(t *testing.T) {
+	p, err := profile.Parse("t.yaml", []byte(`version: 1
+agent: a
+trajectory:
+  rules:
+    - name: exfil-volume
+      when: 'session.bytes_out > 300'
+      action: stop
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload := func([]string) outcome.Outcome {
+		code := 0
+		return outcome.Outcome{Status: outcome.OK, CommandExitCode: &code,
+			Egress: []egress.Event{{Host: "api.example.com", Decision: "allow", BytesOut: 100}}}
+	}
+	f := newFixture(t, 0, p, upload)
+	ctx := context.Background()
+	a := f.client("alice-a")
+	sb, err := a.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"upload"}}); err != nil {
+			t.Fatalf("upload %d: %v", i, err)
+		}
+	}
+	// The fourth is allowed on its own; the checkpoint after it stops the
+	// session.
+	if _, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"upload"}}); err != nil {
+		t.Fatalf("upload 4: %v", err)
+	}
+	_, err = a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"upload"}})
+	if err == nil || !(client.IsStatus(err, 409) || client.IsStatus(err, 410)) {
+		t.Fatalf("upload 5: %v, want refused", err)
+	}
+	waitFor(t, "the sandbox to end", func() bool { got, _ := a.Get(ctx, sb.ID); return got.Ended == "trajectory" })
+	got, _ := a.Get(ctx, sb.ID)
+	if got.Session == nil || got.Session.BytesOut != 400 || !strings.Contains(got.Session.Checkpoint, "trajectory.rules.exfil-volume (stop)") {
+		t.Fatalf("session: %+v", got.Session)
+	}
+	data, _ := os.ReadFile(f.log)
+	if !strings.Contains(string(data), `"type":"trajectory_checkpoint"`) || !strings.Contains(string(data), `"reason":"trajectory"`) {
+		t.Fatalf("the audit log lacks the checkpoint or the end:\n%s", data)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	f := newFixture(t, 1, nil, nil)
+	ctx := context.Background()
+	a := f.client("alice-a")
+	waitFor(t, "the pools to fill", func() bool { h, _ := a.Health(ctx); return h.Warm == 2 })
+	sb, _ := a.Create(ctx, "")
+	a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"true"}})
+	a.Create(ctx, "b")
+	req, _ := http.NewRequest("GET", f.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+f.tokens["ops"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`cordon_sandboxes{agent="a",state="running"} 1`,
+		`cordon_commands_total{agent="a",status="ok"} 1`,
+		`cordon_sandbox_claims_total{agent="a",warm="true"} 1`,
+		`cordon_denials_total{agent="a",rule="access.agent"} 1`,
+		"# TYPE cordon_sandbox_starts_total counter",
+	} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	_, sum := NewToken()
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", "agents:\n  a:\n    profile: default\n    pools: 2\n", `unknown field "pools"`},
+		{"no sha", "agents:\n  a:\n    profile: default\ntokens:\n  - name: t\n    agent: a\n    sha256: abc\n", "serve.yaml:7:13: tokens[0].sha256: want the token's SHA-256"},
+		{"unknown agent", "agents:\n  a:\n    profile: default\ntokens:\n  - name: t\n    agent: z\n    sha256: " + sum + "\n", `serve.yaml:6:12: tokens[0].agent: no agent "z" in agents`},
+		{"bad timeout", "agents:\n  a:\n    profile: default\n    idle_timeout: soon\n", "serve.yaml:4:19: agents.a.idle_timeout: want a duration"},
+		{"missing profile", "agents:\n  a:\n    profile: nope.yaml\n", "serve.yaml:3:14: agents.a.profile: reading profile"},
+		{"pool too big", "agents:\n  a:\n    profile: default\n    pool: 9\n    max_sandboxes: 2\n", "serve.yaml:4:11: agents.a.pool: want 0 to max_sandboxes (2)"},
+		{"no tokens", "agents:\n  a:\n    profile: default\n", "tokens: name at least one token"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, "serve.yaml")
+			os.WriteFile(path, []byte(tt.yaml), 0o644)
+			_, err := LoadConfig(path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
