@@ -39,6 +39,7 @@ func main() {
 	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs")
 	cordon := flag.String("cordon", "./cordon", "the cordon binary to measure")
 	docs := flag.Bool("docs", false, "rewrite docs/BENCHMARKS.md and docs/benchmarks-startup.svg with the results")
+	only := flag.String("only", "", "measure only `PART`: serve")
 	flag.Parse()
 	if *short {
 		*n = 3
@@ -67,6 +68,12 @@ func main() {
 	os.Setenv("CORDON_AUDIT_LOG", filepath.Join(logDir, "audit.jsonl"))
 	os.Chdir(ws)
 
+	if *only == "serve" {
+		var rep bytes.Buffer
+		served(&rep, abs, *n)
+		os.Stdout.Write(rep.Bytes())
+		return
+	}
 	tools := peers(abs, ws)
 	var rep bytes.Buffer
 	fmt.Fprintf(&rep, "Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
@@ -81,6 +88,7 @@ func main() {
 			}
 		}
 	}
+	served(&rep, abs, *n)
 	concurrency(&rep, abs, tools, *short)
 	idleMemory(&rep, abs, tools)
 	if !*short {

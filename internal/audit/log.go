@@ -37,6 +37,9 @@ type Log struct {
 	writing    bool
 	checkpoint bool
 	sync       bool
+	// dirty: this process wrote records it has not fsynced yet (only the
+	// writer of the moment touches it).
+	dirty bool
 }
 
 // Options configure a Log.
@@ -120,6 +123,18 @@ func (l *Log) Append(evs ...Event) error {
 // write appends a batch under the log's lock.
 func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 	if len(batch) == 0 && !(checkpoint && l.key != nil) {
+		if sync && l.dirty {
+			// What an earlier Write left for the disk.
+			f, err := os.OpenFile(l.path, os.O_RDONLY, 0)
+			if err != nil {
+				return fmt.Errorf("audit log: %w", err)
+			}
+			defer f.Close()
+			if err := f.Sync(); err != nil {
+				return fmt.Errorf("audit log: %w", err)
+			}
+			l.dirty = false
+		}
 		return nil
 	}
 	lock, err := os.OpenFile(l.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
@@ -181,9 +196,11 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("audit log: %w", err)
 		}
+		l.dirty = false
 		return writeHead(l.path, cp)
 	}
 	if !sync {
+		l.dirty = true
 		return nil
 	}
 	// The chain is written; other writers may append while this waits for
@@ -193,6 +210,7 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
+	l.dirty = false
 	return nil
 }
 

@@ -76,7 +76,10 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 		return nil, err
 	}
 	if resp.StatusCode >= 300 {
-		defer resp.Body.Close()
+		defer func() {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
 		var e api.Error
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
@@ -102,7 +105,11 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	// Read to the end, so that the connection is kept for the next call.
+	defer func() {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
 	if out == nil {
 		return nil
 	}
@@ -170,7 +177,10 @@ func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest, stdou
 	if err != nil {
 		return outcome.Outcome{}, err
 	}
-	defer resp.Body.Close()
+	defer func() {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
@@ -214,6 +224,7 @@ func (c *Client) Upload(ctx context.Context, id, path string, r io.Reader, mode 
 	if err != nil {
 		return err
 	}
+	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return nil
 }

@@ -165,7 +165,7 @@ func run(status *os.File, report func(sandbox.Status)) error {
 	if spec.Serve {
 		report(sandbox.Status{Event: "ready", LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
 		status.Close()
-		return serve(spec, sigs)
+		return serve(spec)
 	}
 	pid, err := startCommand(spec, stdio)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -17,98 +16,107 @@ import (
 // the request as its stdin, stdout and stderr, and reports its start and its
 // end. A command's process group is killed when the command exits; what it
 // left in files stays for the next one. When the host side closes the
-// socket, or init is told to terminate, every process of the sandbox is
-// killed and init exits.
+// socket, every process of the sandbox is killed and init exits.
 //
-// Commands are forked, and signals sent, from this goroutine, locked to the
-// thread whose capability sets confine emptied (see startCommand and
-// supervise).
-func serve(spec *sandbox.Spec, sigs <-chan os.Signal) error {
+// The loop runs on init's main thread, whose capability sets confine
+// emptied and from which commands must be forked and signals sent (see
+// startCommand and supervise), and waits there in poll(2) on the control
+// socket and a pidfd per command: no goroutine, signal handler or thread
+// hand-off stands between a request or an exit and its answer.
+func serve(spec *sandbox.Spec) error {
 	ctl := os.NewFile(sandbox.ControlFD, "control")
 	send := func(s sandbox.Status) { sandbox.SendMessage(ctl, s) }
-	children := make(chan os.Signal, 1)
-	signal.Notify(children, unix.SIGCHLD)
-
-	type request struct {
-		req   sandbox.Request
-		files []*os.File
+	type command struct {
+		id    uint64
+		pidfd int
 	}
-	reqs := make(chan request)
-	go func() {
-		defer close(reqs)
+	running := map[int]command{} // pid -> command
+	groups := map[uint64]int{}   // request -> pid
+	fds := make([]unix.PollFd, 0, 16)
+	for {
+		fds = append(fds[:0], unix.PollFd{Fd: int32(sandbox.ControlFD), Events: unix.POLLIN})
+		for _, c := range running {
+			fds = append(fds, unix.PollFd{Fd: int32(c.pidfd), Events: unix.POLLIN})
+		}
+		// The timeout reaps what commands left behind and then exited.
+		if _, err := unix.Poll(fds, 1000); err != nil && !errors.Is(err, unix.EINTR) {
+			unix.Kill(-1, unix.SIGKILL)
+			return fmt.Errorf("waiting for requests: %w", err)
+		}
+		// Reap every child that ended: a command's end is reported, a
+		// leftover's only reaped.
 		for {
-			var r request
-			files, err := sandbox.RecvMessage(ctl, &r.req)
-			if errors.Is(err, sandbox.ErrPeerGone) || errors.Is(err, unix.EBADF) || errors.Is(err, unix.ECONNRESET) {
-				return
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil || pid <= 0 {
+				break
+			}
+			c, ok := running[pid]
+			if !ok {
+				continue
+			}
+			delete(running, pid)
+			delete(groups, c.id)
+			unix.Close(c.pidfd)
+			unix.Kill(-pid, unix.SIGKILL)
+			st := sandbox.Status{ID: c.id, Event: "exit", TmpUsed: tmpUsed(spec)}
+			if ws.Signaled() {
+				st.Signal = int(ws.Signal())
+			} else {
+				st.Code = ws.ExitStatus()
+			}
+			send(st)
+		}
+		ev := fds[0].Revents
+		if ev&unix.POLLIN == 0 {
+			if ev&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				unix.Kill(-1, unix.SIGKILL)
+				return nil
+			}
+			continue
+		}
+		var req sandbox.Request
+		files, err := sandbox.RecvMessage(ctl, &req)
+		if errors.Is(err, sandbox.ErrPeerGone) {
+			unix.Kill(-1, unix.SIGKILL)
+			return nil
+		}
+		if err != nil {
+			continue // a malformed message; its descriptors are closed
+		}
+		switch req.Op {
+		case "exec":
+			pid, err := execRequest(spec, req, files)
+			for _, f := range files {
+				f.Close()
 			}
 			if err != nil {
-				continue // a malformed message; its descriptors are closed
+				code := 127
+				if !errors.Is(err, os.ErrNotExist) {
+					code = 126
+				}
+				send(sandbox.Status{ID: req.ID, Event: "exec-error", Error: err.Error(), Code: code})
+				continue
 			}
-			r.files = files
-			reqs <- r
-		}
-	}()
-
-	running := map[int]uint64{} // pid -> request
-	groups := map[uint64]int{}  // request -> pid
-	for {
-		select {
-		case r, ok := <-reqs:
-			if !ok {
-				unix.Kill(-1, unix.SIGKILL)
-				return nil
-			}
-			switch r.req.Op {
-			case "exec":
-				pid, err := execRequest(spec, r.req, r.files)
-				for _, f := range r.files {
-					f.Close()
-				}
-				if err != nil {
-					code := 127
-					if !errors.Is(err, os.ErrNotExist) {
-						code = 126
-					}
-					send(sandbox.Status{ID: r.req.ID, Event: "exec-error", Error: err.Error(), Code: code})
-					continue
-				}
-				running[pid], groups[r.req.ID] = r.req.ID, pid
-				send(sandbox.Status{ID: r.req.ID, Event: "started", Pid: pid})
-			case "signal":
-				if pid, ok := groups[r.req.ID]; ok && r.req.Signal > 0 {
-					unix.Kill(-pid, syscall.Signal(r.req.Signal))
-				}
-			}
-		case <-children:
-			for {
-				var ws unix.WaitStatus
-				pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-				if errors.Is(err, unix.EINTR) {
-					continue
-				}
-				if err != nil || pid <= 0 {
-					break
-				}
-				id, ok := running[pid]
-				if !ok {
-					continue // a process a command left behind
-				}
-				delete(running, pid)
-				delete(groups, id)
+			pidfd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
 				unix.Kill(-pid, unix.SIGKILL)
-				st := sandbox.Status{ID: id, Event: "exit", TmpUsed: tmpUsed(spec)}
-				if ws.Signaled() {
-					st.Signal = int(ws.Signal())
-				} else {
-					st.Code = ws.ExitStatus()
-				}
-				send(st)
+				send(sandbox.Status{ID: req.ID, Event: "exec-error", Error: fmt.Sprintf("watching the command: %v", err), Code: 126})
+				continue
 			}
-		case s := <-sigs:
-			if s == unix.SIGTERM || s == unix.SIGINT {
-				unix.Kill(-1, unix.SIGKILL)
-				return nil
+			unix.CloseOnExec(pidfd)
+			running[pid], groups[req.ID] = command{req.ID, pidfd}, pid
+			send(sandbox.Status{ID: req.ID, Event: "started", Pid: pid})
+		case "signal":
+			if pid, ok := groups[req.ID]; ok && req.Signal > 0 {
+				unix.Kill(-pid, syscall.Signal(req.Signal))
+			}
+		default:
+			for _, f := range files {
+				f.Close()
 			}
 		}
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"sync"
 	"syscall"
@@ -31,7 +33,7 @@ type Box struct {
 	res  *Result // the sandbox's own facts
 	lim  *limiter
 	b    *booted
-	ctl  *os.File
+	ctl  *net.UnixConn // through Go's poller: no thread waits on it
 	born time.Time
 
 	mu      sync.Mutex
@@ -119,8 +121,13 @@ func Start(opts Options) (*Box, error) {
 	if !ready {
 		return fail(setupErr("sandbox init", errors.New("ended before it was ready")))
 	}
+	conn, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return fail(setupErr("control socket", err))
+	}
 	now := time.Now()
-	x := &Box{opts: opts, res: res, lim: lim, b: b, ctl: mine, born: now, last: now,
+	x := &Box{opts: opts, res: res, lim: lim, b: b, ctl: conn.(*net.UnixConn), born: now, last: now,
 		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{})}
 	go x.dispatch()
 	go func() {
@@ -135,14 +142,14 @@ func Start(opts Options) (*Box, error) {
 // dispatch hands each message of init to the command it is about, until
 // init is gone.
 func (x *Box) dispatch() {
+	buf := make([]byte, maxMessage)
 	for {
 		var st Status
-		files, err := RecvMessage(x.ctl, &st)
-		closeAll(files)
-		if errors.Is(err, ErrPeerGone) || errors.Is(err, unix.EBADF) || errors.Is(err, unix.ECONNRESET) {
-			break
+		n, _, _, _, err := x.ctl.ReadMsgUnix(buf, nil)
+		if err != nil || n == 0 {
+			break // init is gone
 		}
-		if err != nil {
+		if json.Unmarshal(buf[:n], &st) != nil {
 			continue
 		}
 		x.mu.Lock()
@@ -160,6 +167,24 @@ func (x *Box) dispatch() {
 	}
 	x.mu.Unlock()
 	close(x.gone)
+}
+
+// send sends a request to init, with files.
+func (x *Box) send(r Request, files ...*os.File) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	_, _, err = x.ctl.WriteMsgUnix(b, oob, nil)
+	return err
 }
 
 // ExecOptions describe one command in a Box.
@@ -237,7 +262,7 @@ func (c *command) trip(limit string) {
 	}
 	c.mu.Unlock()
 	if first {
-		SendMessage(c.box.ctl, Request{ID: c.id, Op: "signal", Signal: int(unix.SIGKILL)})
+		c.box.send(Request{ID: c.id, Op: "signal", Signal: int(unix.SIGKILL)})
 	}
 }
 
@@ -297,7 +322,7 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 
 	before := x.snapshot()
 	start := time.Now()
-	err = SendMessage(x.ctl, Request{ID: c.id, Op: "exec", Args: e.Args, Env: e.Env, Dir: e.Dir, SelfExec: e.SelfExec}, stdin, outW, errW)
+	err = x.send(Request{ID: c.id, Op: "exec", Args: e.Args, Env: e.Env, Dir: e.Dir, SelfExec: e.SelfExec}, stdin, outW, errW)
 	stdin.Close()
 	outW.Close()
 	errW.Close()

@@ -28,11 +28,18 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// State is where sandboxes' private workspaces are made (default: a
 	// directory under cordon's state directory).
-	State  string            `yaml:"state"`
-	Agents map[string]*Agent `yaml:"agents"`
-	Tokens []*Token          `yaml:"tokens"`
+	State string `yaml:"state"`
+	// AuditSync is when the records of a request reach the disk: "each"
+	// (the default: fsynced before the answer), or an interval such as
+	// "100ms" (written before the answer, so they survive cordon, and
+	// fsynced within the interval, so a power cut or a kernel crash loses
+	// at most that much).
+	AuditSync string            `yaml:"audit_sync"`
+	Agents    map[string]*Agent `yaml:"agents"`
+	Tokens    []*Token          `yaml:"tokens"`
 
-	File string `yaml:"-"`
+	File      string        `yaml:"-"`
+	SyncEvery time.Duration `yaml:"-"` // 0: each
 }
 
 // Agent is one agent the server builds sandboxes for.
@@ -105,6 +112,11 @@ func LoadConfig(path string) (*Config, error) {
 	at := locator(path, data)
 	if c.Listen == "" {
 		c.Listen = DefaultListen
+	}
+	if c.AuditSync != "" && c.AuditSync != "each" {
+		if c.SyncEvery, err = duration(c.AuditSync, 0); err != nil || c.SyncEvery > 10*time.Second {
+			return nil, at("$.audit_sync", "audit_sync", fmt.Sprintf("want each, or an interval up to 10s such as 100ms, found %q", c.AuditSync))
+		}
 	}
 	if len(c.Agents) == 0 {
 		return nil, at("$.agents", "agents", "name at least one agent")

@@ -200,7 +200,7 @@ func (s *Server) afterFile(e *entry, c caller, kind, p string, o *outcome.Outcom
 	}
 	s.record(e.id, c, audit.Decision, kind, data)
 	s.finish(e, kind, p, o, status == http.StatusForbidden || err != nil)
-	s.opts.Audit.Flush()
+	s.recorded()
 }
 
 // lazyBody sends 200 with the first byte of a download, so that a file

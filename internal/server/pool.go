@@ -105,8 +105,19 @@ func (p *pool) fill() {
 			return
 		case <-p.wake:
 		}
+		// The replacement is built a moment later, not while the sandbox
+		// just claimed runs its first command (building takes more CPU
+		// than a command, on a host of few cores).
+		select {
+		case <-p.s.stop:
+			return
+		case <-time.After(refillDelay):
+		}
 	}
 }
+
+// refillDelay is how long after a claim the pool starts its replacement.
+const refillDelay = 20 * time.Millisecond
 
 // take returns a waiting sandbox that is still alive and young enough, or
 // nil, and asks for a new one to be built.
@@ -204,6 +215,10 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	s.record(e.id, c, audit.Decision, "start", map[string]any{
 		"token": c.name(), "profile": a.Profile, "profile_sha256": e.sha, "warm": e.warm,
 	})
+	// Written now, on the disk with the sandbox's first command.
+	if err := s.opts.Audit.Write(); err != nil {
+		s.logf("audit log: %v", err)
+	}
 	return e, nil
 }
 
@@ -225,7 +240,7 @@ func (s *Server) end(e *entry, why string) {
 		e.mu.Unlock()
 		s.metrics.ended(e.agent.Name, why)
 		s.opts.Audit.Add(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "end", Data: map[string]any{"reason": why}})
-		s.opts.Audit.Flush()
+		s.recorded()
 	})
 }
 

@@ -295,9 +295,7 @@ func (s *Server) afterExec(e *entry, c caller, o *outcome.Outcome, err error, ca
 		s.metrics.command(e.agent.Name, string(o.Status), limit)
 	}
 	s.finish(e, "exec", "", o, err != nil)
-	if ferr := s.opts.Audit.Flush(); ferr != nil {
-		s.logf("audit log: %v", ferr)
-	}
+	s.recorded()
 }
 
 // execError says why a command could not run.

@@ -99,6 +99,14 @@ func New(opts Options) (*Server, error) {
 	}
 	s.wg.Add(1)
 	go s.janitor()
+	// Records of requests that run nothing (a list, a refusal) are
+	// written and synced by the syncer: every audit_sync, or every second.
+	every := opts.Config.SyncEvery
+	if every == 0 {
+		every = time.Second
+	}
+	s.wg.Add(1)
+	go s.syncer(every)
 	s.routes()
 	return s, nil
 }
@@ -138,6 +146,38 @@ func (s *Server) Close() {
 	}
 	wg.Wait()
 	s.opts.Audit.Seal()
+}
+
+// recorded makes a request's records durable as the configuration says:
+// on the disk before the answer, or written now and on the disk within
+// audit_sync.
+func (s *Server) recorded() {
+	var err error
+	if s.opts.Config.SyncEvery == 0 {
+		err = s.opts.Audit.Flush()
+	} else {
+		err = s.opts.Audit.Write()
+	}
+	if err != nil {
+		s.logf("audit log: %v", err)
+	}
+}
+
+// syncer puts what was written on the disk every interval.
+func (s *Server) syncer(every time.Duration) {
+	defer s.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if err := s.opts.Audit.Flush(); err != nil {
+			s.logf("audit log: %v", err)
+		}
+	}
 }
 
 // caller is who made a request.
