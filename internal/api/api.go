@@ -13,9 +13,12 @@ import (
 const Version = "/v1"
 
 // CreateRequest asks for a sandbox of an agent. Agent may be empty: the
-// token's own agent.
+// token's own agent. Exec, when set, is run in the sandbox at once (one
+// round trip for a sandbox and its first command); its output comes back
+// whole, in the answer's Result.
 type CreateRequest struct {
-	Agent string `json:"agent,omitempty"`
+	Agent string       `json:"agent,omitempty"`
+	Exec  *ExecRequest `json:"exec,omitempty"`
 }
 
 // Sandbox describes one sandbox of the server.
@@ -44,6 +47,10 @@ type Sandbox struct {
 	Expires     time.Time `json:"expires"`
 	// Session holds the session's counters (see docs/SERVER.md).
 	Session *Session `json:"session,omitempty"`
+	// Result is the first command's, for a create that asked for one;
+	// ExecError says why it could not run.
+	Result    *ExecResult `json:"result,omitempty"`
+	ExecError string      `json:"exec_error,omitempty"`
 }
 
 // Session is the counters of the task a sandbox serves.

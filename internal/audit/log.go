@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,9 +38,52 @@ type Log struct {
 	writing    bool
 	checkpoint bool
 	sync       bool
-	// dirty: this process wrote records it has not fsynced yet (only the
-	// writer of the moment touches it).
-	dirty bool
+	// dirty: this process wrote records it has not fsynced yet. last is
+	// the file as this process left it after its last write, and the
+	// chain's head then: when the file is still exactly so, nobody
+	// appended since, and the head need not be read back. Only the writer
+	// of the moment touches them.
+	dirty    bool
+	last     fileState
+	lastHead *Record
+	// lock and file stay open between writes.
+	lock, file *os.File
+}
+
+// current returns the log file, kept open between writes and opened again
+// when it is no longer the file at the log's path (another process rotated
+// it, or it was removed). The caller holds the lock.
+func (l *Log) current() (*os.File, error) {
+	if l.file != nil {
+		open, err1 := l.file.Stat()
+		now, err2 := os.Stat(l.path)
+		if err1 == nil && err2 == nil && os.SameFile(open, now) {
+			return l.file, nil
+		}
+		l.file.Close()
+		l.file = nil
+	}
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	l.file = f
+	return f, nil
+}
+
+// fileState tells whether a file changed: an append changes its size and
+// modification time, a rotation its inode.
+type fileState struct {
+	ino, size int64
+	mtime     int64
+}
+
+func stateOf(fi os.FileInfo) fileState {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileState{}
+	}
+	return fileState{ino: int64(st.Ino), size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 }
 
 // Options configure a Log.
@@ -123,33 +167,31 @@ func (l *Log) Append(evs ...Event) error {
 // write appends a batch under the log's lock.
 func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 	if len(batch) == 0 && !(checkpoint && l.key != nil) {
-		if sync && l.dirty {
+		if sync && l.dirty && l.file != nil {
 			// What an earlier Write left for the disk.
-			f, err := os.OpenFile(l.path, os.O_RDONLY, 0)
-			if err != nil {
-				return fmt.Errorf("audit log: %w", err)
-			}
-			defer f.Close()
-			if err := f.Sync(); err != nil {
+			if err := l.file.Sync(); err != nil {
 				return fmt.Errorf("audit log: %w", err)
 			}
 			l.dirty = false
 		}
 		return nil
 	}
-	lock, err := os.OpenFile(l.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("audit log lock: %w", err)
+	if l.lock == nil {
+		lock, err := os.OpenFile(l.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("audit log lock: %w", err)
+		}
+		l.lock = lock
 	}
-	defer lock.Close()
+	lock := l.lock
 	if err := flock(lock); err != nil {
 		return fmt.Errorf("audit log lock: %w", err)
 	}
-	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	f, err := l.current()
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
-	defer f.Close()
 	head, dropped, err := l.tail(f)
 	if err != nil {
 		return err
@@ -183,13 +225,19 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 		add(Event{Time: time.Now().UTC(), Kind: Decision, Type: "checkpoint", Data: cp})
 	}
 	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && fi.Size()+int64(buf.Len()) > l.maxSize {
+		l.file = nil
 		if f, err = l.rotate(f); err != nil {
 			return err
 		}
-		defer f.Close()
+		l.file = f
 	}
 	if _, err := f.Write(buf.Bytes()); err != nil {
+		l.lastHead = nil
 		return fmt.Errorf("audit log: %w", err)
+	}
+	l.lastHead = nil
+	if fi, err := f.Stat(); err == nil {
+		l.last, l.lastHead = stateOf(fi), head
 	}
 	if cp != nil {
 		// The head names records that must be on the disk before it.
@@ -222,6 +270,9 @@ func (l *Log) tail(f *os.File) (*Record, int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, 0, err
+	}
+	if st := stateOf(fi); l.lastHead != nil && st.ino != 0 && st == l.last {
+		return l.lastHead, 0, nil
 	}
 	if fi.Size() == 0 {
 		rotated := Rotated(l.path)
@@ -256,7 +307,7 @@ func lastRecord(f *os.File) (*Record, int64, error) {
 		return nil, 0, err
 	}
 	size := fi.Size()
-	for chunk := int64(64 << 10); ; chunk *= 4 {
+	for chunk := int64(8 << 10); ; chunk *= 4 {
 		off := max(0, size-chunk)
 		buf := make([]byte, size-off)
 		if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {

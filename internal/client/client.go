@@ -137,6 +137,16 @@ func (c *Client) Create(ctx context.Context, agent string) (api.Sandbox, error) 
 	return sb, err
 }
 
+// CreateAndRun claims a sandbox of the token's agent and runs a first
+// command in it, in one round trip; the answer's Result (or ExecError) is
+// the command's.
+func (c *Client) CreateAndRun(ctx context.Context, req api.ExecRequest) (api.Sandbox, error) {
+	req.Stream = false
+	var sb api.Sandbox
+	err := c.call(ctx, http.MethodPost, api.Version+"/sandboxes", api.CreateRequest{Exec: &req}, &sb)
+	return sb, err
+}
+
 // List returns the sandboxes the token may see.
 func (c *Client) List(ctx context.Context) ([]api.Sandbox, error) {
 	var out []api.Sandbox

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,6 +70,8 @@ func Start(opts Options) (*Box, error) {
 	}
 	spec.Serve = true
 	lim.perCommand = true
+	var built atomic.Pointer[Box] // the watcher starts before the Box exists
+	lim.idle = func() bool { x := built.Load(); return x != nil && x.Idle() > 0 }
 	ok := false
 	defer func() {
 		if !ok && lim.group != nil {
@@ -129,6 +132,7 @@ func Start(opts Options) (*Box, error) {
 	now := time.Now()
 	x := &Box{opts: opts, res: res, lim: lim, b: b, ctl: conn.(*net.UnixConn), born: now, last: now,
 		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{})}
+	built.Store(x)
 	go x.dispatch()
 	go func() {
 		b.init.wait()

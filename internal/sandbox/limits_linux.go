@@ -14,8 +14,12 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
-// watchEvery is how often the cgroup's counters are read.
-const watchEvery = 20 * time.Millisecond
+// watchEvery is how often the cgroup's counters are read; idleWatchEvery
+// how often while a kept-alive sandbox runs no command.
+const (
+	watchEvery     = 20 * time.Millisecond
+	idleWatchEvery = 250 * time.Millisecond
+)
 
 // limiter enforces the limits that live on the host side: the sandbox's
 // cgroup, the wall clock, the output cap (with outputCap), and a watcher
@@ -26,6 +30,10 @@ type limiter struct {
 	// perCommand: the wall limit is each command's (a Box), not the
 	// sandbox's.
 	perCommand bool
+	// idle, when set, says no command runs: the counters are then read
+	// every idleWatchEvery only (what a command left running is still
+	// watched, only less often; the kernel enforces the limits meanwhile).
+	idle func() bool
 	// cleanup removes the group if cordon dies (see startCleanup): the
 	// helper's stdin, and the helper.
 	cleanup       *os.File
@@ -157,11 +165,14 @@ func (l *limiter) watch() {
 	defer l.wg.Done()
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-l.stop:
 			return
 		case <-t.C:
+		}
+		if l.idle != nil && n%int(idleWatchEvery/watchEvery) != 0 && l.idle() {
+			continue
 		}
 		s, err := l.group.Stats()
 		if err != nil {

@@ -130,8 +130,8 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int 
 	if err != nil {
 		return fail(w, http.StatusBadRequest, "%v", err)
 	}
-	if status := s.begin(w, e); status != 0 {
-		return status
+	if err := s.begin(e); err != nil {
+		return fail(w, http.StatusConflict, "%v", err)
 	}
 	s.record(e.id, c, audit.Action, "file_read", map[string]any{"path": p, "token": c.name()})
 	body := &lazyBody{w: w}
@@ -165,8 +165,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
 	if m := r.URL.Query().Get("mode"); m != "" {
 		args = append(args, m)
 	}
-	if status := s.begin(w, e); status != 0 {
-		return status
+	if err := s.begin(e); err != nil {
+		return fail(w, http.StatusConflict, "%v", err)
 	}
 	s.record(e.id, c, audit.Action, "file_write", map[string]any{"path": p, "token": c.name()})
 	counted := &countingReader{r: r.Body}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -64,8 +65,18 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, c caller) int {
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	var req api.CreateRequest
-	if err := decode(r, w, 64<<10, &req); err != nil {
+	if err := decode(r, w, maxExecBody, &req); err != nil {
 		return fail(w, http.StatusBadRequest, "%v", err)
+	}
+	var cmd sandbox.ExecOptions
+	if req.Exec != nil {
+		var err error
+		if cmd, err = checkExec(*req.Exec); err != nil {
+			return fail(w, http.StatusBadRequest, "exec.%v", err)
+		}
+		if req.Exec.Stream {
+			return fail(w, http.StatusBadRequest, "exec.stream: the first command's output comes whole with the sandbox; stream later commands")
+		}
 	}
 	if req.Agent != "" && req.Agent != c.token.Agent {
 		// A token never gets another agent's profile.
@@ -83,7 +94,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		return fail(w, http.StatusInternalServerError, "building a sandbox of agent %s: %v", a.Name, err)
 	}
 	s.metrics.claimed(a.Name, e.warm)
-	return reply(w, http.StatusCreated, e.info())
+	if req.Exec == nil {
+		return reply(w, http.StatusCreated, e.info())
+	}
+	res, err := s.runBuffered(r.Context(), e, c, cmd)
+	info := e.info()
+	if err != nil {
+		info.ExecError = execError(e, err)
+	} else {
+		info.Result = &res
+	}
+	return reply(w, http.StatusCreated, info)
 }
 
 // visible returns the sandboxes the caller may see: its agent's, or all
@@ -167,16 +188,16 @@ func (s *Server) keepalive(w http.ResponseWriter, r *http.Request, c caller) int
 
 // begin starts a step of the sandbox's session: refused when a trajectory
 // rule stopped the session.
-func (s *Server) begin(w http.ResponseWriter, e *entry) int {
+func (s *Server) begin(e *entry) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if cp := e.session.stopped; cp != nil {
 		s.metrics.denial(e.agent.Name, cp.Rule)
-		return fail(w, http.StatusConflict, "the session of sandbox %s was stopped at step %d: %s held (%s)", e.id, cp.Step, cp.Rule, cp.Reason)
+		return fmt.Errorf("the session of sandbox %s was stopped at step %d: %s held (%s)", e.id, cp.Step, cp.Rule, cp.Reason)
 	}
 	e.running++
 	e.commands++
-	return 0
+	return nil
 }
 
 // finish ends a step: counts it in the session, evaluates the trajectory
@@ -216,61 +237,85 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	if err := decode(r, w, maxExecBody, &req); err != nil {
 		return fail(w, http.StatusBadRequest, "%v", err)
 	}
+	cmd, err := checkExec(req)
+	if err != nil {
+		return fail(w, http.StatusBadRequest, "%v", err)
+	}
+	if !req.Stream {
+		res, err := s.runBuffered(r.Context(), e, c, cmd)
+		if err != nil {
+			return fail(w, http.StatusConflict, "%s", execError(e, err))
+		}
+		return reply(w, http.StatusOK, res)
+	}
+	if err := s.begin(e); err != nil {
+		return fail(w, http.StatusConflict, "%v", err)
+	}
+	sw := newStreamWriter(w)
+	o, err := s.runCommand(r.Context(), e, c, cmd, sw.stream(false), sw.stream(true))
+	if err != nil {
+		sw.send(api.ExecEvent{Error: execError(e, err)})
+	} else {
+		sw.send(api.ExecEvent{Outcome: &o})
+	}
+	return http.StatusOK
+}
+
+// checkExec checks an exec request and turns it into the command's
+// options.
+func checkExec(req api.ExecRequest) (sandbox.ExecOptions, error) {
 	if len(req.Args) == 0 {
-		return fail(w, http.StatusBadRequest, "args: name the command to run")
+		return sandbox.ExecOptions{}, errors.New("args: name the command to run")
 	}
 	if req.Dir != "" && !path.IsAbs(req.Dir) {
-		return fail(w, http.StatusBadRequest, "dir: want an absolute path inside the sandbox, found %q", req.Dir)
+		return sandbox.ExecOptions{}, fmt.Errorf("dir: want an absolute path inside the sandbox, found %q", req.Dir)
 	}
-	if status := s.begin(w, e); status != 0 {
-		return status
-	}
-	env := make([]string, 0, len(req.Env))
-	names := make([]string, 0, len(req.Env))
+	opts := sandbox.ExecOptions{Args: req.Args, Dir: req.Dir}
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			s.finish(e, "exec", "", nil, true)
-			return fail(w, http.StatusBadRequest, "env: %q is not a variable name", k)
+			return sandbox.ExecOptions{}, fmt.Errorf("env: %q is not a variable name", k)
 		}
-		env = append(env, k+"="+v)
-		names = append(names, k)
+		opts.Env = append(opts.Env, k+"="+v)
 	}
-	sort.Strings(env)
-	sort.Strings(names)
-	s.record(e.id, c, audit.Action, "exec", map[string]any{"argv": req.Args, "cwd": req.Dir, "env": names, "token": c.name(), "stdin_bytes": len(req.Stdin)})
-	caps := [2]*audit.Capture{audit.NewCapture(captureMax), audit.NewCapture(captureMax)}
-	opts := sandbox.ExecOptions{Args: req.Args, Env: env, Dir: req.Dir}
+	sort.Strings(opts.Env)
 	if len(req.Stdin) > 0 {
 		opts.Stdin = bytes.NewReader(req.Stdin)
 	}
+	return opts, nil
+}
 
-	var o outcome.Outcome
-	var err error
-	status = http.StatusOK
-	if req.Stream {
-		sw := newStreamWriter(w)
-		opts.Stdout = io.MultiWriter(sw.stream(false), caps[0])
-		opts.Stderr = io.MultiWriter(sw.stream(true), caps[1])
-		o, err = e.box.Exec(r.Context(), opts)
-		if err != nil {
-			sw.send(api.ExecEvent{Error: execError(e, err)})
-		} else {
-			sw.send(api.ExecEvent{Outcome: &o})
-		}
-	} else {
-		var stdout, stderr bytes.Buffer
-		opts.Stdout = io.MultiWriter(&stdout, caps[0])
-		opts.Stderr = io.MultiWriter(&stderr, caps[1])
-		o, err = e.box.Exec(r.Context(), opts)
-		if err != nil {
-			status = fail(w, http.StatusConflict, "%s", execError(e, err))
-		} else {
-			reply(w, http.StatusOK, api.ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Outcome: o})
-		}
+// runBuffered runs a command as one step, its output kept for the answer.
+func (s *Server) runBuffered(ctx context.Context, e *entry, c caller, cmd sandbox.ExecOptions) (api.ExecResult, error) {
+	if err := s.begin(e); err != nil {
+		return api.ExecResult{}, err
 	}
+	var stdout, stderr bytes.Buffer
+	o, err := s.runCommand(ctx, e, c, cmd, &stdout, &stderr)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	return api.ExecResult{Stdout: append([]byte{}, stdout.Bytes()...), Stderr: append([]byte{}, stderr.Bytes()...), Outcome: o}, nil
+}
+
+// runCommand runs a command in e, as the step begin started, its output
+// going to stdout and stderr, and records it: the action, then its
+// outcome and what the agent was shown.
+func (s *Server) runCommand(ctx context.Context, e *entry, c caller, cmd sandbox.ExecOptions, stdout, stderr io.Writer) (outcome.Outcome, error) {
+	names := make([]string, len(cmd.Env))
+	for i, kv := range cmd.Env {
+		names[i], _, _ = strings.Cut(kv, "=")
+	}
+	stdin := 0
+	if r, ok := cmd.Stdin.(*bytes.Reader); ok {
+		stdin = r.Len()
+	}
+	s.record(e.id, c, audit.Action, "exec", map[string]any{"argv": cmd.Args, "cwd": cmd.Dir, "env": names, "token": c.name(), "stdin_bytes": stdin})
+	caps := [2]*audit.Capture{audit.NewCapture(captureMax), audit.NewCapture(captureMax)}
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, caps[0]), io.MultiWriter(stderr, caps[1])
+	o, err := e.box.Exec(ctx, cmd)
 	o.Sandbox = e.id
 	s.afterExec(e, c, &o, err, caps)
-	return status
+	return o, err
 }
 
 // afterExec records a command's outcome and what the agent was shown, and
