@@ -13,8 +13,8 @@ import (
 
 // serve is init's loop in a kept-alive sandbox: it runs each command the
 // host side sends on the control socket, with the descriptors that came with
-// the request as its stdin, stdout and stderr, and reports its start and its
-// end. A command's process group is killed when the command exits; what it
+// the request as its stdin, stdout and stderr, and reports its end (or why it
+// could not start). A command's process group is killed when the command exits; what it
 // left in files stays for the next one. When the host side closes the
 // socket, every process of the sandbox is killed and init exits.
 //
@@ -108,8 +108,9 @@ func serve(spec *sandbox.Spec) error {
 				continue
 			}
 			unix.CloseOnExec(pidfd)
+			// No word of the start: the command's end, or its failure to
+			// start, is the only answer (one message less on the way).
 			running[pid], groups[req.ID] = command{req.ID, pidfd}, pid
-			send(sandbox.Status{ID: req.ID, Event: "started", Pid: pid})
 		case "signal":
 			if pid, ok := groups[req.ID]; ok && req.Signal > 0 {
 				unix.Kill(-pid, syscall.Signal(req.Signal))

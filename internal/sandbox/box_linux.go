@@ -35,6 +35,7 @@ type Box struct {
 	lim  *limiter
 	b    *booted
 	ctl  *net.UnixConn // through Go's poller: no thread waits on it
+	null *os.File      // /dev/null, the stdin of commands without input
 	born time.Time
 
 	mu      sync.Mutex
@@ -82,7 +83,11 @@ func Start(opts Options) (*Box, error) {
 	if err != nil {
 		return nil, setupErr("opening /dev/null", err)
 	}
-	defer null.Close()
+	defer func() {
+		if !ok {
+			null.Close()
+		}
+	}()
 	mine, peer, err := controlPair()
 	if err != nil {
 		return nil, setupErr("control socket", err)
@@ -130,7 +135,7 @@ func Start(opts Options) (*Box, error) {
 		return fail(setupErr("control socket", err))
 	}
 	now := time.Now()
-	x := &Box{opts: opts, res: res, lim: lim, b: b, ctl: conn.(*net.UnixConn), born: now, last: now,
+	x := &Box{opts: opts, res: res, lim: lim, b: b, null: null, ctl: conn.(*net.UnixConn), born: now, last: now,
 		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{})}
 	built.Store(x)
 	go x.dispatch()
@@ -285,10 +290,7 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 	fed := make(chan struct{}) // the copy of Stdin has ended
 	if e.Stdin == nil {
 		close(fed)
-		if stdin, err = devNull(nil); err != nil {
-			return outcome.Outcome{}, setupErr("opening /dev/null", err)
-		}
-		closers = append(closers, stdin)
+		stdin = x.null
 	} else {
 		r, w, err := pipe()
 		if err != nil {
@@ -327,7 +329,9 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 	before := x.snapshot()
 	start := time.Now()
 	err = x.send(Request{ID: c.id, Op: "exec", Args: e.Args, Env: e.Env, Dir: e.Dir, SelfExec: e.SelfExec}, stdin, outW, errW)
-	stdin.Close()
+	if stdin != x.null {
+		stdin.Close()
+	}
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -517,6 +521,7 @@ func (x *Box) Close() {
 		close(x.stopDrift)
 		<-x.gone
 		x.ctl.Close()
+		x.null.Close()
 		if x.b.egressDone != nil {
 			x.b.egressDone()
 		}
