@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
@@ -20,8 +21,8 @@ const WorkspaceTarget = "/workspace"
 // is shared as the profile says. allow names the layers the operator let
 // sandboxes go without (--allow-degraded), joined by each profile's own.
 func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Writer) Starter {
-	return func(a *Agent, id string) (Sandbox, error) {
-		p := *a.Loaded
+	return func(a *Agent, loaded *profile.Profile, id string) (Sandbox, error) {
+		p := *loaded
 		ws := ""
 		if p.Workspace.Path != "" && !filepath.IsAbs(p.Workspace.Path) {
 			ws = filepath.Join(dir, "sandboxes", id)

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -58,11 +59,58 @@ type Agent struct {
 
 	Name        string           `yaml:"-"`
 	ProfileFile string           `yaml:"-"` // absolute; "" for the default
-	Loaded      *profile.Profile `yaml:"-"`
+	Loaded      *profile.Profile `yaml:"-"` // as loaded first (see Current)
 	Idle        time.Duration    `yaml:"-"`
 	Lifetime    time.Duration    `yaml:"-"`
 	// Warnings are what the profile's governance said when it was loaded.
 	Warnings []string `yaml:"-"`
+
+	mu      sync.Mutex
+	current *profile.Profile
+	problem error  // why the profile on disk cannot be used now
+	sum     string // SHA-256 of the profile file as last read
+}
+
+// Current returns the profile new sandboxes of the agent get, or why none
+// can be built now.
+func (a *Agent) Current() (*profile.Profile, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.problem != nil {
+		return nil, a.problem
+	}
+	if a.current == nil {
+		return a.Loaded, nil
+	}
+	return a.current, nil
+}
+
+// Reload reads the profile file again when it changed since it was last
+// read, through its governance as at start. It reports whether the file
+// changed, and the error that now keeps the agent from getting sandboxes.
+func (a *Agent) Reload() (changed bool, err error) {
+	if a.ProfileFile == "" {
+		return false, nil
+	}
+	data, rerr := os.ReadFile(a.ProfileFile)
+	sum := sha256.Sum256(data)
+	a.mu.Lock()
+	if rerr == nil && hex.EncodeToString(sum[:]) == a.sum {
+		a.mu.Unlock()
+		return false, nil
+	}
+	a.mu.Unlock()
+	b := &Agent{Name: a.Name, Profile: a.ProfileFile}
+	err = b.load("/")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sum = b.sum
+	if err != nil {
+		a.problem = fmt.Errorf("agent %s: %s can no longer be used: %w", a.Name, a.ProfileFile, err)
+		return true, a.problem
+	}
+	a.problem, a.current, a.Warnings = nil, b.Loaded, b.Warnings
+	return true, nil
 }
 
 // Token is one API token: bound to one agent, or an admin's.
@@ -191,6 +239,10 @@ func (a *Agent) load(dir string) error {
 	a.ProfileFile = a.Profile
 	if !filepath.IsAbs(a.ProfileFile) {
 		a.ProfileFile = filepath.Join(dir, a.ProfileFile)
+	}
+	if data, err := os.ReadFile(a.ProfileFile); err == nil {
+		sum := sha256.Sum256(data)
+		a.sum = hex.EncodeToString(sum[:])
 	}
 	p, err := profile.LoadFile(a.ProfileFile)
 	if err != nil {

@@ -7,12 +7,14 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
 // entry is one sandbox of the server, from the moment it is built.
 type entry struct {
 	id      string
 	agent   *Agent
+	profile *profile.Profile // the one it was built from
 	box     Sandbox
 	sha     string
 	built   time.Time
@@ -85,6 +87,9 @@ func (p *pool) fill() {
 				return
 			default:
 			}
+			if _, err := p.a.Current(); err != nil {
+				break // the janitor wakes the pool when the profile is fixed
+			}
 			e, err := p.s.build(p.a, true)
 			if err != nil {
 				p.s.logf("agent %s: pre-warming a sandbox: %v (next try in %s)", p.a.Name, err, pause)
@@ -122,12 +127,7 @@ const refillDelay = 20 * time.Millisecond
 // take returns a waiting sandbox that is still alive and young enough, or
 // nil, and asks for a new one to be built.
 func (p *pool) take() *entry {
-	defer func() {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
-	}()
+	defer p.refill()
 	for {
 		select {
 		case e := <-p.ready:
@@ -149,23 +149,36 @@ func (p *pool) take() *entry {
 	}
 }
 
-// drain ends every waiting sandbox.
-func (p *pool) drain() {
+// drain ends every waiting sandbox, for why.
+func (p *pool) drain(why string) {
 	for {
 		select {
 		case e := <-p.ready:
-			p.s.end(e, "server_stopped")
+			p.s.end(e, why)
 		default:
+			p.s.metrics.warm(p.a.Name, 0)
 			return
 		}
 	}
 }
 
+// refill asks the pool to fill up.
+func (p *pool) refill() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
 // build builds one sandbox of a, recorded in the audit log.
 func (s *Server) build(a *Agent, warm bool) (*entry, error) {
+	p, err := a.Current()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUnavailable, err)
+	}
 	id := newID()
 	t0 := time.Now()
-	box, err := s.opts.Start(a, id)
+	box, err := s.opts.Start(a, p, id)
 	took := time.Since(t0)
 	s.metrics.started(a.Name, warm, err, took)
 	if err != nil {
@@ -173,7 +186,7 @@ func (s *Server) build(a *Agent, warm bool) (*entry, error) {
 		return nil, err
 	}
 	now := s.opts.Now()
-	e := &entry{id: id, agent: a, box: box, sha: a.Loaded.Hash(), built: now, warm: warm, touched: now}
+	e := &entry{id: id, agent: a, profile: p, box: box, sha: p.Hash(), built: now, warm: warm, touched: now}
 	if !warm {
 		e.coldMS = took.Milliseconds()
 	}
@@ -251,11 +264,14 @@ func (s *Server) janitor() {
 	defer s.wg.Done()
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
-	for {
+	for tick := 0; ; tick++ {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
+		}
+		if tick%8 == 0 {
+			s.reloadProfiles()
 		}
 		now := s.opts.Now()
 		s.mu.Lock()
@@ -287,6 +303,37 @@ func (s *Server) janitor() {
 				s.end(e, "idle_timeout")
 			}
 		}
+	}
+}
+
+// reloadProfiles reads again the profile files that changed. Sandboxes
+// waiting in a pool were built from the old profile: they are ended, and
+// the pool refills from the new one, or stays empty while the new one
+// cannot be used (a governance refusal, an error); claimed sandboxes run
+// on (a profile with drift checks stops them itself).
+func (s *Server) reloadProfiles() {
+	for name, a := range s.opts.Config.Agents {
+		changed, err := a.Reload()
+		if !changed {
+			continue
+		}
+		ev := audit.Event{Agent: name, Kind: audit.Decision, Type: "profile_reloaded"}
+		if err != nil {
+			s.logf("%v; no new sandboxes for it until it is fixed", err)
+			ev.Type, ev.Data = "profile_refused", map[string]any{"profile": a.ProfileFile, "error": err.Error()}
+		} else {
+			p, _ := a.Current()
+			for _, w := range a.Warnings {
+				s.logf("agent %s: %s", name, w)
+			}
+			s.logf("agent %s: %s changed; the pool is rebuilt from it", name, a.ProfileFile)
+			ev.Data = map[string]any{"profile": a.ProfileFile, "profile_sha256": p.Hash()}
+		}
+		s.opts.Audit.Add(ev)
+		s.recorded()
+		p := s.pools[name]
+		p.drain("profile_changed")
+		p.refill()
 	}
 }
 

@@ -21,6 +21,8 @@ import (
 var (
 	errStopping = errors.New("the server is stopping")
 	errTooMany  = errors.New("too many sandboxes")
+	// errUnavailable: the agent's profile cannot be used now.
+	errUnavailable = errors.New("no sandboxes for this agent now")
 )
 
 // maxExecBody bounds an exec request (its stdin, base64, included).
@@ -88,7 +90,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	switch {
 	case errors.Is(err, errTooMany):
 		return fail(w, http.StatusTooManyRequests, "%v", err)
-	case errors.Is(err, errStopping):
+	case errors.Is(err, errStopping), errors.Is(err, errUnavailable):
 		return fail(w, http.StatusServiceUnavailable, "%v", err)
 	case err != nil:
 		return fail(w, http.StatusInternalServerError, "building a sandbox of agent %s: %v", a.Name, err)
@@ -207,7 +209,7 @@ func (s *Server) finish(e *entry, kind, file string, o *outcome.Outcome, refused
 	e.mu.Lock()
 	e.running--
 	e.touched = s.opts.Now()
-	cps := e.session.step(e.agent.Loaded, kind, file, o, refused)
+	cps := e.session.step(e.profile, kind, file, o, refused)
 	stopped := e.session.stopped != nil
 	e.mu.Unlock()
 	if o != nil {

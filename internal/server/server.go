@@ -26,6 +26,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
@@ -40,9 +41,9 @@ type Sandbox interface {
 	Why() string
 }
 
-// Starter builds a sandbox for an agent. id names it (in the audit log,
-// and its private workspace).
-type Starter func(a *Agent, id string) (Sandbox, error)
+// Starter builds a sandbox for an agent from profile p. id names it (in the
+// audit log, and its private workspace).
+type Starter func(a *Agent, p *profile.Profile, id string) (Sandbox, error)
 
 // Options configure a Server.
 type Options struct {
@@ -69,6 +70,8 @@ type Server struct {
 	opts    Options
 	mux     *http.ServeMux
 	metrics *metrics
+	// routeList is every pattern handled, for the OpenAPI check.
+	routeList []string
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -141,7 +144,7 @@ func (s *Server) Close() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.drain()
+			p.drain("server_stopped")
 		}()
 	}
 	wg.Wait()
@@ -208,6 +211,7 @@ type handler func(w http.ResponseWriter, r *http.Request, c caller) int
 // handler runs, and the request is recorded in the audit log with the
 // token's name and the status it got.
 func (s *Server) handle(pattern string, need role, h handler) {
+	s.routeList = append(s.routeList, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		c := caller{token: s.opts.Config.Identify(bearer(r))}
 		status := 0

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccy/go-yaml"
+
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/client"
@@ -78,7 +80,7 @@ type fixture struct {
 	now    atomic.Pointer[time.Time]
 }
 
-func newFixture(t *testing.T, pool int, p *profile.Profile, result func([]string) outcome.Outcome) *fixture {
+func newFixture(t *testing.T, pool int, p *profile.Profile, result func([]string) outcome.Outcome, file ...string) *fixture {
 	t.Helper()
 	if p == nil {
 		p = profile.Default()
@@ -90,6 +92,13 @@ func newFixture(t *testing.T, pool int, p *profile.Profile, result func([]string
 	for _, name := range []string{"a", "b"} {
 		cfg.Agents[name] = &Agent{Name: name, Profile: "default", Loaded: p, Pool: pool,
 			Idle: time.Minute, Lifetime: time.Hour, MaxSandboxes: 4}
+	}
+	if len(file) > 0 {
+		a := &Agent{Name: "a", Profile: file[0], Pool: pool, Idle: time.Minute, Lifetime: time.Hour, MaxSandboxes: 4}
+		if err := a.load("/"); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Agents["a"] = a
 	}
 	for _, tk := range []struct {
 		name, agent string
@@ -105,7 +114,7 @@ func newFixture(t *testing.T, pool int, p *profile.Profile, result func([]string
 		t.Fatal(err)
 	}
 	srv, err := New(Options{Config: cfg, Audit: al, Now: func() time.Time { return *f.now.Load() },
-		Start: func(a *Agent, id string) (Sandbox, error) {
+		Start: func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
 			f.builds.Add(1)
 			b := &fakeBox{id: id, result: result, done: make(chan struct{})}
 			f.mu.Lock()
@@ -423,4 +432,115 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestOpenAPICoversTheRoutes checks that docs and server agree: every
+// route the server answers is in the OpenAPI document, and every path and
+// method there is a route.
+func TestOpenAPICoversTheRoutes(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	documented := map[string]bool{}
+	for p, ops := range doc.Paths {
+		for method := range ops {
+			if method != "parameters" {
+				documented[strings.ToUpper(method)+" "+p] = true
+			}
+		}
+	}
+	f := newFixture(t, 0, nil, nil)
+	served := map[string]bool{}
+	for _, r := range f.srv.routeList {
+		if r != "/" {
+			served[r] = true
+		}
+	}
+	for r := range served {
+		if !documented[r] {
+			t.Errorf("route %s is not in openapi.yaml", r)
+		}
+	}
+	for r := range documented {
+		if !served[r] {
+			t.Errorf("openapi.yaml documents %s, which the server does not answer", r)
+		}
+	}
+}
+
+func TestProfileReload(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a.yaml")
+	write := func(text string) {
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("version: 1\nagent: a\nhostname: first\n")
+	f := newFixture(t, 1, nil, nil, file)
+	ctx := context.Background()
+	a := f.client("alice-a")
+	// create claims a sandbox and gives it back, keeping nothing.
+	create := func() (api.Sandbox, error) {
+		sb, err := a.Create(ctx, "")
+		if err == nil {
+			a.Kill(ctx, sb.ID)
+		}
+		return sb, err
+	}
+	waitFor(t, "the pool to fill", func() bool { h, _ := a.Health(ctx); return h.Warm == 2 })
+	first, err := a.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pool to refill", func() bool { h, _ := a.Health(ctx); return h.Warm == 2 })
+	f.mu.Lock()
+	var old []*fakeBox // a's pooled sandbox, of the first profile
+	for id, b := range f.boxes {
+		if id != first.ID && !b.closed {
+			old = append(old, b)
+		}
+	}
+	f.mu.Unlock()
+	write("version: 1\nagent: a\nhostname: second\n")
+	waitFor(t, "a sandbox of the new profile", func() bool {
+		sb, err := create()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.ProfileSHA256 != first.ProfileSHA256
+	})
+	closed := 0
+	for _, b := range old {
+		b.mu.Lock()
+		if b.closed {
+			closed++
+		}
+		b.mu.Unlock()
+	}
+	if closed != 1 {
+		t.Errorf("%d of the sandboxes pooled before the change were ended, want a's one", closed)
+	}
+	if got, _ := a.Get(ctx, first.ID); got.State != "running" {
+		t.Errorf("a claimed sandbox of the old profile was ended: %+v", got)
+	}
+	write("version: 1\nagent: somebody-else\n")
+	waitFor(t, "the broken profile to refuse sandboxes", func() bool {
+		_, err := create()
+		return client.IsStatus(err, 503)
+	})
+	_, err = create()
+	if err == nil || !strings.Contains(err.Error(), `is the profile of agent "somebody-else", not "a"`) {
+		t.Fatalf("create with a broken profile: %v", err)
+	}
+	write("version: 1\nagent: a\nhostname: third\n")
+	waitFor(t, "the fixed profile to give sandboxes again", func() bool { _, err := create(); return err == nil })
+	data, _ := os.ReadFile(f.log)
+	for _, want := range []string{`"type":"profile_reloaded"`, `"type":"profile_refused"`, `"reason":"profile_changed"`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("the audit log lacks %s", want)
+		}
+	}
 }
