@@ -25,6 +25,8 @@ type CreateRequest struct {
 type Sandbox struct {
 	ID    string `json:"id"`
 	Agent string `json:"agent"`
+	// Node is the server that runs it, when several share a database.
+	Node string `json:"node,omitempty"`
 	// Profile is the profile file and ProfileSHA256 its digest when the
 	// sandbox was built.
 	Profile       string    `json:"profile"`

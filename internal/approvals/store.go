@@ -109,9 +109,21 @@ type change struct {
 	Result  string    `json:"result,omitempty"`
 }
 
-// Store is the journal in one directory.
+// Journal is where a store's lines live: a file on this host (the
+// default), or a table several hosts share (internal/pgstore).
+type Journal interface {
+	// Locked calls f with every line of the journal, oldest first, under
+	// the journal's exclusive lock, and appends the lines f returns,
+	// durably, before the lock is released.
+	Locked(f func(lines [][]byte) ([][]byte, error)) error
+	// Name names the journal in messages.
+	Name() string
+}
+
+// Store is the approval requests kept in a journal.
 type Store struct {
-	dir string
+	dir string // the file journal's directory; "" for another journal
+	j   Journal
 	now func() time.Time
 }
 
@@ -122,9 +134,6 @@ func DefaultDir() string { return filepath.Join(config.StateDir(), "approvals") 
 // Open opens (creating) the store in dir; now is the clock (nil for the
 // wall clock).
 func Open(dir string, now func() time.Time) (*Store, error) {
-	if now == nil {
-		now = time.Now
-	}
 	// Only the store's own directory is private; the ones above it are
 	// made as any state directory would be.
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
@@ -133,7 +142,19 @@ func Open(dir string, now func() time.Time) (*Store, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("approval store: %w", err)
 	}
-	s := &Store{dir: dir, now: now}
+	s, err := OpenJournal(fileJournal(filepath.Join(dir, "requests.jsonl")), now)
+	if s != nil {
+		s.dir = dir
+	}
+	return s, err
+}
+
+// OpenJournal opens the store kept in j.
+func OpenJournal(j Journal, now func() time.Time) (*Store, error) {
+	if now == nil {
+		now = time.Now
+	}
+	s := &Store{j: j, now: now}
 	// Read it once, so that a damaged journal is found now.
 	if err := s.locked(func(map[string]*Item) ([]change, error) { return nil, nil }); err != nil {
 		return nil, err
@@ -141,70 +162,53 @@ func Open(dir string, now func() time.Time) (*Store, error) {
 	return s, nil
 }
 
-// Dir is the store's directory.
+// Dir is the store's directory ("" when it is not a file on this host).
 func (s *Store) Dir() string { return s.dir }
 
-func (s *Store) journal() string { return filepath.Join(s.dir, "requests.jsonl") }
+// Name names where the store is.
+func (s *Store) Name() string { return s.j.Name() }
 
-// locked runs f on the current state under the store's lock and appends,
-// durably, the changes it returns.
+// locked runs f on the current state under the journal's lock and
+// appends, durably, the changes it returns.
 func (s *Store) locked(f func(items map[string]*Item) ([]change, error)) error {
-	j, err := os.OpenFile(s.journal(), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("approval store: %w", err)
-	}
-	defer j.Close()
-	if err := syscall.Flock(int(j.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("approval store: lock: %w", err)
-	}
-	items, err := s.read(j)
-	if err != nil {
-		return err
-	}
-	changes, err := f(items)
-	if err != nil || len(changes) == 0 {
-		return err
-	}
-	var buf bytes.Buffer
-	for _, c := range changes {
-		b, err := json.Marshal(c)
+	return s.j.Locked(func(lines [][]byte) ([][]byte, error) {
+		items, err := s.fold(lines)
 		if err != nil {
-			return fmt.Errorf("approval store: %w", err)
+			return nil, err
 		}
-		buf.Write(append(b, '\n'))
-	}
-	if _, err := j.Write(buf.Bytes()); err != nil {
-		return fmt.Errorf("approval store: %w", err)
-	}
-	if err := j.Sync(); err != nil {
-		return fmt.Errorf("approval store: %w", err)
-	}
-	return nil
+		changes, err := f(items)
+		if err != nil || len(changes) == 0 {
+			return nil, err
+		}
+		out := make([][]byte, len(changes))
+		for i, c := range changes {
+			if out[i], err = json.Marshal(c); err != nil {
+				return nil, fmt.Errorf("approval store: %w", err)
+			}
+		}
+		return out, nil
+	})
 }
 
-// read folds the journal into the state of every request.
-func (s *Store) read(j *os.File) (map[string]*Item, error) {
-	if _, err := j.Seek(0, 0); err != nil {
-		return nil, fmt.Errorf("approval store: %w", err)
-	}
+// fold folds the journal's lines into the state of every request.
+func (s *Store) fold(lines [][]byte) (map[string]*Item, error) {
 	items := map[string]*Item{}
-	sc := bufio.NewScanner(j)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for n := 1; sc.Scan(); n++ {
+	for i, line := range lines {
+		n := i + 1
 		var c change
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			return nil, fmt.Errorf("approval store: %s:%d: damaged (%v); no call is approved until it is repaired", s.journal(), n, err)
+		if err := json.Unmarshal(line, &c); err != nil {
+			return nil, fmt.Errorf("approval store: %s:%d: damaged (%v); no call is approved until it is repaired", s.j.Name(), n, err)
 		}
 		it := items[c.ID]
 		if c.Op == "request" {
 			if c.Request == nil || it != nil {
-				return nil, fmt.Errorf("approval store: %s:%d: damaged (a request twice, or without its call)", s.journal(), n)
+				return nil, fmt.Errorf("approval store: %s:%d: damaged (a request twice, or without its call)", s.j.Name(), n)
 			}
 			items[c.ID] = &Item{Request: *c.Request, State: Pending}
 			continue
 		}
 		if it == nil {
-			return nil, fmt.Errorf("approval store: %s:%d: damaged (a change to the unknown request %s)", s.journal(), n, c.ID)
+			return nil, fmt.Errorf("approval store: %s:%d: damaged (a change to the unknown request %s)", s.j.Name(), n, c.ID)
 		}
 		switch c.Op {
 		case "decide":
@@ -216,11 +220,8 @@ func (s *Store) read(j *os.File) (map[string]*Item, error) {
 		case "done":
 			it.State, it.Result = Done, c.Result
 		default:
-			return nil, fmt.Errorf("approval store: %s:%d: damaged (unknown change %q)", s.journal(), n, c.Op)
+			return nil, fmt.Errorf("approval store: %s:%d: damaged (unknown change %q)", s.j.Name(), n, c.Op)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("approval store: %w", err)
 	}
 	// A pending request past its time is expired to every reader.
 	now := s.now()
@@ -230,6 +231,47 @@ func (s *Store) read(j *os.File) (map[string]*Item, error) {
 		}
 	}
 	return items, nil
+}
+
+// fileJournal is a journal in a file: one JSON line per change, appended
+// and fsynced under an exclusive flock.
+type fileJournal string
+
+func (f fileJournal) Name() string { return string(f) }
+
+func (f fileJournal) Locked(fn func(lines [][]byte) ([][]byte, error)) error {
+	j, err := os.OpenFile(string(f), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("approval store: %w", err)
+	}
+	defer j.Close()
+	if err := syscall.Flock(int(j.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("approval store: lock: %w", err)
+	}
+	var lines [][]byte
+	sc := bufio.NewScanner(j)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		lines = append(lines, append([]byte(nil), sc.Bytes()...))
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("approval store: %w", err)
+	}
+	out, err := fn(lines)
+	if err != nil || len(out) == 0 {
+		return err
+	}
+	var buf bytes.Buffer
+	for _, l := range out {
+		buf.Write(append(l, '\n'))
+	}
+	if _, err := j.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("approval store: %w", err)
+	}
+	if err := j.Sync(); err != nil {
+		return fmt.Errorf("approval store: %w", err)
+	}
+	return nil
 }
 
 // Add records a new pending request and returns its id.

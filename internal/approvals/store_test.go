@@ -113,7 +113,7 @@ func TestDamagedJournalFailsClosed(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := Open(dir, nil)
 	id, _ := s.Add(request())
-	f, _ := os.OpenFile(s.journal(), os.O_APPEND|os.O_WRONLY, 0)
+	f, _ := os.OpenFile(s.Name(), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString("{not json\n")
 	f.Close()
 	if _, err := s.Decide(id, true, "alice", "", ScopeCall); err == nil || !strings.Contains(err.Error(), "damaged") {

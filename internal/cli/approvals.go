@@ -45,7 +45,7 @@ func approvalsCmd(e *env, args []string) int {
 	if *dir == "" {
 		*dir = approvals.DefaultDir()
 	}
-	store, err := approvals.Open(*dir, nil)
+	store, err := openApprovalStore(*dir)
 	if err != nil {
 		return fail(e, err)
 	}

@@ -71,7 +71,7 @@ func mcpCmd(e *env, args []string) int {
 		if *storeDir == "" {
 			*storeDir = approvals.DefaultDir()
 		}
-		if store, err = approvals.Open(*storeDir, nil); err != nil {
+		if store, err = openApprovalStore(*storeDir); err != nil {
 			return fail(e, err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/server"
@@ -37,7 +38,7 @@ func serveCmd(e *env, args []string) int {
 	var degraded list
 	fs.Var(&degraded, "allow-degraded", "build sandboxes even if `LAYER` is unavailable; repeatable or comma-separated")
 	auditLog := fs.String("audit-log", "", "the audit log `FILE` (default: the configuration's, see cordon audit)")
-	storeDir := fs.String("approval-store", approvals.DefaultDir(), "the approval store `DIR` the admin API decides in")
+	storeDir := fs.String("approval-store", approvals.DefaultDir(), "the approval store the admin API decides in: a `DIR`, or a postgres:// URL (the configuration's database, when it names one, wins)")
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
 	}
@@ -61,6 +62,9 @@ func serveCmd(e *env, args []string) int {
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
+	if v, ok := e.getenv("CORDON_DATABASE"); ok && v != "" && cfg.Database == "" {
+		cfg.Database = v
+	}
 	state := cfg.State
 	if state == "" {
 		state = filepath.Join(config.StateDir(), "serve")
@@ -77,13 +81,33 @@ func serveCmd(e *env, args []string) int {
 			return fail(e, fmt.Errorf("agent %s: the audit log %s is inside %s, which its sandboxes can see", a.Name, al.log.Path(), where))
 		}
 	}
-	store, err := approvals.Open(*storeDir, nil)
+	var db *pgstore.DB
+	if cfg.Database != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		db, err = pgstore.Open(ctx, cfg.Database)
+		cancel()
+		if err != nil {
+			return fail(e, err)
+		}
+		defer db.Close()
+	}
+	var store *approvals.Store
+	if db != nil {
+		store, err = approvals.OpenJournal(db.Approvals(), nil)
+	} else {
+		store, err = openApprovalStore(*storeDir)
+	}
 	if err != nil {
 		return fail(e, fmt.Errorf("approval store: %w", err))
 	}
+	node := cfg.Node
+	if node == "" {
+		host, _ := os.Hostname()
+		node = host + "/" + cfg.Listen
+	}
 	srv, err := server.New(server.Options{
 		Config: cfg, Start: server.Boxes(exe, state, allow, e.stderr), Audit: al.log, Approvals: store,
-		Log: e.stderr, Version: Version, Probes: latestProbes,
+		Log: e.stderr, Version: Version, Probes: latestProbes, DB: db, Node: node,
 	})
 	if err != nil {
 		return fail(e, err)
@@ -134,4 +158,19 @@ func latestProbes() map[string]int {
 		out[string(res.Status)]++
 	}
 	return out
+}
+
+// openApprovalStore opens the approval store at where: a directory, or a
+// postgres:// URL (the journal several hosts share).
+func openApprovalStore(where string) (*approvals.Store, error) {
+	if !pgstore.IsURL(where) {
+		return approvals.Open(where, nil)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := pgstore.Open(ctx, where)
+	if err != nil {
+		return nil, err
+	}
+	return approvals.OpenJournal(db.Approvals(), nil)
 }

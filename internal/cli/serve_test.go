@@ -3,8 +3,10 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/cli"
 	"github.com/cordon-sandbox/cordon/internal/client"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/server"
 )
 
@@ -36,6 +42,13 @@ type served struct {
 // "ops", and starts cordon serve on it.
 func startServe(t *testing.T, agents string, files map[string]string) *served {
 	t.Helper()
+	return startServeWith(t, agents, files, "", nil)
+}
+
+// startServeWith is startServe with top-level configuration lines, and the
+// tokens (name -> token) to use instead of new ones.
+func startServeWith(t *testing.T, agents string, files map[string]string, top string, tokens map[string]string) *served {
+	t.Helper()
 	if exec.Command(filepath.Join(binDir, "cordon"), "doctor").Run() != nil {
 		t.Skip("this host cannot run cordon sandboxes")
 	}
@@ -48,7 +61,7 @@ func startServe(t *testing.T, agents string, files map[string]string) *served {
 	}
 	s := &served{dir: dir, tokens: map[string]string{}, log: &bytes.Buffer{}}
 	var cfg strings.Builder
-	cfg.WriteString("agents:\n" + agents + "tokens:\n")
+	cfg.WriteString(top + "agents:\n" + agents + "tokens:\n")
 	names := []string{"ops"}
 	for _, line := range strings.Split(agents, "\n") {
 		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && strings.HasSuffix(line, ":") {
@@ -57,6 +70,9 @@ func startServe(t *testing.T, agents string, files map[string]string) *served {
 	}
 	for _, name := range names {
 		token, sum := server.NewToken()
+		if tokens != nil && tokens[name] != "" {
+			token, sum = tokens[name], server.HashToken(tokens[name])
+		}
 		s.tokens[name] = token
 		if name == "ops" {
 			fmt.Fprintf(&cfg, "  - name: ops\n    admin: true\n    sha256: %s\n", sum)
@@ -403,4 +419,105 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestServeSharedDatabase runs two cordon serve nodes on one PostgreSQL:
+// both see the same pending approvals and decisions, the same audit
+// records, and each other's sandboxes.
+func TestServeSharedDatabase(t *testing.T) {
+	url := os.Getenv("CORDON_TEST_POSTGRES")
+	if url == "" {
+		t.Skip("CORDON_TEST_POSTGRES is not set (.ci/run starts a PostgreSQL and sets it)")
+	}
+	ctx := context.Background()
+	schema := fmt.Sprintf("cordon_serve_%d", time.Now().UnixNano())
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	db := url + sep + "search_path=" + schema
+	tokens := map[string]string{}
+	for _, name := range []string{"builder", "ops"} {
+		tokens[name], _ = server.NewToken()
+	}
+	agents := "  builder:\n    profile: default\n"
+	a := startServeWith(t, agents, nil, fmt.Sprintf("database: %q\nnode: node-a\n", db), tokens)
+	b := startServeWith(t, agents, nil, fmt.Sprintf("database: %q\nnode: node-b\n", db), tokens)
+
+	// A held call, as a gateway on any host sharing the database adds it.
+	pg, err := pgstore.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	store, err := approvals.OpenJournal(pg.Approvals(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := store.Add(approvals.Request{Tool: "pay", Args: json.RawMessage(`{"amount":42}`), Class: "financial", Agent: "builder", Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []*served{a, b} {
+		pending, err := node.client("ops").Approvals(ctx, false)
+		if err != nil || len(pending) != 1 || pending[0].ID != id {
+			t.Fatalf("pending approvals on %s: %+v %v", node.url, pending, err)
+		}
+	}
+	if _, err := b.client("ops").Decide(ctx, id, true, api.Decision{Reason: "invoice 42"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.client("ops").Decide(ctx, id, false, api.Decision{Reason: "no"}); !client.IsStatus(err, 409) {
+		t.Fatalf("deciding again on the other node: %v", err)
+	}
+	all, err := a.client("ops").Approvals(ctx, true)
+	if err != nil || len(all) != 1 || all[0].State != approvals.Approved || all[0].By != "ops" {
+		t.Fatalf("the decision seen on node a: %+v %v", all, err)
+	}
+
+	// A command on node a is in the audit node b reads; its sandbox is in
+	// node b's list, and a command for it sent to node b is sent back.
+	sb, err := a.client("builder").CreateAndRun(ctx, api.ExecRequest{Args: []string{"echo", "from node a"}})
+	if err != nil || sb.Result == nil || string(sb.Result.Stdout) != "from node a\n" {
+		t.Fatalf("create and run on node a: %+v %v", sb, err)
+	}
+	recs, err := b.client("ops").Audit(ctx, neturl.Values{"sandbox": {sb.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, r := range recs {
+		var rec struct {
+			Node string
+			Type string
+		}
+		json.Unmarshal(r, &rec)
+		if rec.Node != "node-a" {
+			t.Errorf("record from %q, want node-a", rec.Node)
+		}
+		types = append(types, rec.Type)
+	}
+	if got := strings.Join(types, " "); !strings.Contains(got, "start exec outcome result result") {
+		t.Fatalf("node b's audit of %s: %s", sb.ID, got)
+	}
+	decisions, err := a.client("ops").Audit(ctx, neturl.Values{"type": {"approval_decision"}})
+	if err != nil || len(decisions) != 1 || !strings.Contains(string(decisions[0]), "invoice 42") {
+		t.Fatalf("node a's audit of the decision taken on node b: %s %v", decisions, err)
+	}
+	list, err := b.client("builder").List(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != sb.ID || list[0].Node != "node-a" {
+		t.Fatalf("node b's list: %+v %v", list, err)
+	}
+	if _, err := b.client("builder").Run(ctx, sb.ID, api.ExecRequest{Args: []string{"true"}}); !client.IsStatus(err, 421) {
+		t.Fatalf("a command sent to the wrong node: %v", err)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/pgstore"
 )
 
 func (s *Server) adminRoutes() {
@@ -84,12 +85,20 @@ func (s *Server) approvalDecide(approve bool) handler {
 		if d.Session {
 			scope = approvals.ScopeSession
 		}
-		it, err := st.DecideRecorded(s.opts.Audit, r.PathValue("id"), approve, c.token.Name, d.Reason, scope)
+		it, err := st.Decide(r.PathValue("id"), approve, c.token.Name, d.Reason, scope)
 		switch {
 		case errors.Is(err, approvals.ErrDecided):
 			return fail(w, http.StatusConflict, "%v", err)
 		case err != nil:
 			return fail(w, http.StatusBadRequest, "%v", err)
+		}
+		s.event(audit.Event{Sandbox: it.Session, Agent: it.Agent, Kind: audit.Decision, Type: "approval_decision",
+			Data: map[string]any{"id": it.ID, "tool": it.Tool, "approve": approve, "by": it.By, "reason": it.Why, "scope": it.Scope}})
+		if err := s.opts.Audit.Flush(); err != nil {
+			return fail(w, http.StatusInternalServerError, "the decision is taken, but not in the audit log: %v", err)
+		}
+		if err := s.index(); err != nil {
+			s.logf("%v", err)
 		}
 		return reply(w, http.StatusOK, it)
 	}
@@ -118,6 +127,16 @@ func (s *Server) auditQuery(w http.ResponseWriter, r *http.Request, c caller) in
 	}
 	if err := s.opts.Audit.Flush(); err != nil {
 		return fail(w, http.StatusInternalServerError, "audit log: %v", err)
+	}
+	if s.opts.DB != nil {
+		if err := s.index(); err != nil {
+			return fail(w, http.StatusBadGateway, "%v", err)
+		}
+		found, err := s.opts.DB.Search(r.Context(), pgstore.Query{Sandbox: q.Get("sandbox"), Agent: q.Get("agent"), Type: q.Get("type"), Since: since, Limit: limit})
+		if err != nil {
+			return fail(w, http.StatusBadGateway, "%v", err)
+		}
+		return reply(w, http.StatusOK, found)
 	}
 	var out []json.RawMessage
 	for _, file := range audit.Files(s.opts.Audit.Path()) {

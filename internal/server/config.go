@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/cordon-sandbox/cordon/internal/approval"
+	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
@@ -35,9 +35,14 @@ type Config struct {
 	// "100ms" (written before the answer, so they survive cordon, and
 	// fsynced within the interval, so a power cut or a kernel crash loses
 	// at most that much).
-	AuditSync string            `yaml:"audit_sync"`
-	Agents    map[string]*Agent `yaml:"agents"`
-	Tokens    []*Token          `yaml:"tokens"`
+	AuditSync string `yaml:"audit_sync"`
+	// Database is a postgres:// URL: the approvals, the audit index and
+	// the sessions several nodes share (CORDON_DATABASE when unset); Node
+	// names this node in it (default: HOSTNAME/LISTEN).
+	Database string            `yaml:"database"`
+	Node     string            `yaml:"node"`
+	Agents   map[string]*Agent `yaml:"agents"`
+	Tokens   []*Token          `yaml:"tokens"`
 
 	File      string        `yaml:"-"`
 	SyncEvery time.Duration `yaml:"-"` // 0: each
@@ -134,10 +139,32 @@ const (
 	tokenPrefix = "cordon_"
 )
 
-var (
-	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-	hexPattern  = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
+// validName reports whether s is an agent's name: lower-case letters,
+// digits, '.', '_' and '-', starting with a letter or digit, at most 63.
+func validName(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '.' || s[0] == '_' || s[0] == '-' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validSum reports whether s is a SHA-256 in lower-case hex.
+func validSum(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // LoadConfig reads and checks the configuration at path, and loads every
 // agent's profile, through its governance: a profile that requires approval
@@ -166,6 +193,9 @@ func LoadConfig(path string) (*Config, error) {
 			return nil, at("$.audit_sync", "audit_sync", fmt.Sprintf("want each, or an interval up to 10s such as 100ms, found %q", c.AuditSync))
 		}
 	}
+	if c.Database != "" && !pgstore.IsURL(c.Database) {
+		return nil, at("$.database", "database", "want a postgres:// URL")
+	}
 	if len(c.Agents) == 0 {
 		return nil, at("$.agents", "agents", "name at least one agent")
 	}
@@ -180,7 +210,7 @@ func LoadConfig(path string) (*Config, error) {
 		if a == nil {
 			return nil, at("$.agents."+name, field, "empty; give it a profile")
 		}
-		if !namePattern.MatchString(name) {
+		if !validName(name) {
 			return nil, at("$.agents."+name, field, "an agent's name is lower-case letters, digits, '.', '_' and '-'")
 		}
 		a.Name = name
@@ -209,7 +239,7 @@ func LoadConfig(path string) (*Config, error) {
 			return nil, at(p, field+".name", "every token has a name (it is what the audit log records)")
 		case seen[t.Name]:
 			return nil, at(p+".name", field+".name", fmt.Sprintf("a second token named %q", t.Name))
-		case !hexPattern.MatchString(t.SHA256):
+		case !validSum(t.SHA256):
 			return nil, at(p+".sha256", field+".sha256", "want the token's SHA-256 as 64 lower-case hex digits (cordon serve token prints it)")
 		case t.Admin && t.Agent != "":
 			return nil, at(p+".agent", field+".agent", "an admin token is bound to no agent; make two tokens")

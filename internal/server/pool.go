@@ -182,7 +182,7 @@ func (s *Server) build(a *Agent, warm bool) (*entry, error) {
 	took := time.Since(t0)
 	s.metrics.started(a.Name, warm, err, took)
 	if err != nil {
-		s.opts.Audit.Add(audit.Event{Sandbox: id, Agent: a.Name, Kind: audit.Decision, Type: "start_failed", Data: map[string]any{"error": err.Error()}})
+		s.event(audit.Event{Sandbox: id, Agent: a.Name, Kind: audit.Decision, Type: "start_failed", Data: map[string]any{"error": err.Error()}})
 		return nil, err
 	}
 	now := s.opts.Now()
@@ -225,6 +225,7 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	s.mu.Lock()
 	s.entries[e.id] = e
 	s.mu.Unlock()
+	s.touch(e)
 	s.record(e.id, c, audit.Decision, "start", map[string]any{
 		"token": c.name(), "profile": a.Profile, "profile_sha256": e.sha, "warm": e.warm,
 	})
@@ -252,7 +253,8 @@ func (s *Server) end(e *entry, why string) {
 		e.ended, e.endedAt = why, s.opts.Now()
 		e.mu.Unlock()
 		s.metrics.ended(e.agent.Name, why)
-		s.opts.Audit.Add(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "end", Data: map[string]any{"reason": why}})
+		s.touch(e)
+		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "end", Data: map[string]any{"reason": why}})
 		s.recorded()
 	})
 }
@@ -329,7 +331,7 @@ func (s *Server) reloadProfiles() {
 			s.logf("agent %s: %s changed; the pool is rebuilt from it", name, a.ProfileFile)
 			ev.Data = map[string]any{"profile": a.ProfileFile, "profile_sha256": p.Hash()}
 		}
-		s.opts.Audit.Add(ev)
+		s.event(ev)
 		s.recorded()
 		p := s.pools[name]
 		p.drain("profile_changed")

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
@@ -127,9 +129,52 @@ func (s *Server) visible(c caller) []*entry {
 func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) int {
 	out := []api.Sandbox{}
 	for _, e := range s.visible(c) {
-		out = append(out, e.info())
+		info := e.info()
+		info.Node = s.opts.Node
+		out = append(out, info)
 	}
-	return reply(w, http.StatusOK, out)
+	remote, err := s.remote(r.Context(), c, "")
+	if err != nil {
+		return fail(w, http.StatusBadGateway, "%v", err)
+	}
+	return reply(w, http.StatusOK, append(out, remote...))
+}
+
+// remote returns the sandboxes of the other nodes sharing the database
+// that the caller may see (id "" for all of them, else that one).
+func (s *Server) remote(ctx context.Context, c caller, id string) ([]api.Sandbox, error) {
+	if s.opts.DB == nil {
+		return nil, nil
+	}
+	var sessions []pgstore.Session
+	if id != "" {
+		sess, err := s.opts.DB.SessionByID(ctx, id)
+		if errors.Is(err, pgstore.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		sessions = append(sessions, sess)
+	} else {
+		agent := c.token.Agent
+		var err error
+		if sessions, err = s.opts.DB.Sessions(ctx, s.opts.Node, agent, keepEnded+DefaultMaxLifetime); err != nil {
+			return nil, err
+		}
+	}
+	var out []api.Sandbox
+	for _, sess := range sessions {
+		if sess.Node == s.opts.Node || (!c.token.Admin && sess.Agent != c.token.Agent) {
+			continue
+		}
+		var sb api.Sandbox
+		if json.Unmarshal(sess.Info, &sb) == nil {
+			sb.Node = sess.Node
+			out = append(out, sb)
+		}
+	}
+	return out, nil
 }
 
 // lookup finds the sandbox of the request for the caller; another agent's
@@ -142,6 +187,11 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, c caller) (*entr
 	if e == nil || (!c.token.Admin && e.agent.Name != c.token.Agent) {
 		if e != nil {
 			s.metrics.denial(c.token.Agent, "access.sandbox")
+		} else if remote, _ := s.remote(r.Context(), c, id); len(remote) == 1 {
+			if r.Method == http.MethodGet && r.URL.Path == api.Version+"/sandboxes/"+id {
+				return nil, reply(w, http.StatusOK, remote[0])
+			}
+			return nil, fail(w, http.StatusMisdirectedRequest, "sandbox %s runs on node %s: send the request there", id, remote[0].Node)
 		}
 		return nil, fail(w, http.StatusNotFound, "no sandbox %s", id)
 	}
@@ -165,7 +215,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c caller) int {
 	if e == nil {
 		return status
 	}
-	return reply(w, http.StatusOK, e.info())
+	info := e.info()
+	info.Node = s.opts.Node
+	return reply(w, http.StatusOK, info)
 }
 
 func (s *Server) kill(w http.ResponseWriter, r *http.Request, c caller) int {
@@ -212,6 +264,7 @@ func (s *Server) finish(e *entry, kind, file string, o *outcome.Outcome, refused
 	cps := e.session.step(e.profile, kind, file, o, refused)
 	stopped := e.session.stopped != nil
 	e.mu.Unlock()
+	s.touch(e)
 	if o != nil {
 		for _, ev := range o.Egress {
 			if ev.Decision == "deny" {
@@ -220,7 +273,7 @@ func (s *Server) finish(e *entry, kind, file string, o *outcome.Outcome, refused
 		}
 	}
 	for _, cp := range cps {
-		s.opts.Audit.Add(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
+		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
 		if cp.Action != "warn" {
 			s.metrics.denial(e.agent.Name, cp.Rule)
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
@@ -61,6 +62,11 @@ type Options struct {
 	// Probes returns the statuses of the latest recorded probe run and how
 	// many probes had each, for /metrics; nil: none.
 	Probes func() map[string]int
+	// DB, when set, is the database several nodes share: the audit index,
+	// the sessions (Approvals should then be its journal). Node names this
+	// node in it.
+	DB   *pgstore.DB
+	Node string
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }
@@ -76,9 +82,13 @@ type Server struct {
 	mu      sync.Mutex
 	entries map[string]*entry
 	pools   map[string]*pool
-	closed  bool
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// indexQueue is what the shared audit index has not received yet;
+	// changed, the sandboxes whose description it has not.
+	indexQueue []audit.Event
+	changed    map[string]*entry
+	closed     bool
+	stop       chan struct{}
+	wg         sync.WaitGroup
 }
 
 // New makes a server and starts filling its pools.
@@ -164,6 +174,9 @@ func (s *Server) recorded() {
 	if err != nil {
 		s.logf("audit log: %v", err)
 	}
+	if err := s.index(); err != nil {
+		s.logf("%v", err)
+	}
 }
 
 // syncer puts what was written on the disk every interval.
@@ -179,6 +192,9 @@ func (s *Server) syncer(every time.Duration) {
 		}
 		if err := s.opts.Audit.Flush(); err != nil {
 			s.logf("audit log: %v", err)
+		}
+		if err := s.index(); err != nil {
+			s.logf("%v", err)
 		}
 	}
 }
@@ -252,7 +268,62 @@ func (s *Server) record(sandboxID string, c caller, kind audit.Kind, typ string,
 	if c.token != nil {
 		ev.Agent = c.token.Agent
 	}
+	s.event(ev)
+}
+
+// event adds an event to the audit log and, with a shared database, to
+// the queue of the audit index.
+func (s *Server) event(ev audit.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
 	s.opts.Audit.Add(ev)
+	if s.opts.DB != nil {
+		s.mu.Lock()
+		s.indexQueue = append(s.indexQueue, ev)
+		s.mu.Unlock()
+	}
+}
+
+// touch marks a sandbox whose description the shared database should get.
+func (s *Server) touch(e *entry) {
+	e.mu.Lock()
+	pooled := e.claimed.IsZero()
+	e.mu.Unlock()
+	if s.opts.DB == nil || pooled {
+		return
+	}
+	s.mu.Lock()
+	if s.changed == nil {
+		s.changed = map[string]*entry{}
+	}
+	s.changed[e.id] = e
+	s.mu.Unlock()
+}
+
+// index sends the queued events to the shared audit index, and the
+// changed sandboxes to the shared sessions.
+func (s *Server) index() error {
+	if s.opts.DB == nil {
+		return nil
+	}
+	s.mu.Lock()
+	evs, changed := s.indexQueue, s.changed
+	s.indexQueue, s.changed = nil, nil
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.opts.DB.Index(ctx, s.opts.Node, evs); err != nil {
+		return err
+	}
+	for _, e := range changed {
+		info := e.info()
+		info.Node = s.opts.Node
+		if err := s.opts.DB.PutSession(ctx, e.id, s.opts.Node, e.agent.Name, info); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reply writes v as JSON with status, and returns status.

@@ -505,23 +505,21 @@ func TestProfileReload(t *testing.T) {
 	}
 	f.mu.Unlock()
 	write("version: 1\nagent: a\nhostname: second\n")
-	waitFor(t, "a sandbox of the new profile", func() bool {
-		sb, err := create()
-		if err != nil {
-			t.Fatal(err)
+	// a's pooled sandbox, of the old profile, is ended; b's stays.
+	waitFor(t, "the pooled sandbox of the old profile to end", func() bool {
+		closed := 0
+		for _, b := range old {
+			b.mu.Lock()
+			if b.closed {
+				closed++
+			}
+			b.mu.Unlock()
 		}
-		return sb.ProfileSHA256 != first.ProfileSHA256
+		return closed == 1
 	})
-	closed := 0
-	for _, b := range old {
-		b.mu.Lock()
-		if b.closed {
-			closed++
-		}
-		b.mu.Unlock()
-	}
-	if closed != 1 {
-		t.Errorf("%d of the sandboxes pooled before the change were ended, want a's one", closed)
+	sb, err := create()
+	if err != nil || sb.ProfileSHA256 == first.ProfileSHA256 {
+		t.Fatalf("a sandbox after the change: %+v %v", sb, err)
 	}
 	if got, _ := a.Get(ctx, first.ID); got.State != "running" {
 		t.Errorf("a claimed sandbox of the old profile was ended: %+v", got)

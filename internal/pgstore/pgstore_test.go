@@ -1,0 +1,175 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/hex"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+)
+
+// testDB opens a database of its own: a new schema in the PostgreSQL that
+// CORDON_TEST_POSTGRES names (.ci/run starts one).
+func testDB(t *testing.T) (*DB, string) {
+	t.Helper()
+	url := os.Getenv("CORDON_TEST_POSTGRES")
+	if url == "" {
+		t.Skip("CORDON_TEST_POSTGRES is not set (.ci/run starts a PostgreSQL and sets it)")
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "cordon_test_" + hex.EncodeToString(b)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		conn.Close(context.Background())
+	})
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	url += sep + "search_path=" + schema
+	db, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db, url
+}
+
+func request() approvals.Request {
+	return approvals.Request{Tool: "pay", Args: json.RawMessage(`{"amount":42}`), Class: "financial",
+		Agent: "billing", Expires: time.Now().Add(time.Hour)}
+}
+
+// Two stores on one database, as two nodes have: a request added through
+// one is pending in the other, decided once, and claimed once.
+func TestApprovalsShared(t *testing.T) {
+	db1, url := testDB(t)
+	db2, err := Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	s1, err := approvals.OpenJournal(db1.Approvals(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := approvals.OpenJournal(db2.Approvals(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := s1.Add(request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := s2.List(approvals.Pending)
+	if err != nil || len(pending) != 1 || pending[0].ID != id || string(pending[0].Args) != `{"amount":42}` {
+		t.Fatalf("the other node's pending requests: %+v %v", pending, err)
+	}
+	if _, err := s2.Decide(id, true, "alice", "ok", approvals.ScopeCall); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.Decide(id, false, "bob", "no", approvals.ScopeCall); err == nil || !strings.Contains(err.Error(), "already decided") {
+		t.Fatalf("a second decision: %v", err)
+	}
+	var wins int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		s := s1
+		if i%2 == 1 {
+			s = s2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := s.Claim(id)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d claims won, want 1", wins)
+	}
+}
+
+// A damaged line refuses everything, as in the file journal.
+func TestApprovalsDamaged(t *testing.T) {
+	db, _ := testDB(t)
+	s, err := approvals.OpenJournal(db.Approvals(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := s.Add(request())
+	if _, err := db.pool.Exec(context.Background(), "INSERT INTO cordon_approval_journal (line) VALUES ('{not json')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(id, true, "alice", "", approvals.ScopeCall); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("a decision on a damaged journal: %v", err)
+	}
+}
+
+func TestAuditIndexAndSessions(t *testing.T) {
+	db, _ := testDB(t)
+	ctx := context.Background()
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	evs := []audit.Event{
+		{Time: t0, Sandbox: "sb-1", Agent: "a", Kind: audit.Action, Type: "exec", Data: map[string]any{"argv": []string{"make"}}},
+		{Time: t0.Add(time.Millisecond), Sandbox: "sb-1", Agent: "a", Kind: audit.Decision, Type: "outcome"},
+		{Time: t0.Add(2 * time.Millisecond), Sandbox: "sb-2", Agent: "b", Kind: audit.Action, Type: "exec"},
+	}
+	if err := db.Index(ctx, "node-a", evs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Index(ctx, "node-b", evs[2:]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Search(ctx, Query{Sandbox: "sb-1", Limit: 10})
+	if err != nil || len(got) != 2 || got[0].Type != "exec" || got[1].Type != "outcome" || got[0].Node != "node-a" {
+		t.Fatalf("sb-1: %+v %v", got, err)
+	}
+	got, err = db.Search(ctx, Query{Type: "exec", Limit: 1})
+	if err != nil || len(got) != 1 || got[0].Sandbox != "sb-2" {
+		t.Fatalf("the last exec: %+v %v", got, err)
+	}
+	if err := db.PutSession(ctx, "sb-1", "node-a", "a", map[string]any{"id": "sb-1", "state": "running"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutSession(ctx, "sb-1", "node-a", "a", map[string]any{"id": "sb-1", "state": "ended"}); err != nil {
+		t.Fatal(err)
+	}
+	others, err := db.Sessions(ctx, "node-b", "", time.Hour)
+	if err != nil || len(others) != 1 || !strings.Contains(string(others[0].Info), `"ended"`) {
+		t.Fatalf("node-b sees: %+v %v", others, err)
+	}
+	if mine, _ := db.Sessions(ctx, "node-a", "", time.Hour); len(mine) != 0 {
+		t.Fatalf("a node's own sessions are not the others': %+v", mine)
+	}
+	if _, err := db.SessionByID(ctx, "sb-9"); err != ErrNotFound {
+		t.Fatalf("an unknown session: %v", err)
+	}
+}
