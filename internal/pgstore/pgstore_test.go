@@ -3,8 +3,8 @@ package pgstore
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"strings"
 	"sync"
