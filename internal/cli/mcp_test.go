@@ -31,7 +31,7 @@ func installMCPClient() (string, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return "", err
 	}
-	for _, f := range []string{"package.json", "package-lock.json", "client.mjs", "web.mjs"} {
+	for _, f := range []string{"package.json", "package-lock.json", "client.mjs", "web.mjs", "serveui.mjs"} {
 		b, err := os.ReadFile(filepath.Join("testdata/mcpclient", f))
 		if err != nil {
 			return "", err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	neturl "net/url"
 	"os"
 	"os/exec"
@@ -519,5 +520,64 @@ func TestServeSharedDatabase(t *testing.T) {
 	}
 	if _, err := b.client("builder").Run(ctx, sb.ID, api.ExecRequest{Args: []string{"true"}}); !client.IsStatus(err, 421) {
 		t.Fatalf("a command sent to the wrong node: %v", err)
+	}
+}
+
+// TestServeWebUI drives the page in headless Chromium: the admin signs in,
+// sees a sandbox and its session, reviews what its command did beside
+// what it printed (markup in the output stays text), and approves a
+// pending request.
+func TestServeWebUI(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil || mcpClient == "" {
+		t.Skip("no Chromium (Debian package chromium) or no npm")
+	}
+	s := startServe(t, "  builder:\n    profile: default\n", nil)
+	ctx := context.Background()
+	sb, err := s.client("builder").CreateAndRun(ctx, api.ExecRequest{Args: []string{"sh", "-c", `echo 'total: 42'; echo '<img src=x onerror=alert(1)>'`}})
+	if err != nil || sb.Result == nil {
+		t.Fatalf("%+v %v", sb, err)
+	}
+	store, err := approvals.Open(filepath.Join(s.dir, "state", "approvals"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := store.Add(approvals.Request{Tool: "pay", Args: json.RawMessage(`{"amount":42}`), Class: "financial", Agent: "builder", Reason: "financial calls wait for a person", Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	cmd := exec.Command("node", filepath.Join(filepath.Dir(mcpClient), "serveui.mjs"), s.url+"/", s.tokens["ops"], sb.ID, id)
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("serveui.mjs: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"sandbox: " + sb.ID + " builder ",
+		"did: command sh -c echo 'total: 42'; echo '<img src=x onerror=alert(1)>'",
+		"saw: ok: the command exited with status 0 stdout (39 bytes) total: 42 <img src=x onerror=alert(1)> stderr (0 bytes)",
+		"markup from the sandbox became elements: 0",
+		"approval: pay (financial, cannot be undone) for builder",
+		"page: approved " + id + " (pay) by ops",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the page lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "page error") || strings.Contains(string(out), "console:") {
+		t.Errorf("the page reported errors:\n%s", out)
+	}
+	it, err := store.Get(id)
+	if err != nil || it.State != approvals.Approved || it.By != "ops" || it.Why != "checked the invoice" {
+		t.Fatalf("the decision in the store: %+v %v", it, err)
+	}
+	// Without a token, the API behind the page gives nothing.
+	resp, err := http.Get(s.url + "/v1/sandboxes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("the API without a token: %d", resp.StatusCode)
 	}
 }

@@ -44,6 +44,7 @@ func (s *Server) routes() {
 	s.handle("GET "+api.Version+"/sandboxes/{id}/files", agentOnly, s.download)
 	s.handle("PUT "+api.Version+"/sandboxes/{id}/files", agentOnly, s.upload)
 	s.adminRoutes()
+	s.uiRoutes()
 	s.handle("/", public, func(w http.ResponseWriter, r *http.Request, c caller) int {
 		return fail(w, http.StatusNotFound, "no such endpoint: %s %s (see %s/openapi.yaml)", r.Method, r.URL.Path, api.Version)
 	})

@@ -455,7 +455,7 @@ func TestOpenAPICoversTheRoutes(t *testing.T) {
 	f := newFixture(t, 0, nil, nil)
 	served := map[string]bool{}
 	for _, r := range f.srv.routeList {
-		if r != "/" {
+		if r != "/" && r != "GET /{$}" && r != "GET /favicon.ico" && !strings.HasPrefix(r, "GET /ui/") {
 			served[r] = true
 		}
 	}

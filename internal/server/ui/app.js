@@ -1,0 +1,162 @@
+// The page of cordon serve: pending approvals, sandboxes and their
+// sessions, and an audit review of one sandbox with what the agent did
+// beside what it was shown. Everything comes from the JSON API with the
+// admin token; nothing from the API is ever parsed as HTML.
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.append(typeof c === "string" || typeof c === "number" ? String(c) : c);
+  }
+  return e;
+}
+
+function token() { return sessionStorage.getItem("cordon-token") || ""; }
+
+async function api(method, path, body) {
+  const opts = { method, headers: { Authorization: "Bearer " + token() } };
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, opts);
+  const data = await resp.json().catch(() => ({}));
+  if (!resp.ok) {
+    if (resp.status === 401) { sessionStorage.removeItem("cordon-token"); show(); }
+    throw new Error(data.error || resp.statusText);
+  }
+  return data;
+}
+
+function decode(b64) {
+  if (!b64) return "";
+  try { return new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))); }
+  catch { return "(not text)"; }
+}
+
+function fail(err) {
+  const p = $("#error");
+  p.textContent = String(err.message || err);
+  p.hidden = false;
+}
+
+async function approvals() {
+  const list = await api("GET", "/v1/approvals");
+  const box = $("#approvals");
+  box.replaceChildren();
+  $("#no-approvals").hidden = list.length > 0;
+  for (const it of list) {
+    const reason = el("input", { name: "reason", placeholder: "reason", size: "30" });
+    const decide = (verb) => async () => {
+      try {
+        const done = await api("POST", `/v1/approvals/${encodeURIComponent(it.id)}/${verb}`, { reason: reason.value });
+        box.prepend(el("p", { class: "note" }, `${done.state} ${done.id} (${done.tool}) by ${done.by}`));
+        setTimeout(refresh, 500);
+      } catch (e) { fail(e); }
+    };
+    box.append(el("div", { class: "approval", "data-id": it.id },
+      el("h3", {}, `${it.tool} (${it.class}${it.reversible ? "" : ", cannot be undone"}) for ${it.agent || "an agent"}`),
+      el("p", {}, it.reason || ""),
+      el("pre", {}, JSON.stringify(it.args, null, 2)),
+      reason, " ",
+      el("button", { class: "approve", onclick: decide("approve") }, "Approve"), " ",
+      el("button", { class: "deny", onclick: decide("deny") }, "Deny")));
+  }
+}
+
+async function sandboxes() {
+  const list = await api("GET", "/v1/sandboxes");
+  const body = $("#sandboxes tbody");
+  body.replaceChildren();
+  for (const sb of list) {
+    const s = sb.session || {};
+    const row = el("tr", { class: "sandbox" + (sb.state === "ended" ? " ended" : ""), "data-id": sb.id, onclick: () => review(sb.id) },
+      el("td", {}, sb.id), el("td", {}, sb.agent), el("td", {}, sb.node || ""),
+      el("td", {}, sb.state === "ended" ? `ended (${sb.ended})` : "running"),
+      el("td", {}, sb.warm ? "yes" : "no"), el("td", {}, sb.commands),
+      el("td", {}, s.steps || 0), el("td", {}, s.bytes_out || 0), el("td", {}, s.denials || 0),
+      el("td", {}, s.checkpoint || ""));
+    body.append(row);
+  }
+}
+
+// review lays out a sandbox's audit records as steps: each action (a
+// command, a file read or write) beside what came back of it.
+async function review(id) {
+  const recs = await api("GET", `/v1/audit?sandbox=${encodeURIComponent(id)}&limit=2000`);
+  $("#review").hidden = false;
+  $("#review-id").textContent = id;
+  const steps = $("#steps");
+  steps.replaceChildren();
+  let cur = null;
+  const start = (did) => {
+    cur = { did: el("div", { class: "did" }, did), saw: el("div", { class: "saw" }) };
+    steps.append(el("div", { class: "step" }, cur.did, cur.saw));
+  };
+  for (const r of recs) {
+    const d = r.data || {};
+    switch (r.type) {
+      case "start":
+        start(el("h3", {}, `claimed by ${d.token} (${d.warm ? "pre-warmed" : "built on demand"}), profile ${d.profile}`));
+        break;
+      case "exec":
+        start(el("div", {}, el("h3", {}, "command"), el("pre", { class: "argv" }, (d.argv || []).join(" "))));
+        break;
+      case "file_read": case "file_write":
+        start(el("div", {}, el("h3", {}, r.type === "file_read" ? "download" : "upload"), el("pre", {}, d.path)));
+        break;
+      case "result":
+        if (cur) cur.saw.append(el("h3", {}, `${d.stream} (${d.bytes} bytes${d.captured < d.bytes ? `, first ${d.captured} kept` : ""})`),
+          el("pre", { class: "output " + d.stream }, d.head !== undefined ? d.head : "(not text: " + (d.head_base64 || "") + ")"));
+        break;
+      case "outcome":
+        if (cur) cur.saw.append(el("p", { class: d.status === "ok" ? "status-ok" : "status-bad" }, `${d.status}: ${d.message}`));
+        break;
+      case "network":
+        if (cur) cur.saw.append(el("p", {}, `network ${d.decision} ${d.host}:${d.port} ${d.reason || ""}`));
+        break;
+      case "files.read": case "files.write":
+        if (cur) cur.saw.append(el("p", { class: d.status === 200 ? "status-ok" : "status-bad" }, `${d.status}, ${d.bytes} bytes`));
+        break;
+      case "trajectory_checkpoint":
+        steps.append(el("p", { class: "status-bad" }, `checkpoint: ${d.rule} (${d.action}): ${d.reason}`));
+        break;
+      case "end":
+        steps.append(el("p", { class: "hint" }, `ended: ${d.reason}`));
+        break;
+    }
+  }
+}
+
+async function refresh() {
+  try {
+    $("#error").hidden = true;
+    await Promise.all([approvals(), sandboxes()]);
+  } catch (e) { fail(e); }
+}
+
+function show() {
+  const signedIn = token() !== "";
+  $("#login").hidden = signedIn;
+  $("#main").hidden = !signedIn;
+  if (signedIn) refresh();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("#login").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem("cordon-token", $("#token").value.trim());
+    show();
+  });
+  show();
+  setInterval(() => { if (token()) refresh(); }, 5000);
+});
