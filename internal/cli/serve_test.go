@@ -581,3 +581,44 @@ func TestServeWebUI(t *testing.T) {
 		t.Errorf("the API without a token: %d", resp.StatusCode)
 	}
 }
+
+// TestServeDriftAtCheckpoint lowers a claimed sandbox's memory limit from
+// the host: the checkpoint after the next command finds it, and the
+// sandbox is stopped with drift naming the change.
+func TestServeDriftAtCheckpoint(t *testing.T) {
+	s := startServe(t, "  watched:\n    profile: watched.yaml\n", map[string]string{
+		"watched.yaml": testProfile("watched", "  memory: 256MiB\n") + "drift:\n  every: 1h\ntrajectory:\n  every_steps: 1\n",
+	})
+	ctx := context.Background()
+	c := s.client("watched")
+	sb, err := c.CreateAndRun(ctx, api.ExecRequest{Args: []string{"true"}})
+	if err != nil || sb.Result == nil {
+		t.Fatalf("%+v %v", sb, err)
+	}
+	var limit string
+	pattern := fmt.Sprintf("cordon-%d-", s.cmd.Process.Pid)
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), pattern) {
+			for _, f := range []string{"memory.limit_in_bytes", "memory.max"} {
+				if _, err := os.Stat(filepath.Join(p, f)); err == nil {
+					limit = filepath.Join(p, f)
+				}
+			}
+		}
+		return nil
+	})
+	if limit == "" {
+		t.Skip("no memory cgroup of the sandbox to change here")
+	}
+	if err := os.WriteFile(limit, []byte("67108864"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the sandbox to be stopped for drift", func() bool { got, _ := c.Get(ctx, sb.ID); return got.Ended == "drift" })
+	recs, err := s.client("ops").Audit(ctx, neturl.Values{"sandbox": {sb.ID}, "type": {"drift"}})
+	if err != nil || len(recs) != 1 || !strings.Contains(string(recs[0]), "67108864") {
+		t.Fatalf("the drift in the audit log: %s %v", recs, err)
+	}
+}

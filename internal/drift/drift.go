@@ -30,15 +30,26 @@ type State struct {
 	Limits map[string]string
 	// Profile is the SHA-256 of the profile file, "" without one.
 	Profile string
+	// Egress is a digest of the egress rules in force, "" without network.
+	Egress string
+}
+
+// Sources are where Capture reads what is not in /proc.
+type Sources struct {
+	// Limits reads the cgroup's limit files; nil without a cgroup.
+	Limits func() (map[string]string, error)
+	// ProfileFile is the profile's path ("" for the embedded default).
+	ProfileFile string
+	// Egress returns the egress rules in force, in a stable text; nil
+	// without network.
+	Egress func() []byte
 }
 
 // namespaces are the namespace kinds compared.
 var namespaces = []string{"mnt", "pid", "net", "ipc", "uts", "user", "cgroup"}
 
-// Capture reads the state of the sandbox whose init is pid. limits reads
-// the cgroup's limit files (nil without a cgroup); profileFile is the
-// profile's path ("" for the embedded default).
-func Capture(pid int, limits func() (map[string]string, error), profileFile string) (State, error) {
+// Capture reads the state of the sandbox whose init is pid.
+func Capture(pid int, src Sources) (State, error) {
 	s := State{Namespaces: map[string]string{}}
 	for _, ns := range namespaces {
 		l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
@@ -52,12 +63,15 @@ func Capture(pid int, limits func() (map[string]string, error), profileFile stri
 		return s, fmt.Errorf("the sandbox's mount table: %w", err)
 	}
 	s.Mounts = digest(mi)
-	if limits != nil {
-		if s.Limits, err = limits(); err != nil {
+	if src.Limits != nil {
+		if s.Limits, err = src.Limits(); err != nil {
 			return s, fmt.Errorf("the cgroup's limits: %w", err)
 		}
 	}
-	if profileFile != "" {
+	if src.Egress != nil {
+		s.Egress = digest(src.Egress())
+	}
+	if profileFile := src.ProfileFile; profileFile != "" {
 		b, err := os.ReadFile(profileFile)
 		if err != nil {
 			s.Profile = "unreadable: " + err.Error()
@@ -92,6 +106,9 @@ func Compare(old, now State) []string {
 	if old.Profile != now.Profile {
 		out = append(out, fmt.Sprintf("the profile file changed (sha256 %.12s, now %.12s)", old.Profile, now.Profile))
 	}
+	if old.Egress != now.Egress {
+		out = append(out, fmt.Sprintf("the egress rules in force changed (sha256 %.12s, now %.12s)", old.Egress, now.Egress))
+	}
 	return out
 }
 
@@ -102,12 +119,13 @@ func orGone(v string, ok bool) string {
 	return v
 }
 
-// Unconfined names the processes below init (pid) that run without a
-// seccomp filter or no_new_privs, or outside init's namespaces (ns from
-// Capture). Processes that end while they are read are skipped.
+// Unconfined names the processes of the sandbox, init (pid) and those
+// below it, that run without a seccomp filter or no_new_privs, or outside
+// init's namespaces (ns from Capture). Processes that end while they are
+// read are skipped.
 func Unconfined(pid int, ns map[string]string) []string {
 	var out []string
-	for _, p := range Descendants(pid) {
+	for _, p := range append([]int{pid}, Descendants(pid)...) {
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
 		if err != nil || strings.HasPrefix(field(status, "State"), "Z") {
 			continue // gone, or a zombie (whose filter the kernel has freed)

@@ -47,7 +47,10 @@ func TestCaptureAndDescendants(t *testing.T) {
 	if len(Descendants(pid)) != 1 {
 		t.Fatalf("descendants of the shell: %v", Descendants(pid))
 	}
-	s, err := Capture(pid, func() (map[string]string, error) { return map[string]string{"pids.max": "64"}, nil }, prof)
+	rules := "allow api.example.com:443"
+	src := Sources{Limits: func() (map[string]string, error) { return map[string]string{"pids.max": "64"}, nil }, ProfileFile: prof,
+		Egress: func() []byte { return []byte(rules) }}
+	s, err := Capture(pid, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +58,14 @@ func TestCaptureAndDescendants(t *testing.T) {
 		t.Fatalf("state: %+v", s)
 	}
 	os.WriteFile(prof, []byte("version: 1\nagent: edited\n"), 0o644)
-	now, _ := Capture(pid, func() (map[string]string, error) { return map[string]string{"pids.max": "64"}, nil }, prof)
+	now, _ := Capture(pid, src)
 	if c := Compare(s, now); len(c) != 1 || !strings.Contains(c[0], "profile file changed") {
 		t.Errorf("after an edit: %v", c)
+	}
+	rules += ", allow 0.0.0.0/0"
+	now2, _ := Capture(pid, src)
+	if c := Compare(now, now2); len(c) != 1 || !strings.Contains(c[0], "egress rules in force changed") {
+		t.Errorf("after the rules grew: %v", c)
 	}
 	// The test's own processes are not confined: each is named.
 	if u := Unconfined(pid, s.Namespaces); len(u) == 0 || !strings.Contains(u[0], "without its seccomp filter") {

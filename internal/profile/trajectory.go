@@ -2,6 +2,7 @@ package profile
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/cel"
 )
@@ -13,6 +14,10 @@ import (
 type Trajectory struct {
 	// EverySteps is how many steps apart checkpoints are; 0 is every step.
 	EverySteps int `yaml:"every_steps,omitempty" json:"every_steps,omitempty"`
+	// Every adds a checkpoint each time this long passes in a session of
+	// a kept-alive sandbox (cordon serve), with or without steps ("30s");
+	// empty: none.
+	Every string `yaml:"every,omitempty" json:"every,omitempty"`
 	// Rules are CEL expressions over the session (see SessionVars).
 	Rules []TrajectoryRule `yaml:"rules,omitempty" json:"rules,omitempty"`
 	// Probing is the built-in rule for a burst of refusals.
@@ -39,6 +44,16 @@ type Probing struct {
 	Window  int    `yaml:"window,omitempty" json:"window,omitempty"`
 	Denials int    `yaml:"denials,omitempty" json:"denials,omitempty"`
 	Action  string `yaml:"action,omitempty" json:"action,omitempty"`
+}
+
+// CheckpointEvery is the time between the checkpoints of trajectory.every;
+// 0 for none.
+func (p *Profile) CheckpointEvery() time.Duration {
+	if p.Trajectory == nil || p.Trajectory.Every == "" {
+		return 0
+	}
+	d, _ := time.ParseDuration(p.Trajectory.Every)
+	return d
 }
 
 // Default probing rule: 10 refusals among 20 decisions stop the session.
@@ -97,6 +112,11 @@ func (p *Profile) validateTrajectory(bad func(field, format string, args ...any)
 	}
 	if t.EverySteps < 0 {
 		bad("trajectory.every_steps", "%d is negative", t.EverySteps)
+	}
+	if t.Every != "" {
+		if d, err := time.ParseDuration(t.Every); err != nil || d < time.Second {
+			bad("trajectory.every", "want a duration of at least 1s, such as 30s, found %q", t.Every)
+		}
 	}
 	seen := map[string]bool{}
 	for i := range t.Rules {

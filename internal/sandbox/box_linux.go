@@ -46,6 +46,7 @@ type Box struct {
 	closing bool
 	ended   bool
 
+	drift     *drifter      // nil when the profile asks for no drift checks
 	reaped    chan struct{} // init has been reaped
 	gone      chan struct{} // the dispatcher has seen init go
 	stopDrift chan struct{}
@@ -129,13 +130,22 @@ func Start(opts Options) (*Box, error) {
 	if !ready {
 		return fail(setupErr("sandbox init", errors.New("ended before it was ready")))
 	}
+	var drifter *drifter
+	if opts.Profile.DriftEvery() > 0 {
+		// Init is confined before it says it is ready: the baseline is
+		// now, before any command could change anything.
+		drifter = newDrifter(opts, lim, b.init.pid, res, log)
+		if err := drifter.baseline(); err != nil {
+			return fail(setupErr("drift baseline", err))
+		}
+	}
 	conn, err := net.FileConn(mine)
 	mine.Close()
 	if err != nil {
 		return fail(setupErr("control socket", err))
 	}
 	now := time.Now()
-	x := &Box{opts: opts, res: res, lim: lim, b: b, null: null, ctl: conn.(*net.UnixConn), born: now, last: now,
+	x := &Box{opts: opts, res: res, lim: lim, b: b, null: null, drift: drifter, ctl: conn.(*net.UnixConn), born: now, last: now,
 		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{})}
 	built.Store(x)
 	go x.dispatch()
@@ -143,7 +153,9 @@ func Start(opts Options) (*Box, error) {
 		b.init.wait()
 		close(x.reaped)
 	}()
-	watchDrift(opts, lim, b.init.pid, res, log, x.stopDrift)
+	if x.drift != nil {
+		go x.drift.watch(true, x.stopDrift)
+	}
 	ok = true
 	return x, nil
 }
@@ -468,6 +480,17 @@ func (s boxSnapshot) since(earlier boxSnapshot) cgroup.Stats {
 	st.OOMKills = s.stats.OOMKills - earlier.stats.OOMKills
 	st.PidsMaxEvents = s.stats.PidsMaxEvents - earlier.stats.PidsMaxEvents
 	return st
+}
+
+// CheckDrift checks the sandbox for drift now (as its profile's drift
+// checks do every drift.every), and returns what changed; when the profile
+// says stop, a change has stopped the sandbox. Without drift checks in the
+// profile it does nothing.
+func (x *Box) CheckDrift() []string {
+	if x.drift == nil {
+		return nil
+	}
+	return x.drift.check()
 }
 
 // Ended reports whether the sandbox has ended.

@@ -303,9 +303,33 @@ func (s *Server) janitor() {
 				s.end(e, "max_lifetime")
 			case e.idle(now) >= e.agent.Idle:
 				s.end(e, "idle_timeout")
+			default:
+				s.timedCheckpoint(e)
 			}
 		}
 	}
+}
+
+// timedCheckpoint runs the checkpoint of trajectory.every when one is due
+// in e's session: its rules, and a drift check.
+func (s *Server) timedCheckpoint(e *entry) {
+	every := e.profile.CheckpointEvery()
+	if every == 0 {
+		return
+	}
+	e.mu.Lock()
+	if e.session.lastAt.IsZero() {
+		e.session.lastAt = e.claimed
+	}
+	now := s.opts.Now()
+	if now.Sub(e.session.lastAt) < every {
+		e.mu.Unlock()
+		return
+	}
+	cps := e.session.checkpoint(e.profile, now)
+	e.mu.Unlock()
+	s.checkpointed(e, cps, true)
+	s.recorded()
 }
 
 // reloadProfiles reads again the profile files that changed. Sandboxes

@@ -18,6 +18,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 )
 
 var (
@@ -262,8 +263,7 @@ func (s *Server) finish(e *entry, kind, file string, o *outcome.Outcome, refused
 	e.mu.Lock()
 	e.running--
 	e.touched = s.opts.Now()
-	cps := e.session.step(e.profile, kind, file, o, refused)
-	stopped := e.session.stopped != nil
+	cps, due := e.session.step(e.profile, kind, file, o, refused, e.touched)
 	e.mu.Unlock()
 	s.touch(e)
 	if o != nil {
@@ -273,13 +273,32 @@ func (s *Server) finish(e *entry, kind, file string, o *outcome.Outcome, refused
 			}
 		}
 	}
+	s.checkpointed(e, cps, due)
+}
+
+// checkpointed records the rules that held at a checkpoint of e's session
+// and, when one was due, checks e for drift; a stop rule, or drift that
+// stops, ends the sandbox.
+func (s *Server) checkpointed(e *entry, cps []toolpolicy.Checkpoint, due bool) {
+	stop := false
 	for _, cp := range cps {
 		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
 		if cp.Action != "warn" {
 			s.metrics.denial(e.agent.Name, cp.Rule)
+			stop = true
 		}
 	}
-	if stopped && len(cps) > 0 {
+	if due {
+		if d, ok := e.box.(interface{ CheckDrift() []string }); ok {
+			if changes := d.CheckDrift(); len(changes) > 0 {
+				s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "drift", Data: map[string]any{"changes": changes, "stops": e.profile.DriftStops()}})
+				if e.profile.DriftStops() {
+					go s.end(e, "drift")
+				}
+			}
+		}
+	}
+	if stop {
 		go s.end(e, "trajectory")
 	}
 }

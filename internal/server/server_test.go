@@ -542,3 +542,67 @@ func TestProfileReload(t *testing.T) {
 		}
 	}
 }
+
+// driftingBox is a fakeBox whose drift checks find what drifted says.
+type driftingBox struct {
+	*fakeBox
+	drifted atomic.Pointer[string]
+	checks  atomic.Int64
+}
+
+func (b *driftingBox) CheckDrift() []string {
+	b.checks.Add(1)
+	if d := b.drifted.Load(); d != nil {
+		return []string{*d}
+	}
+	return nil
+}
+
+// Drift is checked at every checkpoint of a session: those of its steps
+// (every_steps) and those of time (every).
+func TestDriftCheckedAtCheckpoints(t *testing.T) {
+	p, err := profile.Parse("t.yaml", []byte("version: 1\nagent: a\ndrift:\n  every: 1h\ntrajectory:\n  every_steps: 2\n  every: 30s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, 0, p, nil)
+	var boxes []*driftingBox
+	var mu sync.Mutex
+	f.srv.opts.Start = func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
+		b := &driftingBox{fakeBox: &fakeBox{id: id, done: make(chan struct{})}}
+		mu.Lock()
+		boxes = append(boxes, b)
+		mu.Unlock()
+		return b, nil
+	}
+	ctx := context.Background()
+	a := f.client("alice-a")
+	sb, err := a.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := boxes[0]
+	run := func() error { _, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"true"}}); return err }
+	run()
+	if n := box.checks.Load(); n != 0 {
+		t.Fatalf("drift checked %d times before a checkpoint", n)
+	}
+	run()
+	if n := box.checks.Load(); n != 1 {
+		t.Fatalf("drift checked %d times at the checkpoint of step 2", n)
+	}
+	f.advance(31 * time.Second)
+	waitFor(t, "the checkpoint of time", func() bool { return box.checks.Load() == 2 })
+	changed := "the cgroup limit memory.limit_in_bytes changed (268435456, now 67108864)"
+	box.drifted.Store(&changed)
+	run()
+	run()
+	waitFor(t, "the sandbox to be stopped for drift", func() bool { got, _ := a.Get(ctx, sb.ID); return got.Ended == "drift" })
+	if err := run(); !client.IsStatus(err, 410) {
+		t.Fatalf("a command after drift: %v", err)
+	}
+	data, _ := os.ReadFile(f.log)
+	if !strings.Contains(string(data), `"type":"drift"`) || !strings.Contains(string(data), "now 67108864") {
+		t.Fatalf("the audit log lacks the drift:\n%s", data)
+	}
+}

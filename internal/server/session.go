@@ -2,6 +2,7 @@ package server
 
 import (
 	"sort"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
@@ -23,13 +24,15 @@ type session struct {
 	denials      int
 	refused      []bool
 	last         *toolpolicy.Checkpoint // the last rule that held
+	lastAt       time.Time              // the last checkpoint
 	stopped      *toolpolicy.Checkpoint // a stop rule that held
 }
 
 // step counts one step: kind, the file it touched, the outcome of its
 // command, and whether it was refused; it returns the trajectory rules of p
-// that held at it. The caller holds the entry's lock.
-func (s *session) step(p *profile.Profile, kind, path string, o *outcome.Outcome, refused bool) []toolpolicy.Checkpoint {
+// that held at it, and whether a checkpoint was due there. The caller holds
+// the entry's lock.
+func (s *session) step(p *profile.Profile, kind, path string, o *outcome.Outcome, refused bool, now time.Time) ([]toolpolicy.Checkpoint, bool) {
 	if s.tools == nil {
 		s.tools, s.hosts, s.filesRead, s.filesWritten = map[string]int{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	}
@@ -64,10 +67,20 @@ func (s *session) step(p *profile.Profile, kind, path string, o *outcome.Outcome
 	if len(s.refused) > 1000 {
 		s.refused = s.refused[1:]
 	}
+	if s.stopped != nil || !toolpolicy.Due(p, s.steps) {
+		return nil, false
+	}
+	return s.checkpoint(p, now), true
+}
+
+// checkpoint evaluates p's trajectory rules now and returns those that
+// held; a stop or approve rule stops the session.
+func (s *session) checkpoint(p *profile.Profile, now time.Time) []toolpolicy.Checkpoint {
 	if s.stopped != nil {
 		return nil
 	}
-	cps := toolpolicy.Checkpoints(p, s.steps, s.vars(), s.refused)
+	s.lastAt = now
+	cps := toolpolicy.Evaluate(p, s.steps, s.vars(), s.refused)
 	for i := range cps {
 		s.last = &cps[i]
 		if cps[i].Action != "warn" && s.stopped == nil {

@@ -112,20 +112,31 @@ func (s *Session) checkpoint() {
 	}
 }
 
-// Checkpoints evaluates p's trajectory rules over a session at step, when a
-// checkpoint is due there (every trajectory.every_steps steps), and returns
-// those that held. session is what the rules see as `session`; refused says,
-// for each of the last decisions, whether it was refused (the probing rule).
-// A rule that cannot be evaluated holds: fail closed.
-func Checkpoints(p *profile.Profile, step int, session map[string]any, refused []bool) []Checkpoint {
-	t := p.Trajectory
+// Due reports whether a checkpoint is due at step: every
+// trajectory.every_steps steps.
+func Due(p *profile.Profile, step int) bool {
 	every := 1
-	if t != nil && t.EverySteps > 0 {
+	if t := p.Trajectory; t != nil && t.EverySteps > 0 {
 		every = t.EverySteps
 	}
-	if step%every != 0 {
+	return step%every == 0
+}
+
+// Checkpoints evaluates p's trajectory rules over a session at step, when a
+// checkpoint is due there (see Due), and returns those that held.
+func Checkpoints(p *profile.Profile, step int, session map[string]any, refused []bool) []Checkpoint {
+	if !Due(p, step) {
 		return nil
 	}
+	return Evaluate(p, step, session, refused)
+}
+
+// Evaluate evaluates p's trajectory rules at a checkpoint and returns those
+// that held. session is what the rules see as `session`; refused says, for
+// each of the last decisions, whether it was refused (the probing rule).
+// A rule that cannot be evaluated holds: fail closed.
+func Evaluate(p *profile.Profile, step int, session map[string]any, refused []bool) []Checkpoint {
+	t := p.Trajectory
 	var out []Checkpoint
 	if t != nil && len(t.Rules) > 0 {
 		vars := map[string]any{"session": session}
