@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/gateway"
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -61,9 +62,9 @@ func mcpCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	ups, err := upstreamTransports(e, &pf, p, degraded)
-	if err != nil {
-		return fail(e, err)
+	file := ""
+	if pf.file != "" {
+		file = pf.abs(e, pf.file)
 	}
 	// Listing the tools holds no call: it needs no approval store.
 	var store *approvals.Store
@@ -75,26 +76,9 @@ func mcpCmd(e *env, args []string) int {
 			return fail(e, err)
 		}
 	}
-	profileFile := "<default profile>"
-	if pf.file != "" {
-		profileFile = pf.abs(e, pf.file)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	r := &probeRunner{e: e, allow: allow, audit: al}
-	g, err := gateway.New(ctx, gateway.Config{
-		Profile: p,
-		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
-			return runBuiltin(r, p, tool, args)
-		},
-		Upstreams:   ups,
-		Record:      al.log.Append,
-		NewID:       newSessionID,
-		Version:     Version,
-		Logf:        func(format string, args ...any) { fmt.Fprintf(e.stderr, "cordon: "+format+"\n", args...) },
-		Approvals:   store,
-		ProfileFile: profileFile,
-	})
+	g, err := gatewayFor(ctx, e, p, file, allow, degraded, al, store, al.log.Append)
 	if err != nil {
 		return fail(e, err)
 	}
@@ -112,6 +96,36 @@ func mcpCmd(e *env, args []string) int {
 		return 0
 	}
 	return serveHTTP(ctx, e, g.Server(), *addr)
+}
+
+// gatewayFor builds the MCP gateway of profile p, read from file ("" for
+// the embedded default): its built-in tools run in sandboxes as cordon run
+// would, its upstream servers as the profile says; calls that need approval
+// wait in store, and record receives the audit events.
+func gatewayFor(ctx context.Context, e *env, p *profile.Profile, file string, allow map[string]bool, degraded list, al *auditLog,
+	store *approvals.Store, record func(...audit.Event) error) (*gateway.Gateway, error) {
+	ups, err := upstreamTransports(e, file, p, degraded)
+	if err != nil {
+		return nil, err
+	}
+	profileFile := "<default profile>"
+	if file != "" {
+		profileFile = file
+	}
+	r := &probeRunner{e: e, allow: allow, audit: al}
+	return gateway.New(ctx, gateway.Config{
+		Profile: p,
+		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
+			return runBuiltin(r, p, tool, args)
+		},
+		Upstreams:   ups,
+		Record:      record,
+		NewID:       newSessionID,
+		Version:     Version,
+		Logf:        func(format string, args ...any) { fmt.Fprintf(e.stderr, "cordon: "+format+"\n", args...) },
+		Approvals:   store,
+		ProfileFile: profileFile,
+	})
 }
 
 // serveHTTP serves the gateway over streamable HTTP until ctx ends. It
@@ -148,7 +162,7 @@ func serveHTTP(ctx context.Context, e *env, s *mcp.Server, addr string) int {
 // how to reach it. A command runs as `cordon run` with the server's own
 // profile (a file beside p's); a URL is reached through an egress proxy
 // with p's network rules.
-func upstreamTransports(e *env, pf *profileFlags, p *profile.Profile, degraded list) (map[string]mcp.Transport, error) {
+func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) (map[string]mcp.Transport, error) {
 	out := map[string]mcp.Transport{}
 	if len(p.Servers) == 0 {
 		return out, nil
@@ -158,8 +172,8 @@ func upstreamTransports(e *env, pf *profileFlags, p *profile.Profile, degraded l
 		return nil, err
 	}
 	dir := e.cwd
-	if pf.file != "" {
-		dir = filepath.Dir(pf.abs(e, pf.file))
+	if file != "" {
+		dir = filepath.Dir(file)
 	}
 	for name, srv := range p.Servers {
 		if srv.URL != "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,10 +15,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/config"
 	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/probe"
+	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/server"
 )
@@ -105,9 +110,21 @@ func serveCmd(e *env, args []string) int {
 		host, _ := os.Hostname()
 		node = host + "/" + cfg.Listen
 	}
+	gateway := func(ctx context.Context, a *server.Agent, p *profile.Profile, record func(...audit.Event) error) (http.Handler, func(), error) {
+		layers := maps.Clone(allow)
+		for _, l := range p.AllowDegraded {
+			layers[l] = true
+		}
+		g, err := gatewayFor(ctx, e, p, a.ProfileFile, layers, degraded, al, store, record)
+		if err != nil {
+			return nil, nil, err
+		}
+		go g.Recover(ctx)
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.Server() }, nil), g.Close, nil
+	}
 	srv, err := server.New(server.Options{
 		Config: cfg, Start: server.Boxes(exe, state, allow, e.stderr), Audit: al.log, Approvals: store,
-		Log: e.stderr, Version: Version, Probes: latestProbes, DB: db, Node: node,
+		Log: e.stderr, Version: Version, Probes: latestProbes, DB: db, Node: node, Gateway: gateway,
 	})
 	if err != nil {
 		return fail(e, err)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/approvals"
@@ -620,5 +621,63 @@ func TestServeDriftAtCheckpoint(t *testing.T) {
 	recs, err := s.client("ops").Audit(ctx, neturl.Values{"sandbox": {sb.ID}, "type": {"drift"}})
 	if err != nil || len(recs) != 1 || !strings.Contains(string(recs[0]), "67108864") {
 		t.Fatalf("the drift in the audit log: %s %v", recs, err)
+	}
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
+}
+
+// TestServeMCP reaches an agent's tool gateway through cordon serve, with
+// the agent's token: its profile decides, its tools run in sandboxes, and
+// the calls are in the server's audit log.
+func TestServeMCP(t *testing.T) {
+	s := startServe(t, "  toolsy:\n    profile: toolsy.yaml\n", map[string]string{
+		"toolsy.yaml": "version: 1\nagent: toolsy\nworkspace:\n  path: ws\ntools:\n  read_file:\n    class: read\n    constraints:\n      - '!args.path.contains(\"..\")'\n",
+	})
+	if err := os.MkdirAll(filepath.Join(s.dir, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(s.dir, "ws", "note.txt"), []byte("from the workspace\n"), 0o644)
+	ctx := context.Background()
+	connect := func(token string) (*mcp.ClientSession, error) {
+		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+		return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url + "/v1/mcp",
+			HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+	}
+	if _, err := connect(""); err == nil {
+		t.Fatal("connected without a token")
+	}
+	if _, err := connect(s.tokens["ops"]); err == nil {
+		t.Fatal("connected with an admin token")
+	}
+	cs, err := connect(s.tokens["toolsy"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "read_file" {
+		t.Fatalf("tools: %+v %v", tools, err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "note.txt"}})
+	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "from the workspace") {
+		t.Fatalf("read_file: %+v %v", res, err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "../serve.yaml"}})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "cordon refused this call") {
+		t.Fatalf("a call the profile refuses: %+v %v", res, err)
+	}
+	recs, err := s.client("ops").Audit(ctx, neturl.Values{"agent": {"toolsy"}, "type": {"tool_decision"}})
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("the calls in the audit log: %s %v", recs, err)
 	}
 }

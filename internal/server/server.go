@@ -67,6 +67,10 @@ type Options struct {
 	// node in it.
 	DB   *pgstore.DB
 	Node string
+	// Gateway builds the MCP tool gateway of an agent's profile, served
+	// to that agent's tokens at /v1/mcp; record takes its audit events.
+	// nil: no MCP endpoint.
+	Gateway func(ctx context.Context, a *Agent, p *profile.Profile, record func(...audit.Event) error) (http.Handler, func(), error)
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }
@@ -79,9 +83,12 @@ type Server struct {
 	// routeList is every pattern handled, for the OpenAPI check.
 	routeList []string
 
-	mu      sync.Mutex
-	entries map[string]*entry
-	pools   map[string]*pool
+	mu           sync.Mutex
+	entries      map[string]*entry
+	pools        map[string]*pool
+	gateways     map[string]*gatewayEntry // by agent
+	gatewayCtx   context.Context
+	stopGateways context.CancelFunc
 	// indexQueue is what the shared audit index has not received yet;
 	// changed, the sandboxes whose description it has not.
 	indexQueue []audit.Event
@@ -104,6 +111,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{},
 		stop: make(chan struct{}), metrics: newMetrics()}
+	s.gatewayCtx, s.stopGateways = context.WithCancel(context.Background())
 	for name, a := range opts.Config.Agents {
 		p := newPool(s, a)
 		s.pools[name] = p
@@ -136,6 +144,7 @@ func (s *Server) Close() {
 	}
 	s.closed = true
 	close(s.stop)
+	s.stopGateways()
 	entries := make([]*entry, 0, len(s.entries))
 	for _, e := range s.entries {
 		entries = append(entries, e)
@@ -158,6 +167,12 @@ func (s *Server) Close() {
 		}()
 	}
 	wg.Wait()
+	s.mu.Lock()
+	for _, g := range s.gateways {
+		g.close()
+	}
+	s.gateways = nil
+	s.mu.Unlock()
 	s.opts.Audit.Seal()
 }
 
