@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,8 +11,10 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -124,7 +127,7 @@ func serveCmd(e *env, args []string) int {
 	}
 	srv, err := server.New(server.Options{
 		Config: cfg, Start: server.Boxes(exe, state, allow, e.stderr), Audit: al.log, Approvals: store,
-		Log: e.stderr, Version: Version, Probes: latestProbes, DB: db, Node: node, Gateway: gateway,
+		Log: e.stderr, Version: Version, Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway,
 	})
 	if err != nil {
 		return fail(e, err)
@@ -156,25 +159,46 @@ func serveCmd(e *env, args []string) int {
 	return 0
 }
 
-// latestProbes counts the probes of the newest recorded report by status.
-func latestProbes() map[string]int {
-	path := newestReport(probe.ReportDir())
-	if path == "" {
-		return nil
+// probeAgent returns the server's probe runner: cordon probe on the
+// agent's profile, recorded, in a process of its own (the probes plant
+// their targets, a canary variable among them, in cordon's own process).
+func probeAgent(degraded list) func(ctx context.Context, a *server.Agent, p *profile.Profile) (server.ProbeResult, error) {
+	return func(ctx context.Context, a *server.Agent, p *profile.Profile) (server.ProbeResult, error) {
+		self, err := os.Executable()
+		if err != nil {
+			return server.ProbeResult{}, err
+		}
+		args := []string{"probe", "--record", "--json"}
+		if a.ProfileFile != "" {
+			args = append(args, "--profile", a.ProfileFile)
+		}
+		for _, l := range degraded {
+			args = append(args, "--allow-degraded", l)
+		}
+		cmd := exec.CommandContext(ctx, self, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		// A workspace of its own: the probes write into it.
+		dir, err := os.MkdirTemp("", "cordon-serve-probe-")
+		if err != nil {
+			return server.ProbeResult{}, err
+		}
+		defer os.RemoveAll(dir)
+		cmd.Dir = dir
+		out, runErr := cmd.Output()
+		var r probe.Report
+		if err := json.Unmarshal(out, &r); err != nil {
+			return server.ProbeResult{}, fmt.Errorf("%v: %s", runErr, strings.TrimSpace(stderr.String()))
+		}
+		res := server.ProbeResult{Statuses: map[string]int{}}
+		for _, pr := range r.Results {
+			res.Statuses[string(pr.Status)]++
+			if pr.Status == probe.Escaped {
+				res.Escaped = append(res.Escaped, pr.ID)
+			}
+		}
+		return res, nil
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var r probe.Report
-	if json.Unmarshal(data, &r) != nil {
-		return nil
-	}
-	out := map[string]int{}
-	for _, res := range r.Results {
-		out[string(res.Status)]++
-	}
-	return out
 }
 
 // openApprovalStore opens the approval store at where: a directory, or a

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -679,5 +680,31 @@ func TestServeMCP(t *testing.T) {
 	recs, err := s.client("ops").Audit(ctx, neturl.Values{"agent": {"toolsy"}, "type": {"tool_decision"}})
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("the calls in the audit log: %s %v", recs, err)
+	}
+}
+
+// TestServeProbes: the server runs the escape probes on its agents'
+// profiles at start, records the report where cordon lint finds it, and
+// shows the result in its metrics.
+func TestServeProbes(t *testing.T) {
+	s := startServeWith(t, "  builder:\n    profile: default\n", nil, "probe_every: 6h\n", nil)
+	req, _ := http.NewRequest("GET", s.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+s.tokens["ops"])
+	var body []byte
+	waitUntil(t, "the probes' results in the metrics", func() bool {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return strings.Contains(string(body), `cordon_probe_results{agent="builder",status="contained"}`)
+	})
+	if strings.Contains(string(body), `status="escaped"`) {
+		t.Errorf("a probe escaped:\n%s", body)
+	}
+	reports, _ := filepath.Glob(filepath.Join(s.dir, "state", "probes", "*.json"))
+	if len(reports) == 0 {
+		t.Errorf("no report recorded in %s", filepath.Join(s.dir, "state", "probes"))
 	}
 }

@@ -39,13 +39,17 @@ type Config struct {
 	// Database is a postgres:// URL: the approvals, the audit index and
 	// the sessions several nodes share (CORDON_DATABASE when unset); Node
 	// names this node in it (default: HOSTNAME/LISTEN).
-	Database string            `yaml:"database"`
-	Node     string            `yaml:"node"`
-	Agents   map[string]*Agent `yaml:"agents"`
-	Tokens   []*Token          `yaml:"tokens"`
+	Database string `yaml:"database"`
+	Node     string `yaml:"node"`
+	// ProbeEvery runs the escape probes on every agent's profile at start,
+	// when the profile changes, and this often ("6h"); empty: never.
+	ProbeEvery string            `yaml:"probe_every"`
+	Agents     map[string]*Agent `yaml:"agents"`
+	Tokens     []*Token          `yaml:"tokens"`
 
-	File      string        `yaml:"-"`
-	SyncEvery time.Duration `yaml:"-"` // 0: each
+	File       string        `yaml:"-"`
+	SyncEvery  time.Duration `yaml:"-"` // 0: each
+	ProbeSched time.Duration `yaml:"-"` // 0: none
 }
 
 // Agent is one agent the server builds sandboxes for.
@@ -191,6 +195,11 @@ func LoadConfig(path string) (*Config, error) {
 	if c.AuditSync != "" && c.AuditSync != "each" {
 		if c.SyncEvery, err = duration(c.AuditSync, 0); err != nil || c.SyncEvery > 10*time.Second {
 			return nil, at("$.audit_sync", "audit_sync", fmt.Sprintf("want each, or an interval up to 10s such as 100ms, found %q", c.AuditSync))
+		}
+	}
+	if c.ProbeEvery != "" {
+		if c.ProbeSched, err = duration(c.ProbeEvery, 0); err != nil || c.ProbeSched < time.Minute {
+			return nil, at("$.probe_every", "probe_every", fmt.Sprintf("want an interval of at least 1m, such as 6h, found %q", c.ProbeEvery))
 		}
 	}
 	if c.Database != "" && !pgstore.IsURL(c.Database) {

@@ -107,7 +107,7 @@ var help = map[string][2]string{
 	"cordon_denials_total":               {"counter", "Refusals, by the rule that refused: egress, trajectory, access control."},
 	"cordon_drift_events_total":          {"counter", "Sandboxes stopped because their containment drifted."},
 	"cordon_approvals_pending":           {"gauge", "Approval requests waiting for a person."},
-	"cordon_probe_results":               {"gauge", "Escape probes of the latest recorded run, by status."},
+	"cordon_probe_results":               {"gauge", "Escape probes of each agent's latest run, by status."},
 	"cordon_http_requests_total":         {"counter", "API requests, by route and status code."},
 }
 
@@ -164,11 +164,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, c caller) 
 			gauges["cordon_approvals_pending"] = float64(len(items))
 		}
 	}
-	if s.opts.Probes != nil {
-		for status, n := range s.opts.Probes() {
-			gauges[series("cordon_probe_results", "status", status)] = float64(n)
-		}
-	}
+	s.probeGauges(gauges)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.write(w, gauges)
 	return http.StatusOK

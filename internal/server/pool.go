@@ -274,6 +274,7 @@ func (s *Server) janitor() {
 		}
 		if tick%8 == 0 {
 			s.reloadProfiles()
+			s.scheduleProbes()
 		}
 		now := s.opts.Now()
 		s.mu.Lock()

@@ -59,9 +59,13 @@ type Options struct {
 	// Log receives the server's own messages.
 	Log     io.Writer
 	Version string
-	// Probes returns the statuses of the latest recorded probe run and how
-	// many probes had each, for /metrics; nil: none.
-	Probes func() map[string]int
+	// Probe runs the escape probes on an agent's profile (in a sandbox
+	// built from it, as cordon probe does), records the report where lint
+	// and probe --compare find it, and returns how many probes had each
+	// status, with the names of those that escaped. With probe_every set,
+	// the server runs it for every agent at start, when the agent's
+	// profile changes, and every probe_every. nil: never.
+	Probe func(ctx context.Context, a *Agent, p *profile.Profile) (ProbeResult, error)
 	// DB, when set, is the database several nodes share: the audit index,
 	// the sessions (Approvals should then be its journal). Node names this
 	// node in it.
@@ -86,6 +90,7 @@ type Server struct {
 	mu           sync.Mutex
 	entries      map[string]*entry
 	pools        map[string]*pool
+	probes       map[string]*probeState   // by agent
 	gateways     map[string]*gatewayEntry // by agent
 	gatewayCtx   context.Context
 	stopGateways context.CancelFunc

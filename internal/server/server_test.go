@@ -82,6 +82,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, pool int, p *profile.Profile, result func([]string) outcome.Outcome, file ...string) *fixture {
 	t.Helper()
+	return newFixtureWith(t, pool, p, result, file, nil)
+}
+
+// newFixtureWith is newFixture with a change to the server's options
+// before it starts.
+func newFixtureWith(t *testing.T, pool int, p *profile.Profile, result func([]string) outcome.Outcome, file []string, tweak func(*Options)) *fixture {
+	t.Helper()
 	if p == nil {
 		p = profile.Default()
 	}
@@ -113,7 +120,7 @@ func newFixture(t *testing.T, pool int, p *profile.Profile, result func([]string
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Config: cfg, Audit: al, Now: func() time.Time { return *f.now.Load() },
+	opts := Options{Config: cfg, Audit: al, Now: func() time.Time { return *f.now.Load() },
 		Start: func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
 			f.builds.Add(1)
 			b := &fakeBox{id: id, result: result, done: make(chan struct{})}
@@ -121,7 +128,11 @@ func newFixture(t *testing.T, pool int, p *profile.Profile, result func([]string
 			f.boxes[id] = b
 			f.mu.Unlock()
 			return b, nil
-		}})
+		}}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,16 +582,17 @@ func TestDriftCheckedAtCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, 0, p, nil)
 	var boxes []*driftingBox
 	var mu sync.Mutex
-	f.srv.opts.Start = func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
-		b := &driftingBox{fakeBox: &fakeBox{id: id, done: make(chan struct{})}}
-		mu.Lock()
-		boxes = append(boxes, b)
-		mu.Unlock()
-		return b, nil
-	}
+	f := newFixtureWith(t, 0, p, nil, nil, func(o *Options) {
+		o.Start = func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
+			b := &driftingBox{fakeBox: &fakeBox{id: id, done: make(chan struct{})}}
+			mu.Lock()
+			boxes = append(boxes, b)
+			mu.Unlock()
+			return b, nil
+		}
+	})
 	ctx := context.Background()
 	a := f.client("alice-a")
 	sb, err := a.Create(ctx, "")
@@ -610,5 +622,54 @@ func TestDriftCheckedAtCheckpoints(t *testing.T) {
 	data, _ := os.ReadFile(f.log)
 	if !strings.Contains(string(data), `"type":"drift"`) || !strings.Contains(string(data), "now 67108864") {
 		t.Fatalf("the audit log lacks the drift:\n%s", data)
+	}
+}
+
+// The probes run for every agent at start, again when its profile changes,
+// and every probe_every; their results are metrics and audit records.
+func TestProbesOnSchedule(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a.yaml")
+	os.WriteFile(file, []byte("version: 1\nagent: a\n"), 0o644)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	f := newFixtureWith(t, 0, nil, nil, []string{file}, func(o *Options) {
+		o.Config.ProbeSched = time.Hour
+		o.Probe = func(ctx context.Context, a *Agent, p *profile.Profile) (ProbeResult, error) {
+			mu.Lock()
+			runs[a.Name]++
+			mu.Unlock()
+			res := ProbeResult{Statuses: map[string]int{"contained": 29}}
+			if p.Hostname == "weak" {
+				res = ProbeResult{Statuses: map[string]int{"contained": 28, "escaped": 1}, Escaped: []string{"agent-env-canary"}}
+			}
+			return res, nil
+		}
+	})
+	count := func(agent string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return runs[agent]
+	}
+	waitFor(t, "a run per agent at start", func() bool { return count("a") == 1 && count("b") == 1 })
+	os.WriteFile(file, []byte("version: 1\nagent: a\nhostname: weak\n"), 0o644)
+	waitFor(t, "a run after the profile changed", func() bool { return count("a") == 2 })
+	f.advance(61 * time.Minute)
+	waitFor(t, "the runs of probe_every", func() bool { return count("a") == 3 && count("b") == 2 })
+	req, _ := http.NewRequest("GET", f.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+f.tokens["ops"])
+	waitFor(t, "the escape in the metrics", func() bool {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), `cordon_probe_results{agent="a",status="escaped"} 1`+"\n") &&
+			strings.Contains(string(body), `cordon_probe_results{agent="b",status="contained"} 29`+"\n")
+	})
+	f.srv.opts.Audit.Flush()
+	data, _ := os.ReadFile(f.log)
+	if !strings.Contains(string(data), `"escaped":["agent-env-canary"]`) {
+		t.Fatalf("the audit log lacks the escape:\n%s", data)
 	}
 }
