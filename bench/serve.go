@@ -73,6 +73,11 @@ func served(w *bytes.Buffer, cordon string, n int) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s-%s | %s |\n", r.what, ms(median(r.d)), ms(quantile(r.d, 0.25)), ms(quantile(r.d, 0.75)), ratio(median(r.d), bare))
 	}
+	if mib, err := idleServed(cordon, 32); err == nil {
+		fmt.Fprintf(w, "\nMemory per idle pre-warmed sandbox: %.1f MiB (PSS of cordon serve and its processes with 32 sandboxes waiting, less with none, over 32).\n", mib)
+	} else {
+		fmt.Fprintf(w, "\nMemory per idle pre-warmed sandbox: not measured (%v).\n", err)
+	}
 	fmt.Fprintf(w, "\nHosted sandboxes, by their own published figures (over the network, not comparable to loopback, and not measured here):\n\n| service | published | cordon warm claim + run is |\n|---|---|---:|\n")
 	for _, h := range hosted {
 		if warm > 0 {
@@ -83,6 +88,52 @@ func served(w *bytes.Buffer, cordon string, n int) {
 }
 
 var serveKinds = []string{"bare fork/exec", "claim a warm sandbox + run, one request", "claim a warm sandbox, then run: two requests", "run in a claimed sandbox", "build a sandbox + run, one request"}
+
+// idleServed measures what a waiting sandbox of cordon serve costs in
+// memory: the PSS of the server's process tree with k sandboxes in its
+// pool, less that with none, over k.
+func idleServed(cordon string, k int) (float64, error) {
+	var kib [2]int64
+	for i, pool := range []int{0, k} {
+		dir, err := os.MkdirTemp("", "cordon-bench-idle-")
+		if err != nil {
+			return 0, err
+		}
+		defer os.RemoveAll(dir)
+		token, sum := server.NewToken()
+		cfg := fmt.Sprintf("agents:\n  idle:\n    profile: default\n    pool: %d\ntokens:\n  - name: t\n    agent: idle\n    sha256: %s\n", pool, sum)
+		os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte(cfg), 0o644)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		addr := l.Addr().String()
+		l.Close()
+		cmd := exec.Command(cordon, "serve", "--config", filepath.Join(dir, "serve.yaml"), "--listen", addr)
+		cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "state"))
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		c := client.New("http://"+addr, token)
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if h, err := c.Health(context.Background()); err == nil && h.Warm == pool {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				return 0, fmt.Errorf("the pool of %d did not fill", pool)
+			}
+		}
+		time.Sleep(time.Second) // settled
+		for _, pid := range tree(cmd.Process.Pid) {
+			kib[i] += pss(pid)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}
+	return float64(kib[1]-kib[0]) / 1024 / float64(k), nil
+}
 
 // serveRounds starts cordon serve with audit_sync and measures each of
 // serveKinds n times, interleaved.
