@@ -196,21 +196,30 @@ func (s *Server) build(a *Agent, warm bool) (*entry, error) {
 // claim gives the caller a sandbox of agent a: a pre-warmed one, or one
 // built now.
 func (s *Server) claim(a *Agent, c caller) (*entry, error) {
+	// The count and the reservation are one step: claims side by side
+	// cannot pass max_sandboxes together.
 	s.mu.Lock()
-	live := 0
+	live := s.claiming[a.Name]
 	for _, e := range s.entries {
 		if e.agent == a && e.state() == "" {
 			live++
 		}
 	}
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.closed {
+		s.mu.Unlock()
 		return nil, errStopping
 	}
 	if live >= a.MaxSandboxes {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: agent %s has %d live sandboxes, its max_sandboxes", errTooMany, a.Name, live)
 	}
+	s.claiming[a.Name]++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.claiming[a.Name]--
+		s.mu.Unlock()
+	}()
 	e := s.pools[a.Name].take()
 	if e == nil {
 		var err error

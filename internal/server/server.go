@@ -90,6 +90,7 @@ type Server struct {
 	mu           sync.Mutex
 	entries      map[string]*entry
 	pools        map[string]*pool
+	claiming     map[string]int           // claims under way, by agent
 	probes       map[string]*probeState   // by agent
 	gateways     map[string]*gatewayEntry // by agent
 	gatewayCtx   context.Context
@@ -114,7 +115,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{},
+	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{}, claiming: map[string]int{},
 		stop: make(chan struct{}), metrics: newMetrics()}
 	s.gatewayCtx, s.stopGateways = context.WithCancel(context.Background())
 	for name, a := range opts.Config.Agents {

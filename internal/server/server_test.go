@@ -300,9 +300,24 @@ func TestMaxSandboxes(t *testing.T) {
 	if _, err := a.Create(ctx, ""); !client.IsStatus(err, 429) {
 		t.Fatalf("a fifth sandbox: %v, want 429", err)
 	}
-	if _, err := f.client("bob-b").Create(ctx, ""); err != nil {
-		t.Fatalf("b is not limited by a's sandboxes: %v", err)
+	// Side by side, claims do not pass the limit together.
+	b := f.client("bob-b")
+	var wg sync.WaitGroup
+	var got atomic.Int64
+	for i := 0; i < 12; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := b.Create(ctx, ""); err == nil {
+				got.Add(1)
+			}
+		}()
 	}
+	wg.Wait()
+	if got.Load() != 4 {
+		t.Fatalf("%d of 12 concurrent claims succeeded, want max_sandboxes (4)", got.Load())
+	}
+
 }
 
 func TestTimeouts(t *testing.T) {
