@@ -74,9 +74,9 @@ func Start(opts Options) (*Box, error) {
 	lim.perCommand = true
 	var built atomic.Pointer[Box] // the watcher starts before the Box exists
 	lim.idle = func() bool { x := built.Load(); return x != nil && x.Idle() > 0 }
-	ok := false
+	ok, ended := false, false
 	defer func() {
-		if !ok && lim.group != nil {
+		if !ok && !ended && lim.group != nil {
 			lim.remove()
 		}
 	}()
@@ -107,6 +107,7 @@ func Start(opts Options) (*Box, error) {
 		b.init.kill()
 		mine.Close()
 		lim.end()
+		ended = true
 		if b.egressDone != nil {
 			b.egressDone()
 		}
