@@ -73,9 +73,9 @@ command; the host reads the socket through Go's poller; each wake-up across
 processes costs 0.1-0.2 ms on this virtual machine); the HTTP request and
 the server add about 0.3 ms in the same process and about 1 ms between
 processes; the audit records' fsync before the answer (audit_sync each,
-the default) adds 0.2-0.5 ms more. The check in the issue this was built
-for is 2x a bare fork/exec; cordon serve is at 2.5-3.5x here, and at
-1.95x when client and server share a process. The build of a replacement
+the default) adds 0.2-0.5 ms more. The goal is 2x a bare fork/exec;
+cordon serve is at 2.5-3.5x here, and at 1.95x when client and server
+share a process. The build of a replacement
 sandbox starts 20 ms after a claim, so that it does not compete with the
 claimed sandbox's first command for the two cores.
 
