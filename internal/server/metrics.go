@@ -71,9 +71,11 @@ func (m *metrics) claimed(agent string, warm bool) {
 
 func (m *metrics) ended(agent, why string) {
 	m.add(1, "cordon_sandbox_ends_total", "agent", agent, "reason", why)
-	if why == "drift" {
-		m.add(1, "cordon_drift_events_total", "agent", agent)
-	}
+}
+
+// drift counts a drift check that found changes.
+func (m *metrics) drift(agent string) {
+	m.add(1, "cordon_drift_events_total", "agent", agent)
 }
 
 func (m *metrics) command(agent, status, limit string) {
@@ -105,7 +107,7 @@ var help = map[string][2]string{
 	"cordon_commands_total":              {"counter", "Commands run, by outcome status."},
 	"cordon_limit_hits_total":            {"counter", "Commands ended by a limit, by limit."},
 	"cordon_denials_total":               {"counter", "Refusals, by the rule that refused: egress, trajectory, access control."},
-	"cordon_drift_events_total":          {"counter", "Sandboxes stopped because their containment drifted."},
+	"cordon_drift_events_total":          {"counter", "Drift checks that found a sandbox's containment changed (stopped or, with action warn, reported)."},
 	"cordon_approvals_pending":           {"gauge", "Approval requests waiting for a person."},
 	"cordon_probe_results":               {"gauge", "Escape probes of each agent's latest run, by status."},
 	"cordon_http_requests_total":         {"counter", "API requests, by route and status code."},

@@ -257,6 +257,9 @@ func (s *Server) end(e *entry, why string) {
 		e.box.Close()
 		if own := e.box.Why(); own != "" && why == "ended" {
 			why = own
+			if own == "drift" { // the sandbox's own drift watcher stopped it
+				s.metrics.drift(e.agent.Name)
+			}
 		}
 		e.mu.Lock()
 		e.ended, e.endedAt = why, s.opts.Now()

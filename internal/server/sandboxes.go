@@ -292,6 +292,7 @@ func (s *Server) checkpointed(e *entry, cps []toolpolicy.Checkpoint, due bool) {
 	if due {
 		if d, ok := e.box.(interface{ CheckDrift() []string }); ok {
 			if changes := d.CheckDrift(); len(changes) > 0 {
+				s.metrics.drift(e.agent.Name)
 				s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "drift", Data: map[string]any{"changes": changes, "stops": e.profile.DriftStops()}})
 				if e.profile.DriftStops() {
 					go s.end(e, "drift")

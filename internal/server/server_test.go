@@ -638,6 +638,17 @@ func TestDriftCheckedAtCheckpoints(t *testing.T) {
 	if !strings.Contains(string(data), `"type":"drift"`) || !strings.Contains(string(data), "now 67108864") {
 		t.Fatalf("the audit log lacks the drift:\n%s", data)
 	}
+	req, _ := http.NewRequest("GET", f.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+f.tokens["ops"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `cordon_drift_events_total{agent="a"} 1`+"\n") || !strings.Contains(string(body), `cordon_sandbox_ends_total{agent="a",reason="drift"} 1`+"\n") {
+		t.Fatalf("the metrics lack the drift:\n%s", body)
+	}
 }
 
 // The probes run for every agent at start, again when its profile changes,
