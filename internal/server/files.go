@@ -130,8 +130,8 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int 
 	if err != nil {
 		return fail(w, http.StatusBadRequest, "%v", err)
 	}
-	if err := s.begin(e); err != nil {
-		return fail(w, http.StatusConflict, "%v", err)
+	if err := s.begin(e, c, "files.read", map[string]string{"path": p}); err != nil {
+		return fail(w, stepStatus(err), "%v", err)
 	}
 	s.record(e.id, c, audit.Action, "file_read", map[string]any{"path": p, "token": c.name()})
 	body := &lazyBody{w: w}
@@ -165,8 +165,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
 	if m := r.URL.Query().Get("mode"); m != "" {
 		args = append(args, m)
 	}
-	if err := s.begin(e); err != nil {
-		return fail(w, http.StatusConflict, "%v", err)
+	if err := s.begin(e, c, "files.write", map[string]string{"path": p, "mode": r.URL.Query().Get("mode")}); err != nil {
+		return fail(w, stepStatus(err), "%v", err)
 	}
 	s.record(e.id, c, audit.Action, "file_write", map[string]any{"path": p, "token": c.name()})
 	counted := &countingReader{r: r.Body}

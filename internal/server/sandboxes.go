@@ -243,18 +243,31 @@ func (s *Server) keepalive(w http.ResponseWriter, r *http.Request, c caller) int
 	return reply(w, http.StatusOK, e.info())
 }
 
-// begin starts a step of the sandbox's session: refused when a trajectory
-// rule stopped the session.
-func (s *Server) begin(e *entry) error {
+// begin starts a step of the sandbox's session (kind, and what it does,
+// which a person approving it sees): refused when a trajectory rule stopped
+// the session; held when one asked for a person (see hold).
+func (s *Server) begin(e *entry, c caller, kind string, what any) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if cp := e.session.stopped; cp != nil {
-		s.metrics.denial(e.agent.Name, cp.Rule)
-		return fmt.Errorf("the session of sandbox %s was stopped at step %d: %s held (%s)", e.id, cp.Step, cp.Rule, cp.Reason)
+	cp := e.session.stopped
+	if cp == nil {
+		e.running++
+		e.commands++
+		e.mu.Unlock()
+		return nil
 	}
-	e.running++
-	e.commands++
-	return nil
+	e.mu.Unlock()
+	if cp.Action == "approve" && s.opts.Approvals != nil {
+		if err := s.hold(e, c, cp, kind, what); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.running++
+		e.commands++
+		e.mu.Unlock()
+		return nil
+	}
+	s.metrics.denial(e.agent.Name, cp.Rule)
+	return fmt.Errorf("the session of sandbox %s was stopped at step %d: %s held (%s)", e.id, cp.Step, cp.Rule, cp.Reason)
 }
 
 // finish ends a step: counts it in the session, evaluates the trajectory
@@ -284,7 +297,9 @@ func (s *Server) checkpointed(e *entry, cps []toolpolicy.Checkpoint, due bool) {
 	stop := false
 	for _, cp := range cps {
 		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
-		if cp.Action != "warn" {
+		if cp.Action == "stop" || (cp.Action == "approve" && s.opts.Approvals == nil) {
+			// With no approval store to hold the session in, approve
+			// stops it: failing closed.
 			s.metrics.denial(e.agent.Name, cp.Rule)
 			stop = true
 		}
@@ -321,12 +336,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	if !req.Stream {
 		res, err := s.runBuffered(r.Context(), e, c, cmd)
 		if err != nil {
-			return fail(w, http.StatusConflict, "%s", execError(e, err))
+			return fail(w, stepStatus(err), "%s", execError(e, err))
 		}
 		return reply(w, http.StatusOK, res)
 	}
-	if err := s.begin(e); err != nil {
-		return fail(w, http.StatusConflict, "%v", err)
+	if err := s.begin(e, c, "exec", execWhat(cmd)); err != nil {
+		return fail(w, stepStatus(err), "%v", err)
 	}
 	sw := newStreamWriter(w)
 	o, err := s.runCommand(r.Context(), e, c, cmd, sw.stream(false), sw.stream(true))
@@ -363,7 +378,7 @@ func checkExec(req api.ExecRequest) (sandbox.ExecOptions, error) {
 
 // runBuffered runs a command as one step, its output kept for the answer.
 func (s *Server) runBuffered(ctx context.Context, e *entry, c caller, cmd sandbox.ExecOptions) (api.ExecResult, error) {
-	if err := s.begin(e); err != nil {
+	if err := s.begin(e, c, "exec", execWhat(cmd)); err != nil {
 		return api.ExecResult{}, err
 	}
 	var stdout, stderr bytes.Buffer

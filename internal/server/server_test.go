@@ -19,6 +19,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/client"
 	"github.com/cordon-sandbox/cordon/internal/egress"
@@ -697,5 +698,57 @@ func TestProbesOnSchedule(t *testing.T) {
 	data, _ := os.ReadFile(f.log)
 	if !strings.Contains(string(data), `"escaped":["agent-env-canary"]`) {
 		t.Fatalf("the audit log lacks the escape:\n%s", data)
+	}
+}
+
+// A trajectory rule with action approve holds the session: each later
+// step waits until a person approves that very step, then runs once.
+func TestTrajectoryApproveHoldsTheSession(t *testing.T) {
+	p, err := profile.Parse("t.yaml", []byte("version: 1\nagent: a\ntrajectory:\n  rules:\n    - name: many\n      when: 'session.steps >= 2'\n      action: approve\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := approvals.Open(filepath.Join(t.TempDir(), "approvals"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureWith(t, 0, p, nil, nil, func(o *Options) { o.Approvals = store })
+	ctx := context.Background()
+	a, admin := f.client("alice-a"), f.client("ops")
+	sb, err := a.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (api.ExecResult, error) {
+		return a.Run(ctx, sb.ID, api.ExecRequest{Args: args})
+	}
+	run("one")
+	run("two") // the checkpoint after it holds the session
+	_, err = run("three")
+	if !client.IsStatus(err, 423) || !strings.Contains(err.Error(), "trajectory.rules.many") {
+		t.Fatalf("a step of the held session: %v", err)
+	}
+	pending, err := admin.Approvals(ctx, false)
+	if err != nil || len(pending) != 1 || pending[0].Tool != "exec" || !strings.Contains(string(pending[0].Args), `"three"`) {
+		t.Fatalf("pending: %+v %v", pending, err)
+	}
+	if _, err := run("three"); !client.IsStatus(err, 423) {
+		t.Fatalf("asked again before a decision: %v", err)
+	}
+	if _, err := run("four"); !client.IsStatus(err, 423) {
+		t.Fatalf("another step: %v", err)
+	}
+	if _, err := admin.Decide(ctx, pending[0].ID, true, api.Decision{Reason: "fine"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := run("three")
+	if err != nil || !strings.Contains(string(res.Stdout), "ran three") {
+		t.Fatalf("the approved step: %+v %v", res, err)
+	}
+	if _, err := run("three"); !client.IsStatus(err, 423) {
+		t.Fatalf("the approved step, a second time: %v", err)
+	}
+	if got, _ := a.Get(ctx, sb.ID); got.State != "running" {
+		t.Fatalf("the held sandbox was ended: %+v", got)
 	}
 }
