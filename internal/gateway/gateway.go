@@ -74,6 +74,7 @@ type Gateway struct {
 	tools     map[string]*tool // enabled and withdrawn, by the agent's name
 	upstreams map[string]*mcp.ClientSession
 	sessions  map[*mcp.ServerSession]*session
+	stop      chan struct{} // ends tick
 	// waiting are the approval requests a live session waits for.
 	waiting map[string]bool
 	// withdrawn are the tools the sessions refuse, made anew (never
@@ -144,7 +145,40 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		}
 	}
 	g.server.AddReceivingMiddleware(g.enforce)
+	if every := cfg.Profile.CheckpointEvery(); every > 0 {
+		g.stop = make(chan struct{})
+		go g.tick(every, g.stop)
+	}
 	return g, nil
+}
+
+// tick runs the checkpoints of time (trajectory.every) of every session
+// that has one due, and records what held.
+func (g *Gateway) tick(every time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(min(every/4, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		g.mu.Lock()
+		sessions := slices.Collect(maps.Values(g.sessions))
+		g.mu.Unlock()
+		for _, s := range sessions {
+			s.mu.Lock()
+			var cps []toolpolicy.Checkpoint
+			if s.policy.Tick() {
+				cps = s.policy.TakeCheckpoints()
+			}
+			s.mu.Unlock()
+			for _, cp := range cps {
+				g.cfg.Logf("session %s: at a checkpoint of time, %s held (%s): %s", s.id, cp.Rule, cp.Action, cp.Reason)
+				g.record(s, audit.Event{Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
+			}
+		}
+	}
 }
 
 // Server is the MCP server to connect agents to.
@@ -154,6 +188,10 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 // sandboxes).
 func (g *Gateway) Close() {
 	g.mu.Lock()
+	if g.stop != nil {
+		close(g.stop)
+		g.stop = nil
+	}
 	ups := slices.Collect(maps.Values(g.upstreams))
 	g.upstreams = map[string]*mcp.ClientSession{}
 	g.mu.Unlock()

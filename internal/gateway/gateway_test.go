@@ -319,3 +319,61 @@ func TestEverythingIsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// The checkpoints of time (trajectory.every) run between calls, and what
+// held is recorded.
+func TestCheckpointsOfTime(t *testing.T) {
+	p, err := profile.Parse("t.yaml", []byte(`version: 1
+agent: timed
+tools:
+  read_file:
+    class: read
+trajectory:
+  every_steps: 100
+  every: 1s
+  rules:
+    - name: busy
+      when: 'session.calls >= 1'
+      action: warn
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var evs []audit.Event
+	g, err := gateway.New(context.Background(), gateway.Config{
+		Profile: p,
+		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
+			return []byte(`{"content":"x"}`), false, nil
+		},
+		Record: func(e ...audit.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			evs = append(evs, e...)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	f := &fixture{g: g}
+	cs := f.connect(t)
+	call(t, cs, "read_file", `{"path": "a"}`)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		found := false
+		for _, ev := range evs {
+			if ev.Type == "trajectory_checkpoint" && strings.Contains(fmt.Sprint(ev.Data), "trajectory.rules.busy") {
+				found = true
+			}
+		}
+		mu.Unlock()
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint of time was recorded")
+		}
+	}
+}

@@ -14,9 +14,8 @@ import (
 type Trajectory struct {
 	// EverySteps is how many steps apart checkpoints are; 0 is every step.
 	EverySteps int `yaml:"every_steps,omitempty" json:"every_steps,omitempty"`
-	// Every adds a checkpoint each time this long passes in a session of
-	// a kept-alive sandbox (cordon serve), with or without steps ("30s");
-	// empty: none.
+	// Every adds a checkpoint each time this long passes since the last
+	// one, with or without steps ("30s"); empty: none.
 	Every string `yaml:"every,omitempty" json:"every,omitempty"`
 	// Rules are CEL expressions over the session (see SessionVars).
 	Rules []TrajectoryRule `yaml:"rules,omitempty" json:"rules,omitempty"`

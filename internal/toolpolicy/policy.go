@@ -91,6 +91,7 @@ type Session struct {
 
 	counters    counters
 	checkpoints []Checkpoint
+	lastAt      time.Time // the last checkpoint (the start before one)
 	// tripped is the stop or approve rule that held, if any.
 	tripped *Checkpoint
 

@@ -362,3 +362,45 @@ trajectory:
 		t.Errorf("counters: %v", v)
 	}
 }
+
+// A checkpoint of time (trajectory.every) evaluates the rules between the
+// checkpoints of steps.
+func TestCheckpointOfTime(t *testing.T) {
+	p := load(t, `version: 1
+agent: mover
+tools:
+  fetch:
+    class: external
+trajectory:
+  every_steps: 100
+  every: 30s
+  rules:
+    - name: chatty
+      when: 'session.calls >= 2'
+      action: stop
+`)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := NewSession(p, func() time.Time { return now })
+	for i := 0; i < 2; i++ {
+		if d := s.Decide(Call{Tool: "fetch", Args: map[string]any{"url": "https://example.com/"}}); !d.Allow {
+			t.Fatalf("call %d: %+v", i, d)
+		}
+	}
+	if s.Tick() || len(s.TakeCheckpoints()) != 0 {
+		t.Fatal("a checkpoint of time before its time")
+	}
+	now = now.Add(31 * time.Second)
+	if !s.Tick() {
+		t.Fatal("no checkpoint of time after 31s")
+	}
+	cps := s.TakeCheckpoints()
+	if len(cps) != 1 || cps[0].Rule != "trajectory.rules.chatty" || cps[0].Step != 2 {
+		t.Fatalf("checkpoints: %+v", cps)
+	}
+	if d := s.Decide(Call{Tool: "fetch", Args: map[string]any{"url": "https://example.com/"}}); d.Allow || d.Limit != "trajectory" {
+		t.Fatalf("a call after the stop: %+v", d)
+	}
+	if s.Tick() {
+		t.Fatal("a checkpoint of time in a stopped session")
+	}
+}

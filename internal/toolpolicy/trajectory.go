@@ -103,7 +103,17 @@ func (s *Session) checkpoint() {
 	if s.tripped != nil {
 		return
 	}
-	for _, cp := range Checkpoints(s.p, s.steps, s.vars(), s.counters.refused) {
+	if !Due(s.p, s.steps) {
+		return
+	}
+	s.lastAt = s.now()
+	s.apply(Evaluate(s.p, s.steps, s.vars(), s.counters.refused))
+}
+
+// apply keeps the rules that held at a checkpoint, and trips the session
+// on the first stop or approve rule.
+func (s *Session) apply(cps []Checkpoint) {
+	for _, cp := range cps {
 		s.checkpoints = append(s.checkpoints, cp)
 		if cp.Action != "warn" && s.tripped == nil {
 			c := cp
@@ -120,6 +130,27 @@ func Due(p *profile.Profile, step int) bool {
 		every = t.EverySteps
 	}
 	return step%every == 0
+}
+
+// Tick runs the checkpoint of trajectory.every when it is due: the last
+// checkpoint, of steps or of time, is that old. It reports whether it ran;
+// what held is taken with TakeCheckpoints, and a stop or approve rule
+// applies to the session's later calls as at a checkpoint of steps.
+func (s *Session) Tick() bool {
+	every := s.p.CheckpointEvery()
+	if every == 0 || s.tripped != nil {
+		return false
+	}
+	last := s.lastAt
+	if last.IsZero() {
+		last = s.start
+	}
+	if s.now().Sub(last) < every {
+		return false
+	}
+	s.lastAt = s.now()
+	s.apply(Evaluate(s.p, s.steps, s.vars(), s.counters.refused))
+	return true
 }
 
 // Checkpoints evaluates p's trajectory rules over a session at step, when a
