@@ -215,15 +215,13 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	}
 	s.claiming[a.Name]++
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.claiming[a.Name]--
-		s.mu.Unlock()
-	}()
 	e := s.pools[a.Name].take()
 	if e == nil {
 		var err error
 		if e, err = s.build(a, false); err != nil {
+			s.mu.Lock()
+			s.claiming[a.Name]--
+			s.mu.Unlock()
 			return nil, err
 		}
 	}
@@ -231,8 +229,10 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	e.mu.Lock()
 	e.claimed, e.touched = now, now
 	e.mu.Unlock()
+	// The reservation becomes the entry in one step.
 	s.mu.Lock()
 	s.entries[e.id] = e
+	s.claiming[a.Name]--
 	s.mu.Unlock()
 	s.touch(e)
 	s.record(e.id, c, audit.Decision, "start", map[string]any{
