@@ -245,6 +245,7 @@ func (x *Box) Exec(ctx context.Context, e ExecOptions) (outcome.Outcome, error) 
 	x.running++
 	x.last = time.Now()
 	x.mu.Unlock()
+	x.lim.started()
 	defer func() {
 		x.mu.Lock()
 		delete(x.waiting, id)

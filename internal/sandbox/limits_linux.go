@@ -18,7 +18,7 @@ import (
 // how often while a kept-alive sandbox runs no command.
 const (
 	watchEvery     = 20 * time.Millisecond
-	idleWatchEvery = 250 * time.Millisecond
+	idleWatchEvery = time.Second
 )
 
 // limiter enforces the limits that live on the host side: the sandbox's
@@ -32,8 +32,10 @@ type limiter struct {
 	perCommand bool
 	// idle, when set, says no command runs: the counters are then read
 	// every idleWatchEvery only (what a command left running is still
-	// watched, only less often; the kernel enforces the limits meanwhile).
+	// watched, only less often; the kernel enforces the limits meanwhile),
+	// until a command's start sends on busy.
 	idle func() bool
+	busy chan struct{}
 	// cleanup removes the group if cordon dies (see startCleanup): the
 	// helper's stdin, and the helper.
 	cleanup       *os.File
@@ -57,7 +59,7 @@ func needsCgroup(r profile.Resources) bool {
 // allowed running with the limits that then fall back or go unenforced.
 func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result) (*limiter, error) {
 	r := p.Resources
-	l := &limiter{res: r, stop: make(chan struct{})}
+	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1)}
 	spec.Rlimits = Rlimits{
 		CPUSeconds: ceilSeconds(r.CPUTime),
 		FileSize:   quantity(r.FileSize),
@@ -163,17 +165,20 @@ func (l *limiter) begin(initPid int, placed bool, kill func()) error {
 // one process; the whole sandbox goes), or the sandbox's CPU time used up.
 func (l *limiter) watch() {
 	defer l.wg.Done()
-	t := time.NewTicker(watchEvery)
+	t := time.NewTimer(watchEvery)
 	defer t.Stop()
-	for n := 0; ; n++ {
+	for {
 		select {
 		case <-l.stop:
 			return
+		case <-l.busy:
 		case <-t.C:
 		}
-		if l.idle != nil && n%int(idleWatchEvery/watchEvery) != 0 && l.idle() {
-			continue
+		next := watchEvery
+		if l.idle != nil && l.idle() {
+			next = idleWatchEvery
 		}
+		t.Reset(next)
 		s, err := l.group.Stats()
 		if err != nil {
 			continue
@@ -199,6 +204,14 @@ func (l *limiter) trip(limit string) {
 	l.mu.Unlock()
 	if first {
 		l.killAll()
+	}
+}
+
+// started tells the watcher a command started: back to watchEvery.
+func (l *limiter) started() {
+	select {
+	case l.busy <- struct{}{}:
+	default:
 	}
 }
 
