@@ -291,8 +291,8 @@ func (s *Server) finish(e *entry, kind, file string, o *outcome.Outcome, refused
 }
 
 // checkpointed records the rules that held at a checkpoint of e's session
-// and, when one was due, checks e for drift; a stop rule, or drift that
-// stops, ends the sandbox.
+// and, when one was due and the profile sets checkpoints, checks e for
+// drift; a stop rule, or drift that stops, ends the sandbox.
 func (s *Server) checkpointed(e *entry, cps []toolpolicy.Checkpoint, due bool) {
 	stop := false
 	for _, cp := range cps {
@@ -304,7 +304,10 @@ func (s *Server) checkpointed(e *entry, cps []toolpolicy.Checkpoint, due bool) {
 			stop = true
 		}
 	}
-	if due {
+	// A profile without a trajectory section has no checkpoints of its
+	// own (every step would be one): its drift checks keep to their own
+	// interval, off the commands' path.
+	if due && e.profile.Trajectory != nil {
 		if d, ok := e.box.(interface{ CheckDrift() []string }); ok {
 			if changes := d.CheckDrift(); len(changes) > 0 {
 				s.metrics.drift(e.agent.Name)
