@@ -193,17 +193,9 @@ func (x *Box) dispatch() {
 
 // send sends a request to init, with files.
 func (x *Box) send(r Request, files ...*os.File) error {
-	b, err := json.Marshal(r)
+	b, oob, err := encodeMessage(r, files)
 	if err != nil {
 		return err
-	}
-	var oob []byte
-	if len(files) > 0 {
-		fds := make([]int, len(files))
-		for i, f := range files {
-			fds[i] = int(f.Fd())
-		}
-		oob = unix.UnixRights(fds...)
 	}
 	_, _, err = x.ctl.WriteMsgUnix(b, oob, nil)
 	return err

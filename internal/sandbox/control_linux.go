@@ -34,14 +34,21 @@ const maxMessage = 256 << 10
 // SendMessage sends v as one JSON datagram on a SOCK_SEQPACKET socket, with
 // files passed alongside.
 func SendMessage(sock *os.File, v any, files ...*os.File) error {
-	b, err := json.Marshal(v)
+	b, oob, err := encodeMessage(v, files)
 	if err != nil {
 		return err
 	}
-	if len(b) > maxMessage {
-		return fmt.Errorf("control message of %d bytes is over %d", len(b), maxMessage)
+	return unix.Sendmsg(int(sock.Fd()), b, oob, nil, 0)
+}
+
+// encodeMessage is a message's datagram and its control data (the files).
+func encodeMessage(v any, files []*os.File) (b, oob []byte, err error) {
+	if b, err = json.Marshal(v); err != nil {
+		return nil, nil, err
 	}
-	var oob []byte
+	if len(b) > maxMessage {
+		return nil, nil, fmt.Errorf("control message of %d bytes is over %d", len(b), maxMessage)
+	}
 	if len(files) > 0 {
 		fds := make([]int, len(files))
 		for i, f := range files {
@@ -49,7 +56,7 @@ func SendMessage(sock *os.File, v any, files ...*os.File) error {
 		}
 		oob = unix.UnixRights(fds...)
 	}
-	return unix.Sendmsg(int(sock.Fd()), b, oob, nil, 0)
+	return b, oob, nil
 }
 
 // RecvMessage receives one datagram sent with SendMessage into v, and the

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -121,19 +122,33 @@ func fileArgs(r *http.Request) (string, error) {
 	return p, nil
 }
 
-func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int {
+// fileStep starts a files request as a step of the sandbox's session:
+// the sandbox, the path, and the status already answered when it cannot.
+func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, kind, action string) (*entry, string, int) {
 	e, status := s.live(w, r, c)
 	if e == nil {
-		return status
+		return nil, "", status
 	}
 	p, err := fileArgs(r)
 	if err != nil {
-		return fail(w, http.StatusBadRequest, "%v", err)
+		return nil, "", fail(w, http.StatusBadRequest, "%v", err)
 	}
-	if err := s.begin(e, c, "files.read", map[string]string{"path": p}); err != nil {
-		return fail(w, stepStatus(err), "%v", err)
+	what := map[string]string{"path": p}
+	if m := r.URL.Query().Get("mode"); m != "" {
+		what["mode"] = m
 	}
-	s.record(e.id, c, audit.Action, "file_read", map[string]any{"path": p, "token": c.name()})
+	if err := s.begin(e, c, kind, what); err != nil {
+		return nil, "", fail(w, stepStatus(err), "%v", err)
+	}
+	s.record(e.id, c, audit.Action, action, map[string]any{"path": p, "token": c.name()})
+	return e, p, 0
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, p, status := s.fileStep(w, r, c, "files.read", "file_read")
+	if e == nil {
+		return status
+	}
 	body := &lazyBody{w: w}
 	var stderr bytes.Buffer
 	o, err := e.box.Exec(r.Context(), sandbox.ExecOptions{Args: []string{"cordon", FileArg, "read", p}, SelfExec: true, Stdout: body, Stderr: &stderr})
@@ -153,22 +168,14 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int 
 }
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
-	e, status := s.live(w, r, c)
+	e, p, status := s.fileStep(w, r, c, "files.write", "file_write")
 	if e == nil {
 		return status
-	}
-	p, err := fileArgs(r)
-	if err != nil {
-		return fail(w, http.StatusBadRequest, "%v", err)
 	}
 	args := []string{"cordon", FileArg, "write", p}
 	if m := r.URL.Query().Get("mode"); m != "" {
 		args = append(args, m)
 	}
-	if err := s.begin(e, c, "files.write", map[string]string{"path": p, "mode": r.URL.Query().Get("mode")}); err != nil {
-		return fail(w, stepStatus(err), "%v", err)
-	}
-	s.record(e.id, c, audit.Action, "file_write", map[string]any{"path": p, "token": c.name()})
 	counted := &countingReader{r: r.Body}
 	var stderr bytes.Buffer
 	o, err := e.box.Exec(r.Context(), sandbox.ExecOptions{Args: args, SelfExec: true, Stdin: counted, Stderr: &stderr})
@@ -176,11 +183,11 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
 	case err != nil:
 		status = fail(w, http.StatusConflict, "%s", execError(e, err))
 	case o.Status == outcome.OK:
-		status = reply(w, http.StatusOK, map[string]any{"path": p, "bytes": counted.n})
+		status = reply(w, http.StatusOK, map[string]any{"path": p, "bytes": counted.n.Load()})
 	default:
 		status = fail(w, fileStatus(o), "writing %s in sandbox %s: %s", p, e.id, fileMessage(o, stderr.String()))
 	}
-	s.afterFile(e, c, "files.write", p, &o, err, status, counted.n)
+	s.afterFile(e, c, "files.write", p, &o, err, status, counted.n.Load())
 	return status
 }
 
@@ -239,13 +246,15 @@ func (b *lazyBody) finish() int {
 	return http.StatusOK
 }
 
+// countingReader counts what is read through it; the count may be read
+// while another goroutine still reads.
 type countingReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }

@@ -148,6 +148,20 @@ func newFixtureWith(t *testing.T, pool int, p *profile.Profile, result func([]st
 
 func (f *fixture) client(name string) *client.Client { return client.New(f.url, f.tokens[name]) }
 
+// metrics scrapes /metrics with the admin's token.
+func (f *fixture) metrics(t *testing.T) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", f.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+f.tokens["ops"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
+
 func (f *fixture) advance(d time.Duration) {
 	t := f.now.Load().Add(d)
 	f.now.Store(&t)
@@ -404,14 +418,7 @@ func TestMetrics(t *testing.T) {
 	sb, _ := a.Create(ctx, "")
 	a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"true"}})
 	a.Create(ctx, "b")
-	req, _ := http.NewRequest("GET", f.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+f.tokens["ops"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body := f.metrics(t)
 	for _, want := range []string{
 		`cordon_sandboxes{agent="a",state="running"} 1`,
 		`cordon_commands_total{agent="a",status="ok"} 1`,
@@ -419,7 +426,7 @@ func TestMetrics(t *testing.T) {
 		`cordon_denials_total{agent="a",rule="access.agent"} 1`,
 		"# TYPE cordon_sandbox_starts_total counter",
 	} {
-		if !strings.Contains(string(body), want+"\n") {
+		if !strings.Contains(body, want+"\n") {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}
 	}
@@ -639,15 +646,8 @@ func TestDriftCheckedAtCheckpoints(t *testing.T) {
 	if !strings.Contains(string(data), `"type":"drift"`) || !strings.Contains(string(data), "now 67108864") {
 		t.Fatalf("the audit log lacks the drift:\n%s", data)
 	}
-	req, _ := http.NewRequest("GET", f.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+f.tokens["ops"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(body), `cordon_drift_events_total{agent="a"} 1`+"\n") || !strings.Contains(string(body), `cordon_sandbox_ends_total{agent="a",reason="drift"} 1`+"\n") {
+	body := f.metrics(t)
+	if !strings.Contains(body, `cordon_drift_events_total{agent="a"} 1`+"\n") || !strings.Contains(body, `cordon_sandbox_ends_total{agent="a",reason="drift"} 1`+"\n") {
 		t.Fatalf("the metrics lack the drift:\n%s", body)
 	}
 }
@@ -682,17 +682,10 @@ func TestProbesOnSchedule(t *testing.T) {
 	waitFor(t, "a run after the profile changed", func() bool { return count("a") == 2 })
 	f.advance(61 * time.Minute)
 	waitFor(t, "the runs of probe_every", func() bool { return count("a") == 3 && count("b") == 2 })
-	req, _ := http.NewRequest("GET", f.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+f.tokens["ops"])
 	waitFor(t, "the escape in the metrics", func() bool {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(body), `cordon_probe_results{agent="a",status="escaped"} 1`+"\n") &&
-			strings.Contains(string(body), `cordon_probe_results{agent="b",status="contained"} 29`+"\n")
+		body := f.metrics(t)
+		return strings.Contains(body, `cordon_probe_results{agent="a",status="escaped"} 1`+"\n") &&
+			strings.Contains(body, `cordon_probe_results{agent="b",status="contained"} 29`+"\n")
 	})
 	f.srv.opts.Audit.Flush()
 	data, _ := os.ReadFile(f.log)
