@@ -141,6 +141,10 @@ func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, kind
 		return nil, "", fail(w, stepStatus(err), "%v", err)
 	}
 	s.record(e.id, c, audit.Action, action, map[string]any{"path": p, "token": c.name()})
+	if err := s.recordAction(); err != nil {
+		s.finish(e, kind, p, nil, true)
+		return nil, "", fail(w, stepStatus(err), "%v", err)
+	}
 	return e, p, 0
 }
 

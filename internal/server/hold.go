@@ -24,8 +24,12 @@ func (e *heldError) Error() string { return e.msg }
 // one held for approval, 409 otherwise.
 func stepStatus(err error) int {
 	var held *heldError
-	if errors.As(err, &held) {
+	var unrecorded *auditError
+	switch {
+	case errors.As(err, &held):
 		return http.StatusLocked
+	case errors.As(err, &unrecorded):
+		return http.StatusInternalServerError
 	}
 	return http.StatusConflict
 }

@@ -405,17 +405,23 @@ func (s *Server) runCommand(ctx context.Context, e *entry, c caller, cmd sandbox
 		stdin = r.Len()
 	}
 	s.record(e.id, c, audit.Action, "exec", map[string]any{"argv": cmd.Args, "cwd": cmd.Dir, "env": names, "token": c.name(), "stdin_bytes": stdin})
+	if err := s.recordAction(); err != nil {
+		s.finish(e, "exec", "", nil, true)
+		return outcome.Outcome{}, err
+	}
 	caps := [2]*audit.Capture{audit.NewCapture(captureMax), audit.NewCapture(captureMax)}
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, caps[0]), io.MultiWriter(stderr, caps[1])
 	o, err := e.box.Exec(ctx, cmd)
 	o.Sandbox = e.id
-	s.afterExec(e, c, &o, err, caps)
+	if rerr := s.afterExec(e, c, &o, err, caps); rerr != nil && err == nil {
+		return o, &auditError{fmt.Sprintf("the command ran (%s), but its record could not be written (%v): as with cordon run, that is not success", o.Status, rerr)}
+	}
 	return o, err
 }
 
 // afterExec records a command's outcome and what the agent was shown, and
 // counts it in the session and the metrics.
-func (s *Server) afterExec(e *entry, c caller, o *outcome.Outcome, err error, caps [2]*audit.Capture) {
+func (s *Server) afterExec(e *entry, c caller, o *outcome.Outcome, err error, caps [2]*audit.Capture) error {
 	if err != nil {
 		s.record(e.id, c, audit.Decision, "exec_failed", map[string]any{"error": err.Error()})
 	} else {
@@ -435,7 +441,7 @@ func (s *Server) afterExec(e *entry, c caller, o *outcome.Outcome, err error, ca
 		s.metrics.command(e.agent.Name, string(o.Status), limit)
 	}
 	s.finish(e, "exec", "", o, err != nil)
-	s.recorded()
+	return s.recorded()
 }
 
 // execError says why a command could not run.

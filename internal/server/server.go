@@ -185,7 +185,7 @@ func (s *Server) Close() {
 // recorded makes a request's records durable as the configuration says:
 // on the disk before the answer, or written now and on the disk within
 // audit_sync.
-func (s *Server) recorded() {
+func (s *Server) recorded() error {
 	var err error
 	if s.opts.Config.SyncEvery == 0 {
 		err = s.opts.Audit.Flush()
@@ -198,6 +198,22 @@ func (s *Server) recorded() {
 	if err := s.index(); err != nil {
 		s.logf("%v", err)
 	}
+	return err
+}
+
+// auditError is a step that could not be recorded: not run, or run and
+// not on the record.
+type auditError struct{ msg string }
+
+func (e *auditError) Error() string { return e.msg }
+
+// recordAction writes a step's action before it runs: no record, no run.
+func (s *Server) recordAction() error {
+	if err := s.opts.Audit.Write(); err != nil {
+		s.logf("audit log: %v", err)
+		return &auditError{fmt.Sprintf("the audit log cannot be written (%v); the step was not run", err)}
+	}
+	return nil
 }
 
 // syncer puts what was written on the disk every interval.

@@ -745,3 +745,49 @@ func TestTrajectoryApproveHoldsTheSession(t *testing.T) {
 		t.Fatalf("the held sandbox was ended: %+v", got)
 	}
 }
+
+// No record, no run: a command whose action cannot be written to the
+// audit log does not run, and the answer says so.
+func TestUnrecordedStepsDoNotRun(t *testing.T) {
+	var ran atomic.Int64
+	var f *fixture
+	breakLog := func() {
+		if err := os.Remove(f.log); err != nil {
+			t.Error(err)
+		}
+		if err := os.Mkdir(f.log, 0o700); err != nil {
+			t.Error(err)
+		}
+	}
+	f = newFixture(t, 0, nil, func(args []string) outcome.Outcome {
+		ran.Add(1)
+		if args[0] == "break-the-log" {
+			breakLog()
+		}
+		code := 0
+		return outcome.Outcome{Status: outcome.OK, CommandExitCode: &code}
+	})
+	ctx := context.Background()
+	a := f.client("alice-a")
+	sb, err := a.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"true"}}); err != nil || ran.Load() != 1 {
+		t.Fatalf("a recorded command: %v (ran %d)", err, ran.Load())
+	}
+	// The log's file becomes a directory while a command runs: the
+	// command ran, its record cannot be written, and that is no success.
+	res, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"break-the-log"}})
+	if !client.IsStatus(err, 500) || !strings.Contains(err.Error(), "the command ran (ok), but its record could not be written") || res.Stdout != nil {
+		t.Fatalf("a command whose record fails: %+v %v", res, err)
+	}
+	_, err = a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"true"}})
+	if !client.IsStatus(err, 500) || !strings.Contains(err.Error(), "the step was not run") || ran.Load() != 2 {
+		t.Fatalf("a command with no audit log: %v (ran %d)", err, ran.Load())
+	}
+	err = a.Upload(ctx, sb.ID, "/workspace/x", strings.NewReader("x"), 0)
+	if !client.IsStatus(err, 500) || !strings.Contains(err.Error(), "the step was not run") {
+		t.Fatalf("an upload with no audit log: %v", err)
+	}
+}
