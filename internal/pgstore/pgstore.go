@@ -195,7 +195,7 @@ func (d *DB) Search(ctx context.Context, q Query) ([]Indexed, error) {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
 	args = append(args, q.Limit)
-	sql = fmt.Sprintf("SELECT node, event FROM (%s ORDER BY id DESC LIMIT $%d) last ORDER BY (event->>'time')", strings.Replace(sql, "SELECT node, event", "SELECT id, node, event", 1), len(args))
+	sql = fmt.Sprintf("SELECT node, event FROM (%s ORDER BY id DESC LIMIT $%d) last ORDER BY time, id", strings.Replace(sql, "SELECT node, event", "SELECT id, time, node, event", 1), len(args))
 	rows, err := d.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("audit index: %w", err)

@@ -136,7 +136,9 @@ func TestApprovalsDamaged(t *testing.T) {
 func TestAuditIndexAndSessions(t *testing.T) {
 	db, _ := testDB(t)
 	ctx := context.Background()
-	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	// .250 then .251: as RFC 3339 text ".25Z" sorts after ".251Z"; the
+	// index must order by time, not by its text.
+	t0 := time.Date(2026, 12, 3, 6, 51, 53, 250_000_000, time.UTC)
 	evs := []audit.Event{
 		{Time: t0, Sandbox: "sb-1", Agent: "a", Kind: audit.Action, Type: "exec", Data: map[string]any{"argv": []string{"make"}}},
 		{Time: t0.Add(time.Millisecond), Sandbox: "sb-1", Agent: "a", Kind: audit.Decision, Type: "outcome"},
