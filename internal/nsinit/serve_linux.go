@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -135,30 +136,9 @@ func execRequest(spec *sandbox.Spec, req sandbox.Request, files []*os.File) (int
 		s.Workdir = req.Dir
 	}
 	for _, kv := range req.Env {
-		s.Env = setEnv(s.Env, kv)
+		name, value, _ := strings.Cut(kv, "=")
+		s.Env = sandbox.SetEnv(s.Env, name, value)
 	}
-	for _, kv := range s.Env {
-		if len(kv) > 5 && kv[:5] == "PATH=" {
-			s.Path = kv[5:]
-		}
-	}
+	s.Path = sandbox.PathOf(s.Env)
 	return startCommand(&s, files)
-}
-
-// setEnv sets the variable of kv ("NAME=value") in env.
-func setEnv(env []string, kv string) []string {
-	name := kv
-	for i := 0; i < len(kv); i++ {
-		if kv[i] == '=' {
-			name = kv[:i+1]
-			break
-		}
-	}
-	out := make([]string, 0, len(env)+1)
-	for _, e := range env {
-		if len(e) < len(name) || e[:len(name)] != name {
-			out = append(out, e)
-		}
-	}
-	return append(out, kv)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -36,7 +35,6 @@ type Box struct {
 	b    *booted
 	ctl  *net.UnixConn // through Go's poller: no thread waits on it
 	null *os.File      // /dev/null, the stdin of commands without input
-	born time.Time
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -73,7 +71,7 @@ func Start(opts Options) (*Box, error) {
 	spec.Serve = true
 	lim.perCommand = true
 	var built atomic.Pointer[Box] // the watcher starts before the Box exists
-	lim.idle = func() bool { x := built.Load(); return x != nil && x.Idle() > 0 }
+	lim.idle = func() bool { x := built.Load(); return x != nil && x.idle() > 0 }
 	ok, ended := false, false
 	defer func() {
 		if !ok && !ended && lim.group != nil {
@@ -146,7 +144,7 @@ func Start(opts Options) (*Box, error) {
 		return fail(setupErr("control socket", err))
 	}
 	now := time.Now()
-	x := &Box{opts: opts, res: res, lim: lim, b: b, null: null, drift: drifter, ctl: conn.(*net.UnixConn), born: now, last: now,
+	x := &Box{opts: opts, res: res, lim: lim, b: b, null: null, drift: drifter, ctl: conn.(*net.UnixConn), last: now,
 		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{})}
 	built.Store(x)
 	go x.dispatch()
@@ -497,8 +495,8 @@ func (x *Box) Ended() bool {
 // Done is closed once the sandbox's init has ended.
 func (x *Box) Done() <-chan struct{} { return x.reaped }
 
-// Idle returns how long no command has run, 0 while one runs.
-func (x *Box) Idle() time.Duration {
+// idle returns how long no command has run, 0 while one runs.
+func (x *Box) idle() time.Duration {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.running > 0 {
@@ -506,12 +504,6 @@ func (x *Box) Idle() time.Duration {
 	}
 	return time.Since(x.last)
 }
-
-// Age returns how long ago the sandbox was built.
-func (x *Box) Age() time.Duration { return time.Since(x.born) }
-
-// Pid is the host pid of the sandbox's init.
-func (x *Box) Pid() int { return x.b.init.pid }
 
 // Why says what ended the sandbox: a limit's name, "drift", or "" when it
 // was stopped (or still runs).
@@ -545,6 +537,3 @@ func (x *Box) Close() {
 		x.lim.end()
 	})
 }
-
-// String names the sandbox for messages.
-func (x *Box) String() string { return fmt.Sprintf("sandbox (init %d)", x.b.init.pid) }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -500,11 +499,7 @@ func buildSpec(opts Options) (*Spec, error) {
 		Landlock: true,
 		Seccomp:  true,
 	}
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			spec.Path = strings.TrimPrefix(kv, "PATH=")
-		}
-	}
+	spec.Path = PathOf(env)
 	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
 		spec.Mounts = append(spec.Mounts, Mount{Source: "/dev/" + d, Target: "/dev/" + d, Device: true, Writable: true})
 	}
@@ -518,10 +513,10 @@ func buildSpec(opts Options) (*Spec, error) {
 		spec.ProxyAddr = ProxyAddr
 		proxyURL := "http://" + ProxyAddr
 		for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-			spec.Env = setEnv(spec.Env, name, proxyURL)
+			spec.Env = SetEnv(spec.Env, name, proxyURL)
 		}
 		for _, name := range []string{"ALL_PROXY", "all_proxy"} {
-			spec.Env = setEnv(spec.Env, name, "socks5h://"+ProxyAddr)
+			spec.Env = SetEnv(spec.Env, name, "socks5h://"+ProxyAddr)
 		}
 		if p.Network.Transparent {
 			// DNS goes to cordon's resolver, through a synthetic resolv.conf.
@@ -711,17 +706,6 @@ func tapped(dst io.Writer, tap io.Writer) io.Writer {
 
 // ProxyAddr is where the proxy answers inside the sandbox.
 const ProxyAddr = "127.0.0.1:3128"
-
-// setEnv sets name in env, replacing an earlier value.
-func setEnv(env []string, name, value string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, name+"=") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, name+"="+value)
-}
 
 // startProxy runs the egress proxy for one sandbox: it returns the socket
 // end init receives connections on, and a function that waits (briefly)

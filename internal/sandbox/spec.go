@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Spec is everything the sandbox init needs, computed on the host side. It
@@ -126,6 +127,29 @@ type Status struct {
 	// TmpUsed is, at exit, the most bytes used in any of the size-capped
 	// file systems (/tmp, /dev/shm, home).
 	TmpUsed int64 `json:"tmp_used,omitempty"`
+}
+
+// SetEnv sets name in env, replacing an earlier value; env is not
+// changed.
+func SetEnv(env []string, name, value string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, name+"="+value)
+}
+
+// PathOf is the value of PATH in env, "" without one.
+func PathOf(env []string) string {
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	return path
 }
 
 // Placed is what cordon writes after the spec once init is in its cgroups.

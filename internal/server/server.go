@@ -37,7 +37,6 @@ type Sandbox interface {
 	Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error)
 	Close()
 	Done() <-chan struct{}
-	Idle() time.Duration
 	// Why says what ended the sandbox by itself: a limit, "drift", or "".
 	Why() string
 }

@@ -65,7 +65,6 @@ func (b *fakeBox) Close() {
 }
 
 func (b *fakeBox) Done() <-chan struct{} { return b.done }
-func (b *fakeBox) Idle() time.Duration   { return 0 }
 func (b *fakeBox) Why() string           { return "" }
 
 // fixture is a server with agents a and b, a token for each and an

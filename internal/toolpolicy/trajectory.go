@@ -153,15 +153,6 @@ func (s *Session) Tick() bool {
 	return true
 }
 
-// Checkpoints evaluates p's trajectory rules over a session at step, when a
-// checkpoint is due there (see Due), and returns those that held.
-func Checkpoints(p *profile.Profile, step int, session map[string]any, refused []bool) []Checkpoint {
-	if !Due(p, step) {
-		return nil
-	}
-	return Evaluate(p, step, session, refused)
-}
-
 // Evaluate evaluates p's trajectory rules at a checkpoint and returns those
 // that held. session is what the rules see as `session`; refused says, for
 // each of the last decisions, whether it was refused (the probing rule).
