@@ -110,7 +110,7 @@ type change struct {
 }
 
 // Journal is where a store's lines live: a file on this host (the
-// default), or a table several hosts share (internal/pgstore).
+// default), or a table several hosts share (internal/statedb).
 type Journal interface {
 	// Locked calls f with every line of the journal, oldest first, under
 	// the journal's exclusive lock, and appends the lines f returns,

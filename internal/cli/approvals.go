@@ -30,7 +30,7 @@ func approvalsCmd(e *env, args []string) int {
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlags(e, "approvals "+sub, "approvals "+sub+" [flags]")
-	dir := fs.String("store", "", "the approval store's `DIR` (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
+	dir := fs.String("store", "", "the approval store: a `DIR`, cordon serve's SQLite database (STATE/serve/db/cordon.db) or a postgres:// URL (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	all := fs.Bool("all", false, "list: every request, decided ones too")
 	by := fs.String("by", "", "approve, deny: the approver's `NAME`")

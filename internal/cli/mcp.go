@@ -49,7 +49,7 @@ func mcpCmd(e *env, args []string) int {
 	auditLog := fs.String("audit-log", "", "append the calls' audit events to `FILE` (default: the configuration's)")
 	addr := fs.String("http", "", "serve streamable HTTP on `ADDR` (a loopback address and port) instead of stdin and stdout")
 	jsonOut := fs.Bool("json", false, "mcp tools: print JSON")
-	storeDir := fs.String("approval-store", "", "hold calls that need approval in `DIR` (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
+	storeDir := fs.String("approval-store", "", "hold calls that need approval in `STORE`: a directory, an SQLite database or a postgres:// URL (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)

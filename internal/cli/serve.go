@@ -23,11 +23,11 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/config"
-	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/server"
+	"github.com/cordon-sandbox/cordon/internal/statedb"
 )
 
 // serveCmd implements `cordon serve --config FILE` and `cordon serve token`.
@@ -46,7 +46,7 @@ func serveCmd(e *env, args []string) int {
 	var degraded list
 	fs.Var(&degraded, "allow-degraded", "build sandboxes even if `LAYER` is unavailable; repeatable or comma-separated")
 	auditLog := fs.String("audit-log", "", "the audit log `FILE` (default: the configuration's, see cordon audit)")
-	storeDir := fs.String("approval-store", approvals.DefaultDir(), "the approval store the admin API decides in: a `DIR`, or a postgres:// URL (the configuration's database, when it names one, wins)")
+	storeDir := fs.String("approval-store", "", "the approval store the admin API decides in: a `DIR`, an SQLite file or a postgres:// URL (default: the configuration's database)")
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
 	}
@@ -84,23 +84,33 @@ func serveCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, fmt.Errorf("audit log: %w", err))
 	}
+	// A sandbox's relative workspace is a directory of its own under
+	// state/sandboxes: what it sees is checked from there.
+	sandboxDir := filepath.Join(state, "sandboxes", "sb")
 	for _, a := range cfg.Agents {
-		if where := visibleIn(a.Loaded, state, al.log.Path()); where != "" {
+		if where := visibleIn(a.Loaded, sandboxDir, al.log.Path()); where != "" {
 			return fail(e, fmt.Errorf("agent %s: the audit log %s is inside %s, which its sandboxes can see", a.Name, al.log.Path(), where))
 		}
 	}
-	var db *pgstore.DB
-	if cfg.Database != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		db, err = pgstore.Open(ctx, cfg.Database)
-		cancel()
-		if err != nil {
-			return fail(e, err)
-		}
-		defer db.Close()
+	if cfg.Database == "" {
+		cfg.Database = filepath.Join(state, "db", "cordon.db")
 	}
+	if !statedb.IsPostgres(cfg.Database) {
+		for _, a := range cfg.Agents {
+			if where := visibleIn(a.Loaded, sandboxDir, strings.TrimPrefix(cfg.Database, "sqlite:")); where != "" {
+				return fail(e, fmt.Errorf("agent %s: the database %s is inside %s, which its sandboxes can see", a.Name, cfg.Database, where))
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	db, err := statedb.Open(ctx, cfg.Database)
+	cancel()
+	if err != nil {
+		return fail(e, err)
+	}
+	defer db.Close()
 	var store *approvals.Store
-	if db != nil {
+	if *storeDir == "" {
 		store, err = approvals.OpenJournal(db.Approvals(), nil)
 	} else {
 		store, err = openApprovalStore(*storeDir)
@@ -201,15 +211,16 @@ func probeAgent(degraded list) func(ctx context.Context, a *server.Agent, p *pro
 	}
 }
 
-// openApprovalStore opens the approval store at where: a directory, or a
-// postgres:// URL (the journal several hosts share).
+// openApprovalStore opens the approval store at where: a directory, an
+// SQLite file (cordon serve's database), or a postgres:// URL (the
+// journal several hosts share).
 func openApprovalStore(where string) (*approvals.Store, error) {
-	if !pgstore.IsURL(where) {
+	if !statedb.IsPostgres(where) && !statedb.IsSQLite(where) {
 		return approvals.Open(where, nil)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := pgstore.Open(ctx, where)
+	db, err := statedb.Open(ctx, where)
 	if err != nil {
 		return nil, err
 	}

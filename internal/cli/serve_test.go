@@ -27,8 +27,8 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/cli"
 	"github.com/cordon-sandbox/cordon/internal/client"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
-	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/server"
+	"github.com/cordon-sandbox/cordon/internal/statedb"
 )
 
 // served is a cordon serve started by a test, from the real binary.
@@ -457,7 +457,7 @@ func TestServeSharedDatabase(t *testing.T) {
 	b := startServeWith(t, agents, nil, fmt.Sprintf("database: %q\nnode: node-b\n", db), tokens)
 
 	// A held call, as a gateway on any host sharing the database adds it.
-	pg, err := pgstore.Open(ctx, db)
+	pg, err := statedb.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,9 +493,16 @@ func TestServeSharedDatabase(t *testing.T) {
 	if err != nil || sb.Result == nil || string(sb.Result.Stdout) != "from node a\n" {
 		t.Fatalf("create and run on node a: %+v %v", sb, err)
 	}
-	recs, err := b.client("ops").Audit(ctx, neturl.Values{"sandbox": {sb.ID}})
-	if err != nil {
-		t.Fatal(err)
+	// Each node sends the database its events and sessions off the path of
+	// the requests, within a fraction of a second.
+	var recs []json.RawMessage
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if recs, err = b.client("ops").Audit(ctx, neturl.Values{"sandbox": {sb.ID}}); err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) >= 5 || time.Now().After(deadline) {
+			break
+		}
 	}
 	var types []string
 	for _, r := range recs {
@@ -516,7 +523,13 @@ func TestServeSharedDatabase(t *testing.T) {
 	if err != nil || len(decisions) != 1 || !strings.Contains(string(decisions[0]), "invoice 42") {
 		t.Fatalf("node a's audit of the decision taken on node b: %s %v", decisions, err)
 	}
-	list, err := b.client("builder").List(ctx)
+	var list []api.Sandbox
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		list, err = b.client("builder").List(ctx)
+		if err != nil || len(list) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || len(list) != 1 || list[0].ID != sb.ID || list[0].Node != "node-a" {
 		t.Fatalf("node b's list: %+v %v", list, err)
 	}
@@ -539,13 +552,25 @@ func TestServeWebUI(t *testing.T) {
 	if err != nil || sb.Result == nil {
 		t.Fatalf("%+v %v", sb, err)
 	}
-	store, err := approvals.Open(filepath.Join(s.dir, "state", "approvals"), nil)
+	// A held call, as the server's own gateway would add it: in the
+	// server's database (cordon approvals --store reads it too).
+	db, err := statedb.Open(ctx, filepath.Join(s.dir, "state", "serve", "db", "cordon.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store, err := approvals.OpenJournal(db.Approvals(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id, err := store.Add(approvals.Request{Tool: "pay", Args: json.RawMessage(`{"amount":42}`), Class: "financial", Agent: "builder", Reason: "financial calls wait for a person", Expires: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// cordon approvals reads the same database.
+	list := exec.Command(filepath.Join(binDir, "cordon"), "approvals", "list", "--store", filepath.Join(s.dir, "state", "serve", "db", "cordon.db"))
+	if out, err := list.CombinedOutput(); err != nil || !strings.Contains(string(out), id) {
+		t.Fatalf("cordon approvals list --store DB: %v\n%s", err, out)
 	}
 	home := t.TempDir()
 	cmd := exec.Command("node", filepath.Join(filepath.Dir(mcpClient), "serveui.mjs"), s.url+"/", s.tokens["ops"], sb.ID, id)

@@ -1,20 +1,17 @@
 package server
 
 import (
-	"bufio"
-	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
-	"github.com/cordon-sandbox/cordon/internal/pgstore"
+	"github.com/cordon-sandbox/cordon/internal/statedb"
 )
 
 func (s *Server) adminRoutes() {
@@ -128,43 +125,14 @@ func (s *Server) auditQuery(w http.ResponseWriter, r *http.Request, c caller) in
 	if err := s.opts.Audit.Flush(); err != nil {
 		return fail(w, http.StatusInternalServerError, "audit log: %v", err)
 	}
-	if s.opts.DB != nil {
-		if err := s.index(); err != nil {
-			return fail(w, http.StatusBadGateway, "%v", err)
-		}
-		found, err := s.opts.DB.Search(r.Context(), pgstore.Query{Sandbox: q.Get("sandbox"), Agent: q.Get("agent"), Type: q.Get("type"), Since: since, Limit: limit})
-		if err != nil {
-			return fail(w, http.StatusBadGateway, "%v", err)
-		}
-		return reply(w, http.StatusOK, found)
+	if err := s.index(); err != nil {
+		return fail(w, http.StatusBadGateway, "%v", err)
 	}
-	var out []json.RawMessage
-	for _, file := range audit.Files(s.opts.Audit.Path()) {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return fail(w, http.StatusInternalServerError, "reading the audit log: %v", err)
-		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(nil, 64<<20)
-		for sc.Scan() {
-			var rec audit.Record
-			if json.Unmarshal(sc.Bytes(), &rec) != nil {
-				continue
-			}
-			if (q.Get("sandbox") != "" && rec.Sandbox != q.Get("sandbox")) || (q.Get("agent") != "" && rec.Agent != q.Get("agent")) ||
-				(q.Get("type") != "" && rec.Type != q.Get("type")) || rec.Time.Before(since) {
-				continue
-			}
-			out = append(out, append(json.RawMessage(nil), sc.Bytes()...))
-			if len(out) > limit {
-				out = out[1:]
-			}
-		}
+	found, err := s.opts.DB.Search(r.Context(), statedb.Query{Sandbox: q.Get("sandbox"), Agent: q.Get("agent"), Type: q.Get("type"), Since: since, Limit: limit})
+	if err != nil {
+		return fail(w, http.StatusBadGateway, "%v", err)
 	}
-	if out == nil {
-		out = []json.RawMessage{}
-	}
-	return reply(w, http.StatusOK, out)
+	return reply(w, http.StatusOK, found)
 }
 
 //go:embed openapi.yaml

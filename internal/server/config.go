@@ -18,8 +18,8 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/cordon-sandbox/cordon/internal/approval"
-	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/statedb"
 )
 
 // Config is cordon serve's configuration file: the agents it serves, each
@@ -36,9 +36,11 @@ type Config struct {
 	// fsynced within the interval, so a power cut or a kernel crash loses
 	// at most that much).
 	AuditSync string `yaml:"audit_sync"`
-	// Database is a postgres:// URL: the approvals, the audit index and
-	// the sessions several nodes share (CORDON_DATABASE when unset); Node
-	// names this node in it (default: HOSTNAME/LISTEN).
+	// Database keeps the approvals, the audit index and the sessions: an
+	// SQLite file (default: db/cordon.db in the state directory; a
+	// relative path is the configuration file's), or a postgres:// URL
+	// that several nodes share (CORDON_DATABASE when unset); Node names
+	// this node in it (default: HOSTNAME/LISTEN).
 	Database string `yaml:"database"`
 	Node     string `yaml:"node"`
 	// ProbeEvery runs the escape probes on every agent's profile at start,
@@ -202,8 +204,13 @@ func LoadConfig(path string) (*Config, error) {
 			return nil, at("$.probe_every", "probe_every", fmt.Sprintf("want an interval of at least 1m, such as 6h, found %q", c.ProbeEvery))
 		}
 	}
-	if c.Database != "" && !pgstore.IsURL(c.Database) {
-		return nil, at("$.database", "database", "want a postgres:// URL")
+	if c.Database != "" && !statedb.IsPostgres(c.Database) {
+		if strings.Contains(c.Database, "://") {
+			return nil, at("$.database", "database", fmt.Sprintf("want a postgres:// URL or an SQLite file's path, found %q", c.Database))
+		}
+		if p := strings.TrimPrefix(c.Database, "sqlite:"); !filepath.IsAbs(p) {
+			c.Database = filepath.Join(filepath.Dir(abs), p)
+		}
 	}
 	if len(c.Agents) == 0 {
 		return nil, at("$.agents", "agents", "name at least one agent")

@@ -57,13 +57,7 @@ func (s *Server) recordGateway(evs ...audit.Event) error {
 	for _, ev := range evs {
 		s.event(ev)
 	}
-	if err := s.opts.Audit.Flush(); err != nil {
-		return err
-	}
-	if err := s.index(); err != nil {
-		s.logf("%v", err)
-	}
-	return nil
+	return s.opts.Audit.Flush()
 }
 
 // statusWriter notes the status a handler answers with.

@@ -16,8 +16,8 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
-	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/statedb"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 )
 
@@ -146,13 +146,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c caller) int {
 // remote returns the sandboxes of the other nodes sharing the database
 // that the caller may see (id "" for all of them, else that one).
 func (s *Server) remote(ctx context.Context, c caller, id string) ([]api.Sandbox, error) {
-	if s.opts.DB == nil {
-		return nil, nil
-	}
-	var sessions []pgstore.Session
+	var sessions []statedb.Session
 	if id != "" {
 		sess, err := s.opts.DB.SessionByID(ctx, id)
-		if errors.Is(err, pgstore.ErrNotFound) {
+		if errors.Is(err, statedb.ErrNotFound) {
 			return nil, nil
 		}
 		if err != nil {

@@ -26,9 +26,9 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
-	"github.com/cordon-sandbox/cordon/internal/pgstore"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/statedb"
 )
 
 // Sandbox is what the server needs of a kept-alive sandbox
@@ -65,10 +65,10 @@ type Options struct {
 	// the server runs it for every agent at start, when the agent's
 	// profile changes, and every probe_every. nil: never.
 	Probe func(ctx context.Context, a *Agent, p *profile.Profile) (ProbeResult, error)
-	// DB, when set, is the database several nodes share: the audit index,
-	// the sessions (Approvals should then be its journal). Node names this
-	// node in it.
-	DB   *pgstore.DB
+	// DB keeps the audit index and the sessions (Approvals is usually its
+	// journal): an SQLite file, or PostgreSQL that several nodes share;
+	// required. Node names this node in it.
+	DB   *statedb.DB
 	Node string
 	// Gateway builds the MCP tool gateway of an agent's profile, served
 	// to that agent's tokens at /v1/mcp; record takes its audit events.
@@ -94,10 +94,11 @@ type Server struct {
 	gateways     map[string]*gatewayEntry // by agent
 	gatewayCtx   context.Context
 	stopGateways context.CancelFunc
-	// indexQueue is what the shared audit index has not received yet;
+	// indexQueue is what the audit index has not received yet;
 	// changed, the sandboxes whose description it has not.
 	indexQueue []audit.Event
 	changed    map[string]*entry
+	indexMu    sync.Mutex
 	closed     bool
 	stop       chan struct{}
 	wg         sync.WaitGroup
@@ -105,8 +106,8 @@ type Server struct {
 
 // New makes a server and starts filling its pools.
 func New(opts Options) (*Server, error) {
-	if opts.Config == nil || opts.Start == nil || opts.Audit == nil {
-		return nil, errors.New("server: a configuration, a starter and an audit log are required")
+	if opts.Config == nil || opts.Start == nil || opts.Audit == nil || opts.DB == nil {
+		return nil, errors.New("server: a configuration, a starter, an audit log and a database are required")
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
@@ -131,8 +132,9 @@ func New(opts Options) (*Server, error) {
 	if every == 0 {
 		every = time.Second
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.syncer(every)
+	go s.indexer()
 	s.routes()
 	return s, nil
 }
@@ -194,9 +196,6 @@ func (s *Server) recorded() error {
 	if err != nil {
 		s.logf("audit log: %v", err)
 	}
-	if err := s.index(); err != nil {
-		s.logf("%v", err)
-	}
 	return err
 }
 
@@ -228,6 +227,29 @@ func (s *Server) syncer(every time.Duration) {
 		}
 		if err := s.opts.Audit.Flush(); err != nil {
 			s.logf("audit log: %v", err)
+		}
+	}
+}
+
+// indexEvery is how often the database receives the audit events and
+// the sessions' descriptions: off the path of a request, so that the
+// index costs a command nothing; a query indexes first.
+const indexEvery = 200 * time.Millisecond
+
+// indexer sends the database what is queued every indexEvery, and what is
+// left when the server stops.
+func (s *Server) indexer() {
+	defer s.wg.Done()
+	t := time.NewTicker(indexEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			if err := s.index(); err != nil {
+				s.logf("%v", err)
+			}
+			return
+		case <-t.C:
 		}
 		if err := s.index(); err != nil {
 			s.logf("%v", err)
@@ -307,26 +329,24 @@ func (s *Server) record(sandboxID string, c caller, kind audit.Kind, typ string,
 	s.event(ev)
 }
 
-// event adds an event to the audit log and, with a shared database, to
-// the queue of the audit index.
+// event adds an event to the audit log and to the queue of the audit
+// index.
 func (s *Server) event(ev audit.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}
 	s.opts.Audit.Add(ev)
-	if s.opts.DB != nil {
-		s.mu.Lock()
-		s.indexQueue = append(s.indexQueue, ev)
-		s.mu.Unlock()
-	}
+	s.mu.Lock()
+	s.indexQueue = append(s.indexQueue, ev)
+	s.mu.Unlock()
 }
 
-// touch marks a sandbox whose description the shared database should get.
+// touch marks a sandbox whose description the database should get.
 func (s *Server) touch(e *entry) {
 	e.mu.Lock()
 	pooled := e.claimed.IsZero()
 	e.mu.Unlock()
-	if s.opts.DB == nil || pooled {
+	if pooled {
 		return
 	}
 	s.mu.Lock()
@@ -337,12 +357,12 @@ func (s *Server) touch(e *entry) {
 	s.mu.Unlock()
 }
 
-// index sends the queued events to the shared audit index, and the
-// changed sandboxes to the shared sessions.
+// index sends the queued events to the audit index, and the changed
+// sandboxes to the sessions, one caller at a time (so that the index
+// keeps the log's order); what the database refused stays queued.
 func (s *Server) index() error {
-	if s.opts.DB == nil {
-		return nil
-	}
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
 	s.mu.Lock()
 	evs, changed := s.indexQueue, s.changed
 	s.indexQueue, s.changed = nil, nil
@@ -350,6 +370,15 @@ func (s *Server) index() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.opts.DB.Index(ctx, s.opts.Node, evs); err != nil {
+		s.mu.Lock()
+		s.indexQueue = append(evs, s.indexQueue...)
+		for id, e := range changed {
+			if s.changed == nil {
+				s.changed = map[string]*entry{}
+			}
+			s.changed[id] = e
+		}
+		s.mu.Unlock()
 		return err
 	}
 	for _, e := range changed {

@@ -26,6 +26,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/statedb"
 )
 
 // fakeBox stands for a sandbox: each command prints its arguments and
@@ -120,7 +121,12 @@ func newFixtureWith(t *testing.T, pool int, p *profile.Profile, result func([]st
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Config: cfg, Audit: al, Now: func() time.Time { return *f.now.Load() },
+	db, err := statedb.Open(context.Background(), filepath.Join(t.TempDir(), "db", "cordon.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	opts := Options{Config: cfg, Audit: al, DB: db, Now: func() time.Time { return *f.now.Load() },
 		Start: func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
 			f.builds.Add(1)
 			b := &fakeBox{id: id, result: result, done: make(chan struct{})}
@@ -444,6 +450,7 @@ func TestConfigErrors(t *testing.T) {
 		{"missing profile", "agents:\n  a:\n    profile: nope.yaml\n", "serve.yaml:3:14: agents.a.profile: reading profile"},
 		{"pool too big", "agents:\n  a:\n    profile: default\n    pool: 9\n    max_sandboxes: 2\n", "serve.yaml:4:11: agents.a.pool: want 0 to max_sandboxes (2)"},
 		{"no tokens", "agents:\n  a:\n    profile: default\n", "tokens: name at least one token"},
+		{"database", "database: mysql://db/x\nagents:\n  a:\n    profile: default\n", `serve.yaml:1:11: database: want a postgres:// URL or an SQLite file's path, found "mysql://db/x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -454,6 +461,26 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A database's relative path is the configuration file's.
+func TestConfigDatabasePath(t *testing.T) {
+	dir := t.TempDir()
+	_, sum := NewToken()
+	path := filepath.Join(dir, "serve.yaml")
+	for db, want := range map[string]string{
+		"state/cordon.db":       filepath.Join(dir, "state/cordon.db"),
+		"sqlite:cordon.db":      filepath.Join(dir, "cordon.db"),
+		"/var/lib/cordon.db":    "/var/lib/cordon.db",
+		"postgres://h/cordon":   "postgres://h/cordon",
+		"sqlite:/srv/cordon.db": "sqlite:/srv/cordon.db",
+	} {
+		os.WriteFile(path, []byte("database: "+db+"\nagents:\n  a:\n    profile: default\ntokens:\n  - name: t\n    agent: a\n    sha256: "+sum+"\n"), 0o644)
+		c, err := LoadConfig(path)
+		if err != nil || c.Database != want {
+			t.Errorf("database %s: got %q %v, want %q", db, c.Database, err, want)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package pgstore
+package statedb
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,40 +18,51 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/audit"
 )
 
-// testDB opens a database of its own: a new schema in the PostgreSQL that
-// CORDON_TEST_POSTGRES names (.ci/run starts one).
-func testDB(t *testing.T) (*DB, string) {
-	t.Helper()
-	url := os.Getenv("CORDON_TEST_POSTGRES")
-	if url == "" {
-		t.Skip("CORDON_TEST_POSTGRES is not set (.ci/run starts a PostgreSQL and sets it)")
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "cordon_test_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		conn.Close(context.Background())
+// each runs test on an SQLite file of its own and, when
+// CORDON_TEST_POSTGRES names a PostgreSQL (.ci/run starts one), on a new
+// schema there; where is what Open opened.
+func each(t *testing.T, test func(t *testing.T, db *DB, where string)) {
+	t.Run("sqlite", func(t *testing.T) {
+		where := filepath.Join(t.TempDir(), "state", "cordon.db")
+		db, err := Open(context.Background(), where)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		test(t, db, where)
 	})
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	url += sep + "search_path=" + schema
-	db, err := Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	return db, url
+	t.Run("postgres", func(t *testing.T) {
+		url := os.Getenv("CORDON_TEST_POSTGRES")
+		if url == "" {
+			t.Skip("CORDON_TEST_POSTGRES is not set (.ci/run starts a PostgreSQL and sets it)")
+		}
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 6)
+		rand.Read(b)
+		schema := "cordon_test_" + hex.EncodeToString(b)
+		if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			conn.Close(context.Background())
+		})
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		url += sep + "search_path=" + schema
+		db, err := Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		test(t, db, url)
+	})
 }
 
 func request() approvals.Request {
@@ -60,9 +72,10 @@ func request() approvals.Request {
 
 // Two stores on one database, as two nodes have: a request added through
 // one is pending in the other, decided once, and claimed once.
-func TestApprovalsShared(t *testing.T) {
-	db1, url := testDB(t)
-	db2, err := Open(context.Background(), url)
+func TestApprovalsShared(t *testing.T) { each(t, testApprovalsShared) }
+
+func testApprovalsShared(t *testing.T, db1 *DB, where string) {
+	db2, err := Open(context.Background(), where)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +131,15 @@ func TestApprovalsShared(t *testing.T) {
 }
 
 // A damaged line refuses everything, as in the file journal.
-func TestApprovalsDamaged(t *testing.T) {
-	db, _ := testDB(t)
+func TestApprovalsDamaged(t *testing.T) { each(t, testApprovalsDamaged) }
+
+func testApprovalsDamaged(t *testing.T, db *DB, _ string) {
 	s, err := approvals.OpenJournal(db.Approvals(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id, _ := s.Add(request())
-	if _, err := db.pool.Exec(context.Background(), "INSERT INTO cordon_approval_journal (line) VALUES ('{not json')"); err != nil {
+	if _, err := db.exec(context.Background(), "INSERT INTO cordon_approval_journal (line) VALUES ('{not json')"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Decide(id, true, "alice", "", approvals.ScopeCall); err == nil || !strings.Contains(err.Error(), "damaged") {
@@ -133,8 +147,9 @@ func TestApprovalsDamaged(t *testing.T) {
 	}
 }
 
-func TestAuditIndexAndSessions(t *testing.T) {
-	db, _ := testDB(t)
+func TestAuditIndexAndSessions(t *testing.T) { each(t, testAuditIndexAndSessions) }
+
+func testAuditIndexAndSessions(t *testing.T, db *DB, _ string) {
 	ctx := context.Background()
 	// .250 then .251: as RFC 3339 text ".25Z" sorts after ".251Z"; the
 	// index must order by time, not by its text.
@@ -173,5 +188,39 @@ func TestAuditIndexAndSessions(t *testing.T) {
 	}
 	if _, err := db.SessionByID(ctx, "sb-9"); err != ErrNotFound {
 		t.Fatalf("an unknown session: %v", err)
+	}
+}
+
+// The SQLite file's directory is private (SQLite makes its -wal and -shm
+// files as the umask lets), and what was written is there after a reopen.
+func TestSQLiteFile(t *testing.T) {
+	where := filepath.Join(t.TempDir(), "state", "db", "cordon.db")
+	db, err := Open(context.Background(), where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := audit.Event{Time: time.Now().UTC(), Sandbox: "sb-1", Agent: "a", Kind: audit.Action, Type: "exec"}
+	if err := db.Index(context.Background(), "n", []audit.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	fi, err := os.Stat(filepath.Dir(where))
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the database's directory: %v %v", fi.Mode(), err)
+	}
+	if !IsSQLite(where) || !IsSQLite("sqlite:x") || IsSQLite(t.TempDir()) || !IsPostgres("postgresql://h/d") {
+		t.Fatal("IsSQLite/IsPostgres")
+	}
+	db, err = Open(context.Background(), "sqlite:"+where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, err := db.Search(context.Background(), Query{Sandbox: "sb-1", Limit: 5})
+	if err != nil || len(got) != 1 || got[0].Node != "n" {
+		t.Fatalf("after a reopen: %+v %v", got, err)
+	}
+	if _, err := Open(context.Background(), filepath.Join(where, "x.db")); err == nil {
+		t.Fatal("a database under a file opened")
 	}
 }
