@@ -238,10 +238,6 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	s.record(e.id, c, audit.Decision, "start", map[string]any{
 		"token": c.name(), "profile": a.Profile, "profile_sha256": e.sha, "warm": e.warm,
 	})
-	// Written now, on the disk with the sandbox's first command.
-	if err := s.opts.Audit.Write(); err != nil {
-		s.logf("audit log: %v", err)
-	}
 	return e, nil
 }
 

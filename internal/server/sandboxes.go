@@ -102,6 +102,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	}
 	s.metrics.claimed(a.Name, e.warm)
 	if req.Exec == nil {
+		// Written now, on the disk with the sandbox's first command (a
+		// first command sent with the create writes it with its own).
+		if err := s.opts.Audit.Write(); err != nil {
+			s.logf("audit log: %v", err)
+		}
 		return reply(w, http.StatusCreated, e.info())
 	}
 	res, err := s.runBuffered(r.Context(), e, c, cmd)
