@@ -217,3 +217,33 @@ func BenchmarkDurable(b *testing.B) {
 		})
 	}
 }
+
+// OnWrite sees each record as the file holds it: the same seq, prev and
+// hash, in the chain's order, writes of any kind alike.
+func TestOnWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, _ := Open(path, Options{})
+	var seen []Record
+	l.OnWrite(func(recs []Record) { seen = append(seen, recs...) })
+	l.Add(ev(0), ev(1))
+	if err := l.Write(); err != nil {
+		t.Fatal(err)
+	}
+	l.Add(ev(2))
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	file := lines(t, path)
+	if len(seen) != 3 || len(file) != 3 {
+		t.Fatalf("%d records seen, %d lines", len(seen), len(file))
+	}
+	for i, line := range file {
+		r, err := decode(bytes.TrimSuffix(line, []byte("\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := seen[i]; got.Seq != r.Seq || got.Prev != r.Prev || got.Hash != r.Hash || got.Type != r.Type {
+			t.Fatalf("record %d: seen %+v, the file has %+v", i, got, r)
+		}
+	}
+}

@@ -48,6 +48,19 @@ type Log struct {
 	lastHead *Record
 	// lock and file stay open between writes.
 	lock, file *os.File
+	// written, when set, receives the records of each write once they are
+	// in the file (see OnWrite).
+	written func([]Record)
+}
+
+// OnWrite has f called with the records of every later write, in the
+// chain's order (seq, prev and hash set), once they are in the file and
+// before they are synced. f runs under the log's lock: it must not block
+// or write to the log.
+func (l *Log) OnWrite(f func([]Record)) {
+	l.mu.Lock()
+	l.written = f
+	l.mu.Unlock()
 }
 
 // current returns the log file, kept open between writes and opened again
@@ -197,6 +210,7 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 		return err
 	}
 	var buf bytes.Buffer
+	var recs []Record
 	add := func(ev Event) error {
 		r := &Record{Seq: head.Seq + 1, Prev: head.Hash, Event: ev}
 		line, err := encode(r)
@@ -204,6 +218,7 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 			return fmt.Errorf("audit record: %w", err)
 		}
 		buf.Write(line)
+		recs = append(recs, *r)
 		head = r
 		return nil
 	}
@@ -238,6 +253,12 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 	l.lastHead = nil
 	if fi, err := f.Stat(); err == nil {
 		l.last, l.lastHead = stateOf(fi), head
+	}
+	l.mu.Lock()
+	written := l.written
+	l.mu.Unlock()
+	if written != nil {
+		written(recs)
 	}
 	if cp != nil {
 		// The head names records that must be on the disk before it.

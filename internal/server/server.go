@@ -94,9 +94,10 @@ type Server struct {
 	gateways     map[string]*gatewayEntry // by agent
 	gatewayCtx   context.Context
 	stopGateways context.CancelFunc
-	// indexQueue is what the audit index has not received yet;
+	// indexQueue is what the audit log wrote and the index has not
+	// received yet;
 	// changed, the sandboxes whose description it has not.
-	indexQueue []audit.Event
+	indexQueue []audit.Record
 	changed    map[string]*entry
 	indexMu    sync.Mutex
 	closed     bool
@@ -118,6 +119,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{}, claiming: map[string]int{},
 		stop: make(chan struct{}), metrics: newMetrics()}
 	s.gatewayCtx, s.stopGateways = context.WithCancel(context.Background())
+	opts.Audit.OnWrite(s.queueIndex)
 	for name, a := range opts.Config.Agents {
 		p := newPool(s, a)
 		s.pools[name] = p
@@ -181,6 +183,9 @@ func (s *Server) Close() {
 	s.gateways = nil
 	s.mu.Unlock()
 	s.opts.Audit.Seal()
+	if err := s.index(); err != nil { // the records of the ends
+		s.logf("%v", err)
+	}
 }
 
 // recorded makes a request's records durable as the configuration says:
@@ -329,15 +334,19 @@ func (s *Server) record(sandboxID string, c caller, kind audit.Kind, typ string,
 	s.event(ev)
 }
 
-// event adds an event to the audit log and to the queue of the audit
-// index.
+// event adds an event to the audit log (the index receives it once it is
+// written: see queueIndex).
 func (s *Server) event(ev audit.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}
 	s.opts.Audit.Add(ev)
+}
+
+// queueIndex queues what the audit log wrote for the index.
+func (s *Server) queueIndex(recs []audit.Record) {
 	s.mu.Lock()
-	s.indexQueue = append(s.indexQueue, ev)
+	s.indexQueue = append(s.indexQueue, recs...)
 	s.mu.Unlock()
 }
 

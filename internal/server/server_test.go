@@ -259,6 +259,22 @@ func TestAccessControl(t *testing.T) {
 			t.Errorf("audit log lacks %q", want)
 		}
 	}
+	// The answers are the log's records: each is a line of the file, by
+	// its seq and hash.
+	data, err := os.ReadFile(f.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		var rec struct {
+			Seq  int64
+			Hash string
+		}
+		json.Unmarshal(r, &rec)
+		if rec.Seq == 0 || !strings.Contains(string(data), fmt.Sprintf(`{"seq":%d,`, rec.Seq)) || !strings.Contains(string(data), `"hash":"`+rec.Hash+`"}`) || len(rec.Hash) != 64 {
+			t.Fatalf("an answer that is not a record of the log: %s", r)
+		}
+	}
 }
 
 func TestPoolClaimsEachSandboxOnce(t *testing.T) {

@@ -227,9 +227,10 @@ func (j *Journal) Locked(f func(lines [][]byte) ([][]byte, error)) error {
 	return nil
 }
 
-// Index adds node's audit events to the index, in one transaction.
-func (d *DB) Index(ctx context.Context, node string, evs []audit.Event) error {
-	if len(evs) == 0 {
+// Index adds records of node's audit log to the index, in one
+// transaction.
+func (d *DB) Index(ctx context.Context, node string, recs []audit.Record) error {
+	if len(recs) == 0 {
 		return nil
 	}
 	tx, err := d.db.BeginTx(ctx, nil)
@@ -242,12 +243,12 @@ func (d *DB) Index(ctx context.Context, node string, evs []audit.Event) error {
 		return fmt.Errorf("audit index: %w", err)
 	}
 	defer ins.Close()
-	for _, ev := range evs {
-		data, err := json.Marshal(ev)
+	for _, r := range recs {
+		data, err := json.Marshal(Indexed{Record: r, Hash: r.Hash})
 		if err != nil {
 			return fmt.Errorf("audit index: %w", err)
 		}
-		if _, err := ins.ExecContext(ctx, node, d.d.when(ev.Time), ev.Sandbox, ev.Agent, string(ev.Kind), ev.Type, string(data)); err != nil {
+		if _, err := ins.ExecContext(ctx, node, d.d.when(r.Time), r.Sandbox, r.Agent, string(r.Kind), r.Type, string(data)); err != nil {
 			return fmt.Errorf("audit index: %w", err)
 		}
 	}
@@ -264,10 +265,12 @@ type Query struct {
 	Limit                int
 }
 
-// Indexed is one event of the index, with the node that recorded it.
+// Indexed is one record of the index: as its node's log holds it (seq,
+// prev and hash tie it to that log's chain), with the node.
 type Indexed struct {
-	Node string `json:"node"`
-	audit.Event
+	Node string `json:"node,omitempty"`
+	audit.Record
+	Hash string `json:"hash"`
 }
 
 // Search returns the last q.Limit matching events, oldest first.
@@ -308,7 +311,7 @@ func (d *DB) Search(ctx context.Context, q Query) ([]Indexed, error) {
 		if err := rows.Scan(&in.Node, &data); err != nil {
 			return nil, fmt.Errorf("audit index: %w", err)
 		}
-		if err := json.Unmarshal(data, &in.Event); err != nil {
+		if err := json.Unmarshal(data, &in); err != nil {
 			return nil, fmt.Errorf("audit index: %w", err)
 		}
 		out = append(out, in)

@@ -154,10 +154,10 @@ func testAuditIndexAndSessions(t *testing.T, db *DB, _ string) {
 	// .250 then .251: as RFC 3339 text ".25Z" sorts after ".251Z"; the
 	// index must order by time, not by its text.
 	t0 := time.Date(2026, 12, 3, 6, 51, 53, 250_000_000, time.UTC)
-	evs := []audit.Event{
-		{Time: t0, Sandbox: "sb-1", Agent: "a", Kind: audit.Action, Type: "exec", Data: map[string]any{"argv": []string{"make"}}},
-		{Time: t0.Add(time.Millisecond), Sandbox: "sb-1", Agent: "a", Kind: audit.Decision, Type: "outcome"},
-		{Time: t0.Add(2 * time.Millisecond), Sandbox: "sb-2", Agent: "b", Kind: audit.Action, Type: "exec"},
+	evs := []audit.Record{
+		{Seq: 7, Prev: "h6", Hash: "h7", Event: audit.Event{Time: t0, Sandbox: "sb-1", Agent: "a", Kind: audit.Action, Type: "exec", Data: map[string]any{"argv": []string{"make"}}}},
+		{Seq: 8, Prev: "h7", Hash: "h8", Event: audit.Event{Time: t0.Add(time.Millisecond), Sandbox: "sb-1", Agent: "a", Kind: audit.Decision, Type: "outcome"}},
+		{Seq: 1, Hash: "b1", Event: audit.Event{Time: t0.Add(2 * time.Millisecond), Sandbox: "sb-2", Agent: "b", Kind: audit.Action, Type: "exec"}},
 	}
 	if err := db.Index(ctx, "node-a", evs[:2]); err != nil {
 		t.Fatal(err)
@@ -168,6 +168,10 @@ func testAuditIndexAndSessions(t *testing.T, db *DB, _ string) {
 	got, err := db.Search(ctx, Query{Sandbox: "sb-1", Limit: 10})
 	if err != nil || len(got) != 2 || got[0].Type != "exec" || got[1].Type != "outcome" || got[0].Node != "node-a" {
 		t.Fatalf("sb-1: %+v %v", got, err)
+	}
+	// Each record keeps its place in its node's chain.
+	if got[0].Seq != 7 || got[0].Prev != "h6" || got[0].Hash != "h7" || got[1].Seq != 8 || got[1].Hash != "h8" {
+		t.Fatalf("sb-1's records lost their chain: %+v", got)
 	}
 	got, err = db.Search(ctx, Query{Type: "exec", Limit: 1})
 	if err != nil || len(got) != 1 || got[0].Sandbox != "sb-2" {
@@ -199,8 +203,8 @@ func TestSQLiteFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := audit.Event{Time: time.Now().UTC(), Sandbox: "sb-1", Agent: "a", Kind: audit.Action, Type: "exec"}
-	if err := db.Index(context.Background(), "n", []audit.Event{ev}); err != nil {
+	rec := audit.Record{Seq: 1, Hash: "h1", Event: audit.Event{Time: time.Now().UTC(), Sandbox: "sb-1", Agent: "a", Kind: audit.Action, Type: "exec"}}
+	if err := db.Index(context.Background(), "n", []audit.Record{rec}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
