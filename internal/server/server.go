@@ -94,15 +94,11 @@ type Server struct {
 	gateways     map[string]*gatewayEntry // by agent
 	gatewayCtx   context.Context
 	stopGateways context.CancelFunc
-	// indexQueue is what the audit log wrote and the index has not
-	// received yet;
-	// changed, the sandboxes whose description it has not.
-	indexQueue []audit.Record
-	changed    map[string]*entry
-	indexMu    sync.Mutex
-	closed     bool
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	pending      pending
+	indexMu      sync.Mutex // one index at a time
+	closed       bool
+	stop         chan struct{}
+	wg           sync.WaitGroup
 }
 
 // New makes a server and starts filling its pools.
@@ -117,7 +113,7 @@ func New(opts Options) (*Server, error) {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{}, claiming: map[string]int{},
-		stop: make(chan struct{}), metrics: newMetrics()}
+		stop: make(chan struct{}), metrics: newMetrics(), pending: pending{changed: map[string]*entry{}}}
 	s.gatewayCtx, s.stopGateways = context.WithCancel(context.Background())
 	opts.Audit.OnWrite(s.queueIndex)
 	for name, a := range opts.Config.Agents {
@@ -343,11 +339,40 @@ func (s *Server) event(ev audit.Event) {
 	s.opts.Audit.Add(ev)
 }
 
+// pending is what the database has not received yet: the records the
+// audit log wrote, and the sandboxes whose description changed. It has a
+// lock of its own: the log hands its records over while it writes, which
+// may be for a caller that holds the server's.
+type pending struct {
+	mu      sync.Mutex
+	recs    []audit.Record
+	changed map[string]*entry
+}
+
+// take empties the queue.
+func (p *pending) take() ([]audit.Record, map[string]*entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	recs, changed := p.recs, p.changed
+	p.recs, p.changed = nil, map[string]*entry{}
+	return recs, changed
+}
+
+// putBack returns what the database refused, ahead of what came since.
+func (p *pending) putBack(recs []audit.Record, changed map[string]*entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.recs = append(recs, p.recs...)
+	for id, e := range changed {
+		p.changed[id] = e
+	}
+}
+
 // queueIndex queues what the audit log wrote for the index.
 func (s *Server) queueIndex(recs []audit.Record) {
-	s.mu.Lock()
-	s.indexQueue = append(s.indexQueue, recs...)
-	s.mu.Unlock()
+	s.pending.mu.Lock()
+	s.pending.recs = append(s.pending.recs, recs...)
+	s.pending.mu.Unlock()
 }
 
 // touch marks a sandbox whose description the database should get.
@@ -358,42 +383,29 @@ func (s *Server) touch(e *entry) {
 	if pooled {
 		return
 	}
-	s.mu.Lock()
-	if s.changed == nil {
-		s.changed = map[string]*entry{}
-	}
-	s.changed[e.id] = e
-	s.mu.Unlock()
+	s.pending.mu.Lock()
+	s.pending.changed[e.id] = e
+	s.pending.mu.Unlock()
 }
 
-// index sends the queued events to the audit index, and the changed
+// index sends the queued records to the audit index, and the changed
 // sandboxes to the sessions, one caller at a time (so that the index
 // keeps the log's order); what the database refused stays queued.
 func (s *Server) index() error {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
-	s.mu.Lock()
-	evs, changed := s.indexQueue, s.changed
-	s.indexQueue, s.changed = nil, nil
-	s.mu.Unlock()
+	recs, changed := s.pending.take()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.opts.DB.Index(ctx, s.opts.Node, evs); err != nil {
-		s.mu.Lock()
-		s.indexQueue = append(evs, s.indexQueue...)
-		for id, e := range changed {
-			if s.changed == nil {
-				s.changed = map[string]*entry{}
-			}
-			s.changed[id] = e
-		}
-		s.mu.Unlock()
+	if err := s.opts.DB.Index(ctx, s.opts.Node, recs); err != nil {
+		s.pending.putBack(recs, changed)
 		return err
 	}
 	for _, e := range changed {
 		info := e.info()
 		info.Node = s.opts.Node
 		if err := s.opts.DB.PutSession(ctx, e.id, s.opts.Node, e.agent.Name, info); err != nil {
+			s.pending.putBack(nil, changed)
 			return err
 		}
 	}

@@ -833,3 +833,22 @@ func TestUnrecordedStepsDoNotRun(t *testing.T) {
 		t.Fatalf("an upload with no audit log: %v", err)
 	}
 }
+
+// What the database refused goes back ahead of what came since, so that
+// the index keeps the log's order.
+func TestPendingPutBack(t *testing.T) {
+	p := pending{changed: map[string]*entry{}}
+	p.recs = []audit.Record{{Seq: 1}, {Seq: 2}}
+	p.changed["sb-1"] = &entry{id: "sb-1"}
+	recs, changed := p.take()
+	p.recs = append(p.recs, audit.Record{Seq: 3})
+	p.changed["sb-2"] = &entry{id: "sb-2"}
+	p.putBack(recs, changed)
+	recs, changed = p.take()
+	if len(recs) != 3 || recs[0].Seq != 1 || recs[1].Seq != 2 || recs[2].Seq != 3 || len(changed) != 2 {
+		t.Fatalf("after a refusal: %+v %v", recs, changed)
+	}
+	if recs, changed = p.take(); len(recs) != 0 || len(changed) != 0 {
+		t.Fatalf("taken twice: %+v %v", recs, changed)
+	}
+}
