@@ -237,24 +237,28 @@ func (s *Server) syncer(every time.Duration) {
 // index costs a command nothing; a query indexes first.
 const indexEvery = 200 * time.Millisecond
 
-// indexer sends the database what is queued every indexEvery, and what is
-// left when the server stops.
+// indexer sends the database what is queued every indexEvery (Close sends
+// what is left). A failure is logged when it starts and when it ends, not
+// every time.
 func (s *Server) indexer() {
 	defer s.wg.Done()
 	t := time.NewTicker(indexEvery)
 	defer t.Stop()
+	failing := false
 	for {
 		select {
 		case <-s.stop:
-			if err := s.index(); err != nil {
-				s.logf("%v", err)
-			}
 			return
 		case <-t.C:
 		}
-		if err := s.index(); err != nil {
-			s.logf("%v", err)
+		err := s.index()
+		switch {
+		case err != nil && !failing:
+			s.logf("%v (kept, and sent again every %v)", err, indexEvery)
+		case err == nil && failing:
+			s.logf("the database takes the audit index again")
 		}
+		failing = err != nil
 	}
 }
 
