@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -135,8 +136,30 @@ func serveCmd(e *env, args []string) int {
 		go g.Recover(ctx)
 		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.Server() }, nil), g.Close, nil
 	}
+	// Each agent's sandbox is built once before the server listens: a
+	// layer this host cannot give, and that neither the flags nor the
+	// profile let go, stops cordon serve here, as it stops cordon run,
+	// instead of failing every request later.
+	start := server.Boxes(exe, state, allow, e.stderr)
+	names := make([]string, 0, len(cfg.Agents))
+	for name := range cfg.Agents {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		a := cfg.Agents[name]
+		p, err := a.Current()
+		if err != nil {
+			continue // refused: the server answers 503 until it is fixed
+		}
+		box, err := start(a, p, fmt.Sprintf("check-%s-%d", name, os.Getpid()))
+		if err != nil {
+			return fail(e, fmt.Errorf("agent %s: %w", name, err))
+		}
+		box.Close()
+	}
 	srv, err := server.New(server.Options{
-		Config: cfg, Start: server.Boxes(exe, state, allow, e.stderr), Audit: al.log, Approvals: store,
+		Config: cfg, Start: start, Audit: al.log, Approvals: store,
 		Log: e.stderr, Version: Version, Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway,
 	})
 	if err != nil {

@@ -26,7 +26,14 @@ func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Wr
 		ws := ""
 		if p.Workspace.Path != "" && !filepath.IsAbs(p.Workspace.Path) {
 			ws = filepath.Join(dir, "sandboxes", id)
-			if err := os.MkdirAll(ws, 0o700); err != nil {
+			// Only the directory above is private on the host; the
+			// workspace itself must be enterable by the sandbox's user
+			// when the profile mounts it read-only (a writable one is
+			// mapped to that user).
+			if err := os.MkdirAll(filepath.Dir(ws), 0o700); err != nil {
+				return nil, fmt.Errorf("private workspace: %w", err)
+			}
+			if err := os.Mkdir(ws, 0o755); err != nil {
 				return nil, fmt.Errorf("private workspace: %w", err)
 			}
 			p.Workspace.Path = ws
