@@ -14,7 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -87,19 +87,17 @@ func serveCmd(e *env, args []string) int {
 	}
 	// A sandbox's relative workspace is a directory of its own under
 	// state/sandboxes: what it sees is checked from there.
-	sandboxDir := filepath.Join(state, "sandboxes", "sb")
-	for _, a := range cfg.Agents {
-		if where := visibleIn(a.Loaded, sandboxDir, al.log.Path()); where != "" {
-			return fail(e, fmt.Errorf("agent %s: the audit log %s is inside %s, which its sandboxes can see", a.Name, al.log.Path(), where))
-		}
-	}
 	if cfg.Database == "" {
 		cfg.Database = filepath.Join(state, "db", "cordon.db")
 	}
-	if !statedb.IsPostgres(cfg.Database) {
-		for _, a := range cfg.Agents {
-			if where := visibleIn(a.Loaded, sandboxDir, strings.TrimPrefix(cfg.Database, "sqlite:")); where != "" {
-				return fail(e, fmt.Errorf("agent %s: the database %s is inside %s, which its sandboxes can see", a.Name, cfg.Database, where))
+	sandboxDir := filepath.Join(state, "sandboxes", "sb")
+	for _, a := range cfg.Agents {
+		for _, f := range []struct{ what, path string }{{"audit log", al.log.Path()}, {"database", statedb.File(cfg.Database)}} {
+			if f.path == "" {
+				continue
+			}
+			if where := visibleIn(a.Loaded, sandboxDir, f.path); where != "" {
+				return fail(e, fmt.Errorf("agent %s: the %s %s is inside %s, which its sandboxes can see", a.Name, f.what, f.path, where))
 			}
 		}
 	}
@@ -141,12 +139,7 @@ func serveCmd(e *env, args []string) int {
 	// profile let go, stops cordon serve here, as it stops cordon run,
 	// instead of failing every request later.
 	start := server.Boxes(exe, state, allow, e.stderr)
-	names := make([]string, 0, len(cfg.Agents))
-	for name := range cfg.Agents {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Agents)) {
 		a := cfg.Agents[name]
 		p, err := a.Current()
 		if err != nil {

@@ -208,7 +208,7 @@ func LoadConfig(path string) (*Config, error) {
 		if strings.Contains(c.Database, "://") {
 			return nil, at("$.database", "database", fmt.Sprintf("want a postgres:// URL or an SQLite file's path, found %q", c.Database))
 		}
-		if p := strings.TrimPrefix(c.Database, "sqlite:"); !filepath.IsAbs(p) {
+		if p := statedb.File(c.Database); !filepath.IsAbs(p) {
 			c.Database = filepath.Join(filepath.Dir(abs), p)
 		}
 	}

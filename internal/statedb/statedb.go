@@ -122,6 +122,14 @@ func IsSQLite(where string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
+// File is the SQLite file where names ("" for PostgreSQL).
+func File(where string) string {
+	if IsPostgres(where) {
+		return ""
+	}
+	return strings.TrimPrefix(where, "sqlite:")
+}
+
 // Open opens the database where names (a postgres:// URL, or an SQLite
 // file, created with its directory when missing) and creates the tables
 // cordon needs when they are missing.
@@ -134,7 +142,7 @@ func Open(ctx context.Context, where string) (*DB, error) {
 		}
 		name = "postgres://" + u.Host + u.Path
 	} else {
-		path, err := filepath.Abs(strings.TrimPrefix(where, "sqlite:"))
+		path, err := filepath.Abs(File(where))
 		if err != nil {
 			return nil, fmt.Errorf("database %s: %w", where, err)
 		}
