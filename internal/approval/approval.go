@@ -17,6 +17,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/cordon-sandbox/cordon/internal/capdiff"
+	"github.com/cordon-sandbox/cordon/internal/hostfile"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
@@ -55,7 +56,7 @@ func Write(profilePath string, p *profile.Profile, by string, now time.Time) (st
 	}
 	header := "# The approval of " + filepath.Base(profilePath) + ", written by `cordon approve`: the profile as\n# approved and its hash. Review it with the profile; do not edit it by hand.\n"
 	path := PathFor(profilePath)
-	if err := os.WriteFile(path, append([]byte(header), out...), 0o644); err != nil {
+	if err := hostfile.WriteFile(path, append([]byte(header), out...), 0o644); err != nil {
 		return "", nil, fmt.Errorf("writing the approval: %w", err)
 	}
 	return path, r, nil
@@ -65,7 +66,7 @@ func Write(profilePath string, p *profile.Profile, by string, now time.Time) (st
 // approved. It returns fs.ErrNotExist (wrapped) when there is none.
 func Load(profilePath string) (*Record, *profile.Profile, error) {
 	path := PathFor(profilePath)
-	data, err := os.ReadFile(path)
+	data, err := hostfile.ReadFile(path, 4<<20)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,9 +118,20 @@ func Check(profilePath string, p *profile.Profile) (Status, error) {
 // profile needs no approval, is the approved one, or changed only by
 // reductions (returned as warnings); an error naming every expansion
 // otherwise.
+//
+// Approval is sticky: once a profile has a record, every change is judged
+// against the approved profile, whether or not the profile still asks for
+// approval, so dropping governance.require_approval together with an
+// expansion is caught as the expansion.
 func Gate(profilePath string, p *profile.Profile) (warnings []string, err error) {
-	if p.Governance == nil || !p.Governance.RequireApproval || profilePath == "" {
+	if profilePath == "" {
 		return nil, nil
+	}
+	required := p.Governance != nil && p.Governance.RequireApproval
+	if !required {
+		if _, err := os.Lstat(PathFor(profilePath)); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
 	}
 	st, err := Check(profilePath, p)
 	if err != nil {

@@ -71,8 +71,18 @@ func TestApproveThenChange(t *testing.T) {
 	if err != nil || len(w) != 1 || !strings.Contains(w[0], "memory limit is 512MiB (was 1GiB)") {
 		t.Fatalf("reduction: %v %v", w, err)
 	}
-	// Without require_approval, nothing is asked.
+	// Approval is sticky: dropping require_approval is judged against the
+	// approved profile, alone or with an expansion.
 	_, free := write(t, dir, strings.Replace(text, "  require_approval: true\n", "", 1))
+	if _, err := Gate(path, free); err == nil || !strings.Contains(err.Error(), "governance.require_approval") {
+		t.Fatalf("dropping require_approval: %v", err)
+	}
+	_, sneaky := write(t, dir, strings.Replace(strings.Replace(text, "  require_approval: true\n", "", 1), "    - dest: pypi.org:443\n", "    - dest: pypi.org:443\n    - dest: paste.example:443\n", 1))
+	if _, err := Gate(path, sneaky); err == nil || !strings.Contains(err.Error(), "paste.example:443") {
+		t.Fatalf("dropping require_approval with an expansion: %v", err)
+	}
+	// With no record and no require_approval, nothing is asked.
+	os.Remove(PathFor(path))
 	if w, err := Gate(path, free); err != nil || w != nil {
 		t.Fatalf("not required: %v %v", w, err)
 	}

@@ -62,6 +62,14 @@ func (d *differ) add(k Kind, area, field, old, new, format string, args ...any) 
 func Diff(old, new *profile.Profile) []Change {
 	d := &differ{}
 	d.workspace(old.Workspace, new.Workspace)
+	d.set("workspace", "workspace.unprotect", old.Workspace.Unprotect, new.Workspace.Unprotect, "the protected path %s is writable inside", "the protected path %s is read-only inside again")
+	if o, n := old.Workspace.AllowSensitive, new.Workspace.AllowSensitive; o != n {
+		k, msg := Expansion, "a home directory or one holding credentials may be bound writable"
+		if o {
+			k, msg = Reduction, "a home directory or one holding credentials is refused as a writable bind again"
+		}
+		d.add(k, "workspace", "workspace.allow_sensitive", fmt.Sprint(o), fmt.Sprint(n), "%s", msg)
+	}
 	d.mounts(old.Mounts, new.Mounts)
 	d.set("env", "env.pass", old.Env.Pass, new.Env.Pass, "the host variable %s is passed in", "the host variable %s is no longer passed in")
 	d.network(&old.Network, &new.Network)

@@ -74,7 +74,7 @@ func callCmd(e *env, args []string) int {
 		}
 		return 1
 	}
-	r := &probeRunner{e: e, allow: allow, audit: al}
+	r := &probeRunner{e: e, allow: allow, audit: al, guard: pf.guarded(e)}
 	out, failed, err := runBuiltin(r, p, name, []byte(operands[1]))
 	if err != nil {
 		return fail(e, err)
@@ -113,7 +113,7 @@ func runBuiltin(r *probeRunner, p *profile.Profile, name string, args []byte) (r
 		w.Close()
 	}()
 	var out, stderr bytes.Buffer
-	o, err := r.sandboxIn(p, []string{"cordon", tools.Arg, name}, true, in, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) })
+	o, err := r.sandboxIn(p, []string{"cordon", tools.Arg, name}, true, in, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) }, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w%s", err, indentStderr(stderr.Bytes()))
 	}
@@ -175,7 +175,7 @@ func callRun(r *probeRunner, p *profile.Profile, argv []string) ([]byte, bool, e
 			}
 		}
 	}
-	o, err := r.sandboxIn(p, argv, false, nil, keep(0), keep(1))
+	o, err := r.sandboxIn(p, argv, false, nil, keep(0), keep(1), nil)
 	if err != nil {
 		return nil, false, err
 	}

@@ -127,6 +127,12 @@ func TestScripts(t *testing.T) {
 			switch cond {
 			case "root":
 				return os.Geteuid() == 0, nil
+			case "i386":
+				// Whether this host runs i386 system calls (int 0x80) at
+				// all: some kernels trap them with SIGSEGV outside any
+				// sandbox.
+				out, _ := exec.Command(filepath.Join(binDir, "cordon"), "__probe", "--attack", "int80").Output()
+				return strings.HasPrefix(string(out), "attack: pid "), nil
 			case "hostloopback":
 				// Whether the host's name resolves to a loopback address
 				// on the host, for transparent-mode tests by name.

@@ -27,6 +27,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/gateway"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // mcpCmd implements `cordon mcp [flags]`: the MCP tool gateway for one
@@ -72,6 +73,14 @@ func mcpCmd(e *env, args []string) int {
 		if *storeDir == "" {
 			*storeDir = approvals.DefaultDir()
 		}
+		if !strings.Contains(*storeDir, "://") {
+			// A store the sandbox could write is one its agent could
+			// approve its own calls in.
+			abs := pf.abs(e, *storeDir)
+			if where := visibleIn(p, e.cwd, filepath.Join(abs, "x")); where != "" {
+				return fail(e, fmt.Errorf("the approval store %s is inside %s, which the sandbox can see: choose another place for it (--approval-store)", *storeDir, where))
+			}
+		}
 		if store, err = openApprovalStore(*storeDir); err != nil {
 			return fail(e, err)
 		}
@@ -112,17 +121,19 @@ func gatewayFor(ctx context.Context, e *env, p *profile.Profile, file string, al
 	if file != "" {
 		profileFile = file
 	}
-	r := &probeRunner{e: e, allow: allow, audit: al}
+	r := &probeRunner{e: e, allow: allow, audit: al, guard: guarded(file)}
 	return gateway.New(ctx, gateway.Config{
 		Profile: p,
 		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
 			return runBuiltin(r, p, tool, args)
 		},
-		Upstreams:   ups,
-		Record:      record,
-		NewID:       newSessionID,
-		Version:     Version,
-		Logf:        func(format string, args ...any) { fmt.Fprintf(e.stderr, "cordon: "+format+"\n", args...) },
+		Upstreams: ups,
+		Record:    record,
+		NewID:     newSessionID,
+		Version:   Version,
+		Logf: func(format string, args ...any) {
+			fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Line(fmt.Sprintf(format, args...)))
+		},
 		Approvals:   store,
 		ProfileFile: profileFile,
 	})
@@ -215,7 +226,7 @@ func egressClient(e *env, server string, p *profile.Profile) (*http.Client, erro
 		return nil, err
 	}
 	px := &egress.Proxy{Policy: pol, OnDeny: func(reason string) {
-		fmt.Fprintf(e.stderr, "cordon: server %s: egress denied: %s\n", server, reason)
+		fmt.Fprintf(e.stderr, "cordon: server %s: egress denied: %s\n", server, termsafe.Line(reason))
 	}}
 	proxyURL := &url.URL{Scheme: "http", Host: "cordon-egress"}
 	tr := &http.Transport{

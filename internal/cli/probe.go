@@ -19,6 +19,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/cordon-sandbox/cordon/internal/hostfile"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -76,7 +77,7 @@ func probeCmd(e *env, args []string) int {
 		}
 	}
 
-	r := &probeRunner{e: e, allow: allow, audit: al}
+	r := &probeRunner{e: e, allow: allow, audit: al, guard: pf.guarded(e)}
 	var rs []probe.Result
 	clean := true
 	// The probes inside the sandbox, on the profile as it is; then the
@@ -172,6 +173,9 @@ type probeRunner struct {
 	// setupErr is the first failure to build a sandbox: the probes could
 	// not run, which is cordon's failure, not theirs.
 	setupErr error
+	// guard are the host files the sandboxes must not change (see
+	// guarded).
+	guard []string
 }
 
 // inside runs a battery inside a sandbox built from p and collects its
@@ -203,12 +207,13 @@ func (r *probeRunner) inside(p *profile.Profile, targets *probe.Targets, flag, o
 // sandbox runs cordon (args) in a sandbox built from p; stdout and stderr
 // read what it writes there, until it ends.
 func (r *probeRunner) sandbox(p *profile.Profile, args []string, stdout, stderr func(io.Reader)) (outcome.Outcome, error) {
-	return r.sandboxIn(p, args, true, nil, stdout, stderr)
+	return r.sandboxIn(p, args, true, nil, stdout, stderr, nil)
 }
 
 // sandboxIn is sandbox with stdin as the command's standard input; args
-// are cordon's own (selfExec) or a command of the sandbox's.
-func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, selfExec bool, stdin *os.File, stdout, stderr func(io.Reader)) (outcome.Outcome, error) {
+// are cordon's own (selfExec) or a command of the sandbox's; adjust, when
+// set, changes the options before the run.
+func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, selfExec bool, stdin *os.File, stdout, stderr func(io.Reader), adjust func(*sandbox.Options)) (outcome.Outcome, error) {
 	var files [2]*os.File
 	var readers sync.WaitGroup
 	for i, read := range []func(io.Reader){stdout, stderr} {
@@ -229,6 +234,10 @@ func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, selfExec bool
 	opts := sandbox.Options{
 		Profile: p, Args: args, SelfExec: selfExec, AllowDegraded: r.allow,
 		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdin: stdin, Stdout: files[0], Stderr: files[1],
+		Guard: r.guard,
+	}
+	if adjust != nil {
+		adjust(&opts)
 	}
 	var a *auditor
 	if r.audit != nil {
@@ -254,6 +263,26 @@ func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, selfExec bool
 func (r *probeRunner) Run(p *profile.Profile, attack []string, stdout io.Writer) (outcome.Outcome, error) {
 	copyTo := func(rd io.Reader) { io.Copy(stdout, rd) }
 	o, err := r.sandbox(p, append([]string{"cordon", hiddenProbe, "--attack"}, attack...), copyTo, func(io.Reader) {})
+	if err != nil && r.setupErr == nil {
+		r.setupErr = err
+	}
+	return o, err
+}
+
+// Exec runs an attack of a host-side probe with the guards, resolver and
+// stderr it asks for.
+func (r *probeRunner) Exec(x probe.Exec) (outcome.Outcome, error) {
+	to := func(w io.Writer) func(io.Reader) {
+		if w == nil {
+			w = io.Discard
+		}
+		return func(rd io.Reader) { io.Copy(w, rd) }
+	}
+	args := append([]string{"cordon", hiddenProbe, "--attack"}, x.Attack...)
+	o, err := r.sandboxIn(x.Profile, args, true, nil, to(x.Stdout), to(x.Stderr), func(opts *sandbox.Options) {
+		opts.Guard = append(slices.Clone(opts.Guard), x.Guard...)
+		opts.Resolve = x.Resolve
+	})
 	if err != nil && r.setupErr == nil {
 		r.setupErr = err
 	}
@@ -361,7 +390,7 @@ func probeEvery(e *env, args []string, profileFile, reports string, every time.D
 	watched := func() string {
 		var b strings.Builder
 		if profileFile != "" {
-			data, _ := os.ReadFile(profileFile)
+			data, _ := hostfile.ReadFile(profileFile, 1<<20)
 			b.Write(data)
 		}
 		release, _ := os.ReadFile("/proc/sys/kernel/osrelease")
@@ -380,10 +409,10 @@ func probeEvery(e *env, args []string, profileFile, reports string, every time.D
 		if latest := newestReport(reports); latest != "" {
 			// Kept apart, so that the next run compares with this one even
 			// when they share a profile hash (and so a file).
-			b, err := os.ReadFile(latest)
+			b, err := hostfile.ReadFile(latest, 0)
 			if err == nil {
 				prev = filepath.Join(reports, ".previous-run.json")
-				os.WriteFile(prev, b, 0o644)
+				hostfile.WriteFile(prev, b, 0o644)
 			}
 		}
 		if runs != 0 && n == runs {

@@ -131,3 +131,12 @@ func (pf *profileFlags) abs(e *env, p string) string {
 	}
 	return filepath.Join(e.cwd, p)
 }
+
+// guarded are the host files sandboxes of this profile must not change
+// (see guarded).
+func (pf *profileFlags) guarded(e *env) []string {
+	if pf.file == "" {
+		return guarded("")
+	}
+	return guarded(pf.abs(e, pf.file))
+}

@@ -3,10 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/internal/approval"
+	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/hostfile"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
@@ -35,6 +38,15 @@ func runCmd(e *env, args []string) int {
 		fs.Usage()
 		return fail(e, fmt.Errorf("run: no command given"))
 	}
+	var out *hostfile.Target
+	if *outFile != "" {
+		t, err := outcomeTarget(e, *outFile)
+		if err != nil {
+			return fail(e, err)
+		}
+		defer t.Close()
+		out = t
+	}
 	if *serverURL != "" {
 		if pf.changed() || len(degraded) > 0 || *auditLog != "" || *verbose {
 			return fail(e, fmt.Errorf("run --server: the server chooses the profile (the token's agent's), its layers and its audit log; drop --profile, --workspace, --ro, --rw, --limit, --allow, --transparent, --allow-degraded, --audit-log and -v"))
@@ -43,12 +55,18 @@ func runCmd(e *env, args []string) int {
 		if err != nil {
 			return fail(e, err)
 		}
-		report(e, o, true, *asJSON, *outFile)
+		report(e, o, true, *asJSON, out)
 		return o.ExitCode
 	}
 	p, allow, al, err := pf.open(e, degraded, *auditLog)
 	if err != nil {
 		return fail(e, err)
+	}
+	if out != nil {
+		// Now that the view is known: the outcome is written outside it.
+		if where := visibleIn(p, e.cwd, out.Path()); where != "" {
+			return fail(e, fmt.Errorf("--outcome %s is inside %s, which the sandbox can see (it could put a link or a FIFO there): write it elsewhere", *outFile, where))
+		}
 	}
 	a := al.run(p)
 	a.begin(p, pf.file, fs.Args(), e.cwd, e.getenv)
@@ -66,6 +84,7 @@ func runCmd(e *env, args []string) int {
 	if pf.file != "" {
 		opts.ProfileFile = pf.abs(e, pf.file)
 	}
+	opts.Guard = guarded(opts.ProfileFile)
 	a.watch(&opts)
 	o, err := sandbox.Run(opts)
 	if err != nil {
@@ -74,7 +93,7 @@ func runCmd(e *env, args []string) int {
 	o.Sandbox = a.id
 	if aerr := a.end(o, sandbox.UsesTerminal(e.stdin, e.stdoutFile)); aerr != nil {
 		// The run happened but is not on the record: that is not success.
-		report(e, o, false, *asJSON, *outFile)
+		report(e, o, false, *asJSON, out)
 		return fail(e, fmt.Errorf("audit log: %w (this run is not recorded)", aerr))
 	}
 	for _, layer := range o.Degraded {
@@ -86,16 +105,16 @@ func runCmd(e *env, args []string) int {
 			fmt.Fprintf(e.stderr, "cordon: note: %s\n", n)
 		}
 	}
-	report(e, o, err == nil, *asJSON, *outFile)
+	report(e, o, err == nil, *asJSON, out)
 	return o.ExitCode
 }
 
 // report prints the outcome: as JSON when asked, else one line when the run
 // did not end cleanly (a sandbox error has already been printed).
-func report(e *env, o outcome.Outcome, printSummary, asJSON bool, file string) {
-	if file != "" {
+func report(e *env, o outcome.Outcome, printSummary, asJSON bool, file *hostfile.Target) {
+	if file != nil {
 		b, _ := json.MarshalIndent(o, "", "  ")
-		if err := os.WriteFile(file, append(b, '\n'), 0o644); err != nil {
+		if err := file.Write(append(b, '\n'), 0o644); err != nil {
 			fmt.Fprintf(e.stderr, "cordon: writing the outcome: %v\n", err)
 		}
 	}
@@ -106,6 +125,22 @@ func report(e *env, o outcome.Outcome, printSummary, asJSON bool, file string) {
 	case printSummary && !o.Clean():
 		fmt.Fprintln(e.stderr, o.Summary())
 	}
+}
+
+// outcomeTarget opens the directory of the outcome file before the sandbox
+// starts, refusing any symbolic link on the way; the outcome is written
+// into that directory, whatever its path names by then, and never through
+// a link, FIFO or hard link found at the file's name (see hostfile).
+func outcomeTarget(e *env, file string) (*hostfile.Target, error) {
+	path := file
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(e.cwd, path)
+	}
+	t, err := hostfile.Prepare(path)
+	if err != nil {
+		return nil, fmt.Errorf("--outcome: %w", err)
+	}
+	return t, nil
 }
 
 // degradedLayers reads --allow-degraded values: layer names, repeated or
@@ -121,4 +156,21 @@ func degradedLayers(values list) (map[string]bool, error) {
 		}
 	}
 	return allow, nil
+}
+
+// guarded are the host files no sandbox may change, kept read-only where
+// they are inside a writable part of its view: the profile it runs, that
+// profile's approval record, and cordon's configuration (which names the
+// audit log and its key).
+func guarded(profileFile string) []string {
+	g := []string{config.Path()}
+	if profileFile != "" {
+		g = append(g, profileFile, approval.PathFor(profileFile))
+	}
+	for i, p := range g {
+		if abs, err := filepath.Abs(p); err == nil {
+			g[i] = abs
+		}
+	}
+	return g
 }

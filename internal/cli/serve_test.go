@@ -225,6 +225,11 @@ func TestServeSandboxKeptAlive(t *testing.T) {
 	if out, o := run("sh", "-c", "cat state.txt; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"); o.Status != outcome.OK || !strings.HasPrefix(out, "kept\n") || strings.Contains(out, "sleep 300") {
 		t.Fatalf("second command: %q %+v", out, o)
 	}
+	// A command can signal the sandbox's init but not end it: the next
+	// command runs in the same sandbox.
+	if out, o := run("sh", "-c", "for n in $(seq 1 64); do case $n in 1|2|3|10|12|15|18|28) continue;; esac; kill -$n 1; done; sleep 0.3; echo sent"); o.Status != outcome.OK || out != "sent\n" {
+		t.Fatalf("signals to init: %q %+v", out, o)
+	}
 	// Files move through the sandbox, within what it may reach.
 	if err := c.Upload(ctx, sb.ID, "/workspace/in.txt", strings.NewReader("uploaded\n"), 0o600); err != nil {
 		t.Fatal(err)

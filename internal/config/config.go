@@ -14,6 +14,8 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/cordon-sandbox/cordon/internal/profile"
+
+	"github.com/cordon-sandbox/cordon/internal/hostfile"
 )
 
 // Config is the configuration file's content.
@@ -59,7 +61,7 @@ func Path() string {
 func Load() (*Config, error) {
 	c := &Config{}
 	path := Path()
-	data, err := os.ReadFile(path)
+	data, err := hostfile.ReadFile(path, 1<<20)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:

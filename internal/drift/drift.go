@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/hostfile"
 )
 
 // State is what a running sandbox looks like from the host.
@@ -72,7 +74,9 @@ func Capture(pid int, src Sources) (State, error) {
 		s.Egress = digest(src.Egress())
 	}
 	if profileFile := src.ProfileFile; profileFile != "" {
-		b, err := os.ReadFile(profileFile)
+		// Never through a link, never a FIFO or a device, never more than
+		// a profile's worth: the file may be where a sandbox could write.
+		b, err := hostfile.ReadFile(profileFile, 1<<20)
 		if err != nil {
 			s.Profile = "unreadable: " + err.Error()
 		} else {

@@ -2,7 +2,6 @@ package egress
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -22,21 +21,56 @@ type Budget struct {
 	BytesOut    int64
 	BytesIn     int64
 	Connections int64
+	// Denied is how many refused attempts (deny decisions) the run may
+	// make; the one after uses the budget up.
+	Denied int64
 }
+
+// Decisions an Event records.
+const (
+	// Allow: the connection was made (a tunnel may still be cut later, and
+	// then becomes a denial).
+	Allow = "allow"
+	// Deny: the policy refused the connection, or what it carried.
+	Deny = "deny"
+	// Unresolved: an allowed name did not resolve; nothing was refused,
+	// the client got a gateway error.
+	Unresolved = "unresolved"
+)
 
 // Event is one connection attempt through the proxy.
 type Event struct {
 	Time     time.Time `json:"time"`
-	Protocol string    `json:"protocol"` // "http", "connect", "socks5", "transparent", "dns"
+	Protocol string    `json:"protocol"` // "http", "connect", "socks5", "transparent", "dns", "proxy"
 	Host     string    `json:"host"`
 	Addr     string    `json:"addr,omitempty"`
 	Port     uint16    `json:"port"`
 	Rule     string    `json:"rule,omitempty"`
-	Decision string    `json:"decision"` // "allow" or "deny"
+	Decision string    `json:"decision"` // Allow, Deny or Unresolved
 	Reason   string    `json:"reason"`
 	BytesOut int64     `json:"bytes_out"`
 	BytesIn  int64     `json:"bytes_in"`
 }
+
+// Limits of the proxy on the host, whatever the sandbox sends.
+const (
+	// handshakeTimeout bounds the proxy handshake (the request head, the
+	// SOCKS5 exchange), each lookup and each dial.
+	handshakeTimeout = 10 * time.Second
+	// IdleTimeout cuts a tunnel that carries nothing, either way, for
+	// this long.
+	IdleTimeout = 10 * time.Minute
+	// MaxConns is the most connections one proxy (one sandbox) carries at
+	// once; more are refused at once, as denials.
+	MaxConns = 256
+	// maxHead is the most bytes of a request line and headers read, from
+	// the proxy's own requests (a larger one gets 431) and from each
+	// request in a plain HTTP tunnel (a larger one cuts it).
+	maxHead = 64 << 10
+	// clientBuf is the size of the buffer on the client's side of a
+	// connection.
+	clientBuf = 4 << 10
+)
 
 // Proxy carries the sandbox's connections that the policy allows. It speaks
 // HTTP forward proxy, CONNECT and SOCKS5 on the same connection, told apart
@@ -44,23 +78,36 @@ type Event struct {
 type Proxy struct {
 	Policy *Policy
 	Budget Budget
-	// Resolve looks a name up; nil uses the host's resolver.
+	// Resolve looks a name up; nil uses the host's resolver. Only names an
+	// allow rule names are looked up.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Dial connects to a pinned address; nil uses net.Dialer.
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 	// OnDeny is called with each denial's reason, for cordon's stderr.
 	OnDeny func(reason string)
 	// OnDecision is called with a copy of each decision as it is made (an
-	// allow, a deny, or a tunnel denied after the fact), for the audit log;
-	// the byte counts come later, in Events.
+	// allow, a deny, an unresolved name, or a tunnel denied after the
+	// fact), for the audit log; the byte counts come later, in Events.
 	OnDecision func(Event)
+	// OnDenialsUsedUp is called once, when the budget of denials is used
+	// up: cordon then ends the run, as a probing agent is.
+	OnDenialsUsedUp func()
 	// NoSNICheck lets tunnels carry any server name; only test builds set
-	// it, to show that the escape probe for it can fail.
-	NoSNICheck bool
+	// it, to show that the escape probe for it can fail. So do LookupFirst
+	// (every name looked up before it is checked) and NoHeadLimit (a
+	// request head read however long).
+	NoSNICheck, LookupFirst, NoHeadLimit bool
+
+	// maxConns and idleTimeout replace MaxConns and IdleTimeout when set
+	// (tests).
+	maxConns    int
+	idleTimeout time.Duration
 
 	mu        sync.Mutex
 	events    []*Event
 	conns     int64
+	denied    int64
+	active    int
 	out, in   int64
 	exhausted string
 	// upstream are the connections open upstream; closed, whether Close
@@ -86,7 +133,7 @@ func (p *Proxy) Events() []Event {
 }
 
 // Exhausted names the budget that was used up ("bytes_out", "bytes_in",
-// "connections"), or "".
+// "connections", "max_denied"), or "".
 func (p *Proxy) Exhausted() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -100,57 +147,113 @@ func (p *Proxy) Totals() (out, in int64) {
 	return p.out, p.in
 }
 
-const handshakeTimeout = 10 * time.Second
-
 // Serve handles one client connection and closes it.
 func (p *Proxy) Serve(c net.Conn) {
 	defer c.Close()
+	if !p.admit("proxy", "", 0) {
+		return
+	}
+	defer p.leave()
 	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	br := bufio.NewReaderSize(c, maxHello+5)
-	first, err := br.Peek(1)
+	cc := newClientConn(c, !p.NoHeadLimit)
+	first, err := cc.br.Peek(1)
 	if err != nil {
 		return
 	}
 	if first[0] == 5 {
-		p.serveSOCKS(c, br)
+		p.serveSOCKS(cc)
 		return
 	}
-	p.serveHTTP(c, br)
+	p.serveHTTP(cc)
 }
 
-// decide resolves the destination once, checks every address, and returns
-// the allowed ones, to which the connection is pinned (no second lookup, so
-// no DNS rebinding); it records the event.
-func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, []netip.AddrPort) {
-	ev := &Event{Time: time.Now(), Protocol: proto, Host: host, Port: port}
+// admit counts a new client connection, or refuses it, as a denial, when
+// the proxy already carries its most.
+func (p *Proxy) admit(proto, host string, port uint16) bool {
 	p.mu.Lock()
-	p.events = append(p.events, ev)
+	limit := p.maxConns
+	if limit == 0 {
+		limit = MaxConns
+	}
+	ok := p.active < limit
+	if ok {
+		p.active++
+	}
 	p.mu.Unlock()
-	deny := func(rule, reason string) (*Event, []netip.AddrPort) {
-		ev.Decision, ev.Rule, ev.Reason = "deny", rule, reason
+	if ok {
+		return true
+	}
+	dest := ""
+	if host != "" {
+		dest = fmt.Sprintf("%s:%d: ", safeName(host), port)
+	}
+	ev := &Event{Time: time.Now(), Protocol: proto, Host: safeName(host), Port: port, Decision: Deny,
+		Reason: fmt.Sprintf("%srefused: the proxy already carries %d connections of this sandbox, the most it carries at once", dest, limit)}
+	p.record(ev)
+	p.decided(ev)
+	return false
+}
+
+// leave ends what admit counted.
+func (p *Proxy) leave() {
+	p.mu.Lock()
+	p.active--
+	p.mu.Unlock()
+}
+
+// lookup resolves an allowed name on the host.
+func (p *Proxy) lookup(host string) ([]netip.Addr, error) {
+	resolve := p.Resolve
+	if resolve == nil {
+		resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	defer cancel()
+	found, err := resolve(ctx, host)
+	if err == nil && len(found) == 0 {
+		err = errors.New("no addresses")
+	}
+	return found, err
+}
+
+// decide checks the destination and returns the allowed addresses, to which
+// the connection is pinned; it records the event, whose Decision the caller
+// answers: Allow, Deny, or Unresolved. A name is checked against the rules
+// before anything else, and looked up only when an allow rule names it, so
+// that a name no rule allows never reaches the host's resolver; it is looked
+// up once, and every address it resolves to is checked (no second lookup, so
+// no DNS rebinding).
+func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, []netip.AddrPort) {
+	ev := &Event{Time: time.Now(), Protocol: proto, Host: safeName(host), Port: port}
+	p.record(ev)
+	end := func(decision, rule, reason string) (*Event, []netip.AddrPort) {
+		p.mu.Lock()
+		ev.Decision, ev.Rule, ev.Reason = decision, rule, reason
+		p.mu.Unlock()
 		p.decided(ev)
 		return ev, nil
 	}
 	if why := p.overBudget(true); why != "" {
-		return deny("", fmt.Sprintf("%s:%d: the egress budget is used up (%s)", host, port, why))
+		return end(Deny, "", fmt.Sprintf("%s:%d: the egress budget is used up (%s)", safeName(host), port, why))
 	}
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{a.Unmap()}
 	} else {
-		resolve := p.Resolve
-		if resolve == nil {
-			resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
-				return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-			}
+		if p.LookupFirst { // test builds only
+			p.lookup(host)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
-		found, err := resolve(ctx, host)
-		cancel()
-		if err != nil || len(found) == 0 {
-			// Deny rules and unresolvable names are reported alike.
-			d := p.Policy.Check(Request{Host: host, Port: port, Method: method})
-			return deny(d.Rule, d.Reason)
+		if !validName(host) {
+			return end(Deny, "", fmt.Sprintf("%s:%d: not a valid host name", safeName(host), port))
+		}
+		if d := p.Policy.CheckName(Request{Host: host, Port: port, Method: method}); !d.Allow {
+			return end(Deny, d.Rule, d.Reason)
+		}
+		found, err := p.lookup(host)
+		if err != nil {
+			return end(Unresolved, "", fmt.Sprintf("%s:%d: the lookup of the name failed: %v", safeName(host), port, err))
 		}
 		addrs = found
 	}
@@ -160,7 +263,9 @@ func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, 
 		d := p.Policy.Check(Request{Host: host, Port: port, Addr: a.Unmap(), Method: method})
 		if d.Allow {
 			if allowed == nil {
-				ev.Decision, ev.Rule, ev.Reason, ev.Addr = "allow", d.Rule, d.Reason, a.Unmap().String()
+				p.mu.Lock()
+				ev.Decision, ev.Rule, ev.Reason, ev.Addr = Allow, d.Rule, d.Reason, a.Unmap().String()
+				p.mu.Unlock()
 			}
 			allowed = append(allowed, netip.AddrPortFrom(a.Unmap(), port))
 		} else if i == 0 {
@@ -168,8 +273,10 @@ func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, 
 		}
 	}
 	if allowed == nil {
+		p.mu.Lock()
 		ev.Addr = addrs[0].Unmap().String()
-		return deny(first.Rule, first.Reason)
+		p.mu.Unlock()
+		return end(Deny, first.Rule, first.Reason)
 	}
 	p.mu.Lock()
 	p.conns++
@@ -178,12 +285,23 @@ func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, 
 	return ev, allowed
 }
 
-// decided tells OnDeny and OnDecision about a decision just made.
+// decided counts a decision just made against the budget of denials and
+// tells OnDeny and OnDecision about it.
 func (p *Proxy) decided(ev *Event) {
 	p.mu.Lock()
 	e := *ev
+	usedUp := false
+	if e.Decision == Deny {
+		p.denied++
+		if b := p.Budget.Denied; b > 0 && p.denied > b && p.exhausted == "" {
+			p.exhausted, usedUp = "max_denied", true
+		}
+	}
 	p.mu.Unlock()
-	if e.Decision == "deny" && p.OnDeny != nil {
+	if usedUp && p.OnDenialsUsedUp != nil {
+		p.OnDenialsUsedUp()
+	}
+	if e.Decision == Deny && p.OnDeny != nil {
 		p.OnDeny(e.Reason)
 	}
 	if p.OnDecision != nil {
@@ -273,9 +391,69 @@ func (p *Proxy) dial(ev *Event, to []netip.AddrPort) (net.Conn, error) {
 	return nil, firstErr
 }
 
+// errHeadTooLarge is what reading a request's head past maxHead gives.
+var errHeadTooLarge = fmt.Errorf("the request line and headers are over %d bytes", maxHead)
+
+// clientConn is the sandbox's side of one proxy connection, read through a
+// buffer. While the proxy reads its own request the reads are capped, so
+// that a request head larger than maxHead fails instead of growing without
+// bound; once a tunnel carries the connection, each read marks it active.
+type clientConn struct {
+	conn   net.Conn
+	br     *bufio.Reader
+	capped bool
+	read   int64 // bytes read while capped
+	t      *tunnel
+}
+
+func newClientConn(c net.Conn, capped bool) *clientConn {
+	cc := &clientConn{conn: c, capped: capped}
+	cc.br = bufio.NewReaderSize(cc, clientBuf)
+	return cc
+}
+
+// Read reads the connection for br.
+func (cc *clientConn) Read(b []byte) (int, error) {
+	if cc.capped {
+		// The buffer may read ahead of the head by one fill; headTooLarge
+		// says exactly how much of the head was used.
+		left := maxHead + clientBuf - cc.read
+		if left <= 0 {
+			return 0, errHeadTooLarge
+		}
+		b = b[:min(int64(len(b)), left)]
+	}
+	n, err := cc.conn.Read(b)
+	if cc.capped {
+		cc.read += int64(n)
+	}
+	if n > 0 && cc.t != nil {
+		cc.t.touch()
+	}
+	return n, err
+}
+
+// headTooLarge reports whether the head read so far is over maxHead.
+func (cc *clientConn) headTooLarge() bool {
+	return cc.read-int64(cc.br.Buffered()) > maxHead
+}
+
+// open hands the connection to a tunnel: reads are no longer capped nor
+// timed, and mark the tunnel active.
+func (cc *clientConn) open(t *tunnel) {
+	cc.capped, cc.t = false, t
+	cc.conn.SetReadDeadline(time.Time{})
+}
+
 // serveHTTP handles CONNECT and absolute-form requests.
-func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
-	req, err := http.ReadRequest(br)
+func (p *Proxy) serveHTTP(cc *clientConn) {
+	c := cc.conn
+	req, err := http.ReadRequest(cc.br)
+	if errors.Is(err, errHeadTooLarge) || err == nil && cc.headTooLarge() {
+		writeStatus(c, http.StatusRequestHeaderFieldsTooLarge, "", fmt.Sprintf("cordon: %v\n", errHeadTooLarge))
+		lingerClose(c)
+		return
+	}
 	if err != nil {
 		return
 	}
@@ -286,20 +464,20 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 			return
 		}
 		ev, to := p.decide("connect", host, port, "")
-		if ev.Decision != "allow" {
-			writeDenied(c, req.Host, ev.Reason)
+		if ev.Decision != Allow {
+			answerHTTP(c, req.Host, ev)
 			return
 		}
 		up, err := p.dial(ev, to)
 		if err != nil {
 			p.fail(ev, err)
-			fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n\r\ncordon: %s: %v\n", req.Host, err)
+			writeStatus(c, http.StatusBadGateway, "", fmt.Sprintf("cordon: %s: %v\n", safeName(req.Host), err))
 			return
 		}
 		defer p.hangUp(up)
 		io.WriteString(c, "HTTP/1.1 200 Connection Established\r\n\r\n")
-		c.SetReadDeadline(time.Time{})
-		p.splice(ev, c, br, up, host)
+		t := p.newTunnel(ev, cc, up, host)
+		t.run(t.send, false)
 		return
 	}
 	if req.URL == nil || req.URL.Host == "" || req.URL.Scheme != "http" {
@@ -312,14 +490,14 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	ev, to := p.decide("http", host, port, req.Method)
-	if ev.Decision != "allow" {
-		writeDenied(c, req.URL.Host, ev.Reason)
+	if ev.Decision != Allow {
+		answerHTTP(c, req.URL.Host, ev)
 		return
 	}
 	up, err := p.dial(ev, to)
 	if err != nil {
 		p.fail(ev, err)
-		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n\r\ncordon: %s: %v\n", req.URL.Host, err)
+		writeStatus(c, http.StatusBadGateway, "", fmt.Sprintf("cordon: %s: %v\n", safeName(req.URL.Host), err))
 		return
 	}
 	defer p.hangUp(up)
@@ -327,126 +505,20 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader) {
 	req.Header.Del("Proxy-Authorization")
 	req.Close = true // one request per connection
 	req.RequestURI = ""
-	cw := &countWriter{p: p, ev: ev, w: up, out: true}
-	if err := req.Write(cw); err != nil {
-		return
+	t := p.newTunnel(ev, cc, up, host)
+	// The response is counted as it is written, so that it is in the
+	// event by the time the client has it.
+	t.countFirst = true
+	send := func() error {
+		return req.Write(writerFunc(func(b []byte) (int, error) { return t.write(up, b, true) }))
 	}
-	c.SetReadDeadline(time.Time{})
-	// Counted as it is written, so that the response is in the event by
-	// the time the client has it.
-	io.Copy(&countWriter{p: p, ev: ev, w: c}, up)
+	t.run(send, true)
 }
 
-// checkSNI looks at what a tunnel's client sends first: the server name of
-// a TLS ClientHello must be the host the tunnel was opened for, and so must
-// the Host header of a plain HTTP request when the tunnel was opened by name
-// (a tunnel to an IP, which only an address rule opens, is often reached by
-// a client that resolved a name itself). Other protocols pass.
-func (p *Proxy) checkSNI(ev *Event, br *bufio.Reader, host string) bool {
-	name, what := "", ""
-	start := peekStart(br)
-	if len(start) >= 5 && start[0] == tlsHandshake && start[1] == 3 {
-		if sni, ok := peekSNI(br); ok {
-			name, what = sni, "TLS server name"
-		}
-	} else if httpMethodStart(start) {
-		if h, ok := peekHTTPHost(br); ok {
-			name, what = h, "HTTP Host"
-		}
-	}
-	if name == "" || strings.EqualFold(strings.TrimSuffix(name, "."), strings.TrimSuffix(host, ".")) {
-		return true
-	}
-	if _, err := netip.ParseAddr(host); err == nil && what == "HTTP Host" {
-		return true
-	}
-	p.mu.Lock()
-	ev.Decision = "deny"
-	ev.Reason = fmt.Sprintf("%s:%d: the %s %q differs from the tunnel's host", host, ev.Port, what, name)
-	p.mu.Unlock()
-	p.decided(ev)
-	return false
-}
+// writerFunc is a function that is an io.Writer.
+type writerFunc func([]byte) (int, error)
 
-// peekHTTPHost returns the host of the Host header of a plain HTTP request
-// at the start of br, without consuming it. ok is false when the stream
-// does not start with an HTTP method.
-func peekHTTPHost(br *bufio.Reader) (host string, ok bool) {
-	first, err := br.Peek(8)
-	if err != nil || !httpMethodStart(first) {
-		return "", false
-	}
-	for {
-		b, _ := br.Peek(br.Buffered())
-		end := bytes.Index(b, []byte("\r\n\r\n"))
-		if end < 0 {
-			if br.Buffered() >= maxHello {
-				return "", true // headers too large to inspect: no name seen
-			}
-			if _, err := br.Peek(br.Buffered() + 1); err != nil {
-				return "", true
-			}
-			continue
-		}
-		for _, line := range strings.Split(string(b[:end]), "\r\n")[1:] {
-			if k, v, found := strings.Cut(line, ":"); found && strings.EqualFold(strings.TrimSpace(k), "Host") {
-				h := strings.TrimSpace(v)
-				if hh, _, err := net.SplitHostPort(h); err == nil {
-					h = hh
-				}
-				return strings.Trim(h, "[]"), true
-			}
-		}
-		return "", true
-	}
-}
-
-// httpMethods are the request lines' starts that the Host check reads.
-var httpMethods = []string{"GET ", "HEAD ", "POST ", "PUT ", "PATCH ", "DELETE ", "OPTIONS "}
-
-func httpMethodStart(b []byte) bool {
-	for _, m := range httpMethods {
-		if bytes.HasPrefix(b, []byte(m)) {
-			return true
-		}
-	}
-	return false
-}
-
-// tlsHandshake is the content type of a TLS record carrying a ClientHello.
-const tlsHandshake = 0x16
-
-// peekStart returns the first bytes the client sent once they tell whether
-// the stream starts a TLS record or an HTTP request: it waits for the first
-// byte, and for more only while what came could still begin either. A
-// client that speaks a protocol of its own with a short first message is
-// not held up; one that starts a ClientHello or a request line is read
-// until it can be checked, however slowly it sends.
-func peekStart(br *bufio.Reader) []byte {
-	b, err := br.Peek(1)
-	for err == nil {
-		b, _ = br.Peek(br.Buffered())
-		if !undecided(b) {
-			return b
-		}
-		_, err = br.Peek(len(b) + 1)
-	}
-	return b
-}
-
-// undecided reports whether b is a proper beginning of a TLS record header
-// or of an HTTP request line's method.
-func undecided(b []byte) bool {
-	if b[0] == tlsHandshake && len(b) < 5 && (len(b) < 2 || b[1] == 3) {
-		return true
-	}
-	for _, m := range httpMethods {
-		if len(b) < len(m) && bytes.HasPrefix([]byte(m), b) {
-			return true
-		}
-	}
-	return false
-}
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 func (p *Proxy) fail(ev *Event, err error) {
 	p.mu.Lock()
@@ -454,11 +526,41 @@ func (p *Proxy) fail(ev *Event, err error) {
 	p.mu.Unlock()
 }
 
+// answerHTTP tells an HTTP client why its request goes no further: 403 for
+// a denial, 502 for a name that did not resolve.
+func answerHTTP(c net.Conn, dest string, ev *Event) {
+	if ev.Decision == Unresolved {
+		writeStatus(c, http.StatusBadGateway, "", fmt.Sprintf("cordon: %s\n", ev.Reason))
+		return
+	}
+	writeDenied(c, dest, ev.Reason)
+}
+
 // writeDenied answers an HTTP client with 403 and the reason.
 func writeDenied(c net.Conn, dest, reason string) {
-	body := fmt.Sprintf("cordon denied the connection to %s: %s\n", dest, reason)
-	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nX-Cordon-Denied: %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-		strings.NewReplacer("\r", " ", "\n", " ").Replace(reason), len(body), body)
+	writeStatus(c, http.StatusForbidden, reason, fmt.Sprintf("cordon denied the connection to %s: %s\n", safeName(dest), reason))
+}
+
+// writeStatus answers an HTTP client with status and body, and closes the
+// exchange; denied, when set, goes in X-Cordon-Denied.
+func writeStatus(c net.Conn, status int, denied, body string) {
+	var hdr strings.Builder
+	fmt.Fprintf(&hdr, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
+	if denied != "" {
+		fmt.Fprintf(&hdr, "X-Cordon-Denied: %s\r\n", strings.NewReplacer("\r", " ", "\n", " ").Replace(denied))
+	}
+	fmt.Fprintf(&hdr, "Content-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(body))
+	io.WriteString(c, hdr.String()+body)
+}
+
+// lingerClose closes c for writing and reads, for a moment and up to a
+// bound, what the client still sends, so that the answer just written
+// reaches it before the connection is closed (closing with unread input
+// would reset the connection, and the answer with it).
+func lingerClose(c net.Conn) {
+	closeWrite(c)
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	io.CopyN(io.Discard, c, 1<<20)
 }
 
 // hostPort splits "host:port", with def when the port is missing.
@@ -466,137 +568,15 @@ func hostPort(hp string, def uint16) (string, uint16, error) {
 	host, portText, err := net.SplitHostPort(hp)
 	if err != nil {
 		if def == 0 {
-			return "", 0, fmt.Errorf("%q: want host:port", hp)
+			return "", 0, fmt.Errorf("%q: want host:port", safeName(hp))
 		}
 		return strings.Trim(hp, "[]"), def, nil
 	}
 	port, err := strconv.ParseUint(portText, 10, 16)
 	if err != nil || port == 0 {
-		return "", 0, fmt.Errorf("%q: bad port", hp)
+		return "", 0, fmt.Errorf("%q: bad port", safeName(hp))
 	}
 	return host, uint16(port), nil
-}
-
-// splice copies both ways until either side ends, counting bytes and
-// cutting the connection when a byte budget is used up. Nothing the client
-// sends goes out before its TLS ClientHello, if it starts with one, names
-// host (servers that speak first are not held up).
-func (p *Proxy) splice(ev *Event, client net.Conn, clientR *bufio.Reader, up net.Conn, host string) {
-	done := make(chan struct{}, 2)
-	go func() {
-		if p.NoSNICheck || p.checkSNI(ev, clientR, host) {
-			// What the check read goes first, then the rest straight
-			// from the connection.
-			if n := clientR.Buffered(); n > 0 {
-				b, _ := clientR.Peek(n)
-				_, err := (&countWriter{p: p, ev: ev, w: up, out: true}).Write(b)
-				clientR.Discard(n)
-				if err == nil {
-					p.relay(ev, up, client, true)
-				}
-			} else {
-				p.relay(ev, up, client, true)
-			}
-		} else {
-			up.Close()
-			client.Close()
-		}
-		closeWrite(up)
-		done <- struct{}{}
-	}()
-	go func() {
-		p.relay(ev, client, up, false)
-		closeWrite(client)
-		done <- struct{}{}
-	}()
-	<-done
-	<-done
-}
-
-// spliceChunk is how much the kernel moves between two counts of a relay.
-const spliceChunk = 1 << 20
-
-// relay copies a tunnel's bytes from src to dst until src ends, counting
-// them (out: sent by the sandbox). With no byte budget for that direction
-// and TCP on both sides, the kernel moves the bytes (splice): the count is
-// current to the last chunk while the tunnel is open, exact when this side
-// ends; with
-// a budget, every write is counted against it before it is made, and the
-// copy stops when the budget is used up.
-func (p *Proxy) relay(ev *Event, dst net.Conn, src net.Conn, out bool) {
-	limit := p.Budget.BytesIn
-	if out {
-		limit = p.Budget.BytesOut
-	}
-	tcpDst, ok := dst.(*net.TCPConn)
-	if _, tcpSrc := src.(*net.TCPConn); limit > 0 || !ok || !tcpSrc {
-		io.Copy(&countWriter{p: p, ev: ev, w: dst, out: out}, src)
-		return
-	}
-	for {
-		n, err := tcpDst.ReadFrom(&io.LimitedReader{R: src, N: spliceChunk})
-		p.mu.Lock()
-		if out {
-			p.out += n
-			ev.BytesOut += n
-		} else {
-			p.in += n
-			ev.BytesIn += n
-		}
-		p.mu.Unlock()
-		if err != nil || n < spliceChunk {
-			return
-		}
-	}
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	} else {
-		c.Close()
-	}
-}
-
-// errBudget stops a copy when a byte budget is used up.
-var errBudget = errors.New("egress budget used up")
-
-type countWriter struct {
-	p   *Proxy
-	ev  *Event
-	w   io.Writer
-	out bool
-}
-
-func (cw *countWriter) Write(b []byte) (int, error) {
-	p := cw.p
-	p.mu.Lock()
-	limit, used := p.Budget.BytesIn, p.in
-	if cw.out {
-		limit, used = p.Budget.BytesOut, p.out
-	}
-	if limit > 0 && used+int64(len(b)) > limit {
-		b = b[:max(0, limit-used)]
-	}
-	if cw.out {
-		p.out += int64(len(b))
-		cw.ev.BytesOut += int64(len(b))
-	} else {
-		p.in += int64(len(b))
-		cw.ev.BytesIn += int64(len(b))
-	}
-	p.mu.Unlock()
-	n, err := cw.w.Write(b)
-	if err != nil {
-		return n, err
-	}
-	if why := p.overBudget(false); why != "" {
-		p.mu.Lock()
-		cw.ev.Reason += fmt.Sprintf("; cut: the egress budget (%s) is used up", why)
-		p.mu.Unlock()
-		return n, errBudget
-	}
-	return n, nil
 }
 
 // SOCKS5 (RFC 1928) reply codes.
@@ -611,7 +591,8 @@ const (
 
 // serveSOCKS handles a SOCKS5 CONNECT without authentication. BIND and UDP
 // ASSOCIATE are refused: only TCP leaves, and only through here.
-func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
+func (p *Proxy) serveSOCKS(cc *clientConn) {
+	c, br := cc.conn, cc.br
 	var hdr [2]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
 		return
@@ -663,15 +644,22 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
 	port := binary.BigEndian.Uint16(pb[:])
 	if req[1] != 1 {
 		what := map[byte]string{2: "BIND", 3: "UDP ASSOCIATE"}[req[1]]
-		ev := &Event{Time: time.Now(), Protocol: "socks5", Host: host, Port: port, Decision: "deny",
-			Reason: fmt.Sprintf("%s:%d: SOCKS5 %s is refused: only TCP connections leave the sandbox (no UDP, no DNS over UDP)", host, port, what)}
+		if what == "" {
+			what = fmt.Sprintf("command %d", req[1])
+		}
+		ev := &Event{Time: time.Now(), Protocol: "socks5", Host: safeName(host), Port: port, Decision: Deny,
+			Reason: fmt.Sprintf("%s:%d: SOCKS5 %s is refused: only TCP connections leave the sandbox (no UDP, no DNS over UDP)", safeName(host), port, what)}
 		p.record(ev)
 		p.decided(ev)
 		socksReply(c, socksCmdUnsupported)
 		return
 	}
 	ev, to := p.decide("socks5", host, port, "")
-	if ev.Decision != "allow" {
+	switch ev.Decision {
+	case Unresolved:
+		socksReply(c, socksHostUnreach)
+		return
+	case Deny:
 		socksReply(c, socksNotAllowed)
 		return
 	}
@@ -683,8 +671,8 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
 	}
 	defer p.hangUp(up)
 	socksReply(c, socksOK)
-	c.SetReadDeadline(time.Time{})
-	p.splice(ev, c, br, up, host)
+	t := p.newTunnel(ev, cc, up, host)
+	t.run(t.send, false)
 }
 
 func socksReply(c net.Conn, code byte) {

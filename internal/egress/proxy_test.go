@@ -234,17 +234,18 @@ func TestByteBudgetCutsUpload(t *testing.T) {
 
 func TestParseClientHello(t *testing.T) {
 	// A real ClientHello, captured from crypto/tls.
-	c1, c2 := net.Pipe()
-	go tls.Client(c1, &tls.Config{ServerName: "example.org", InsecureSkipVerify: true}).Handshake()
-	br := bufio.NewReaderSize(c2, maxHello+5)
-	name, ok := peekSNI(br)
-	c1.Close()
-	c2.Close()
-	if !ok || name != "example.org" {
-		t.Fatalf("got %q %v", name, ok)
+	hello := clientHello(t, "example.org")
+	held, name, err := readClientHello(bufio.NewReader(bytes.NewReader(hello)))
+	if err != nil || name != "example.org" || !bytes.Equal(held, hello) {
+		t.Fatalf("got %q %v, %d of %d bytes", name, err, len(held), len(hello))
 	}
-	if name, ok := peekSNI(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\n"))); ok || name != "" {
-		t.Errorf("plain HTTP read as TLS: %q", name)
+	// Without a server name: parses, no name.
+	held, name, err = readClientHello(bufio.NewReader(bytes.NewReader(clientHello(t, ""))))
+	if err != nil || name != "" {
+		t.Errorf("no SNI: got %q %v", name, err)
+	}
+	if looksLikeTLS([]byte("GET / HTTP/1.1\r\n")) {
+		t.Error("plain HTTP read as TLS")
 	}
 }
 
@@ -252,6 +253,12 @@ func FuzzParseClientHello(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 40})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		parseClientHello(b) // must not panic
+		// Nor may reading it as records, which reads no more than its
+		// bounds.
+		held, _, _ := readClientHello(bufio.NewReader(bytes.NewReader(b)))
+		if len(held) > maxHello+maxRecord+5*maxHelloRecords {
+			t.Fatalf("held %d bytes", len(held))
+		}
 	})
 }
 
@@ -315,27 +322,6 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(direct/float64(b.N), "direct-MiB/s")
 	b.ReportMetric(proxied/float64(b.N), "proxied-MiB/s")
 	b.ReportMetric(proxied/direct, "proxied/direct")
-}
-
-func TestPeekHTTPHost(t *testing.T) {
-	for _, tt := range []struct {
-		in, host string
-		ok       bool
-	}{
-		{"GET / HTTP/1.1\r\nHost: api.example.com:8080\r\nAccept: */*\r\n\r\n", "api.example.com", true},
-		{"POST /x HTTP/1.1\r\nhost: [::1]:80\r\n\r\nbody", "::1", true},
-		{"GET / HTTP/1.0\r\n\r\n", "", true},
-		{"SSH-2.0-OpenSSH\r\n", "", false},
-	} {
-		br := bufio.NewReaderSize(strings.NewReader(tt.in), maxHello+5)
-		host, ok := peekHTTPHost(br)
-		if host != tt.host || ok != tt.ok {
-			t.Errorf("%q: got %q %v, want %q %v", tt.in, host, ok, tt.host, tt.ok)
-		}
-		if rest, _ := io.ReadAll(br); string(rest) != tt.in {
-			t.Errorf("%q: consumed input", tt.in)
-		}
-	}
 }
 
 func TestTunnelHostMustMatch(t *testing.T) {
@@ -466,14 +452,17 @@ func TestPeekStart(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		parts []string
-		want  string
+		want  start
 	}{
-		{"one byte of a protocol of its own", []string{"\x00"}, "\x00"},
-		{"a short command", []string{"PING\r\n"}, "PING\r\n"},
-		{"a TLS record header byte by byte", []string{"\x16", "\x03", "\x01", "\x02", "\x00"}, "\x16\x03\x01\x02\x00"},
-		{"a method in pieces", []string{"GE", "T", " /"}, "GET /"},
-		{"looks like TLS, then is not", []string{"\x16", "x"}, "\x16x"},
-		{"looks like a method, then is not", []string{"GE", "Z"}, "GEZ"},
+		{"one byte of a protocol of its own", []string{"\x00"}, startOther},
+		{"a short command", []string{"PING\r\n"}, startOther},
+		{"a TLS record header byte by byte", []string{"\x16", "\x03", "\x01", "\x02", "\x00", "\x01"}, startTLS},
+		{"a method in pieces", []string{"GE", "T", " /"}, startHTTP},
+		{"a custom method", []string{"FRO", "BNICATE", "\t/"}, startHTTP},
+		{"empty lines, then a method", []string{"\r\n", "\r\n", "TRACE "}, startHTTP},
+		{"looks like TLS, then is not", []string{"\x16", "x"}, startOther},
+		{"a TLS record of another version", []string{"\x16\x00\x01\x00\x10\x01"}, startTLS},
+		{"looks like a method, then is not", []string{"GE", "\x00"}, startOther},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c1, c2 := net.Pipe()
@@ -484,12 +473,12 @@ func TestPeekStart(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}()
-			got := make(chan string, 1)
-			go func() { got <- string(peekStart(bufio.NewReader(c2))) }()
+			got := make(chan start, 1)
+			go func() { got <- peekStart(bufio.NewReader(c2)) }()
 			select {
 			case g := <-got:
 				if g != tt.want {
-					t.Errorf("got %q, want %q", g, tt.want)
+					t.Errorf("got %v, want %v", g, tt.want)
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatal("peekStart waited for bytes that never come")
@@ -592,4 +581,24 @@ func TestCloseEndsTunnels(t *testing.T) {
 	if resp, err := http.ReadResponse(bufio.NewReader(c2), nil); err != nil || resp.StatusCode != 502 {
 		t.Errorf("a tunnel after Close: %v %v; want 502", resp, err)
 	}
+}
+
+// clientHello returns the first TLS record crypto/tls sends for a handshake
+// with serverName ("" sends none): one ClientHello.
+func clientHello(t testing.TB, serverName string) []byte {
+	t.Helper()
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	go tls.Client(c1, &tls.Config{ServerName: serverName, InsecureSkipVerify: true}).Handshake()
+	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	hdr := make([]byte, 5)
+	if _, err := io.ReadFull(c2, hdr); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+	if _, err := io.ReadFull(c2, body); err != nil {
+		t.Fatal(err)
+	}
+	return append(hdr, body...)
 }

@@ -1,9 +1,11 @@
 // Package egress decides and carries the sandbox's outbound connections:
 // an allowlist of destinations (host names exact or by suffix, IP addresses
-// and CIDR ranges, ports, HTTP methods), checked after name resolution, with
-// deny rules first and private, loopback, link-local and other special
-// addresses refused unless a rule names them; and the proxy, run by cordon
-// outside the sandbox, that applies it. The rules are pure and fuzzed.
+// and CIDR ranges, ports, HTTP methods), deny rules first, a name looked up
+// only when an allow rule names it and every address it resolves to checked,
+// private, loopback, link-local and other special addresses refused unless a
+// rule names them; and the proxy, run by cordon outside the sandbox, that
+// applies it and checks what its tunnels carry, bounded on the host whatever
+// the sandbox sends. The rules are pure and fuzzed.
 package egress
 
 import (
@@ -182,18 +184,45 @@ type Decision struct {
 	Reason string
 }
 
-// Check decides a request: deny rules first, then the special addresses
-// (which only a rule naming them explicitly opens), then the allow rules;
-// nothing else passes.
+// CheckName decides, before any lookup, whether the name r.Host may be
+// looked up at all: a deny rule naming it on r.Port refuses it, and so does
+// the lack of an allow rule naming it on that port (an address rule covers
+// addresses, never the names that resolve into it). Allow means only that
+// the lookup may be made; Check then decides on each address. A name refused
+// here never reaches the host's resolver, so that the sandbox cannot send
+// data out in the names it asks for. r.Addr is not used.
+func (p *Policy) CheckName(r Request) Decision {
+	dest := fmt.Sprintf("%s:%d", safeName(r.Host), r.Port)
+	for _, rule := range p.Deny {
+		if rule.coversPort(r.Port) && rule.matchesHost(r.Host) {
+			return Decision{Rule: rule.Text, Reason: fmt.Sprintf("%s is denied by the rule %q", dest, rule.Text)}
+		}
+	}
+	for _, rule := range p.Allow {
+		if rule.coversPort(r.Port) && rule.matchesHost(r.Host) {
+			return Decision{Allow: true, Rule: rule.Text, Reason: fmt.Sprintf("%s is named by the rule %q", dest, rule.Text)}
+		}
+	}
+	return Decision{Reason: fmt.Sprintf("no rule allows %s (--allow %s would)", dest, suggest(r))}
+}
+
+// Check decides a request: deny rules first, then, for a name, CheckName,
+// then the special addresses (which only a rule naming them explicitly
+// opens), then the allow rules; nothing else passes.
 func (p *Policy) Check(r Request) Decision {
 	hostIsIP := false
 	if a, err := netip.ParseAddr(r.Host); err == nil && a.Zone() == "" {
 		hostIsIP = true
 	}
-	dest := fmt.Sprintf("%s:%d", r.Host, r.Port)
+	dest := fmt.Sprintf("%s:%d", safeName(r.Host), r.Port)
 	for _, rule := range p.Deny {
 		if rule.coversPort(r.Port) && (rule.matchesHost(r.Host) || (r.Addr.IsValid() && rule.Prefix.IsValid() && rule.Prefix.Contains(r.Addr.Unmap()))) {
 			return Decision{Rule: rule.Text, Reason: fmt.Sprintf("%s is denied by the rule %q", dest, rule.Text)}
+		}
+	}
+	if !hostIsIP {
+		if d := p.CheckName(r); !d.Allow {
+			return d
 		}
 	}
 	if !r.Addr.IsValid() {
@@ -208,8 +237,9 @@ func (p *Policy) Check(r Request) Decision {
 		var ok bool
 		switch {
 		case rule.Prefix.IsValid():
-			// Address rules cover raw IPs and whatever a name resolved to,
-			// special ranges included: they name the address explicitly.
+			// Address rules cover raw IPs and what a name some host rule
+			// names resolved to, special ranges included: they name the
+			// address explicitly.
 			ok = rule.Prefix.Contains(addr)
 		case hostIsIP:
 			// A raw IP needs an address rule.
@@ -246,7 +276,7 @@ func suggest(r Request) string {
 	if a, err := netip.ParseAddr(r.Host); err == nil && a.Is6() && !a.Is4In6() {
 		return fmt.Sprintf("[%s]:%d", a, r.Port)
 	}
-	return fmt.Sprintf("%s:%d", r.Host, r.Port)
+	return fmt.Sprintf("%s:%d", safeName(r.Host), r.Port)
 }
 
 // specialRanges are address ranges that are never reached by a name or an

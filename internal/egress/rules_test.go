@@ -107,6 +107,7 @@ func TestCheck(t *testing.T) {
 		{"method allowed", Request{Host: "docs.example.org", Port: 80, Addr: pub, Method: "GET"}, true, ""},
 		{"method refused", Request{Host: "docs.example.org", Port: 80, Addr: pub, Method: "POST"}, false, "allows only GET, HEAD, not POST"},
 		{"tunnel under a method rule", Request{Host: "docs.example.org", Port: 80, Addr: pub}, false, "cannot be checked"},
+		{"an address rule does not cover a name", Request{Host: "db.example.com", Port: 5432, Addr: netip.MustParseAddr("10.1.2.7")}, false, "no rule allows db.example.com:5432"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,6 +119,40 @@ func TestCheck(t *testing.T) {
 				t.Error("no reason")
 			}
 		})
+	}
+}
+
+// CheckName refuses, before any lookup, every name no allow rule names on
+// the port, and every name a deny rule names.
+func TestCheckName(t *testing.T) {
+	p := mustPolicy(t,
+		[]string{"api.github.com", "*.pypi.org:443", "10.0.0.0/8:5432", "localhost:9000"},
+		[]string{"evil.pypi.org", "10.1.2.99"},
+	)
+	for _, tt := range []struct {
+		host   string
+		port   uint16
+		allow  bool
+		reason string
+	}{
+		{"api.github.com", 443, true, `named by the rule "api.github.com"`},
+		{"API.GitHub.com.", 80, true, ""},
+		{"api.github.com", 22, false, "no rule allows api.github.com:22"},
+		{"files.pypi.org", 443, true, ""},
+		{"files.pypi.org", 80, false, "no rule allows"},
+		{"evil.pypi.org", 443, false, `denied by the rule "evil.pypi.org"`},
+		{"secret.attacker.example", 443, false, "no rule allows secret.attacker.example:443"},
+		{"db.internal", 5432, false, "no rule allows"},
+		{"localhost", 9000, true, ""},
+		{"evil\x1b[31m.example", 443, false, `evil\x1b[31m.example:443`},
+	} {
+		d := p.CheckName(Request{Host: tt.host, Port: tt.port})
+		if d.Allow != tt.allow || !strings.Contains(d.Reason, tt.reason) {
+			t.Errorf("%q:%d: got %+v, want allow=%v reason containing %q", tt.host, tt.port, d, tt.allow, tt.reason)
+		}
+		if strings.ContainsAny(d.Reason, "\x1b\n") {
+			t.Errorf("%q: a control character in the reason %q", tt.host, d.Reason)
+		}
 	}
 }
 

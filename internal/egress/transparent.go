@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"net/netip"
@@ -93,13 +92,13 @@ func (p *Proxy) answerDNS(query []byte) []byte {
 		Header:    dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true},
 		Questions: []dnsmessage.Question{q},
 	}
-	if !p.nameAllowed(name) {
+	if !validName(name) || !p.nameAllowed(name) {
 		// NXDOMAIN: for this sandbox the name does not exist (REFUSED makes
 		// resolvers retry and clients report a temporary failure).
 		resp.Header.RCode = dnsmessage.RCodeNameError
 		if q.Type == dnsmessage.TypeA || q.Type == dnsmessage.TypeAAAA {
-			reason := fmt.Sprintf("DNS: no rule allows %s", name)
-			ev := &Event{Time: time.Now(), Protocol: "dns", Host: name, Port: 53, Decision: "deny", Reason: reason}
+			reason := fmt.Sprintf("DNS: no rule allows %s", safeName(name))
+			ev := &Event{Time: time.Now(), Protocol: "dns", Host: safeName(name), Port: 53, Decision: Deny, Reason: reason}
 			p.record(ev)
 			p.decided(ev)
 		}
@@ -125,21 +124,30 @@ func (p *Proxy) record(ev *Event) {
 
 // ServeTransparent handles a connection the sandbox made to dst, which the
 // redirect in its namespace sent here: a fake address stands for its name,
-// any other address for itself. The decision is the proxy's, and a TLS
-// server name must be that name.
+// any other address for itself. The decision is the proxy's, and what the
+// tunnel carries is checked as for CONNECT. A refused connection, or one to
+// a name that did not resolve, is reset.
 func (p *Proxy) ServeTransparent(c net.Conn, dst netip.AddrPort) {
 	defer c.Close()
 	host := dst.Addr().String()
 	if name, ok := p.nameOf(dst.Addr()); ok {
 		host = name
 	}
-	ev, to := p.decide("transparent", host, dst.Port(), "")
-	if ev.Decision != "allow" {
-		// Reset, so that the client sees a refusal rather than an empty
-		// answer.
+	// Reset, so that the client sees a refusal rather than an empty
+	// answer.
+	reset := func() {
 		if tc, ok := c.(*net.TCPConn); ok {
 			tc.SetLinger(0)
 		}
+	}
+	if !p.admit("transparent", host, dst.Port()) {
+		reset()
+		return
+	}
+	defer p.leave()
+	ev, to := p.decide("transparent", host, dst.Port(), "")
+	if ev.Decision != Allow {
+		reset()
 		return
 	}
 	up, err := p.dial(ev, to)
@@ -148,5 +156,6 @@ func (p *Proxy) ServeTransparent(c net.Conn, dst netip.AddrPort) {
 		return
 	}
 	defer p.hangUp(up)
-	p.splice(ev, c, bufio.NewReaderSize(c, maxHello+5), up, host)
+	t := p.newTunnel(ev, newClientConn(c, false), up, host)
+	t.run(t.send, false)
 }

@@ -162,7 +162,19 @@ func run(status *os.File, report func(sandbox.Status)) error {
 		return stage("waiting to be placed in the cgroup", fmt.Errorf("cordon did not confirm (%q, %v)", placed, err))
 	}
 
+	// The command may signal init from its first instruction on.
+	if !spec.Weaken.InitSignals { // test builds only: init dies of them
+		if err := ignoreSignals(forwarded); err != nil {
+			return stage("ignoring signals", err)
+		}
+	}
+
 	if spec.Serve {
+		if !spec.Weaken.InitSignals {
+			if err := detachStdio(); err != nil {
+				return stage("detaching from the output", err)
+			}
+		}
 		report(sandbox.Status{Event: "ready", LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
 		status.Close()
 		return serve(spec)
@@ -175,6 +187,12 @@ func run(status *os.File, report func(sandbox.Status)) error {
 		}
 		report(sandbox.Status{Event: "exec-error", Error: err.Error(), Code: code})
 		return nil
+	}
+	if !spec.Weaken.InitSignals {
+		if err := detachStdio(); err != nil {
+			unix.Kill(-1, unix.SIGKILL)
+			return stage("detaching from the output", err)
+		}
 	}
 	report(sandbox.Status{Event: "started", Pid: pid, LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
 

@@ -90,6 +90,9 @@ func (r *rootfs) build() error {
 	if !r.spec.Weaken.UsernsLimit {
 		r.limitUserNamespaces(proc)
 	}
+	if !r.spec.Weaken.UserLimits { // test builds only: the owner's whole quotas
+		r.notes = append(r.notes, limitUserQuotas(proc)...)
+	}
 
 	dev, err := r.mountFS("dev", "tmpfs", map[string]string{"mode": "0755", "size": "64k"}, devAttrs)
 	if err != nil {
@@ -127,6 +130,11 @@ func (r *rootfs) build() error {
 	for _, s := range srcs {
 		if err := r.place(s); err != nil {
 			return fmt.Errorf("mounting %s on %s: %w", s.m.Source, s.m.Target, err)
+		}
+	}
+	for _, s := range srcs {
+		if err := r.protect(s.m); err != nil {
+			return fmt.Errorf("protecting %s in %s: %w", s.m.Target, s.m.Source, err)
 		}
 	}
 	if !r.spec.Weaken.ProcMasks {
@@ -271,6 +279,33 @@ func (r *rootfs) place(s source) error {
 		return fmt.Errorf("target exists with another file type")
 	}
 	return mnt.Attach(s.src.Tree, target)
+}
+
+// protect binds each protected path of a writable bind onto itself, as
+// the bind shows it (with its idmapping): read-only, or writable only to
+// pin it in place, since a mount point can be neither renamed nor removed.
+func (r *rootfs) protect(m sandbox.Mount) error {
+	for _, e := range m.Protect {
+		at := path.Join(strings.TrimPrefix(m.Target, "/"), e.Rel)
+		target, err := mnt.Walk(r.root, at, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.Rel, err)
+		}
+		attrs := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+		if e.ReadOnly {
+			attrs |= unix.MOUNT_ATTR_RDONLY
+		}
+		tree, err := mnt.Clone(int(target.Fd()), "", attrs)
+		if err == nil {
+			err = mnt.Attach(tree, target)
+			tree.Close()
+		}
+		target.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.Rel, err)
+		}
+	}
+	return nil
 }
 
 // limitUserNamespaces sets this user namespace's limit on nested user

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/egress"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // Status is how a run ended.
@@ -22,6 +23,7 @@ const (
 	Timeout       Status = "timeout"
 	OutputLimit   Status = "output_limit"
 	EgressBudget  Status = "egress_budget"
+	EgressDenied  Status = "egress_denied"
 	MemoryLimit   Status = "memory_limit"
 	PidsLimit     Status = "pids_limit"
 	CPUTimeLimit  Status = "cpu_time_limit"
@@ -33,6 +35,7 @@ const (
 
 // Exit statuses of cordon that are not the command's own.
 const (
+	ExitEgressDenied  = 116
 	ExitDrift         = 117
 	ExitEgressBudget  = 118
 	ExitFileSizeLimit = 119
@@ -147,7 +150,7 @@ type Facts struct {
 	Degraded []string
 	Egress   []egress.Event
 	// EgressUsedUp names the egress budget that was used up ("bytes_out",
-	// "bytes_in", "connections"), or "".
+	// "bytes_in", "connections", "max_denied"), or "".
 	EgressUsedUp string
 	EgressBudget string // its value
 	// Drift names what changed in the running sandbox, when that stopped
@@ -204,6 +207,10 @@ func Decide(f Facts) Outcome {
 		o.Status, o.ExitCode = ls.status, ls.exit
 		o.Limit = &Limit{Name: limit, Value: o.limitValue(limit)}
 		o.Message = fmt.Sprintf("stopped: the %s limit (%s) was reached", strings.ReplaceAll(limit, "_", " "), o.Limit.Value)
+	case f.EgressUsedUp == "max_denied":
+		o.Status, o.ExitCode = EgressDenied, ExitEgressDenied
+		o.Limit = &Limit{Name: "egress_max_denied", Value: f.EgressBudget}
+		o.Message = fmt.Sprintf("the sandbox made more refused connection attempts than its egress budget allows (max_denied %s); its connections were cut and further ones refused", f.EgressBudget)
 	case f.EgressUsedUp != "":
 		o.Status, o.ExitCode = EgressBudget, ExitEgressBudget
 		o.Limit = &Limit{Name: "egress_" + f.EgressUsedUp, Value: f.EgressBudget}
@@ -269,4 +276,4 @@ func (o *Outcome) nearest() string {
 func (o *Outcome) Clean() bool { return o.Status == OK }
 
 // Summary is the one line printed on stderr when a run did not end cleanly.
-func (o *Outcome) Summary() string { return "cordon: " + o.Message }
+func (o *Outcome) Summary() string { return "cordon: " + termsafe.Line(o.Message) }

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/egress"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 func used(f float64) *float64 { return &f }
@@ -39,6 +42,9 @@ func TestDecide(t *testing.T) {
 		{"file size rlimit", Facts{Signal: 25, SignalName: "SIGXFSZ"}, FileSizeLimit, 119, "file_size", "file size limit (1MiB)"},
 		{"not found", Facts{Exited: true, Code: 127, ExecFailed: "x: command not found"}, ExitNonzero, 127, "", "could not be started"},
 		{"sandbox error", Facts{Err: errors.New("landlock: missing")}, SandboxError, 125, "", "could not run the command: landlock: missing"},
+		{"egress bytes", Facts{Exited: true, Code: 22, EgressUsedUp: "bytes_out", EgressBudget: "1MiB"}, EgressBudget, 118, "egress_bytes_out", "egress budget for bytes out (1MiB) was used up"},
+		{"egress denials", Facts{Exited: true, EgressUsedUp: "max_denied", EgressBudget: "100"}, EgressDenied, 116, "egress_max_denied", "more refused connection attempts than its egress budget allows (max_denied 100)"},
+		{"a limit before egress denials", Facts{Signal: 9, Killed: "wall", EgressUsedUp: "max_denied", EgressBudget: "100"}, Timeout, 124, "wall", "wall limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +78,12 @@ func TestExitCodesAreDistinct(t *testing.T) {
 		}
 		seen[ls.exit] = name
 	}
+	for name, c := range map[string]int{"drift": ExitDrift, "egress_budget": ExitEgressBudget, "egress_denied": ExitEgressDenied} {
+		if prev, dup := seen[c]; dup {
+			t.Errorf("%s and %s share exit code %d", name, prev, c)
+		}
+		seen[c] = name
+	}
 	for _, c := range []int{ExitSandboxError, ExitCannotRun, ExitNotFound} {
 		if name, dup := seen[c]; dup {
 			t.Errorf("%s uses reserved exit code %d", name, c)
@@ -90,5 +102,44 @@ func TestSIGKILLAtTheCPUTimeLimit(t *testing.T) {
 		if o.Status != tt.want {
 			t.Errorf("used %.2f: got %s, want %s", tt.used, o.Status, tt.want)
 		}
+	}
+}
+
+// The outcomes of egress budgets, and the egress events of every decision,
+// follow docs/outcome.schema.json.
+func TestEgressOutcomesFollowTheSchema(t *testing.T) {
+	schema, err := jsonschema.NewCompiler().Compile("../../docs/outcome.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := []egress.Event{
+		{Protocol: "connect", Host: "api.example.com", Port: 443, Decision: egress.Allow, Reason: "allowed"},
+		{Protocol: "socks5", Host: "gone.example.com", Port: 443, Decision: egress.Unresolved, Reason: "the lookup of the name failed"},
+		{Protocol: "proxy", Decision: egress.Deny, Reason: "refused: too many at once"},
+	}
+	for _, f := range []Facts{
+		{Exited: true, EgressUsedUp: "max_denied", EgressBudget: "100", Egress: events},
+		{Exited: true, EgressUsedUp: "connections", EgressBudget: "20", Egress: events},
+	} {
+		o := Decide(f)
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := schema.Validate(inst); err != nil {
+			t.Errorf("%s: %v", b, err)
+		}
+	}
+	// The schema ties each egress status to its exit code.
+	o := Decide(Facts{Exited: true, EgressUsedUp: "max_denied", EgressBudget: "100"})
+	o.ExitCode = ExitEgressBudget
+	b, _ := json.Marshal(o)
+	inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+	if schema.Validate(inst) == nil {
+		t.Errorf("egress_denied with exit %d passed the schema", ExitEgressBudget)
 	}
 }

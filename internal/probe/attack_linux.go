@@ -54,6 +54,28 @@ func Attack(args []string) int {
 		return ttyChild(arg)
 	case "int80":
 		return int80Child()
+	case "plant":
+		if len(args) < 3 {
+			return usageErr("plant VICTIM DIR")
+		}
+		return plantTraps(args[1], args[2])
+	case "protected":
+		return protectedAttack()
+	case "connect":
+		return connectAttack(args[1:])
+	case "flood":
+		return floodAttack(n)
+	case "socks-name":
+		return socksNameAttack()
+	case "tamper":
+		if len(args) < 3 {
+			return usageErr("tamper PROFILE RECORD")
+		}
+		return tamperAttack(args[1], args[2])
+	case "init-signals":
+		return initSignals()
+	case "inotify":
+		return inotifyHold(int(n))
 	default:
 		return usageErr("unknown attack " + name)
 	}

@@ -158,24 +158,54 @@ func clientHello(name string) []byte {
 
 // probeProxySNI opens a tunnel the profile allows and, inside it, asks for
 // another server by name: a proxy that checks only the CONNECT line would
-// carry it to whatever that name's virtual host serves.
+// carry it to whatever that name's virtual host serves. It asks twice: with
+// the ClientHello in one TLS record, and split over two, which a proxy
+// that reads only the first record does not see whole.
 func probeProxySNI(t *Targets) (Status, string) {
 	if t.AllowedAddr == "" {
 		return Error, "no allowed service planted"
 	}
-	resp, c, br, err := connect(t.AllowedAddr)
-	if err != nil {
-		return Error, err.Error()
+	hello := clientHello("evil.example")
+	var seen []string
+	for _, form := range []struct {
+		name  string
+		bytes []byte
+	}{{"one record", hello}, {"split over two records", splitRecord(hello)}} {
+		resp, c, br, err := connect(t.AllowedAddr)
+		if err != nil {
+			return Error, err.Error()
+		}
+		if c == nil {
+			return Error, fmt.Sprintf("the proxy refused the allowed destination %s: %s", t.AllowedAddr, resp.Status)
+		}
+		c.Write(form.bytes)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, _ := br.ReadString('\n')
+		c.Close()
+		if bytes.Contains([]byte(got), []byte("cordon-canary")) {
+			return Escaped, fmt.Sprintf("a ClientHello for evil.example (%s) reached %s, which answered", form.name, t.AllowedAddr)
+		}
+		seen = append(seen, form.name+": closed without an answer")
 	}
-	if c == nil {
-		return Error, fmt.Sprintf("the proxy refused the allowed destination %s: %s", t.AllowedAddr, resp.Status)
+	return Contained, strings.Join(seen, "; ")
+}
+
+// splitRecord rewrites the first TLS record of b as two records, each with
+// half of its payload.
+func splitRecord(b []byte) []byte {
+	if len(b) < 6 {
+		return b
 	}
-	defer c.Close()
-	c.Write(clientHello("evil.example"))
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	got, _ := br.ReadString('\n')
-	if bytes.Contains([]byte(got), []byte("cordon-canary")) {
-		return Escaped, fmt.Sprintf("a ClientHello for evil.example reached %s, which answered", t.AllowedAddr)
+	n := int(b[3])<<8 | int(b[4])
+	if 5+n > len(b) || n < 2 {
+		return b
 	}
-	return Contained, "the tunnel closed without an answer"
+	payload, rest := b[5:5+n], b[5+n:]
+	half := n / 2
+	var out []byte
+	for _, part := range [][]byte{payload[:half], payload[half:]} {
+		out = append(out, b[0], b[1], b[2], byte(len(part)>>8), byte(len(part)))
+		out = append(out, part...)
+	}
+	return append(out, rest...)
 }

@@ -1,7 +1,9 @@
 package probe
 
 import (
+	"context"
 	"io"
+	"net/netip"
 	"os/exec"
 
 	"github.com/cordon-sandbox/cordon/internal/outcome"
@@ -17,6 +19,24 @@ type Runner interface {
 	// Start runs it under a separate cordon process, the sandbox's
 	// supervisor, which the caller may kill.
 	Start(p *profile.Profile, attack []string, stdout io.Writer) (*exec.Cmd, error)
+	// Exec runs it as Run does, with what the probes of cordon's own host
+	// side need.
+	Exec(x Exec) (outcome.Outcome, error)
+}
+
+// Exec is one attack run by Runner.Exec.
+type Exec struct {
+	Profile *profile.Profile
+	Attack  []string
+	// Stdout gets what the attack prints; Stderr what reaches the run's
+	// stderr, cordon's own lines included (nil drops them).
+	Stdout, Stderr io.Writer
+	// Guard are host files the sandbox must not change (see
+	// sandbox.Options.Guard).
+	Guard []string
+	// Resolve, when set, stands in for the host's resolver in the egress
+	// proxy: a planted resolver that sees every name cordon looks up.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // HostProbe is a probe judged from outside: it runs an attack in a sandbox

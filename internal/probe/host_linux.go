@@ -26,12 +26,13 @@ func HostBattery() []HostProbe {
 	for _, lp := range limitProbes {
 		out = append(out, HostProbe{lp.id, "resources", lp.attempt, lp.expect(), lp.run})
 	}
-	return append(out,
+	out = append(out, initProbes...)
+	return append(append(out,
 		HostProbe{"life-supervisor-killed", "lifecycle", "SIGKILL cordon while the sandbox runs daemons that left their session",
 			"every process of the sandbox dies, its cgroup is removed", probeSupervisorKilled},
 		HostProbe{"life-leftovers", "lifecycle", "end a run that started daemons, after using /tmp and /dev/shm",
 			"no process, cgroup, mount or temporary file of the run is left", probeLeftovers},
-	)
+	), append(deputyProbes, deputyNetProbes...)...)
 }
 
 // limitProbe pushes against one limit. The profile's value is used when it

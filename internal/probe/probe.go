@@ -147,7 +147,7 @@ const ProbeArg = "__probe"
 
 // AllCategories are the categories of every battery, in the order of
 // THREATS.md.
-var AllCategories = []string{"filesystem", "processes", "namespaces", "network", "resources", "lifecycle", "agent"}
+var AllCategories = []string{"filesystem", "processes", "namespaces", "network", "resources", "lifecycle", "host", "agent"}
 
 // Order sorts results by category, keeping the batteries' order within one.
 func Order(rs []Result) {

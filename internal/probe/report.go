@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/hostfile"
 )
 
 // Report is the whole account of one battery run, comparable across runs
@@ -65,7 +66,7 @@ func Summarize(rs []Result) Summary {
 
 // LoadReport reads a report written with --json.
 func LoadReport(path string) (*Report, error) {
-	b, err := os.ReadFile(path)
+	b, err := hostfile.ReadFile(path, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +93,7 @@ func (r *Report) Save(dir string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, r.ProfileSHA256+".json")
-	return path, os.WriteFile(path, append(b, '\n'), 0o644)
+	return path, hostfile.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // Find reads the report of the profile whose hash is given from dir; nil

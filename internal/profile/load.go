@@ -2,9 +2,10 @@ package profile
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"strings"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/cordon-sandbox/cordon/internal/hostfile"
 )
 
 // Error is a problem in a profile, located in its source.
@@ -59,9 +62,14 @@ func Default() *Profile {
 	return p
 }
 
-// LoadFile reads and parses the profile at path.
+// maxFile is the largest profile LoadFile reads.
+const maxFile = 1 << 20
+
+// LoadFile reads and parses the profile at path: a regular file reached
+// without symbolic links, as every file cordon reads where a sandbox may
+// have been (see hostfile).
 func LoadFile(path string) (*Profile, error) {
-	data, err := os.ReadFile(path)
+	data, err := hostfile.ReadFile(path, maxFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading profile: %w", err)
 	}
@@ -96,6 +104,8 @@ func parse(name string, data []byte) (*Profile, error) {
 		return nil, Errors{{File: name, Msg: "profile is empty"}}
 	}
 	src := newSource(name, file)
+	sum := sha256.Sum256(data)
+	src.digest = hex.EncodeToString(sum[:])
 	var p Profile
 	if err := yaml.NodeToValue(file.Docs[0].Body, &p, yaml.DisallowUnknownField(), yaml.Strict()); err != nil {
 		e := locate(name, err)
@@ -154,6 +164,8 @@ func kindName(t reflect.Type) string {
 // source maps YAML paths to positions and back, for error messages.
 type source struct {
 	name string
+	// digest is the SHA-256 of the text the profile was parsed from.
+	digest string
 	// keys holds where each field's key (or list item) starts; values
 	// where its value starts when that is a scalar.
 	keys, values map[string]*token.Position
@@ -231,4 +243,13 @@ func parent(field string) string {
 		return ""
 	}
 	return field[:i]
+}
+
+// FileDigest is the SHA-256 (hex) of the text the profile was parsed from,
+// "" for one built otherwise.
+func (p *Profile) FileDigest() string {
+	if p.src == nil {
+		return ""
+	}
+	return p.src.digest
 }

@@ -32,12 +32,20 @@ type NetBudget struct {
 	BytesOut    Quantity `yaml:"bytes_out,omitempty" json:"bytes_out,omitempty"`
 	BytesIn     Quantity `yaml:"bytes_in,omitempty" json:"bytes_in,omitempty"`
 	Connections Quantity `yaml:"connections,omitempty" json:"connections,omitempty"`
+	// MaxDenied is how many refused attempts (deny events) a run may
+	// make; the one after uses it up. It has a default.
+	MaxDenied Quantity `yaml:"max_denied,omitempty" json:"max_denied,omitempty"`
 }
+
+// DefaultMaxDenied is network.budget.max_denied when the profile does not
+// set it.
+const DefaultMaxDenied = "100"
 
 var budgetSpecs = []LimitSpec{
 	{"bytes_out", Bytes, "", 1, true, "bytes sent through the proxy"},
 	{"bytes_in", Bytes, "", 1, true, "bytes received through the proxy"},
 	{"connections", Count, "", 1, true, "connections opened through the proxy"},
+	{"max_denied", Count, DefaultMaxDenied, 1, true, "connection attempts and lookups the proxy refused"},
 }
 
 var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
@@ -48,11 +56,14 @@ func (b *NetBudget) get(name string) *Quantity {
 		return &b.BytesOut
 	case "bytes_in":
 		return &b.BytesIn
+	case "max_denied":
+		return &b.MaxDenied
 	}
 	return &b.Connections
 }
 
-// Value prints the budget named "bytes_out", "bytes_in" or "connections".
+// Value prints the budget named "bytes_out", "bytes_in", "connections" or
+// "max_denied".
 func (b *NetBudget) Value(name string) string { return b.get(name).String() }
 
 // Enabled reports whether anything may leave the sandbox.
@@ -117,11 +128,15 @@ func (p *Profile) validateNetwork(bad func(field, format string, args ...any)) {
 	}
 	for _, spec := range budgetSpecs {
 		q := n.Budget.get(spec.Name)
-		if q.text == "" {
-			q.kind = spec.Kind
+		text := q.text
+		if text == "" && q.N == 0 && !q.Unlimited {
+			text = spec.Default
+		}
+		if text == "" {
+			q.kind = spec.Kind // unset without a default, or set in code
 			continue
 		}
-		v, err := parseQuantity(spec, q.text)
+		v, err := parseQuantity(spec, text)
 		if err != nil {
 			bad("network.budget."+spec.Name, "%v", err)
 			continue

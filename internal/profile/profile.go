@@ -81,6 +81,13 @@ type Workspace struct {
 	// path as on the host.
 	Target   string `yaml:"target,omitempty" json:"target,omitempty"`
 	Writable bool   `yaml:"writable" json:"writable"`
+	// Unprotect opens, by name, protected paths that every writable bind
+	// otherwise keeps read-only (.git/config, .vscode, ...: see cordon's
+	// docs/THREATS.md), relative to the bind's root.
+	Unprotect []string `yaml:"unprotect,omitempty" json:"unprotect,omitempty"`
+	// AllowSensitive lets a home directory, or a directory holding
+	// credentials (.ssh, .aws, ...), be bound writable.
+	AllowSensitive bool `yaml:"allow_sensitive,omitempty" json:"allow_sensitive,omitempty"`
 }
 
 // Mount binds one host path into the sandbox.

@@ -129,6 +129,12 @@ func (p *Profile) validate(src *source) Errors {
 	} else if p.Workspace.Target != "" {
 		bad("workspace.target", "set without workspace.path")
 	}
+	for i, u := range p.Workspace.Unprotect {
+		field := fmt.Sprintf("workspace.unprotect[%d]", i)
+		if c := path.Clean(u); u == "" || c != u || path.IsAbs(u) || c == "." || c == ".." || strings.HasPrefix(c, "../") {
+			bad(field, "%q: want a clean path relative to a writable bind's root, such as .git/config or .vscode", u)
+		}
+	}
 
 	for i := range p.Mounts {
 		m := &p.Mounts[i]

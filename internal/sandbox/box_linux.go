@@ -77,6 +77,9 @@ func Start(opts Options) (*Box, error) {
 		if !ok && !ended && lim.group != nil {
 			lim.remove()
 		}
+		if !ok {
+			lim.unprotect()
+		}
 	}()
 	null, err := devNull(nil)
 	if err != nil {

@@ -50,6 +50,11 @@ func (d *drifter) baseline() error {
 	if err != nil {
 		return err
 	}
+	if sum := d.opts.Profile.FileDigest(); sum != "" && d.src.ProfileFile != "" {
+		// The profile as it was read to build the sandbox, not as it is
+		// by now.
+		s.Profile = sum
+	}
 	d.mu.Lock()
 	d.base = &s
 	d.mu.Unlock()

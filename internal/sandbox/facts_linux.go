@@ -92,6 +92,10 @@ func (r *Result) facts(err error) outcome.Facts {
 		EgressUsedUp: r.egressExhausted,
 		EgressBudget: r.egressBudget,
 	}
+	if f.Killed == deniedLimit {
+		// Not a resource limit: the proxy's budget, in EgressUsedUp.
+		f.Killed = ""
+	}
 	r.mu.Lock()
 	f.Drift = r.drift
 	r.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/cgroup"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/protect"
 )
 
 // watchEvery is how often the cgroup's counters are read; idleWatchEvery
@@ -40,6 +42,10 @@ type limiter struct {
 	// helper's stdin, and the helper.
 	cleanup       *os.File
 	cleanupHelper *process
+	// release removes the protected paths' placeholders, once the
+	// sandbox is gone; released makes it happen once.
+	release  func()
+	released sync.Once
 
 	mu     sync.Mutex
 	killed string // the limit that ended the run
@@ -77,7 +83,7 @@ func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Resu
 	if err == nil {
 		// The helper that removes the cgroup if cordon dies starts before
 		// the cgroup exists: a cordon killed at any moment leaves nothing.
-		if err := l.startCleanup(dirs); err != nil {
+		if err := l.startCleanup(dirs, spec.placeholders()); err != nil {
 			return nil, setupErr("cgroup", err)
 		}
 		l.group, err = host.New(name, cgroup.Limits{
@@ -236,6 +242,7 @@ func (l *limiter) killAll() {
 // end stops the clocks and returns the limit that ended the run and the
 // cgroup's final counters, then removes the cgroup.
 func (l *limiter) end() (killed string, stats cgroup.Stats, wall time.Duration) {
+	defer l.unprotect()
 	close(l.stop)
 	l.wg.Wait()
 	wall = time.Since(l.start)
@@ -257,6 +264,7 @@ func (l *limiter) end() (killed string, stats cgroup.Stats, wall time.Duration) 
 // remove deletes the cgroup, killing what may linger, then releases the
 // cleanup helper.
 func (l *limiter) remove() {
+	defer l.unprotect()
 	if weakened("cgroup-cleanup") {
 		return // test builds only
 	}
@@ -353,7 +361,7 @@ func (l *limiter) states(u outcome.Usage, tmpUsed int64) []outcome.LimitState {
 // cordon itself is killed: it waits for its stdin to close, then kills
 // whatever is left in them and removes them. In its own session, it
 // survives a signal sent to cordon's process group.
-func (l *limiter) startCleanup(dirs []string) error {
+func (l *limiter) startCleanup(dirs, placeholders []string) error {
 	if weakened("cgroup-cleanup") {
 		return nil
 	}
@@ -362,7 +370,9 @@ func (l *limiter) startCleanup(dirs []string) error {
 		return err
 	}
 	defer r.Close()
-	l.cleanupHelper, err = start("/proc/self/exe", append([]string{"cordon", CleanupArg}, dirs...), []*os.File{r}, &syscall.SysProcAttr{Setsid: true})
+	args := append(append([]string{"cordon", CleanupArg}, dirs...), "--")
+	args = append(args, placeholders...)
+	l.cleanupHelper, err = start("/proc/self/exe", args, []*os.File{r}, &syscall.SysProcAttr{Setsid: true})
 	if err != nil {
 		w.Close()
 		return fmt.Errorf("starting the cgroup cleanup helper: %w", err)
@@ -374,9 +384,15 @@ func (l *limiter) startCleanup(dirs []string) error {
 // CleanupArg is the hidden subcommand of the cleanup helper.
 const CleanupArg = "__cleanup"
 
-// Cleanup is the cleanup helper: when stdin closes, it kills what is left
-// in the cgroup directories and removes them.
-func Cleanup(dirs []string) {
+// Cleanup is the cleanup helper (`DIR... -- PLACEHOLDER...`): when stdin
+// closes, it kills what is left in the cgroup directories and removes them,
+// then, with nothing of the sandbox left, the protected paths' placeholders
+// (see protect.Sweep).
+func Cleanup(args []string) {
+	dirs, placeholders := args, []string(nil)
+	if i := slices.Index(args, "--"); i >= 0 {
+		dirs, placeholders = args[:i], args[i+1:]
+	}
 	var b [1]byte
 	for {
 		if _, err := os.Stdin.Read(b[:]); err != nil {
@@ -389,7 +405,21 @@ func Cleanup(dirs []string) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for cgroup.Reclaim(dirs) != nil && time.Now().Before(deadline) {
+	for cgroup.Reclaim(dirs) != nil {
+		if time.Now().After(deadline) {
+			return // the sandbox may still be there: its placeholders stay
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	protect.Sweep(placeholders)
+}
+
+// unprotect removes the placeholders of the protected paths (see package
+// protect) once nothing of the sandbox is left.
+func (l *limiter) unprotect() {
+	l.released.Do(func() {
+		if l.release != nil {
+			l.release()
+		}
+	})
 }

@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"context"
 	"io"
+	"net/netip"
 	"os"
 
 	"github.com/cordon-sandbox/cordon/internal/egress"
@@ -52,6 +54,13 @@ type Options struct {
 	// ProfileFile is the file the profile was read from, "" for the
 	// embedded one; a drift check sees it edited.
 	ProfileFile string
+	// Guard are host files that no writable part of the view may change
+	// (the profile, its approval record, cordon's configuration): inside
+	// one, they are kept read-only as the protected paths are.
+	Guard []string
+	// Resolve, when set, is the egress proxy's resolver instead of the
+	// host's (the escape probes plant one to see what cordon looks up).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 
 	// Log, for a kept-alive sandbox (Start), receives the egress proxy's
 	// refusals and drift reports; nil discards them.

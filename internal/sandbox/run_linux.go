@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,7 +23,9 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/mnt"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/protect"
 	"github.com/cordon-sandbox/cordon/internal/seccomp"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // rootMapWeakened maps the sandbox user to host root; test builds only.
@@ -79,6 +82,7 @@ func run(opts Options, res *Result) error {
 		if !ended && lim.group != nil {
 			lim.remove()
 		}
+		lim.unprotect()
 	}()
 
 	stdin, stdout, stderr := opts.Stdin, opts.Stdout, opts.Stderr
@@ -184,10 +188,12 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 		return nil, nil, err
 	}
 	if err := checkLayers(spec, opts.AllowDegraded, res); err != nil {
+		spec.release()
 		return nil, nil, err
 	}
 	spec.Weaken = Weakenings{NetNS: weakened("netns"), UsernsLimit: weakened("userns-limit"), Caps: weakened("caps"), ProcMasks: weakened("proc-masks"),
-		IPCNS: weakened("ipcns"), UTSNS: weakened("utsns"), Dumpable: weakened("dumpable"), FDs: weakened("fds"), NNP: weakened("nnp")}
+		IPCNS: weakened("ipcns"), UTSNS: weakened("utsns"), Dumpable: weakened("dumpable"), FDs: weakened("fds"), NNP: weakened("nnp"),
+		InitSignals: weakened("init-signals"), UserLimits: weakened("user-limits")}
 	if weakened("seccomp") {
 		spec.Seccomp = false
 	}
@@ -202,8 +208,11 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 	}
 	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res)
 	if err != nil {
+		spec.release()
 		return nil, nil, err
 	}
+	// The placeholders go when the limiter ends, however the sandbox does.
+	lim.release = func() { res.Notes = append(res.Notes, spec.release()...) }
 	if weakened("nofile") {
 		spec.Rlimits.OpenFiles = 0
 	}
@@ -285,7 +294,7 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 	extra = append(extra, nil) // ProxyFD
 	var egressDone func()
 	if spec.ProxyAddr != "" {
-		peer, done, err := startProxy(opts.Profile, res, bf.stderr, opts.OnEgress)
+		peer, done, err := startProxy(opts, res, bf.stderr, func() { lim.trip(deniedLimit) })
 		if err != nil {
 			return nil, setupErr("egress proxy", err)
 		}
@@ -339,7 +348,7 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 	}
 	var init *process
 	placed, err := lim.spawn(sys, func() (err error) {
-		init, err = start(initPath, []string{"cordon", InitArg}, append(bf.stdio, extra...), sys)
+		init, err = startOwned(initPath, []string{"cordon", InitArg}, append(bf.stdio, extra...), sys)
 		if err != nil {
 			return setupErr("creating the sandbox namespaces", namespaceHint(err))
 		}
@@ -551,7 +560,47 @@ func buildSpec(opts Options) (*Spec, error) {
 		spec.Mounts = append(spec.Mounts, Mount{Source: ws, Target: target, Writable: p.Workspace.Writable})
 		spec.Workdir = target
 	}
+	if err := protectWritable(spec, opts); err != nil {
+		return nil, err
+	}
 	return spec, nil
+}
+
+// protectWritable plans, for every writable directory bound into the view,
+// the paths the host's tools obey that stay read-only inside (see package
+// protect), and refuses a home directory or one holding credentials unless
+// the profile allows it by name.
+func protectWritable(spec *Spec, opts Options) error {
+	ws := opts.Profile.Workspace
+	if weakened("protect") { // test builds only: every writable bind writable throughout
+		return nil
+	}
+	for i, m := range spec.Mounts {
+		if !m.Writable || m.Device {
+			continue
+		}
+		if fi, err := os.Lstat(m.Source); err != nil || !fi.IsDir() {
+			continue
+		}
+		if why := protect.Sensitive(m.Source); why != "" && !ws.AllowSensitive {
+			spec.release()
+			return setupErr("writable bind "+m.Source, fmt.Errorf("%s: the sandbox could read and change it (keys, credentials, shell start-up files); choose a project directory, or set workspace.allow_sensitive in the profile to accept that", why))
+		}
+		var extra []string
+		for _, g := range opts.Guard {
+			if rel, err := filepath.Rel(m.Source, g); err == nil && rel != "." && !strings.HasPrefix(rel, "../") {
+				extra = append(extra, rel)
+			}
+		}
+		plan, err := protect.Make(m.Source, protect.Options{Unprotect: ws.Unprotect, Extra: extra, SameUser: os.Geteuid() != 0})
+		if err != nil {
+			spec.release()
+			return setupErr("protected paths", err)
+		}
+		spec.plans = append(spec.plans, plan)
+		spec.Mounts[i].Protect = plan.Entries
+	}
+	return nil
 }
 
 // checkDir verifies that p is a directory reached without symlinks.
@@ -675,10 +724,10 @@ func newUserns(fromUID, toUID, fromGID, toGID uint32) (*os.File, error) {
 		Pdeathsig:   unix.SIGKILL,
 		Ptrace:      true,
 	}
-	helper, err := start("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
+	helper, err := startOwned("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
 	if errors.Is(err, unix.EPERM) {
 		sys.Ptrace = false
-		helper, err = start("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
+		helper, err = startOwned("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("starting id-mapping helper: %w", err)
@@ -704,24 +753,46 @@ func tapped(dst io.Writer, tap io.Writer) io.Writer {
 	return io.MultiWriter(dst, tap)
 }
 
+// deniedLimit is the limiter's name for the egress budget of refusals,
+// which ends the sandbox when used up; the outcome reports it as the
+// egress budget it is (egress_denied), from the proxy.
+const deniedLimit = "max_denied"
+
+// printable makes text the sandbox chose safe for cordon's stderr (see
+// termsafe), except in a test build told to leave it as it is.
+func printable(s string) string {
+	if weakened("text-escape") {
+		return s
+	}
+	return termsafe.Line(s)
+}
+
 // ProxyAddr is where the proxy answers inside the sandbox.
 const ProxyAddr = "127.0.0.1:3128"
 
 // startProxy runs the egress proxy for one sandbox: it returns the socket
 // end init receives connections on, and a function that waits (briefly)
 // for the proxy's connections to end and records its events in res.
-func startProxy(p *profile.Profile, res *Result, stderr io.Writer, onDecision func(egress.Event)) (*os.File, func(), error) {
+func startProxy(opts Options, res *Result, stderr io.Writer, end func()) (*os.File, func(), error) {
+	p := opts.Profile
 	pol, err := p.Network.Policy()
 	if err != nil {
 		return nil, nil, err
 	}
 	b := p.Network.Budget
 	px := &egress.Proxy{
-		Policy:     pol,
-		Budget:     egress.Budget{BytesOut: quantity(b.BytesOut), BytesIn: quantity(b.BytesIn), Connections: quantity(b.Connections)},
-		OnDeny:     func(reason string) { fmt.Fprintf(stderr, "cordon: egress denied: %s\n", reason) },
-		OnDecision: onDecision,
-		NoSNICheck: weakened("egress-sni"),
+		Policy:          pol,
+		Budget:          egress.Budget{BytesOut: quantity(b.BytesOut), BytesIn: quantity(b.BytesIn), Connections: quantity(b.Connections), Denied: quantity(b.MaxDenied)},
+		OnDeny:          func(reason string) { fmt.Fprintf(stderr, "cordon: egress denied: %s\n", printable(reason)) },
+		OnDecision:      opts.OnEgress,
+		OnDenialsUsedUp: end,
+		Resolve:         opts.Resolve,
+		NoSNICheck:      weakened("egress-sni"),
+		LookupFirst:     weakened("egress-names"),
+		NoHeadLimit:     weakened("egress-limits"),
+	}
+	if weakened("text-escape") { // test builds only
+		egress.RawNames = true
 	}
 	res.proxy = px
 	if weakened("egress-policy") { // test builds only: every destination allowed

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/protect"
 )
 
 // Spec is everything the sandbox init needs, computed on the host side. It
@@ -37,6 +39,9 @@ type Spec struct {
 	SelfExec bool `json:"self_exec,omitempty"`
 	// Weaken is only ever set by test builds.
 	Weaken Weakenings `json:"weaken,omitempty"`
+	// plans are the protections of the writable binds, whose placeholders
+	// release removes once the sandbox has ended.
+	plans []*protect.Plan
 	// Landlock and Seccomp are false only when the user allowed running
 	// without that layer.
 	Landlock bool `json:"landlock"`
@@ -91,6 +96,9 @@ type Mount struct {
 	Link string `json:"link,omitempty"`
 	// Missing is set when an optional source does not exist.
 	Missing bool `json:"missing,omitempty"`
+	// Protect are the paths of a writable bind that init binds onto
+	// themselves, read-only or pinned in place, shallow first.
+	Protect []protect.Entry `json:"protect,omitempty"`
 }
 
 // Fixed descriptor numbers in init.
@@ -178,4 +186,31 @@ type Weakenings struct {
 	FDs         bool `json:"fds,omitempty"`
 	UTSNS       bool `json:"utsns,omitempty"`
 	NNP         bool `json:"nnp,omitempty"`
+	// InitSignals leaves init's signals to the Go runtime's defaults, and
+	// the command's output on init's own descriptors.
+	InitSignals bool `json:"init_signals,omitempty"`
+	// UserLimits gives the sandbox the whole per-user quotas (inotify,
+	// fanotify, message queue bytes, queued signals) of its user
+	// namespace's owner, not a share.
+	UserLimits bool `json:"user_limits,omitempty"`
+}
+
+// release removes the placeholders the protected paths needed; it is
+// called once the sandbox has ended (or was never started).
+func (s *Spec) release() (notes []string) {
+	for _, p := range s.plans {
+		notes = append(notes, p.Remove()...)
+	}
+	s.plans = nil
+	return notes
+}
+
+// placeholders describes the protected paths' placeholders for the cleanup
+// helper, which removes them if cordon dies before it can.
+func (s *Spec) placeholders() []string {
+	var out []string
+	for _, p := range s.plans {
+		out = append(out, p.Tokens()...)
+	}
+	return out
 }

@@ -5,9 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/cordon-sandbox/cordon/internal/approval"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // WorkspaceTarget is where a sandbox's private workspace appears inside.
@@ -49,7 +52,7 @@ func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Wr
 			degraded[l] = true
 		}
 		box, err := sandbox.Start(sandbox.Options{Profile: &p, Exe: exe, Cwd: dir, AllowDegraded: degraded,
-			LookupEnv: os.LookupEnv, Log: prefixed(log, id), ProfileFile: a.ProfileFile})
+			LookupEnv: os.LookupEnv, Log: prefixed(log, id), ProfileFile: a.ProfileFile, Guard: guarded(a.ProfileFile)})
 		if err != nil {
 			if ws != "" {
 				os.RemoveAll(ws)
@@ -76,7 +79,9 @@ func (b *ownedBox) Close() {
 // prefixed writes each message of a sandbox to log, naming the sandbox.
 func prefixed(log io.Writer, id string) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
-		fmt.Fprintf(log, "cordon serve: %s: %s", id, p)
+		for _, line := range strings.Split(strings.TrimSuffix(string(p), "\n"), "\n") {
+			fmt.Fprintf(log, "cordon serve: %s: %s\n", id, termsafe.Line(line))
+		}
 		return len(p), nil
 	})
 }
@@ -84,3 +89,13 @@ func prefixed(log io.Writer, id string) io.Writer {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// guarded are the files a sandbox of the profile at file must not change
+// when they are inside a writable part of its view: the profile and its
+// approval record.
+func guarded(file string) []string {
+	if file == "" {
+		return nil
+	}
+	return []string{file, approval.PathFor(file)}
+}

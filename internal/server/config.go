@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,6 +19,8 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approval"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/statedb"
+
+	"github.com/cordon-sandbox/cordon/internal/hostfile"
 )
 
 // Config is cordon serve's configuration file: the agents it serves, each
@@ -103,7 +104,7 @@ func (a *Agent) Reload() (changed bool, err error) {
 	if a.ProfileFile == "" {
 		return false, nil
 	}
-	data, rerr := os.ReadFile(a.ProfileFile)
+	data, rerr := hostfile.ReadFile(a.ProfileFile, 1<<20)
 	sum := sha256.Sum256(data)
 	a.mu.Lock()
 	if rerr == nil && hex.EncodeToString(sum[:]) == a.sum {
@@ -177,7 +178,7 @@ func validSum(s string) bool {
 // and grew since is refused, as by cordon run. Errors name the file, line,
 // column and field.
 func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := hostfile.ReadFile(path, 1<<20)
 	if err != nil {
 		return nil, fmt.Errorf("reading the server configuration: %w", err)
 	}
@@ -286,14 +287,11 @@ func (a *Agent) load(dir string) error {
 	if !filepath.IsAbs(a.ProfileFile) {
 		a.ProfileFile = filepath.Join(dir, a.ProfileFile)
 	}
-	if data, err := os.ReadFile(a.ProfileFile); err == nil {
-		sum := sha256.Sum256(data)
-		a.sum = hex.EncodeToString(sum[:])
-	}
 	p, err := profile.LoadFile(a.ProfileFile)
 	if err != nil {
 		return err
 	}
+	a.sum = p.FileDigest()
 	if p.Agent != "" && p.Agent != a.Name {
 		return fmt.Errorf("%s is the profile of agent %q, not %q", a.ProfileFile, p.Agent, a.Name)
 	}

@@ -1,0 +1,314 @@
+// Package protect keeps, inside every writable part of a sandbox's view,
+// the files that the host's own tools run or obey without being asked
+// read-only: git's hooks and configuration, shell start-up files, editor
+// and agent settings. An agent that could write .git/config (core.fsmonitor)
+// or .git/hooks/pre-commit gets its code run by the user's next `git
+// status` or `git commit`, outside any sandbox; one that could write
+// .vscode/settings.json or .claude/settings.json gets it run by the user's
+// editor or agent.
+//
+// Plan lays this out for one writable bind, before the sandbox starts:
+// each protected path that exists is bound read-only onto itself; each
+// directory between the bind's root and a protected path is bound onto
+// itself, writable, so that it cannot be renamed away and replaced (a
+// mount point cannot be renamed or removed); a protected path that does not
+// exist gets a placeholder, an empty directory the sandbox sees read-only,
+// so that creating the path is refused as writing it is. An empty
+// directory is what git, and most tools, ignore, and Remove takes it away
+// when the sandbox ends. A symbolic link on the way is refused: cordon
+// cannot hold it in place.
+package protect
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Defaults are the paths, relative to the root of each writable bind, kept
+// read-only unless the profile opens them by name (workspace.unprotect);
+// one that does not exist gets a placeholder. docs/THREATS.md gives the
+// reason and source of each.
+var Defaults = []string{
+	// git runs hooks, and obeys its configuration (core.fsmonitor,
+	// core.hooksPath, core.sshCommand, filters, aliases) and attributes;
+	// .git itself, so that a repository cannot be made up where there was
+	// none, or swapped for another.
+	".git",
+	".git/hooks",
+	".git/config",
+	".git/info/attributes",
+	".gitmodules",
+	// direnv; editors, development containers and agents, which run what
+	// their project settings say when the folder is opened.
+	".envrc",
+	".vscode",
+	".idea",
+	".devcontainer",
+	".mcp.json",
+	".claude",
+	".cursor",
+}
+
+// IfPresent are protected only where they exist: shells read their start-up
+// files, and git and ripgrep their user configuration, from a home
+// directory, which cordon refuses as a writable bind (see Sensitive); a hook
+// manager reads its configuration only where it is installed, which its
+// configuration being there tells.
+var IfPresent = []string{
+	// read only when the protected configuration turns the extension on.
+	".git/config.worktree",
+	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
+	".zshrc", ".zprofile", ".zshenv", ".zlogin", ".gitconfig", ".ripgreprc",
+	".husky", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml",
+}
+
+// Undone are paths that no placeholder can hold (git refuses to work where
+// it finds anything at them) and that Remove takes away when the sandbox
+// made them: .git/commondir would point git at a configuration and hooks
+// elsewhere.
+var Undone = []string{".git/commondir"}
+
+// pinOnly are defaults that, as directories, are only pinned in place:
+// git writes in .git, and what it must not have written is protected
+// beneath it.
+var pinOnly = map[string]bool{".git": true}
+
+// submoduleDepth bounds the walk of .git/modules for submodules' own
+// repositories, each of which has hooks and a configuration of its own.
+const submoduleDepth = 3
+
+// Entry is one path of a writable bind that is bound onto itself.
+type Entry struct {
+	// Rel is the path relative to the bind's root.
+	Rel string `json:"rel"`
+	// ReadOnly is false for a directory only pinned in place.
+	ReadOnly bool `json:"ro,omitempty"`
+}
+
+// Plan is what one writable bind needs: its entries, shallow first, and the
+// placeholders made for it.
+type Plan struct {
+	Root    string
+	Entries []Entry
+	ghosts  []ghost
+	held    []*os.File
+	// absent are the Undone paths that did not exist at the start.
+	absent []string
+}
+
+// Options adjust a Plan.
+type Options struct {
+	// Unprotect are defaults the profile opens by name.
+	Unprotect []string
+	// Extra are further paths, relative to the root, to keep read-only:
+	// the profile cordon runs and its approval record, when they are
+	// inside this bind.
+	Extra []string
+	// SameUser says the sandbox's user is cordon's own host user (a
+	// rootless cordon): a placeholder cordon is not allowed to make is then
+	// a path the sandbox cannot make either, and is skipped.
+	SameUser bool
+}
+
+// ErrLink reports a symbolic link where a protected path, or a directory
+// leading to one, should be.
+var ErrLink = errors.New("is a symbolic link in a writable part of the view, which cordon cannot keep in place; remove the link, or open the path by name (workspace.unprotect)")
+
+// Make plans the protection of the writable bind at root (a host
+// directory), creating placeholders. On an error nothing is left behind.
+func Make(root string, o Options) (*Plan, error) {
+	d, err := openRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	p := &Plan{Root: root}
+	want := wanted(d, o)
+	pinned := map[string]bool{}
+	covered := func(rel string) bool {
+		for _, e := range p.Entries {
+			if e.ReadOnly && (rel == e.Rel || strings.HasPrefix(rel, e.Rel+"/")) {
+				return true
+			}
+		}
+		return false
+	}
+	unprotected := map[string]bool{}
+	for _, u := range o.Unprotect {
+		unprotected[path.Clean(u)] = true
+	}
+	for _, rel := range want {
+		if covered(rel) {
+			continue
+		}
+		parts := strings.Split(rel, "/")
+		for i := range parts {
+			sub := strings.Join(parts[:i+1], "/")
+			last := i == len(parts)-1
+			kind, err := lstat(d, sub)
+			if err != nil {
+				p.Remove()
+				return nil, fmt.Errorf("%s: %w", path.Join(root, sub), err)
+			}
+			switch {
+			case kind == kindLink:
+				p.Remove()
+				return nil, fmt.Errorf("%s %w", path.Join(root, sub), ErrLink)
+			case kind == kindNone && unprotected[sub] && !last:
+				// The profile lets the sandbox make this directory: what
+				// it makes beneath is its own.
+			case kind == kindNone:
+				g, err := mkGhost(d, sub)
+				if err != nil && o.SameUser && denied(err) {
+					// The sandbox's user is cordon's own: what cordon may
+					// not create there, the sandbox may not either.
+					break
+				}
+				if err != nil {
+					p.Remove()
+					return nil, fmt.Errorf("placeholder %s: %w", path.Join(root, sub), err)
+				}
+				p.ghosts = append(p.ghosts, g)
+				p.Entries = append(p.Entries, Entry{Rel: sub, ReadOnly: true})
+			case last && kind == kindDir && pinOnly[sub]:
+				pinned[sub] = true
+				p.Entries = append(p.Entries, Entry{Rel: sub})
+			case last:
+				if kind == kindMultiLink {
+					p.Remove()
+					return nil, fmt.Errorf("%s has more than one name (a hard link), so it could be written through another; cordon refuses to run with it in a writable part of the view", path.Join(root, sub))
+				}
+				p.Entries = append(p.Entries, Entry{Rel: sub, ReadOnly: true})
+			case kind == kindDir && !pinned[sub]:
+				pinned[sub] = true
+				p.Entries = append(p.Entries, Entry{Rel: sub})
+			}
+			if kind == kindNone || kind != kindDir {
+				break
+			}
+		}
+	}
+	for _, rel := range Undone {
+		if k, err := lstat(d, rel); err == nil && k == kindNone {
+			p.absent = append(p.absent, rel)
+		}
+	}
+	if err := p.hold(d); err != nil {
+		p.Remove()
+		return nil, err
+	}
+	sort.SliceStable(p.Entries, func(i, j int) bool {
+		return strings.Count(p.Entries[i].Rel, "/") < strings.Count(p.Entries[j].Rel, "/")
+	})
+	return p, nil
+}
+
+// wanted lists the paths to protect under the root: the defaults the
+// profile keeps, each submodule's repository, a hooks directory that the
+// repository's configuration names inside the work tree, and the extras.
+func wanted(d *os.File, o Options) []string {
+	skip := map[string]bool{}
+	for _, u := range o.Unprotect {
+		skip[path.Clean(u)] = true
+	}
+	var out []string
+	add := func(rel string) {
+		rel = path.Clean(rel)
+		if rel == "." || strings.HasPrefix(rel, "../") || skip[rel] {
+			return
+		}
+		for _, x := range out {
+			if x == rel {
+				return
+			}
+		}
+		out = append(out, rel)
+	}
+	for _, rel := range Defaults {
+		add(rel)
+	}
+	for _, rel := range IfPresent {
+		if k, err := lstat(d, rel); err == nil && k != kindNone {
+			add(rel)
+		}
+	}
+	if !skip[".git"] && !skip[".git/hooks"] && !skip[".git/config"] {
+		for _, m := range submodules(d, ".git/modules", submoduleDepth) {
+			add(m + "/hooks")
+			add(m + "/config")
+			add(m + "/info/attributes")
+		}
+		if hp := hooksPath(d); hp != "" {
+			add(hp)
+		}
+	}
+	for _, rel := range o.Extra {
+		add(rel)
+	}
+	return out
+}
+
+// Remove takes away the placeholders that are still as they were made
+// (empty, the same directory) and that no other sandbox holds, and the
+// Undone paths the sandbox made, and lets go of what the plan held. It
+// returns what it took away of the sandbox's.
+func (p *Plan) Remove() (undone []string) {
+	if p == nil {
+		return nil
+	}
+	for _, rel := range p.absent {
+		if undo(p.Root, rel) {
+			undone = append(undone, fmt.Sprintf("removed %s, which the sandbox made and git would obey", path.Join(p.Root, rel)))
+		}
+	}
+	p.absent = nil
+	for _, f := range p.held {
+		f.Close()
+	}
+	p.held = nil
+	for i := len(p.ghosts) - 1; i >= 0; i-- {
+		p.ghosts[i].remove(p.Root)
+	}
+	p.ghosts = nil
+	return undone
+}
+
+// Placeholders names the placeholders made, relative to the root.
+func (p *Plan) Placeholders() []string {
+	var out []string
+	for _, g := range p.ghosts {
+		out = append(out, g.rel)
+	}
+	return out
+}
+
+// Tokens describe the placeholders for a process that removes them if
+// cordon dies first (see Sweep): each is the root and the path (hex, so
+// that any byte survives an argument list), and the directory's device and
+// inode.
+func (p *Plan) Tokens() []string {
+	var out []string
+	for _, g := range p.ghosts {
+		out = append(out, fmt.Sprintf("%x:%x:%d:%d", p.Root, g.rel, g.dev, g.ino))
+	}
+	return out
+}
+
+// Sweep removes the placeholders that tokens describe, as Remove would:
+// only where each is still the empty directory cordon made and no sandbox
+// holds it. Call it once the sandbox is gone.
+func Sweep(tokens []string) {
+	for i := len(tokens) - 1; i >= 0; i-- {
+		var root, rel []byte
+		var g ghost
+		if _, err := fmt.Sscanf(tokens[i], "%x:%x:%d:%d", &root, &rel, &g.dev, &g.ino); err != nil {
+			continue
+		}
+		g.rel = string(rel)
+		g.remove(string(root))
+	}
+}

@@ -1,0 +1,236 @@
+package protect
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func repo(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{".git/hooks", ".git/info", ".git/modules/sub/hooks", "src"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for f, text := range map[string]string{
+		".git/config":             "[core]\n\thooksPath = .husky/_\n",
+		".git/HEAD":               "ref: refs/heads/main\n",
+		".git/modules/sub/HEAD":   "ref: refs/heads/main\n",
+		".git/modules/sub/config": "",
+		".bashrc":                 "",
+		"src/main.go":             "package main\n",
+	} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func entries(p *Plan) map[string]bool {
+	m := map[string]bool{}
+	for _, e := range p.Entries {
+		m[e.Rel] = e.ReadOnly
+	}
+	return m
+}
+
+func TestMake(t *testing.T) {
+	root := repo(t)
+	p, err := Make(root, Options{Extra: []string{"agent.approval.yaml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := entries(p)
+	for rel, ro := range map[string]bool{
+		".git": false, ".git/hooks": true, ".git/config": true, ".git/info": false,
+		".git/info/attributes": true, ".gitmodules": true, ".vscode": true, ".claude": true,
+		".mcp.json": true, ".bashrc": true, ".husky": true,
+		".git/modules": false, ".git/modules/sub": false, ".git/modules/sub/hooks": true, ".git/modules/sub/config": true,
+		"agent.approval.yaml": true,
+	} {
+		if v, ok := got[rel]; !ok || v != ro {
+			t.Errorf("%s: got (%v, present %v), want read-only %v", rel, v, ok, ro)
+		}
+	}
+	if _, ok := got[".zshrc"]; ok {
+		t.Errorf(".zshrc protected though absent: %v", got)
+	}
+	for i := 1; i < len(p.Entries); i++ {
+		if strings.Count(p.Entries[i-1].Rel, "/") > strings.Count(p.Entries[i].Rel, "/") {
+			t.Fatalf("not shallow first: %v", p.Entries)
+		}
+	}
+	ghosts := p.Placeholders()
+	for _, g := range []string{".vscode", ".mcp.json", ".gitmodules", ".husky", ".git/info/attributes", "agent.approval.yaml"} {
+		if !slices.Contains(ghosts, g) {
+			t.Errorf("no placeholder for %s: %v", g, ghosts)
+		}
+		if fi, err := os.Lstat(filepath.Join(root, g)); err != nil || !fi.IsDir() {
+			t.Errorf("placeholder %s: %v", g, err)
+		}
+	}
+	// Something put in a placeholder (from the host: inside, it is
+	// read-only) stays, and so does its placeholder.
+	if err := os.WriteFile(filepath.Join(root, ".vscode", "settings.json"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.Remove()
+	for _, g := range ghosts {
+		_, err := os.Lstat(filepath.Join(root, g))
+		if g == ".vscode" {
+			if err != nil {
+				t.Errorf("a placeholder that is no longer empty was removed")
+			}
+		} else if err == nil {
+			t.Errorf("placeholder %s left behind", g)
+		}
+	}
+}
+
+func TestMakeRefuses(t *testing.T) {
+	root := repo(t)
+	if err := os.Symlink("/etc", filepath.Join(root, ".vscode")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Make(root, Options{}); !errors.Is(err, ErrLink) {
+		t.Errorf("a link at a protected path: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, ".claude")); err == nil {
+		t.Errorf("placeholders left after a refusal")
+	}
+	os.Remove(filepath.Join(root, ".vscode"))
+
+	if err := os.Rename(filepath.Join(root, ".git", "info"), filepath.Join(root, "info")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../info", filepath.Join(root, ".git", "info")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Make(root, Options{}); !errors.Is(err, ErrLink) {
+		t.Errorf("a link on the way to a protected path: %v", err)
+	}
+	os.Remove(filepath.Join(root, ".git", "info"))
+
+	if err := os.Link(filepath.Join(root, ".git", "config"), filepath.Join(root, "src", "config")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Make(root, Options{}); err == nil || !strings.Contains(err.Error(), "hard link") {
+		t.Errorf("a protected file with another name: %v", err)
+	}
+}
+
+func TestUnprotect(t *testing.T) {
+	root := t.TempDir()
+	p, err := Make(root, Options{Unprotect: []string{".git", ".vscode"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Remove()
+	got := entries(p)
+	for _, rel := range []string{".git", ".git/hooks", ".git/config", ".vscode"} {
+		if _, ok := got[rel]; ok {
+			t.Errorf("%s protected though opened by name", rel)
+		}
+	}
+	if _, ok := got[".claude"]; !ok {
+		t.Errorf(".claude not protected: %v", got)
+	}
+}
+
+// Two sandboxes on one workspace: the first to end leaves the placeholder
+// the other still protects.
+func TestPlaceholderShared(t *testing.T) {
+	root := t.TempDir()
+	a, err := Make(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Make(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Remove()
+	if _, err := os.Lstat(filepath.Join(root, ".vscode")); err != nil {
+		t.Fatalf("removed while another sandbox protects it: %v", err)
+	}
+	b.Remove()
+}
+
+func TestSensitive(t *testing.T) {
+	root := t.TempDir()
+	if why := Sensitive(root); why != "" {
+		t.Fatalf("a fresh directory: %s", why)
+	}
+	if err := os.Mkdir(filepath.Join(root, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if why := Sensitive(root); !strings.Contains(why, ".ssh") {
+		t.Fatalf("a directory holding .ssh: %q", why)
+	}
+	home, err := os.UserHomeDir()
+	if err == nil && home != "/" {
+		if why := Sensitive(home); !strings.Contains(why, "home directory") {
+			t.Errorf("the home directory: %q", why)
+		}
+	}
+}
+
+// What no placeholder can hold is taken away when the sandbox made it, and
+// left when it was there before.
+func TestUndone(t *testing.T) {
+	root := repo(t)
+	p, err := Make(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commondir := filepath.Join(root, ".git", "commondir")
+	if err := os.WriteFile(commondir, []byte("../elsewhere\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if undone := p.Remove(); len(undone) != 1 || !strings.Contains(undone[0], ".git/commondir") {
+		t.Fatalf("undone: %v", undone)
+	}
+	if _, err := os.Lstat(commondir); err == nil {
+		t.Fatal(".git/commondir made by the sandbox was left")
+	}
+	if err := os.WriteFile(commondir, []byte("../elsewhere\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err = Make(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if undone := p.Remove(); len(undone) != 0 {
+		t.Fatalf("a commondir that was there before was undone: %v", undone)
+	}
+}
+
+// The cleanup helper removes the placeholders from their tokens alone, as
+// Remove would.
+func TestSweep(t *testing.T) {
+	root := repo(t)
+	p, err := Make(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := p.Tokens()
+	if len(tokens) == 0 {
+		t.Fatal("no tokens")
+	}
+	for _, f := range p.held {
+		f.Close() // as when cordon dies
+	}
+	p.held = nil
+	Sweep(tokens)
+	for _, g := range p.Placeholders() {
+		if _, err := os.Lstat(filepath.Join(root, g)); err == nil {
+			t.Errorf("placeholder %s left after Sweep", g)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package protect
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// credentials are what, found at the top of a directory, make it a home
+// directory or a store of secrets rather than a project.
+var credentials = []string{
+	".ssh", ".aws", ".gnupg", ".kube", ".azure", ".docker/config.json",
+	".config/gcloud", ".netrc", ".git-credentials", ".password-store", ".pgpass",
+}
+
+// Sensitive says why the directory root must not be a writable part of a
+// sandbox's view (a user's home directory, or one holding credentials), or
+// "". Home directories are the current user's, $HOME's, and every account's
+// in /etc/passwd.
+func Sensitive(root string) string {
+	root = filepath.Clean(root)
+	homes := map[string]bool{}
+	if h, err := os.UserHomeDir(); err == nil {
+		homes[filepath.Clean(h)] = true
+	}
+	if f, err := os.Open("/etc/passwd"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if fields := strings.Split(sc.Text(), ":"); len(fields) >= 6 {
+				homes[filepath.Clean(fields[5])] = true
+			}
+		}
+		f.Close()
+	}
+	delete(homes, "/")
+	if homes[root] {
+		return root + " is a home directory"
+	}
+	for _, c := range credentials {
+		if _, err := os.Lstat(filepath.Join(root, c)); err == nil {
+			return root + " holds " + c
+		}
+	}
+	return ""
+}
