@@ -241,7 +241,9 @@ func egressClient(e *env, server string, p *profile.Profile) (*http.Client, erro
 	return &http.Client{Transport: tr}, nil
 }
 
-// prefixWriter writes each line with a prefix.
+// prefixWriter writes each line with a prefix. The lines are a tool
+// server's, shown as cordon's: escaped and cut (termsafe), so that no escape
+// sequence or forged line of the server's reaches the operator's terminal.
 type prefixWriter struct {
 	w      interface{ Write([]byte) (int, error) }
 	prefix string
@@ -250,7 +252,7 @@ type prefixWriter struct {
 func (p prefixWriter) Write(b []byte) (int, error) {
 	for _, line := range strings.SplitAfter(string(b), "\n") {
 		if line != "" {
-			p.w.Write([]byte(p.prefix + line))
+			p.w.Write([]byte(p.prefix + termsafe.Line(strings.TrimSuffix(line, "\n")) + "\n"))
 		}
 	}
 	return len(b), nil

@@ -270,3 +270,18 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 		t.Errorf("reasons %q", reasons)
 	}
 }
+
+// The proxy keeps at most MaxEvents attempts, whatever the sandbox does;
+// later ones are still decided and counted.
+func TestEventsBounded(t *testing.T) {
+	p := &Proxy{Policy: mustPolicy(t, []string{"local.test:80"}, nil)}
+	for i := range MaxEvents + 10 {
+		p.decide("connect", fmt.Sprintf("10.1.%d.%d", i/250, i%250), 80, "")
+	}
+	if got := len(p.Events()); got != MaxEvents {
+		t.Fatalf("%d events kept", got)
+	}
+	if got := p.Unlisted(); got != 10 {
+		t.Fatalf("%d unlisted", got)
+	}
+}

@@ -105,6 +105,7 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	events    []*Event
+	unlisted  int // events past MaxEvents, not kept
 	conns     int64
 	denied    int64
 	active    int
@@ -121,7 +122,20 @@ type Proxy struct {
 	nextFake   netip.Addr
 }
 
-// Events returns every attempt so far, with its bytes.
+// MaxEvents is how many attempts a proxy keeps for the outcome: a sandbox
+// that connects without end cannot grow cordon by it. Later attempts are
+// decided, counted and budgeted all the same.
+const MaxEvents = 4096
+
+// Unlisted is how many attempts were not kept, past MaxEvents.
+func (p *Proxy) Unlisted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unlisted
+}
+
+// Events returns the attempts kept so far (the first MaxEvents), with
+// their bytes.
 func (p *Proxy) Events() []Event {
 	p.mu.Lock()
 	defer p.mu.Unlock()

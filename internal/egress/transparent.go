@@ -118,7 +118,12 @@ func (p *Proxy) answerDNS(query []byte) []byte {
 
 func (p *Proxy) record(ev *Event) {
 	p.mu.Lock()
-	p.events = append(p.events, ev)
+	if len(p.events) < MaxEvents {
+		p.events = append(p.events, ev)
+	} else {
+		// Decided, counted and budgeted as any other; only not kept.
+		p.unlisted++
+	}
 	p.mu.Unlock()
 }
 

@@ -127,7 +127,10 @@ func Make(root string, o Options) (*Plan, error) {
 	}
 	defer d.Close()
 	p := &Plan{Root: root}
-	want := wanted(d, o)
+	want, err := wanted(d, o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", root, err)
+	}
 	pinned := map[string]bool{}
 	covered := func(rel string) bool {
 		for _, e := range p.Entries {
@@ -162,7 +165,7 @@ func Make(root string, o Options) (*Plan, error) {
 				// The profile lets the sandbox make this directory: what
 				// it makes beneath is its own.
 			case kind == kindNone:
-				g, err := mkGhost(d, sub)
+				g, held, err := mkGhost(d, sub)
 				if err != nil && o.SameUser && denied(err) {
 					// The sandbox's user is cordon's own: what cordon may
 					// not create there, the sandbox may not either.
@@ -173,6 +176,7 @@ func Make(root string, o Options) (*Plan, error) {
 					return nil, fmt.Errorf("placeholder %s: %w", path.Join(root, sub), err)
 				}
 				p.ghosts = append(p.ghosts, g)
+				p.held = append(p.held, held)
 				p.Entries = append(p.Entries, Entry{Rel: sub, ReadOnly: true})
 			case last && kind == kindDir && pinOnly[sub]:
 				pinned[sub] = true
@@ -210,7 +214,7 @@ func Make(root string, o Options) (*Plan, error) {
 // wanted lists the paths to protect under the root: the defaults the
 // profile keeps, each submodule's repository, a hooks directory that the
 // repository's configuration names inside the work tree, and the extras.
-func wanted(d *os.File, o Options) []string {
+func wanted(d *os.File, o Options) ([]string, error) {
 	skip := map[string]bool{}
 	for _, u := range o.Unprotect {
 		skip[path.Clean(u)] = true
@@ -237,7 +241,11 @@ func wanted(d *os.File, o Options) []string {
 		}
 	}
 	if !skip[".git"] && !skip[".git/hooks"] && !skip[".git/config"] {
-		for _, m := range submodules(d, ".git/modules", submoduleDepth) {
+		subs, err := submodules(d, ".git/modules", submoduleDepth)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range subs {
 			add(m + "/hooks")
 			add(m + "/config")
 			add(m + "/info/attributes")
@@ -249,7 +257,7 @@ func wanted(d *os.File, o Options) []string {
 	for _, rel := range o.Extra {
 		add(rel)
 	}
-	return out
+	return out, nil
 }
 
 // Remove takes away the placeholders that are still as they were made
@@ -289,11 +297,11 @@ func (p *Plan) Placeholders() []string {
 // Tokens describe the placeholders for a process that removes them if
 // cordon dies first (see Sweep): each is the root and the path (hex, so
 // that any byte survives an argument list), and the directory's device and
-// inode.
+// inode and change time.
 func (p *Plan) Tokens() []string {
 	var out []string
 	for _, g := range p.ghosts {
-		out = append(out, fmt.Sprintf("%x:%x:%d:%d", p.Root, g.rel, g.dev, g.ino))
+		out = append(out, fmt.Sprintf("%x:%x:%d:%d:%d", p.Root, g.rel, g.dev, g.ino, g.ctime))
 	}
 	return out
 }
@@ -305,7 +313,7 @@ func Sweep(tokens []string) {
 	for i := len(tokens) - 1; i >= 0; i-- {
 		var root, rel []byte
 		var g ghost
-		if _, err := fmt.Sscanf(tokens[i], "%x:%x:%d:%d", &root, &rel, &g.dev, &g.ino); err != nil {
+		if _, err := fmt.Sscanf(tokens[i], "%x:%x:%d:%d:%d", &root, &rel, &g.dev, &g.ino, &g.ctime); err != nil {
 			continue
 		}
 		g.rel = string(rel)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path"
 	"strings"
@@ -63,31 +64,50 @@ func lstat(d *os.File, rel string) (kind, error) {
 	return kindFile, nil
 }
 
-// ghost is a placeholder directory cordon made.
+// ghost is a placeholder directory cordon made, known by its device, inode
+// and change time: an inode number freed and given to a new directory
+// elsewhere does not pass for it.
 type ghost struct {
 	rel      string
 	dev, ino uint64
+	ctime    int64 // ns
 }
 
-func mkGhost(d *os.File, rel string) (ghost, error) {
+func (g ghost) is(st *unix.Stat_t) bool {
+	return st.Dev == g.dev && st.Ino == g.ino && st.Ctim.Nano() == g.ctime
+}
+
+// mkGhost makes the placeholder rel and returns it open, with a shared lock
+// taken at once, so that nothing that removes placeholders takes it away
+// while this sandbox needs it.
+func mkGhost(d *os.File, rel string) (ghost, *os.File, error) {
 	dir, name := path.Split(rel)
 	pfd := int(d.Fd())
 	if dir != "" {
 		fd, err := beneath(d, strings.TrimSuffix(dir, "/"), unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
-			return ghost{}, err
+			return ghost{}, nil, err
 		}
 		defer unix.Close(fd)
 		pfd = fd
 	}
 	if err := unix.Mkdirat(pfd, name, 0o755); err != nil {
-		return ghost{}, err
+		return ghost{}, nil, err
 	}
+	fd, err := unix.Openat2(pfd, name, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return ghost{}, nil, err
+	}
+	unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
 	var st unix.Stat_t
-	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return ghost{}, err
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return ghost{}, nil, err
 	}
-	return ghost{rel: rel, dev: st.Dev, ino: st.Ino}, nil
+	return ghost{rel: rel, dev: st.Dev, ino: st.Ino, ctime: st.Ctim.Nano()}, os.NewFile(uintptr(fd), rel), nil
 }
 
 // remove takes the placeholder away if it is still the empty directory
@@ -105,7 +125,7 @@ func (g ghost) remove(root string) {
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Dev != g.dev || st.Ino != g.ino {
+	if unix.Fstat(fd, &st) != nil || !g.is(&st) {
 		return
 	}
 	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
@@ -147,30 +167,54 @@ func (p *Plan) hold(d *os.File) error {
 	return nil
 }
 
+// Bounds of the walk of .git/modules: a workspace cannot make planning its
+// protection take long, and one with more submodules than cordon protects
+// is refused rather than half protected.
+const (
+	maxSubmoduleDirs  = 1024
+	maxSubmoduleRepos = 128
+)
+
+// errSubmodules reports a .git/modules beyond those bounds.
+var errSubmodules = fmt.Errorf("more than %d submodule repositories (or %d directories) under .git/modules: cordon cannot protect the hooks and configuration of them all; open .git by name (workspace.unprotect) to run anyway", maxSubmoduleRepos, maxSubmoduleDirs)
+
 // submodules lists the repositories of submodules under dir (relative to
 // d), to depth levels.
-func submodules(d *os.File, dir string, depth int) []string {
-	if depth == 0 {
-		return nil
-	}
-	fd, err := beneath(d, dir, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return nil
-	}
-	f := os.NewFile(uintptr(fd), dir)
-	names, _ := f.Readdirnames(256)
-	f.Close()
+func submodules(d *os.File, dir string, depth int) ([]string, error) {
+	seen := 0
 	var out []string
-	for _, n := range names {
-		sub := dir + "/" + n
-		if k, _ := lstat(d, sub+"/HEAD"); k == kindFile {
-			out = append(out, sub)
+	var walk func(dir string, depth int) error
+	walk = func(dir string, depth int) error {
+		if depth == 0 {
+			return nil
 		}
-		if k, _ := lstat(d, sub); k == kindDir {
-			out = append(out, submodules(d, sub+"/modules", depth-1)...)
+		fd, err := beneath(d, dir, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			return nil
 		}
+		f := os.NewFile(uintptr(fd), dir)
+		names, _ := f.Readdirnames(maxSubmoduleDirs + 1)
+		f.Close()
+		for _, n := range names {
+			if seen++; seen > maxSubmoduleDirs {
+				return errSubmodules
+			}
+			sub := dir + "/" + n
+			if k, _ := lstat(d, sub+"/HEAD"); k == kindFile {
+				if out = append(out, sub); len(out) > maxSubmoduleRepos {
+					return errSubmodules
+				}
+			}
+			if k, _ := lstat(d, sub); k == kindDir {
+				if err := walk(sub+"/modules", depth-1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
-	return out
+	err := walk(dir, depth)
+	return out, err
 }
 
 // hooksPath reads core.hooksPath from .git/config: a hooks directory inside

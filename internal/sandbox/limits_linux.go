@@ -269,12 +269,22 @@ func (l *limiter) remove() {
 		return // test builds only
 	}
 	deadline := time.Now().Add(5 * time.Second)
+	removed := false
 	for {
 		l.group.Kill()
-		if l.group.Remove() == nil || time.Now().After(deadline) {
+		if removed = l.group.Remove() == nil; removed || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	if removed {
+		// Nothing of the sandbox is left: its placeholders go now, and the
+		// helper is told they are gone (it would otherwise remove them
+		// too, racing a later sandbox's).
+		l.unprotect()
+		if l.cleanup != nil {
+			l.cleanup.Write([]byte{1})
+		}
 	}
 	l.releaseCleanup()
 }
@@ -394,8 +404,11 @@ func Cleanup(args []string) {
 		dirs, placeholders = args[:i], args[i+1:]
 	}
 	var b [1]byte
+	swept := false // cordon removed the placeholders itself
 	for {
-		if _, err := os.Stdin.Read(b[:]); err != nil {
+		n, err := os.Stdin.Read(b[:])
+		swept = swept || n > 0
+		if err != nil {
 			break
 		}
 	}
@@ -411,7 +424,9 @@ func Cleanup(args []string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	protect.Sweep(placeholders)
+	if !swept {
+		protect.Sweep(placeholders)
+	}
 }
 
 // unprotect removes the placeholders of the protected paths (see package

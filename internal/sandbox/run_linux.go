@@ -861,6 +861,9 @@ func startProxy(opts Options, res *Result, stderr io.Writer, end func()) (*os.Fi
 		if res.egressExhausted != "" {
 			res.egressBudget = b.Value(res.egressExhausted)
 		}
+		if n := px.Unlisted(); n > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%d more egress attempts were decided and counted, but only the first %d are listed", n, egress.MaxEvents))
+		}
 	}
 	return peer, done, nil
 }
