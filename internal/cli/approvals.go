@@ -20,6 +20,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // approvalsCmd implements `cordon approvals list|show|approve|deny|serve`:
@@ -331,3 +332,13 @@ Class <b>{{.Class}}</b>{{if not .Reversible}}: <span class="irrev">cannot be und
 </table>{{end}}
 </body></html>
 `))
+
+// oneLine shows text an agent or a tool server chose on one line: spaces
+// collapsed, cut at 200 bytes, control characters escaped.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:197] + "..."
+	}
+	return termsafe.Line(s)
+}

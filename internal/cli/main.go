@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/server"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 	"github.com/cordon-sandbox/cordon/internal/tools"
 )
 
@@ -146,11 +147,13 @@ func fail(e *env, err error) int {
 	var perrs profile.Errors
 	if errors.As(err, &perrs) {
 		for _, pe := range perrs {
-			fmt.Fprintf(e.stderr, "cordon: %s\n", pe)
+			fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Text(pe.Error()))
 		}
 		return ExitCordon
 	}
-	fmt.Fprintf(e.stderr, "cordon: %s\n", err)
+	// An error may quote what a sandbox chose (a file name in a workspace):
+	// no control character of it reaches the terminal.
+	fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Text(err.Error()))
 	return ExitCordon
 }
 

@@ -273,23 +273,25 @@ func printUpstream(e *env, ts []gateway.Status, asJSON bool) int {
 		fmt.Fprintln(e.stdout, "no upstream tools (the profile names no servers, or they offer none)")
 		return 0
 	}
+	// What a tool server wrote is shown whole (what is pinned is what was
+	// read) and escaped: a description whose text a terminal would hide or
+	// rewrite is shown as its bytes, and said to be so.
 	for _, t := range ts {
 		state := "offered"
 		if !t.Offered {
-			state = "withdrawn: " + t.Why
+			state = "withdrawn: " + termsafe.Line(t.Why)
 		}
-		fmt.Fprintf(e.stdout, "%s\n  %s\n  pin: %s\n  %s\n", t.Name, oneLine(t.Description), t.Hash, state)
+		fmt.Fprintf(e.stdout, "%s\n", termsafe.Line(t.Name))
+		if termsafe.HasControl(t.Name + t.Description) {
+			fmt.Fprintf(e.stdout, "  warning: its name or description holds control characters (shown escaped), which can hide or rewrite text on a terminal\n")
+		}
+		for line := range strings.SplitSeq(strings.TrimRight(termsafe.Text(t.Description), "\n"), "\n") {
+			fmt.Fprintf(e.stdout, "  | %s\n", line)
+		}
+		fmt.Fprintf(e.stdout, "  pin: %s\n  %s\n", t.Hash, state)
 	}
 	fmt.Fprintln(e.stdout, "\nTo approve a tool as it is now, read its description, then set its pin under tools in the profile.")
 	return 0
-}
-
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		s = s[:197] + "..."
-	}
-	return s
 }
 
 func newSessionID() string {

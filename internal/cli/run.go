@@ -118,6 +118,12 @@ func report(e *env, o outcome.Outcome, printSummary, asJSON bool, file *hostfile
 			fmt.Fprintf(e.stderr, "cordon: writing the outcome: %v\n", err)
 		}
 	}
+	if (asJSON || printSummary && !o.Clean()) && sandbox.IsTerminal(e.stderrFile) {
+		// The command's output may have left the terminal hiding text
+		// (SGR 8) or in colours of its choosing: cordon's own line is
+		// shown as written.
+		fmt.Fprint(e.stderr, resetTerminal)
+	}
 	switch {
 	case asJSON:
 		b, _ := json.Marshal(o)
@@ -126,6 +132,9 @@ func report(e *env, o outcome.Outcome, printSummary, asJSON bool, file *hostfile
 		fmt.Fprintln(e.stderr, o.Summary())
 	}
 }
+
+// resetTerminal resets a terminal's character attributes (SGR 0).
+const resetTerminal = "\x1b[0m"
 
 // outcomeTarget opens the directory of the outcome file before the sandbox
 // starts, refusing any symbolic link on the way; the outcome is written

@@ -50,7 +50,7 @@ func Battery() []Probe {
 		{"ns-personality", "namespaces", "set READ_IMPLIES_EXEC with personality(2)", "refused", probePersonality},
 		{"ns-capabilities", "namespaces", "hold any capability (effective, permitted, bounding, ambient)", "all sets empty", probeCaps},
 		{"ns-no-new-privs", "namespaces", "gain privileges by running a set-user-ID or file-capability program", "no_new_privs set, every mount nosuid", probeNoNewPrivs},
-		{"ns-syscall-surface", "namespaces", "reach perf_event_open(2) and io_uring_setup(2)", "EPERM from the filter", probeSyscallSurface},
+		{"ns-syscall-surface", "namespaces", "reach perf_event_open(2), io_uring_setup(2) and io_setup(2)", "EPERM (ENOSYS for io_setup) from the filter", probeSyscallSurface},
 		{"proc-sysv-ipc", "processes", "attach the host's System V shared memory (a canary segment)", "not found", probeSysV},
 		{"proc-hostname", "processes", "see or set the host's name", "a name of the sandbox's own, not settable", probeHostname},
 		{"proc-init-memory", "processes", "read the environment and memory of the sandbox's init", "refused", probeInit},

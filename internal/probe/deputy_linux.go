@@ -24,7 +24,7 @@ import (
 var deputyProbes = []HostProbe{
 	{"host-file-links", "host", "leave a link to a host file, a link to /dev/zero, a FIFO and a hard link where cordon writes or reads a file",
 		"cordon refuses each; the host file is unchanged, nothing blocks, nothing grows", probeFileLinks},
-	{"host-protected-paths", "host", "write .git/config, .git/hooks, .git/commondir, .vscode, .mcp.json; move .git away",
+	{"host-protected-paths", "host", "write .git/config, .git/hooks, .git/commondir, a submodule's config and .git file, .vscode, .mcp.json; move .git away",
 		"every write refused; nothing the host's git or editors obey changed", probeProtectedPaths},
 	{"host-profile-tamper", "host", "rewrite the profile of the next run and forge its approval record, both in the workspace",
 		"both refused; the profile unchanged, no record made", probeProfileTamper},
@@ -190,14 +190,18 @@ func plantTraps(victim, victimDir string) int {
 
 // gitRepo lays out the parts of a repository the host's git obeys.
 func gitRepo(ws string) error {
-	for _, d := range []string{".git/hooks", ".git/info", ".git/objects", ".git/refs/heads"} {
+	for _, d := range []string{".git/hooks", ".git/info", ".git/objects", ".git/refs/heads", ".git/modules/sub/hooks", "sub"} {
 		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
 			return err
 		}
 	}
 	for f, text := range map[string]string{
-		".git/HEAD":   "ref: refs/heads/main\n",
-		".git/config": "[core]\n\trepositoryformatversion = 0\n",
+		".git/HEAD":               "ref: refs/heads/main\n",
+		".git/config":             "[core]\n\trepositoryformatversion = 0\n",
+		".git/modules/sub/HEAD":   "ref: refs/heads/main\n",
+		".git/modules/sub/config": "[core]\n\tworktree = ../../../sub\n",
+		".gitmodules":             "[submodule \"sub\"]\n\tpath = sub\n\turl = ./sub\n",
+		"sub/.git":                "gitdir: ../.git/modules/sub\n",
 	} {
 		if err := os.WriteFile(filepath.Join(ws, f), []byte(text), 0o644); err != nil {
 			return err
@@ -255,6 +259,10 @@ var protectedTraps = []struct {
 		os.Remove(".mcp.json")
 		return os.WriteFile(".mcp.json", []byte("{}\n"), 0o644)
 	}},
+	{".git/modules/sub/config", func() error {
+		return appendTo(".git/modules/sub/config", "\tfsmonitor = \"touch /tmp/cordon-probe-pwned; false\"\n")
+	}},
+	{"sub/.git", func() error { return os.WriteFile("sub/.git", []byte("gitdir: ../elsewhere\n"), 0o644) }},
 	{"moving .git", func() error {
 		if err := os.Rename(".git", ".git-moved"); err != nil {
 			return err

@@ -26,6 +26,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // Defaults are the paths, relative to the root of each writable bind, kept
@@ -155,12 +157,12 @@ func Make(root string, o Options) (*Plan, error) {
 			kind, err := lstat(d, sub)
 			if err != nil {
 				p.Remove()
-				return nil, fmt.Errorf("%s: %w", path.Join(root, sub), err)
+				return nil, fmt.Errorf("%s: %w", show(root, sub), err)
 			}
 			switch {
 			case kind == kindLink:
 				p.Remove()
-				return nil, fmt.Errorf("%s %w", path.Join(root, sub), ErrLink)
+				return nil, fmt.Errorf("%s %w", show(root, sub), ErrLink)
 			case kind == kindNone && unprotected[sub] && !last:
 				// The profile lets the sandbox make this directory: what
 				// it makes beneath is its own.
@@ -173,7 +175,7 @@ func Make(root string, o Options) (*Plan, error) {
 				}
 				if err != nil {
 					p.Remove()
-					return nil, fmt.Errorf("placeholder %s: %w", path.Join(root, sub), err)
+					return nil, fmt.Errorf("placeholder %s: %w", show(root, sub), err)
 				}
 				p.ghosts = append(p.ghosts, g)
 				p.held = append(p.held, held)
@@ -184,7 +186,7 @@ func Make(root string, o Options) (*Plan, error) {
 			case last:
 				if kind == kindMultiLink {
 					p.Remove()
-					return nil, fmt.Errorf("%s has more than one name (a hard link), so it could be written through another; cordon refuses to run with it in a writable part of the view", path.Join(root, sub))
+					return nil, fmt.Errorf("%s has more than one name (a hard link), so it could be written through another; cordon refuses to run with it in a writable part of the view", show(root, sub))
 				}
 				p.Entries = append(p.Entries, Entry{Rel: sub, ReadOnly: true})
 			case kind == kindDir && !pinned[sub]:
@@ -250,6 +252,16 @@ func wanted(d *os.File, o Options) ([]string, error) {
 			add(m + "/config")
 			add(m + "/info/attributes")
 		}
+		// Each submodule's work tree names its repository in a .git file:
+		// rewritten, it would point the host's git status (which looks into
+		// submodules) at a repository of the sandbox's making.
+		paths, err := submodulePaths(d)
+		if err != nil {
+			return nil, err
+		}
+		for _, sp := range paths {
+			add(sp + "/.git")
+		}
 		if hp := hooksPath(d); hp != "" {
 			add(hp)
 		}
@@ -270,7 +282,7 @@ func (p *Plan) Remove() (undone []string) {
 	}
 	for _, rel := range p.absent {
 		if undo(p.Root, rel) {
-			undone = append(undone, fmt.Sprintf("removed %s, which the sandbox made and git would obey", path.Join(p.Root, rel)))
+			undone = append(undone, fmt.Sprintf("removed %s, which the sandbox made and git would obey", show(p.Root, rel)))
 		}
 	}
 	p.absent = nil
@@ -320,3 +332,7 @@ func Sweep(tokens []string) {
 		g.remove(string(root))
 	}
 }
+
+// show names a path under a writable bind for a message: its name is the
+// sandbox's choice, so control characters are escaped (see termsafe).
+func show(root, rel string) string { return termsafe.Line(path.Join(root, rel)) }

@@ -158,7 +158,7 @@ func (p *Plan) hold(d *os.File) error {
 			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENXIO) {
 				continue // nothing to hold, nothing of cordon's to keep
 			}
-			return &os.PathError{Op: "open", Path: path.Join(p.Root, e.Rel), Err: err}
+			return &os.PathError{Op: "open", Path: show(p.Root, e.Rel), Err: err}
 		}
 		f := os.NewFile(uintptr(fd), e.Rel)
 		unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
@@ -217,34 +217,65 @@ func submodules(d *os.File, dir string, depth int) ([]string, error) {
 	return out, err
 }
 
-// hooksPath reads core.hooksPath from .git/config: a hooks directory inside
-// the work tree (as hook managers such as husky set) is protected as
-// .git/hooks is. Only the file itself is read, not its includes.
-func hooksPath(d *os.File) string {
-	fd, err := beneath(d, ".git/config", unix.O_RDONLY|unix.O_NONBLOCK)
-	if err != nil {
-		return ""
+// submodulePaths reads the work-tree paths of the submodules .gitmodules
+// declares (.gitmodules itself is protected). Paths that leave the work
+// tree, or go into .git, are left out: git refuses them too.
+func submodulePaths(d *os.File) ([]string, error) {
+	var out []string
+	for _, v := range configValues(d, ".gitmodules", "submodule", "path") {
+		p := path.Clean(v)
+		if p == "." || path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") || p == ".git" || strings.HasPrefix(p, ".git/") {
+			continue
+		}
+		if out = append(out, p); len(out) > maxSubmoduleRepos {
+			return nil, errSubmodules
+		}
 	}
-	f := os.NewFile(uintptr(fd), "config")
+	return out, nil
+}
+
+// configValues reads the values of key in every section named section
+// ([section] or [section "name"]) of the git configuration file rel under
+// d: the plain syntax git writes, no includes, at most 1 MiB.
+func configValues(d *os.File, rel, section, key string) []string {
+	fd, err := beneath(d, rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), rel)
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return ""
+		return nil
 	}
 	var b bytes.Buffer
 	b.ReadFrom(&limited{f, 1 << 20})
-	section, hp := "", ""
+	var out []string
+	in := false
 	sc := bufio.NewScanner(&b)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, "[") {
-			section = strings.ToLower(strings.Trim(strings.Fields(line + " ")[0], "[]"))
+			name := strings.ToLower(strings.Trim(strings.Fields(line + " ")[0], "[]"))
+			in = name == section
 			continue
 		}
 		k, v, ok := strings.Cut(line, "=")
-		if ok && section == "core" && strings.EqualFold(strings.TrimSpace(k), "hookspath") {
-			hp = strings.Trim(strings.TrimSpace(v), `"`)
+		if ok && in && strings.EqualFold(strings.TrimSpace(k), key) {
+			out = append(out, strings.Trim(strings.TrimSpace(v), `"`))
 		}
 	}
+	return out
+}
+
+// hooksPath reads core.hooksPath from .git/config: a hooks directory inside
+// the work tree (as hook managers such as husky set) is protected as
+// .git/hooks is. Only the file itself is read, not its includes.
+func hooksPath(d *os.File) string {
+	values := configValues(d, ".git/config", "core", "hookspath")
+	if len(values) == 0 {
+		return ""
+	}
+	hp := values[len(values)-1]
 	if hp == "" || path.IsAbs(hp) || strings.HasPrefix(hp, "~") {
 		return ""
 	}

@@ -34,3 +34,4 @@ func submodules(*os.File, string, int) ([]string, error) { return nil, nil }
 func hooksPath(*os.File) string                          { return "" }
 func undo(string, string) bool                           { return false }
 func denied(error) bool                                  { return false }
+func submodulePaths(*os.File) ([]string, error)          { return nil, nil }

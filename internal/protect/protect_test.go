@@ -234,3 +234,30 @@ func TestSweep(t *testing.T) {
 		}
 	}
 }
+
+// A submodule's .git file (which names its repository) is held read-only;
+// the directories on its way are pinned.
+func TestSubmoduleGitfile(t *testing.T) {
+	root := repo(t)
+	if err := os.MkdirAll(filepath.Join(root, "vendor", "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, ".gitmodules"), []byte("[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = ../lib\n[submodule \"bad\"]\n\tpath = ../outside\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "vendor", "lib", ".git"), []byte("gitdir: ../../.git/modules/lib\n"), 0o644)
+	p, err := Make(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Remove()
+	got := entries(p)
+	for rel, ro := range map[string]bool{"vendor": false, "vendor/lib": false, "vendor/lib/.git": true} {
+		if v, ok := got[rel]; !ok || v != ro {
+			t.Errorf("%s: (%v, present %v), want read-only %v", rel, v, ok, ro)
+		}
+	}
+	for rel := range got {
+		if strings.Contains(rel, "outside") {
+			t.Errorf("a path outside the bind: %s", rel)
+		}
+	}
+}

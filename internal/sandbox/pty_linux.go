@@ -33,6 +33,9 @@ type terminal struct {
 // terminal of its own (both are terminals).
 func UsesTerminal(stdin, stdout *os.File) bool { return isTerminal(stdin) && isTerminal(stdout) }
 
+// IsTerminal reports whether f is a terminal.
+func IsTerminal(f *os.File) bool { return isTerminal(f) }
+
 func isTerminal(f *os.File) bool {
 	if f == nil {
 		return false

@@ -86,6 +86,13 @@ var special = []struct {
 	{"mknodat", func() []bpf.Instruction { return noSetID(2, -1) }},
 	{"open", func() []bpf.Instruction { return noSetID(2, 1) }},
 	{"openat", func() []bpf.Instruction { return noSetID(3, 2) }},
+	// Native asynchronous I/O contexts count against fs.aio-max-nr, one
+	// number for the whole host: a sandbox that used it up would leave the
+	// host's databases and virtual machines without. ENOSYS is what a
+	// kernel without AIO answers; libaio's users fall back to threads.
+	{"io_setup", func() []bpf.Instruction {
+		return []bpf.Instruction{bpf.RetConstant{Val: errno(errnoENOSYS)}}
+	}},
 	// openat2 passes its mode in memory, where seccomp cannot read it:
 	// ENOSYS makes the C library fall back to openat, which is checked.
 	{"openat2", func() []bpf.Instruction {

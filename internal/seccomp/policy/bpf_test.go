@@ -109,6 +109,7 @@ func TestFilterDecisions(t *testing.T) {
 			{"mknodat a setuid file is refused", "mknodat", []uint64{0, 0, 0o104755, 0}, errno(errnoEPERM)},
 			{"mknodat a fifo is allowed", "mknodat", []uint64{0, 0, 0o10644, 0}, RetAllow},
 			{"openat2 is ENOSYS", "openat2", nil, errno(errnoENOSYS)},
+			{"io_setup is ENOSYS", "io_setup", []uint64{128, 0}, errno(errnoENOSYS)},
 			{"personality query is allowed", "personality", []uint64{0xffffffff}, RetAllow},
 			{"READ_IMPLIES_EXEC is refused", "personality", []uint64{0x0400000}, errno(errnoEPERM)},
 			{"ADDR_NO_RANDOMIZE is refused", "personality", []uint64{0x0040000}, errno(errnoEPERM)},

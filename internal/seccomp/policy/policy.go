@@ -75,8 +75,8 @@ var Allowed = []string{
 	"poll", "ppoll", "ppoll_time64", "select", "_newselect", "pselect6", "pselect6_time64",
 	"epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
 	"eventfd", "eventfd2",
-	// asynchronous I/O (not io_uring)
-	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents", "io_pgetevents_time64",
+	// asynchronous I/O (not io_uring; io_setup is ENOSYS, see bpf.go)
+	"io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents", "io_pgetevents_time64",
 	// sockets (socket and socketpair are checked by family, see below)
 	"bind", "connect", "listen", "accept", "accept4", "getsockname", "getpeername", "getsockopt", "setsockopt",
 	"send", "sendto", "sendmsg", "sendmmsg", "recv", "recvfrom", "recvmsg", "recvmmsg", "recvmmsg_time64", "shutdown",
@@ -96,7 +96,7 @@ var Denied = []string{
 	"mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "open_tree_attr",
 	"fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "listmount", "statmount",
 	"unshare", "setns", "clone3", "openat2",
-	"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+	"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register", "io_setup",
 	"keyctl", "add_key", "request_key",
 	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
 	"open_by_handle_at", "name_to_handle_at", "fanotify_init", "fanotify_mark",
