@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -74,12 +76,15 @@ func mcpCmd(e *env, args []string) int {
 			*storeDir = approvals.DefaultDir()
 		}
 		if !strings.Contains(*storeDir, "://") {
-			// A store the sandbox could write is one its agent could
-			// approve its own calls in.
+			// A store a sandbox could write (the agent's, or a tool
+			// server's) is one the agent could approve its own calls in.
 			abs := pf.abs(e, *storeDir)
-			if where := visibleIn(p, e.cwd, filepath.Join(abs, "x")); where != "" {
-				return fail(e, fmt.Errorf("the approval store %s is inside %s, which the sandbox can see: choose another place for it (--approval-store)", *storeDir, where))
+			if err := outsideViews(e, p, file, filepath.Join(abs, "x")); err != nil {
+				return fail(e, fmt.Errorf("the approval store %s: %w; choose another place for it (--approval-store)", *storeDir, err))
 			}
+		}
+		if err := outsideViews(e, p, file, al.log.Path()); err != nil {
+			return fail(e, fmt.Errorf("the audit log %s: %w; choose another place for it", al.log.Path(), err))
 		}
 		if store, err = openApprovalStore(*storeDir); err != nil {
 			return fail(e, err)
@@ -105,6 +110,37 @@ func mcpCmd(e *env, args []string) int {
 		return 0
 	}
 	return serveHTTP(ctx, e, g.Server(), *addr)
+}
+
+// outsideViews says where path is inside the view of p's sandboxes or of
+// one of its tool servers' (profile file is p's, "" for the embedded one);
+// nil when it is in none.
+func outsideViews(e *env, p *profile.Profile, file, path string) error {
+	if where := visibleIn(p, e.cwd, path); where != "" {
+		return fmt.Errorf("inside %s, which the agent's sandboxes can see", where)
+	}
+	dir := e.cwd
+	if file != "" {
+		dir = filepath.Dir(file)
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Servers)) {
+		srv := p.Servers[name]
+		if srv.Profile == "" {
+			continue
+		}
+		sf := srv.Profile
+		if !filepath.IsAbs(sf) {
+			sf = filepath.Join(dir, sf)
+		}
+		sp, err := profile.LoadFile(sf)
+		if err != nil {
+			return fmt.Errorf("servers.%s.profile: %w", name, err)
+		}
+		if where := visibleIn(sp, e.cwd, path); where != "" {
+			return fmt.Errorf("inside %s, which the sandbox of the tool server %s can see", where, name)
+		}
+	}
+	return nil
 }
 
 // gatewayFor builds the MCP gateway of profile p, read from file ("" for
