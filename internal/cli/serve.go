@@ -92,7 +92,9 @@ func serveCmd(e *env, args []string) int {
 	}
 	sandboxDir := filepath.Join(state, "sandboxes", "sb")
 	for _, a := range cfg.Agents {
-		for _, f := range []struct{ what, path string }{{"audit log", al.log.Path()}, {"database", statedb.File(cfg.Database)}} {
+		// An agent that could write any of these could approve its own
+		// calls, give itself a token, or rewrite what it is recorded doing.
+		for _, f := range []struct{ what, path string }{{"audit log", al.log.Path()}, {"database", statedb.File(cfg.Database)}, {"configuration", cfg.File}} {
 			if f.path == "" {
 				continue
 			}
