@@ -123,9 +123,11 @@ func printJSON(e *env, v any) int {
 func showRequest(e *env, it approvals.Item) {
 	w := e.stdout
 	fmt.Fprintf(w, "request %s: %s\n", it.ID, it.State)
-	fmt.Fprintf(w, "call:      %s %s\n", it.Tool, string(it.Args))
+	// What the agent and its tools chose is shown whole and escaped: an
+	// approver decides on exactly these bytes.
+	fmt.Fprintf(w, "call:      %s %s\n", termsafe.Line(it.Tool), termsafe.Text(string(it.Args)))
 	fmt.Fprintf(w, "class:     %s (can be undone: %v)\n", it.Class, it.Reversible)
-	fmt.Fprintf(w, "asked by:  %s: %s\n", it.Rule, it.Reason)
+	fmt.Fprintf(w, "asked by:  %s: %s\n", termsafe.Line(it.Rule), termsafe.Line(it.Reason))
 	fmt.Fprintf(w, "agent:     %s, profile %s (sha256 %.16s), session %s\n", it.Agent, it.Profile, it.ProfileHash, it.Session)
 	labels := "none"
 	if len(it.Labels) > 0 {
@@ -143,14 +145,14 @@ func showRequest(e *env, it approvals.Item) {
 			case !r.Allow:
 				verdict = "refused"
 			}
-			fmt.Fprintf(w, "  %3d  %-7s  %s\n", r.Step, verdict, r.Call)
+			fmt.Fprintf(w, "  %3d  %-7s  %s\n", r.Step, verdict, termsafe.Line(r.Call))
 		}
 	}
 	if it.By != "" {
-		fmt.Fprintf(w, "decided:   by %s (%s): %s\n", it.By, it.Scope, it.Why)
+		fmt.Fprintf(w, "decided:   by %s (%s): %s\n", termsafe.Line(it.By), it.Scope, termsafe.Line(it.Why))
 	}
 	if it.Result != "" {
-		fmt.Fprintf(w, "result:    %s\n", it.Result)
+		fmt.Fprintf(w, "result:    %s\n", termsafe.Text(it.Result))
 	}
 }
 

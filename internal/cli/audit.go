@@ -16,6 +16,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // auditCmd implements `cordon audit verify|show|keygen`.
@@ -173,7 +174,8 @@ func auditShow(e *env, args []string) int {
 			if id == "" {
 				id = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05.000"), id, r.Kind, r.Type, describe(r))
+			// What a record describes is an agent's: escaped, on one line.
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05.000"), id, termsafe.Line(string(r.Kind)), termsafe.Line(r.Type), termsafe.Line(describe(r)))
 		}
 	}
 	tw.Flush()

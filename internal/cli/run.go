@@ -133,8 +133,8 @@ func report(e *env, o outcome.Outcome, printSummary, asJSON bool, file *hostfile
 	}
 }
 
-// resetTerminal resets a terminal's character attributes (SGR 0).
-const resetTerminal = "\x1b[0m"
+// resetTerminal resets a terminal's character attributes (SGR 0) and character set (G0 to ASCII).
+const resetTerminal = "\x1b[0m\x1b(B"
 
 // outcomeTarget opens the directory of the outcome file before the sandbox
 // starts, refusing any symbolic link on the way; the outcome is written

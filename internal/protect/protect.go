@@ -20,11 +20,13 @@
 package protect
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
@@ -35,14 +37,8 @@ import (
 // one that does not exist gets a placeholder. docs/THREATS.md gives the
 // reason and source of each.
 var Defaults = []string{
-	// git runs hooks, and obeys its configuration (core.fsmonitor,
-	// core.hooksPath, core.sshCommand, filters, aliases) and attributes;
-	// .git itself, so that a repository cannot be made up where there was
-	// none, or swapped for another.
+	// git's own: see gitPaths for what is protected in each repository.
 	".git",
-	".git/hooks",
-	".git/config",
-	".git/info/attributes",
 	".gitmodules",
 	// direnv; editors, development containers and agents, which run what
 	// their project settings say when the folder is opened.
@@ -61,23 +57,10 @@ var Defaults = []string{
 // manager reads its configuration only where it is installed, which its
 // configuration being there tells.
 var IfPresent = []string{
-	// read only when the protected configuration turns the extension on.
-	".git/config.worktree",
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
 	".zshrc", ".zprofile", ".zshenv", ".zlogin", ".gitconfig", ".ripgreprc",
 	".husky", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml",
 }
-
-// Undone are paths that no placeholder can hold (git refuses to work where
-// it finds anything at them) and that Remove takes away when the sandbox
-// made them: .git/commondir would point git at a configuration and hooks
-// elsewhere.
-var Undone = []string{".git/commondir"}
-
-// pinOnly are defaults that, as directories, are only pinned in place:
-// git writes in .git, and what it must not have written is protected
-// beneath it.
-var pinOnly = map[string]bool{".git": true}
 
 // submoduleDepth bounds the walk of .git/modules for submodules' own
 // repositories, each of which has hooks and a configuration of its own.
@@ -98,8 +81,6 @@ type Plan struct {
 	Entries []Entry
 	ghosts  []ghost
 	held    []*os.File
-	// absent are the Undone paths that did not exist at the start.
-	absent []string
 }
 
 // Options adjust a Plan.
@@ -129,7 +110,7 @@ func Make(root string, o Options) (*Plan, error) {
 	}
 	defer d.Close()
 	p := &Plan{Root: root}
-	want, err := wanted(d, o)
+	want, pinOnly, err := wanted(d, o)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", root, err)
 	}
@@ -167,7 +148,11 @@ func Make(root string, o Options) (*Plan, error) {
 				// The profile lets the sandbox make this directory: what
 				// it makes beneath is its own.
 			case kind == kindNone:
-				g, held, err := mkGhost(d, sub)
+				content, isFile := fileGhosts[path.Base(sub)]
+				if !last || !gitFile(sub, pinOnly) {
+					isFile = false
+				}
+				g, held, err := mkGhost(d, sub, isFile, content)
 				if err != nil && o.SameUser && denied(err) {
 					// The sandbox's user is cordon's own: what cordon may
 					// not create there, the sandbox may not either.
@@ -198,11 +183,6 @@ func Make(root string, o Options) (*Plan, error) {
 			}
 		}
 	}
-	for _, rel := range Undone {
-		if k, err := lstat(d, rel); err == nil && k == kindNone {
-			p.absent = append(p.absent, rel)
-		}
-	}
 	if err := p.hold(d); err != nil {
 		p.Remove()
 		return nil, err
@@ -214,24 +194,20 @@ func Make(root string, o Options) (*Plan, error) {
 }
 
 // wanted lists the paths to protect under the root: the defaults the
-// profile keeps, each submodule's repository, a hooks directory that the
-// repository's configuration names inside the work tree, and the extras.
-func wanted(d *os.File, o Options) ([]string, error) {
+// profile keeps, what git obeys in each repository of the bind (gitPaths),
+// and the extras; and the git directories, which are only pinned.
+func wanted(d *os.File, o Options) (out []string, pinOnly map[string]bool, err error) {
 	skip := map[string]bool{}
 	for _, u := range o.Unprotect {
 		skip[path.Clean(u)] = true
 	}
-	var out []string
+	seen := map[string]bool{}
 	add := func(rel string) {
 		rel = path.Clean(rel)
-		if rel == "." || strings.HasPrefix(rel, "../") || skip[rel] {
+		if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || path.IsAbs(rel) || skip[rel] || seen[rel] {
 			return
 		}
-		for _, x := range out {
-			if x == rel {
-				return
-			}
-		}
+		seen[rel] = true
 		out = append(out, rel)
 	}
 	for _, rel := range Defaults {
@@ -242,50 +218,32 @@ func wanted(d *os.File, o Options) ([]string, error) {
 			add(rel)
 		}
 	}
-	if !skip[".git"] && !skip[".git/hooks"] && !skip[".git/config"] {
-		subs, err := submodules(d, ".git/modules", submoduleDepth)
+	pinOnly = map[string]bool{}
+	if !skip[".git"] {
+		gits, err := gitPaths(d)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		for _, m := range subs {
-			add(m + "/hooks")
-			add(m + "/config")
-			add(m + "/info/attributes")
+		for _, g := range gits.dirs {
+			pinOnly[g] = true
 		}
-		// Each submodule's work tree names its repository in a .git file:
-		// rewritten, it would point the host's git status (which looks into
-		// submodules) at a repository of the sandbox's making.
-		paths, err := submodulePaths(d)
-		if err != nil {
-			return nil, err
-		}
-		for _, sp := range paths {
-			add(sp + "/.git")
-		}
-		if hp := hooksPath(d); hp != "" {
-			add(hp)
+		for _, rel := range gits.paths {
+			add(rel)
 		}
 	}
 	for _, rel := range o.Extra {
 		add(rel)
 	}
-	return out, nil
+	return out, pinOnly, nil
 }
 
 // Remove takes away the placeholders that are still as they were made
-// (empty, the same directory) and that no other sandbox holds, and the
-// Undone paths the sandbox made, and lets go of what the plan held. It
-// returns what it took away of the sandbox's.
-func (p *Plan) Remove() (undone []string) {
+// (the same, empty directory or the same file with the same content) and
+// that no other sandbox holds, and lets go of what the plan held.
+func (p *Plan) Remove() {
 	if p == nil {
-		return nil
+		return
 	}
-	for _, rel := range p.absent {
-		if undo(p.Root, rel) {
-			undone = append(undone, fmt.Sprintf("removed %s, which the sandbox made and git would obey", show(p.Root, rel)))
-		}
-	}
-	p.absent = nil
 	for _, f := range p.held {
 		f.Close()
 	}
@@ -294,7 +252,6 @@ func (p *Plan) Remove() (undone []string) {
 		p.ghosts[i].remove(p.Root)
 	}
 	p.ghosts = nil
-	return undone
 }
 
 // Placeholders names the placeholders made, relative to the root.
@@ -307,28 +264,36 @@ func (p *Plan) Placeholders() []string {
 }
 
 // Tokens describe the placeholders for a process that removes them if
-// cordon dies first (see Sweep): each is the root and the path (hex, so
-// that any byte survives an argument list), and the directory's device and
-// inode and change time.
+// cordon dies first (see Sweep): the root, the path and a file's content
+// (hex, so that any byte survives an argument list), and the device, inode
+// and change time.
 func (p *Plan) Tokens() []string {
 	var out []string
 	for _, g := range p.ghosts {
-		out = append(out, fmt.Sprintf("%x:%x:%d:%d:%d", p.Root, g.rel, g.dev, g.ino, g.ctime))
+		out = append(out, fmt.Sprintf("%x:%x:%d:%d:%d:%t:%x", p.Root, g.rel, g.dev, g.ino, g.ctime, g.file, g.content))
 	}
 	return out
 }
 
 // Sweep removes the placeholders that tokens describe, as Remove would:
-// only where each is still the empty directory cordon made and no sandbox
-// holds it. Call it once the sandbox is gone.
+// only where each is still as cordon made it and no sandbox holds it. Call
+// it once the sandbox is gone.
 func Sweep(tokens []string) {
 	for i := len(tokens) - 1; i >= 0; i-- {
-		var root, rel []byte
-		var g ghost
-		if _, err := fmt.Sscanf(tokens[i], "%x:%x:%d:%d:%d", &root, &rel, &g.dev, &g.ino, &g.ctime); err != nil {
+		f := strings.Split(tokens[i], ":")
+		if len(f) != 7 {
 			continue
 		}
-		g.rel = string(rel)
+		root, err1 := hex.DecodeString(f[0])
+		rel, err2 := hex.DecodeString(f[1])
+		content, err3 := hex.DecodeString(f[6])
+		dev, err4 := strconv.ParseUint(f[2], 10, 64)
+		ino, err5 := strconv.ParseUint(f[3], 10, 64)
+		ctime, err6 := strconv.ParseInt(f[4], 10, 64)
+		if errors.Join(err1, err2, err3, err4, err5, err6) != nil {
+			continue
+		}
+		g := ghost{rel: string(rel), dev: dev, ino: ino, ctime: ctime, file: f[5] == "true", content: string(content)}
 		g.remove(string(root))
 	}
 }

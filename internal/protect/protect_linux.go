@@ -1,10 +1,8 @@
 package protect
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path"
 	"strings"
@@ -64,13 +62,16 @@ func lstat(d *os.File, rel string) (kind, error) {
 	return kindFile, nil
 }
 
-// ghost is a placeholder directory cordon made, known by its device, inode
-// and change time: an inode number freed and given to a new directory
-// elsewhere does not pass for it.
+// ghost is a placeholder cordon made (an empty directory, or a file with
+// content git reads as harmless), known by its device, inode and change
+// time: an inode number freed and given to something new elsewhere does not
+// pass for it.
 type ghost struct {
 	rel      string
 	dev, ino uint64
 	ctime    int64 // ns
+	file     bool
+	content  string
 }
 
 func (g ghost) is(st *unix.Stat_t) bool {
@@ -80,7 +81,7 @@ func (g ghost) is(st *unix.Stat_t) bool {
 // mkGhost makes the placeholder rel and returns it open, with a shared lock
 // taken at once, so that nothing that removes placeholders takes it away
 // while this sandbox needs it.
-func mkGhost(d *os.File, rel string) (ghost, *os.File, error) {
+func mkGhost(d *os.File, rel string, file bool, content string) (ghost, *os.File, error) {
 	dir, name := path.Split(rel)
 	pfd := int(d.Fd())
 	if dir != "" {
@@ -91,23 +92,35 @@ func mkGhost(d *os.File, rel string) (ghost, *os.File, error) {
 		defer unix.Close(fd)
 		pfd = fd
 	}
-	if err := unix.Mkdirat(pfd, name, 0o755); err != nil {
-		return ghost{}, nil, err
-	}
-	fd, err := unix.Openat2(pfd, name, &unix.OpenHow{
+	how := &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	}
+	if file {
+		how.Flags = unix.O_RDWR | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		how.Mode = 0o644
+	} else if err := unix.Mkdirat(pfd, name, 0o755); err != nil {
+		return ghost{}, nil, err
+	}
+	fd, err := unix.Openat2(pfd, name, how)
 	if err != nil {
 		return ghost{}, nil, err
 	}
+	f := os.NewFile(uintptr(fd), rel)
 	unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+	if file {
+		if _, err := f.WriteString(content); err != nil {
+			f.Close()
+			unix.Unlinkat(pfd, name, 0)
+			return ghost{}, nil, err
+		}
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+		f.Close()
 		return ghost{}, nil, err
 	}
-	return ghost{rel: rel, dev: st.Dev, ino: st.Ino, ctime: st.Ctim.Nano()}, os.NewFile(uintptr(fd), rel), nil
+	return ghost{rel: rel, dev: st.Dev, ino: st.Ino, ctime: st.Ctim.Nano(), file: file, content: content}, f, nil
 }
 
 // remove takes the placeholder away if it is still the empty directory
@@ -119,7 +132,11 @@ func (g ghost) remove(root string) {
 		return
 	}
 	defer d.Close()
-	fd, err := beneath(d, g.rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK)
+	flags := uint64(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NONBLOCK)
+	if g.file {
+		flags = unix.O_RDONLY | unix.O_NONBLOCK
+	}
+	fd, err := beneath(d, g.rel, flags)
 	if err != nil {
 		return
 	}
@@ -127,6 +144,13 @@ func (g ghost) remove(root string) {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || !g.is(&st) {
 		return
+	}
+	if g.file {
+		// Still what cordon wrote, and nothing else.
+		b := make([]byte, len(g.content)+1)
+		if n, _ := unix.Pread(fd, b, 0); st.Mode&unix.S_IFMT != unix.S_IFREG || string(b[:n]) != g.content {
+			return
+		}
 	}
 	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return
@@ -140,6 +164,10 @@ func (g ghost) remove(root string) {
 		}
 		defer unix.Close(p)
 		pfd = p
+	}
+	if g.file {
+		unix.Unlinkat(pfd, name, 0)
+		return
 	}
 	// rmdir removes only an empty directory: whatever came to be in it
 	// stays.
@@ -167,77 +195,22 @@ func (p *Plan) hold(d *os.File) error {
 	return nil
 }
 
-// Bounds of the walk of .git/modules: a workspace cannot make planning its
-// protection take long, and one with more submodules than cordon protects
-// is refused rather than half protected.
-const (
-	maxSubmoduleDirs  = 1024
-	maxSubmoduleRepos = 128
-)
-
-// errSubmodules reports a .git/modules beyond those bounds.
-var errSubmodules = fmt.Errorf("more than %d submodule repositories (or %d directories) under .git/modules: cordon cannot protect the hooks and configuration of them all; open .git by name (workspace.unprotect) to run anyway", maxSubmoduleRepos, maxSubmoduleDirs)
-
-// submodules lists the repositories of submodules under dir (relative to
-// d), to depth levels.
-func submodules(d *os.File, dir string, depth int) ([]string, error) {
-	seen := 0
-	var out []string
-	var walk func(dir string, depth int) error
-	walk = func(dir string, depth int) error {
-		if depth == 0 {
-			return nil
-		}
-		fd, err := beneath(d, dir, unix.O_RDONLY|unix.O_DIRECTORY)
-		if err != nil {
-			return nil
-		}
-		f := os.NewFile(uintptr(fd), dir)
-		names, _ := f.Readdirnames(maxSubmoduleDirs + 1)
-		f.Close()
-		for _, n := range names {
-			if seen++; seen > maxSubmoduleDirs {
-				return errSubmodules
-			}
-			sub := dir + "/" + n
-			if k, _ := lstat(d, sub+"/HEAD"); k == kindFile {
-				if out = append(out, sub); len(out) > maxSubmoduleRepos {
-					return errSubmodules
-				}
-			}
-			if k, _ := lstat(d, sub); k == kindDir {
-				if err := walk(sub+"/modules", depth-1); err != nil {
-					return err
-				}
-			}
-		}
+// names lists up to max entries of the directory rel under d (none when
+// it is not a directory reached without links).
+func names(d *os.File, rel string, max int) []string {
+	fd, err := beneath(d, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
 		return nil
 	}
-	err := walk(dir, depth)
-	return out, err
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	out, _ := f.Readdirnames(max)
+	return out
 }
 
-// submodulePaths reads the work-tree paths of the submodules .gitmodules
-// declares (.gitmodules itself is protected). Paths that leave the work
-// tree, or go into .git, are left out: git refuses them too.
-func submodulePaths(d *os.File) ([]string, error) {
-	var out []string
-	for _, v := range configValues(d, ".gitmodules", "submodule", "path") {
-		p := path.Clean(v)
-		if p == "." || path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") || p == ".git" || strings.HasPrefix(p, ".git/") {
-			continue
-		}
-		if out = append(out, p); len(out) > maxSubmoduleRepos {
-			return nil, errSubmodules
-		}
-	}
-	return out, nil
-}
-
-// configValues reads the values of key in every section named section
-// ([section] or [section "name"]) of the git configuration file rel under
-// d: the plain syntax git writes, no includes, at most 1 MiB.
-func configValues(d *os.File, rel, section, key string) []string {
+// readSmall reads at most max bytes of the regular file rel under d,
+// reached without links; nothing when it is anything else.
+func readSmall(d *os.File, rel string, max int64) []byte {
 	fd, err := beneath(d, rel, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil
@@ -248,38 +221,8 @@ func configValues(d *os.File, rel, section, key string) []string {
 		return nil
 	}
 	var b bytes.Buffer
-	b.ReadFrom(&limited{f, 1 << 20})
-	var out []string
-	in := false
-	sc := bufio.NewScanner(&b)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") {
-			name := strings.ToLower(strings.Trim(strings.Fields(line + " ")[0], "[]"))
-			in = name == section
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if ok && in && strings.EqualFold(strings.TrimSpace(k), key) {
-			out = append(out, strings.Trim(strings.TrimSpace(v), `"`))
-		}
-	}
-	return out
-}
-
-// hooksPath reads core.hooksPath from .git/config: a hooks directory inside
-// the work tree (as hook managers such as husky set) is protected as
-// .git/hooks is. Only the file itself is read, not its includes.
-func hooksPath(d *os.File) string {
-	values := configValues(d, ".git/config", "core", "hookspath")
-	if len(values) == 0 {
-		return ""
-	}
-	hp := values[len(values)-1]
-	if hp == "" || path.IsAbs(hp) || strings.HasPrefix(hp, "~") {
-		return ""
-	}
-	return path.Clean(hp)
+	b.ReadFrom(&limited{f, max})
+	return b.Bytes()
 }
 
 type limited struct {
@@ -297,23 +240,6 @@ func (l *limited) Read(b []byte) (int, error) {
 	n, err := l.f.Read(b)
 	l.n -= int64(n)
 	return n, err
-}
-
-// undo removes rel under root when it is a file (or a link, or anything
-// but a directory), reached without links.
-func undo(root, rel string) bool {
-	d, err := openRoot(root)
-	if err != nil {
-		return false
-	}
-	defer d.Close()
-	dir, name := path.Split(rel)
-	pfd, err := beneath(d, strings.TrimSuffix(dir, "/"), unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(pfd)
-	return unix.Unlinkat(pfd, name, 0) == nil
 }
 
 // denied reports an error that refuses the caller whoever it is: no

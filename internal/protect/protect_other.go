@@ -21,17 +21,19 @@ type ghost struct {
 	rel      string
 	dev, ino uint64
 	ctime    int64
+	file     bool
+	content  string
 }
 
 var errUnsupported = errors.New("protected paths need Linux")
 
-func openRoot(root string) (*os.File, error)             { return nil, errUnsupported }
-func lstat(*os.File, string) (kind, error)               { return kindNone, errUnsupported }
-func mkGhost(*os.File, string) (ghost, *os.File, error)  { return ghost{}, nil, errUnsupported }
-func (ghost) remove(string)                              {}
-func (p *Plan) hold(*os.File) error                      { return nil }
-func submodules(*os.File, string, int) ([]string, error) { return nil, nil }
-func hooksPath(*os.File) string                          { return "" }
-func undo(string, string) bool                           { return false }
-func denied(error) bool                                  { return false }
-func submodulePaths(*os.File) ([]string, error)          { return nil, nil }
+func openRoot(root string) (*os.File, error) { return nil, errUnsupported }
+func lstat(*os.File, string) (kind, error)   { return kindNone, errUnsupported }
+func mkGhost(*os.File, string, bool, string) (ghost, *os.File, error) {
+	return ghost{}, nil, errUnsupported
+}
+func (ghost) remove(string)                    {}
+func (p *Plan) hold(*os.File) error            { return nil }
+func denied(error) bool                        { return false }
+func names(*os.File, string, int) []string     { return nil }
+func readSmall(*os.File, string, int64) []byte { return nil }

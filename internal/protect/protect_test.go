@@ -181,33 +181,36 @@ func TestSensitive(t *testing.T) {
 	}
 }
 
-// What no placeholder can hold is taken away when the sandbox made it, and
-// left when it was there before.
-func TestUndone(t *testing.T) {
+// .git/commondir, which git reads as a file, is held by a file naming the
+// git directory itself (with which git works as ever), and goes with the
+// other placeholders; one whose content changed is left.
+func TestCommondir(t *testing.T) {
 	root := repo(t)
 	p, err := Make(root, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	commondir := filepath.Join(root, ".git", "commondir")
-	if err := os.WriteFile(commondir, []byte("../elsewhere\n"), 0o644); err != nil {
-		t.Fatal(err)
+	if b, err := os.ReadFile(commondir); err != nil || string(b) != ".\n" {
+		t.Fatalf("commondir placeholder: %q %v", b, err)
 	}
-	if undone := p.Remove(); len(undone) != 1 || !strings.Contains(undone[0], ".git/commondir") {
-		t.Fatalf("undone: %v", undone)
+	if ro, ok := entries(p)[".git/commondir"]; !ok || !ro {
+		t.Fatalf("commondir not protected: %v", entries(p))
 	}
+	p.Remove()
 	if _, err := os.Lstat(commondir); err == nil {
-		t.Fatal(".git/commondir made by the sandbox was left")
-	}
-	if err := os.WriteFile(commondir, []byte("../elsewhere\n"), 0o644); err != nil {
-		t.Fatal(err)
+		t.Fatal("the commondir placeholder was left")
 	}
 	p, err = Make(root, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if undone := p.Remove(); len(undone) != 0 {
-		t.Fatalf("a commondir that was there before was undone: %v", undone)
+	if err := os.WriteFile(commondir, []byte("../elsewhere\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.Remove()
+	if b, _ := os.ReadFile(commondir); string(b) != "../elsewhere\n" {
+		t.Fatalf("a commondir that is no longer cordon's was removed: %q", b)
 	}
 }
 
@@ -259,5 +262,50 @@ func TestSubmoduleGitfile(t *testing.T) {
 		if strings.Contains(rel, "outside") {
 			t.Errorf("a path outside the bind: %s", rel)
 		}
+	}
+}
+
+// What git obeys is found wherever git would look: submodules named with a
+// slash, declared but not made yet, linked worktrees, a .git file naming a
+// git directory in the bind, a per-worktree configuration the extension
+// turns on, a hooks path written on the section's line with a comment.
+func TestGitLayouts(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, rel), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".git", "gitdir: .bare\n")
+	write(".bare/HEAD", "ref: refs/heads/main\n")
+	write(".bare/config", "[core] hooksPath = .husky/_ ; set by husky\n[extensions]\n\tworktreeConfig = true\n")
+	write(".bare/modules/vendor/lib/HEAD", "ref: refs/heads/main\n")
+	write(".bare/modules/vendor/lib/config", "")
+	write(".bare/worktrees/wt/commondir", "../..\n")
+	write(".bare/worktrees/wt/gitdir", "/elsewhere/wt/.git\n")
+	write(".gitmodules", "[submodule \"vendor/lib\"]\n\tpath = vendor/lib\n[submodule \"later\"]\n\tpath = later\n")
+	p, err := Make(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Remove()
+	got := entries(p)
+	for rel, ro := range map[string]bool{
+		".git": true, ".bare": false, ".bare/hooks": true, ".bare/config": true, ".bare/commondir": true,
+		".bare/config.worktree": true, ".bare/modules": false, ".bare/modules/vendor/lib": false,
+		".bare/modules/vendor/lib/config": true, ".bare/modules/vendor/lib/hooks": true,
+		".bare/modules/later": true, ".bare/worktrees/wt/commondir": true, ".bare/worktrees/wt/gitdir": true,
+		".husky": true, "later": true,
+	} {
+		if v, ok := got[rel]; !ok || v != ro {
+			t.Errorf("%s: (%v, present %v), want read-only %v", rel, v, ok, ro)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, ".bare", "config.worktree")); err != nil || len(b) != 0 {
+		t.Errorf("config.worktree placeholder: %q %v", b, err)
 	}
 }

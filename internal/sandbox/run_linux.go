@@ -212,7 +212,7 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 		return nil, nil, err
 	}
 	// The placeholders go when the limiter ends, however the sandbox does.
-	lim.release = func() { res.Notes = append(res.Notes, spec.release()...) }
+	lim.release = spec.release
 	if weakened("nofile") {
 		spec.Rlimits.OpenFiles = 0
 	}
@@ -612,7 +612,8 @@ func checkDir(p string) error {
 	if errors.Is(err, unix.ELOOP) {
 		hint := ""
 		if real, rerr := filepath.EvalSymlinks(p); rerr == nil {
-			hint = fmt.Sprintf(" (%s)", real)
+			// The link may be a sandbox's, its target any text.
+			hint = fmt.Sprintf(" (%s)", termsafe.Line(real))
 		}
 		return fmt.Errorf("%s: %w%s", p, mnt.ErrSymlink, hint)
 	}

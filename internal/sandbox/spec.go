@@ -197,12 +197,11 @@ type Weakenings struct {
 
 // release removes the placeholders the protected paths needed; it is
 // called once the sandbox has ended (or was never started).
-func (s *Spec) release() (notes []string) {
+func (s *Spec) release() {
 	for _, p := range s.plans {
-		notes = append(notes, p.Remove()...)
+		p.Remove()
 	}
 	s.plans = nil
-	return notes
 }
 
 // placeholders describes the protected paths' placeholders for the cleanup

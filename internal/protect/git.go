@@ -1,0 +1,232 @@
+package protect
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strings"
+)
+
+// gits are a bind's git directories (only pinned in place) and the paths in
+// and around them that git obeys.
+type gits struct {
+	dirs, paths []string
+}
+
+// Bounds of the search for repositories in a bind: planning cannot be made
+// to take long, and a bind with more than cordon protects is refused rather
+// than half protected.
+const (
+	maxGitDirs  = 128  // repositories: the main one, submodules', a separate git dir
+	maxGitWalk  = 2048 // directories looked at under .git/modules and .git/worktrees
+	maxGitDepth = 8    // levels under .git/modules (submodule names may hold /)
+)
+
+// errTooManyGits reports a bind beyond those bounds.
+var errTooManyGits = fmt.Errorf("more than %d repositories, %d directories or %d levels under .git/modules and .git/worktrees: cordon cannot protect the hooks and configuration of them all; remove the repositories no submodule or worktree uses", maxGitDirs, maxGitWalk, maxGitDepth)
+
+// fileGhosts are the paths in a git directory whose placeholder is a file
+// git reads as harmless, not a directory (git refuses to work where it finds
+// a directory there): commondir naming the git directory itself, an empty
+// per-worktree configuration.
+var fileGhosts = map[string]string{"commondir": ".\n", "config.worktree": ""}
+
+// gitFile reports whether rel is a file of a git directory (in dirs) that
+// takes a file placeholder.
+func gitFile(rel string, dirs map[string]bool) bool {
+	_, ok := fileGhosts[path.Base(rel)]
+	return ok && dirs[path.Dir(rel)]
+}
+
+// gitPaths finds what git obeys in the bind: in its repository (.git, or
+// the directory a .git file names inside the bind), in every submodule's
+// repository (those .git/modules holds, at any depth, and those .gitmodules
+// declares, made or not), in each linked worktree's administrative
+// directory, each submodule's .git file, and a hooks directory that
+// core.hooksPath names in the work tree.
+func gitPaths(d *os.File) (gits, error) {
+	var g gits
+	repo := func(dir string) error {
+		if len(g.dirs) >= maxGitDirs {
+			return errTooManyGits
+		}
+		g.dirs = append(g.dirs, dir)
+		g.paths = append(g.paths, dir, dir+"/hooks", dir+"/config", dir+"/info/attributes", dir+"/commondir")
+		if v := configValues(d, dir+"/config", "extensions", "worktreeconfig"); len(v) > 0 && strings.EqualFold(v[len(v)-1], "true") {
+			g.paths = append(g.paths, dir+"/config.worktree")
+		} else if k, _ := lstat(d, dir+"/config.worktree"); k != kindNone {
+			g.paths = append(g.paths, dir+"/config.worktree")
+		}
+		return nil
+	}
+	main := ".git"
+	if k, _ := lstat(d, ".git"); k == kindFile || k == kindMultiLink {
+		// A .git file: the repository is where it says; inside the bind,
+		// it is protected as .git would be.
+		main = ""
+		if target, ok := gitdirOf(d, ".git"); ok {
+			main = target
+		}
+	}
+	if main != "" {
+		if err := repo(main); err != nil {
+			return g, err
+		}
+		walked := 0
+		var walk func(dir string, depth int) error
+		walk = func(dir string, depth int) error {
+			for _, n := range names(d, dir, maxGitWalk+1) {
+				if walked++; walked > maxGitWalk {
+					return errTooManyGits
+				}
+				sub := dir + "/" + n
+				if k, _ := lstat(d, sub); k != kindDir {
+					continue
+				}
+				if k, _ := lstat(d, sub+"/HEAD"); k == kindFile {
+					if err := repo(sub); err != nil {
+						return err
+					}
+				}
+				if depth+1 >= maxGitDepth {
+					if len(names(d, sub, 1)) > 0 {
+						return errTooManyGits
+					}
+					continue
+				}
+				if err := walk(sub, depth+1); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := walk(main+"/modules", 0); err != nil {
+			return g, err
+		}
+		for _, n := range names(d, main+"/worktrees", maxGitDirs+1) {
+			if len(g.paths) > 8*maxGitDirs {
+				return g, errTooManyGits
+			}
+			wt := main + "/worktrees/" + n
+			g.paths = append(g.paths, wt+"/commondir", wt+"/gitdir")
+			if k, _ := lstat(d, wt+"/config.worktree"); k != kindNone {
+				g.paths = append(g.paths, wt+"/config.worktree")
+			}
+		}
+		// Declared submodules: their repositories, made or still to be
+		// made, and their work trees' .git files.
+		for _, name := range configSubsections(d, ".gitmodules", "submodule") {
+			if clean := path.Clean(name); clean == name && !strings.HasPrefix(name, "../") && name != ".." && !path.IsAbs(name) {
+				if err := repo(main + "/modules/" + name); err != nil {
+					return g, err
+				}
+			}
+		}
+		for _, sp := range configValues(d, ".gitmodules", "submodule", "path") {
+			g.paths = append(g.paths, sp+"/.git")
+		}
+		if hp := hooksPath(d, main+"/config"); hp != "" {
+			g.paths = append(g.paths, hp)
+		}
+	}
+	return g, nil
+}
+
+// gitdirOf reads the "gitdir: PATH" of a .git file, relative to the bind's
+// root; ok is false when it names a place outside the bind.
+func gitdirOf(d *os.File, rel string) (string, bool) {
+	b := readSmall(d, rel, 4096)
+	v, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+	if !ok {
+		return "", false
+	}
+	v = strings.TrimSpace(v)
+	if path.IsAbs(v) {
+		return "", false
+	}
+	p := path.Join(path.Dir(rel), v)
+	if p == "." || p == ".." || strings.HasPrefix(p, "../") {
+		return "", false
+	}
+	return p, true
+}
+
+// hooksPath reads core.hooksPath from the configuration at rel: a hooks
+// directory inside the work tree (as hook managers such as husky set) is
+// protected as .git/hooks is. Only the file itself is read, not its
+// includes.
+func hooksPath(d *os.File, rel string) string {
+	values := configValues(d, rel, "core", "hookspath")
+	if len(values) == 0 {
+		return ""
+	}
+	hp := values[len(values)-1]
+	if hp == "" || path.IsAbs(hp) || strings.HasPrefix(hp, "~") {
+		return ""
+	}
+	return path.Clean(hp)
+}
+
+// configValues reads the values of key in every section named section
+// ([section] or [section "name"]) of the git configuration file rel under
+// d: the syntax git writes (a key on a line of its own or after the
+// section's header on the same line; comments after ; or #), no includes,
+// at most 1 MiB.
+func configValues(d *os.File, rel, section, key string) []string {
+	var out []string
+	forConfig(d, rel, func(sec, _, k, v string) {
+		if sec == section && strings.EqualFold(k, key) {
+			out = append(out, v)
+		}
+	})
+	return out
+}
+
+// configSubsections lists the names of the [section "name"] headers of the
+// file rel.
+func configSubsections(d *os.File, rel, section string) []string {
+	var out []string
+	seen := map[string]bool{}
+	forConfig(d, rel, func(sec, sub, _, _ string) {
+		if sec == section && sub != "" && !seen[sub] {
+			seen[sub] = true
+			out = append(out, sub)
+		}
+	})
+	return out
+}
+
+// forConfig calls f with each key and value of the configuration file rel,
+// and the section and subsection they are in.
+func forConfig(d *os.File, rel string, f func(section, sub, key, value string)) {
+	section, sub := "", ""
+	for _, line := range strings.Split(string(readSmall(d, rel, 1<<20)), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			end := strings.Index(line, "]")
+			if end < 0 {
+				continue
+			}
+			header := line[1:end]
+			name, rest, _ := strings.Cut(header, " ")
+			section, sub = strings.ToLower(strings.TrimSpace(name)), strings.Trim(strings.TrimSpace(rest), `"`)
+			if i := strings.Index(name, "."); i >= 0 { // [section.sub]
+				section, sub = strings.ToLower(name[:i]), name[i+1:]
+			}
+			line = strings.TrimSpace(line[end+1:])
+		}
+		if line == "" || line[0] == ';' || line[0] == '#' {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		v = strings.TrimSpace(v)
+		if strings.HasPrefix(v, `"`) {
+			if end := strings.Index(v[1:], `"`); end >= 0 {
+				v = v[1 : end+1]
+			}
+		} else if i := strings.IndexAny(v, ";#"); i >= 0 {
+			v = strings.TrimSpace(v[:i])
+		}
+		f(section, sub, strings.TrimSpace(k), v)
+	}
+}
