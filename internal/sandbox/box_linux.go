@@ -388,10 +388,14 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 	select {
 	case <-drained:
 	case <-time.After(500 * time.Millisecond):
-		outR.Close()
-		errR.Close()
-		<-drained
-		res.Notes = append(res.Notes, "output was cut at the command's end: a process it started in a session of its own still held it")
+		// What the command wrote before it ended is still read, however
+		// busy the host: only pipes left empty, and held open, are cut.
+		if !drainUnread(drained, outR, errR) {
+			outR.Close()
+			errR.Close()
+			<-drained
+			res.Notes = append(res.Notes, "output was cut at the command's end: a process it started in a session of its own still held it")
+		}
 	}
 	after := x.snapshot()
 	res.stats = after.since(before)
@@ -539,4 +543,38 @@ func (x *Box) Close() {
 		}
 		x.lim.end()
 	})
+}
+
+// drainUnread waits, for at most 5 seconds, while bytes wait in the pipes:
+// it reports whether drained came meanwhile.
+func drainUnread(drained <-chan struct{}, pipes ...*os.File) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		n := 0
+		for _, p := range pipes {
+			n += unread(p)
+		}
+		if n == 0 {
+			break
+		}
+		select {
+		case <-drained:
+			return true
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	select {
+	case <-drained:
+		return true
+	default:
+		return false
+	}
+}
+
+// unread is how many bytes wait in the pipe r (0 once it is closed).
+func unread(r *os.File) int {
+	n := 0
+	if rc, err := r.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	}
+	return n
 }
