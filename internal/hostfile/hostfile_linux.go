@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -146,6 +145,3 @@ func (t *Target) Write(data []byte, perm os.FileMode) error {
 	}
 	return nil
 }
-
-// String names the target for messages.
-func (t *Target) String() string { return strconv.Quote(t.path) }

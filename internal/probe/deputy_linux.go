@@ -83,13 +83,8 @@ func probeFileLinks(r Runner, base *profile.Profile) (Status, string) {
 	if err := os.WriteFile(filepath.Join(ws, "own"), []byte(victimText), 0o666); err != nil {
 		return Error, err.Error()
 	}
-	out := &capture{max: 4096}
-	o, err := r.Exec(Exec{Profile: p, Attack: []string{"plant", victim, victimDir}, Stdout: out})
-	if err != nil {
+	if _, err := attackSaid(r, Exec{Profile: p, Attack: []string{"plant", victim, victimDir}}, "planted"); err != nil {
 		return Error, err.Error()
-	}
-	if out.line() != "planted" {
-		return Error, fmt.Sprintf("the attack said %q (%s)", out.line(), o.Status)
 	}
 	var escaped, refused []string
 	for _, name := range []string{"link", "dirlink/out", "fifo", "hard"} {
@@ -136,6 +131,22 @@ func probeFileLinks(r Runner, base *profile.Profile) (Status, string) {
 		return Escaped, strings.Join(escaped, "; ")
 	}
 	return Contained, strings.Join(refused, "; ")
+}
+
+// attackSaid runs x and returns the line its attack printed, which must
+// start with prefix: anything else means the attack did not do its part,
+// and the probe cannot judge (an error).
+func attackSaid(r Runner, x Exec, prefix string) (string, error) {
+	out := &capture{max: 4096}
+	x.Stdout = out
+	o, err := r.Exec(x)
+	if err != nil {
+		return "", err
+	}
+	if said := out.line(); strings.HasPrefix(said, prefix) {
+		return said, nil
+	}
+	return "", fmt.Errorf("the attack said %q (%s)", out.line(), o.Status)
 }
 
 // within runs f, giving up waiting after d.
@@ -223,14 +234,9 @@ func probeProtectedPaths(r Runner, base *profile.Profile) (Status, string) {
 		return Error, err.Error()
 	}
 	before := snapshot(ws)
-	out := &capture{max: 4096}
-	o, err := r.Exec(Exec{Profile: p, Attack: []string{"protected"}, Stdout: out})
+	said, err := attackSaid(r, Exec{Profile: p, Attack: []string{"protected"}}, "tried ")
 	if err != nil {
 		return Error, err.Error()
-	}
-	said := out.line()
-	if !strings.HasPrefix(said, "tried ") {
-		return Error, fmt.Sprintf("the attack said %q (%s)", said, o.Status)
 	}
 	if changed := diffSnapshot(before, snapshot(ws)); len(changed) > 0 {
 		return Escaped, "the host's repository and settings changed: " + strings.Join(changed, ", ")
@@ -350,14 +356,9 @@ func probeProfileTamper(r Runner, base *profile.Profile) (Status, string) {
 		return Error, err.Error()
 	}
 	record := filepath.Join(ws, "agent.approval.yaml")
-	out := &capture{max: 4096}
-	o, err := r.Exec(Exec{Profile: p, Attack: []string{"tamper", "agent.yaml", "agent.approval.yaml"}, Stdout: out, Guard: []string{file, record}})
+	said, err := attackSaid(r, Exec{Profile: p, Attack: []string{"tamper", "agent.yaml", "agent.approval.yaml"}, Guard: []string{file, record}}, "tried ")
 	if err != nil {
 		return Error, err.Error()
-	}
-	said := out.line()
-	if !strings.HasPrefix(said, "tried ") {
-		return Error, fmt.Sprintf("the attack said %q (%s)", said, o.Status)
 	}
 	var escaped []string
 	if b, _ := os.ReadFile(file); !bytes.Equal(b, text) {

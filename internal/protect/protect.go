@@ -7,7 +7,7 @@
 // .vscode/settings.json or .claude/settings.json gets it run by the user's
 // editor or agent.
 //
-// Plan lays this out for one writable bind, before the sandbox starts:
+// Make lays this out for one writable bind, before the sandbox starts:
 // each protected path that exists is bound read-only onto itself; each
 // directory between the bind's root and a protected path is bound onto
 // itself, writable, so that it cannot be renamed away and replaced (a
@@ -62,10 +62,6 @@ var IfPresent = []string{
 	".husky", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml",
 }
 
-// submoduleDepth bounds the walk of .git/modules for submodules' own
-// repositories, each of which has hooks and a configuration of its own.
-const submoduleDepth = 3
-
 // Entry is one path of a writable bind that is bound onto itself.
 type Entry struct {
 	// Rel is the path relative to the bind's root.
@@ -110,7 +106,11 @@ func Make(root string, o Options) (*Plan, error) {
 	}
 	defer d.Close()
 	p := &Plan{Root: root}
-	want, pinOnly, err := wanted(d, o)
+	unprotected := map[string]bool{}
+	for _, u := range o.Unprotect {
+		unprotected[path.Clean(u)] = true
+	}
+	want, pinOnly, err := wanted(d, o, unprotected)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", root, err)
 	}
@@ -122,10 +122,6 @@ func Make(root string, o Options) (*Plan, error) {
 			}
 		}
 		return false
-	}
-	unprotected := map[string]bool{}
-	for _, u := range o.Unprotect {
-		unprotected[path.Clean(u)] = true
 	}
 	for _, rel := range want {
 		if covered(rel) {
@@ -178,7 +174,7 @@ func Make(root string, o Options) (*Plan, error) {
 				pinned[sub] = true
 				p.Entries = append(p.Entries, Entry{Rel: sub})
 			}
-			if kind == kindNone || kind != kindDir {
+			if kind != kindDir {
 				break
 			}
 		}
@@ -196,11 +192,7 @@ func Make(root string, o Options) (*Plan, error) {
 // wanted lists the paths to protect under the root: the defaults the
 // profile keeps, what git obeys in each repository of the bind (gitPaths),
 // and the extras; and the git directories, which are only pinned.
-func wanted(d *os.File, o Options) (out []string, pinOnly map[string]bool, err error) {
-	skip := map[string]bool{}
-	for _, u := range o.Unprotect {
-		skip[path.Clean(u)] = true
-	}
+func wanted(d *os.File, o Options, skip map[string]bool) (out []string, pinOnly map[string]bool, err error) {
 	seen := map[string]bool{}
 	add := func(rel string) {
 		rel = path.Clean(rel)

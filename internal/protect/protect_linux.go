@@ -1,8 +1,8 @@
 package protect
 
 import (
-	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -37,6 +37,14 @@ func beneath(d *os.File, rel string, flags uint64) (int, error) {
 		Flags:   flags | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
+}
+
+// parent opens the directory that holds rel under d (d itself for a name
+// at the top, as a new descriptor either way), and returns rel's last name.
+func parent(d *os.File, rel string) (int, string, error) {
+	dir, name := path.Split(rel)
+	fd, err := beneath(d, "./"+strings.TrimSuffix(dir, "/"), unix.O_PATH|unix.O_DIRECTORY)
+	return fd, name, err
 }
 
 // lstat says what rel under d is; its parent is known to be a directory
@@ -82,16 +90,11 @@ func (g ghost) is(st *unix.Stat_t) bool {
 // taken at once, so that nothing that removes placeholders takes it away
 // while this sandbox needs it.
 func mkGhost(d *os.File, rel string, file bool, content string) (ghost, *os.File, error) {
-	dir, name := path.Split(rel)
-	pfd := int(d.Fd())
-	if dir != "" {
-		fd, err := beneath(d, strings.TrimSuffix(dir, "/"), unix.O_PATH|unix.O_DIRECTORY)
-		if err != nil {
-			return ghost{}, nil, err
-		}
-		defer unix.Close(fd)
-		pfd = fd
+	pfd, name, err := parent(d, rel)
+	if err != nil {
+		return ghost{}, nil, err
 	}
+	defer unix.Close(pfd)
 	how := &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -155,16 +158,11 @@ func (g ghost) remove(root string) {
 	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return
 	}
-	dir, name := path.Split(g.rel)
-	pfd := int(d.Fd())
-	if dir != "" {
-		p, err := beneath(d, strings.TrimSuffix(dir, "/"), unix.O_PATH|unix.O_DIRECTORY)
-		if err != nil {
-			return
-		}
-		defer unix.Close(p)
-		pfd = p
+	pfd, name, err := parent(d, g.rel)
+	if err != nil {
+		return
 	}
+	defer unix.Close(pfd)
 	if g.file {
 		unix.Unlinkat(pfd, name, 0)
 		return
@@ -177,8 +175,12 @@ func (g ghost) remove(root string) {
 // hold takes a shared lock on every read-only entry, so that another
 // sandbox ending does not remove a placeholder this one still protects.
 func (p *Plan) hold(d *os.File) error {
+	made := map[string]bool{} // placeholders: held since their making
+	for _, g := range p.ghosts {
+		made[g.rel] = true
+	}
 	for _, e := range p.Entries {
-		if !e.ReadOnly {
+		if !e.ReadOnly || made[e.Rel] {
 			continue
 		}
 		fd, err := beneath(d, e.Rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
@@ -220,26 +222,8 @@ func readSmall(d *os.File, rel string, max int64) []byte {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return nil
 	}
-	var b bytes.Buffer
-	b.ReadFrom(&limited{f, max})
-	return b.Bytes()
-}
-
-type limited struct {
-	f *os.File
-	n int64
-}
-
-func (l *limited) Read(b []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, errors.New("too large")
-	}
-	if int64(len(b)) > l.n {
-		b = b[:l.n]
-	}
-	n, err := l.f.Read(b)
-	l.n -= int64(n)
-	return n, err
+	b, _ := io.ReadAll(io.LimitReader(f, max))
+	return b
 }
 
 // denied reports an error that refuses the caller whoever it is: no

@@ -2,6 +2,7 @@ package protect
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -307,5 +308,38 @@ func TestGitLayouts(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(root, ".bare", "config.worktree")); err != nil || len(b) != 0 {
 		t.Errorf("config.worktree placeholder: %q %v", b, err)
+	}
+}
+
+// What a sandbox leaves under .git/modules, or names in .gitmodules, is
+// bounded: too many repositories, or too deep, is refused (quickly, with
+// the names it chose escaped), and a declared name that leaves .git/modules
+// is not followed.
+func TestGitBounds(t *testing.T) {
+	many := repo(t)
+	for i := range maxGitDirs + 1 {
+		dir := filepath.Join(many, ".git", "modules", fmt.Sprintf("m\x1b[2J%d", i))
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	}
+	if _, err := Make(many, Options{}); !errors.Is(err, errTooManyGits) || strings.Contains(err.Error(), "\x1b") {
+		t.Errorf("too many repositories: %v", err)
+	}
+	deep := repo(t)
+	os.MkdirAll(filepath.Join(deep, ".git", "modules", strings.Repeat("d/", maxGitDepth+1)), 0o755)
+	if _, err := Make(deep, Options{}); !errors.Is(err, errTooManyGits) {
+		t.Errorf("too deep: %v", err)
+	}
+	out := repo(t)
+	os.WriteFile(filepath.Join(out, ".gitmodules"), []byte("[submodule \"../../../etc\"]\n\tpath = ../outside\n"), 0o644)
+	p, err := Make(out, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Remove()
+	for rel := range entries(p) {
+		if strings.Contains(rel, "etc") || strings.Contains(rel, "outside") {
+			t.Errorf("followed a name out of the bind: %s", rel)
+		}
 	}
 }
