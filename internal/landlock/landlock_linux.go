@@ -21,6 +21,10 @@ type View struct {
 	// Devices are device nodes or directories of them (/dev/pts) that may
 	// be read, written and sent ioctls.
 	Devices []string
+	// Refer grants, in test builds only, every right with REFER beneath
+	// the root, as if the rule for writable parts covered the whole
+	// view: the mistake the fs-refer probe looks for.
+	Refer bool
 }
 
 // MinABI is the Landlock ABI cordon needs for the whole view: file access
@@ -53,13 +57,28 @@ func Restrict(v View) (abi int, err error) {
 	cfg.HandledAccessNet = 0
 	const read = ll.AccessFSSet(llsys.AccessFSExecute | llsys.AccessFSReadFile | llsys.AccessFSReadDir)
 	const device = ll.AccessFSSet(llsys.AccessFSReadFile | llsys.AccessFSWriteFile | llsys.AccessFSIoctlDev | llsys.AccessFSTruncate)
+	rootRule := ll.PathAccess(read, "/")
+	if v.Refer { // test builds only
+		rootRule = ll.RWDirs("/").WithRefer()
+	}
 	rules := []ll.Rule{
-		ll.PathAccess(read, "/"),
+		rootRule,
 		ll.PathAccess(ll.AccessFSSet(llsys.AccessFSWriteFile), "/proc"),
 		ll.PathAccess(device, v.Devices...).IgnoreIfMissing(),
 	}
 	if len(v.WritableDirs) > 0 {
-		rules = append(rules, ll.RWDirs(v.WritableDirs...))
+		// Moving and linking files between directories (REFER) is
+		// allowed where both sides are writable: rename(2) and link(2)
+		// across directories of the workspace are what git, editors and
+		// package managers do. Landlock refuses it whenever the file would
+		// gain rights, so nothing read-only moves into a writable part.
+		// On ABI 1, where REFER cannot be granted, asking for it would
+		// drop every rule, so such kernels keep the EXDEV of old.
+		rw := ll.RWDirs(v.WritableDirs...)
+		if abi >= 2 {
+			rw = rw.WithRefer()
+		}
+		rules = append(rules, rw)
 	}
 	if len(v.WritableFiles) > 0 {
 		rules = append(rules, ll.RWFiles(v.WritableFiles...))

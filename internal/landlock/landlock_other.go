@@ -9,6 +9,7 @@ type View struct {
 	WritableDirs  []string
 	WritableFiles []string
 	Devices       []string
+	Refer         bool
 }
 
 // MinABI is the Landlock ABI cordon needs.

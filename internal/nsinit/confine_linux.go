@@ -80,6 +80,7 @@ func view(spec *sandbox.Spec) landlock.View {
 	v := landlock.View{
 		WritableDirs: []string{"/tmp", "/dev/shm", spec.Home},
 		Devices:      []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/pts"},
+		Refer:        spec.Weaken.Refer,
 	}
 	for _, m := range spec.Mounts {
 		if !m.Writable || m.Missing || m.Device {

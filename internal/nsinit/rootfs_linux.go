@@ -149,7 +149,9 @@ func (r *rootfs) build() error {
 	if err := mnt.SetAttr(dev, unix.MOUNT_ATTR_RDONLY|devAttrs, false); err != nil {
 		return fmt.Errorf("making /dev read-only: %w", err)
 	}
-	if err := mnt.SetAttr(root, unix.MOUNT_ATTR_RDONLY|scratchAttr, false); err != nil {
+	if r.spec.Weaken.Refer {
+		// test builds only: the root stays writable
+	} else if err := mnt.SetAttr(root, unix.MOUNT_ATTR_RDONLY|scratchAttr, false); err != nil {
 		return fmt.Errorf("making / read-only: %w", err)
 	}
 	return r.pivot()

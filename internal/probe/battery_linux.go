@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,8 @@ func Battery() []Probe {
 			"absent or permission denied", probeCanaryFile},
 		{"fs-shadow", "filesystem", "read /etc/shadow", "absent or permission denied", probeReadFile("/etc/shadow")},
 		{"fs-write-system", "filesystem", "create a file in /usr/bin", "read-only or permission denied", probeCreate("/usr/bin/cordon-probe")},
+		{"fs-refer", "filesystem", "move or hard-link a read-only file (/etc/hosts, a program in /usr/bin) into a writable directory or elsewhere on its own file system, to change it there",
+			"refused (EXDEV, EROFS or EACCES)", probeRefer},
 		{"fs-remount-root", "filesystem", "remount the root read-write", "refused", probeRemount},
 		{"fs-mount", "filesystem", "mount a tmpfs", "refused", probeMount},
 		{"fs-chroot", "filesystem", "chroot(2)", "refused", probeChroot},
@@ -125,6 +128,57 @@ func probeCreate(path string) func(*Targets) (Status, string) {
 		}
 		return Error, err.Error()
 	}
+}
+
+// probeRefer tries to give a read-only file a name in a place where it
+// could be written: renames and links across directories are what Landlock's
+// REFER right governs, and the mounts refuse them between file systems.
+func probeRefer(*Targets) (Status, string) {
+	srcs := []string{"/etc/hosts"}
+	if bins, _ := filepath.Glob("/usr/bin/*"); len(bins) > 0 {
+		for _, b := range bins {
+			if fi, err := os.Lstat(b); err == nil && fi.Mode().IsRegular() {
+				srcs = append(srcs, b)
+				break
+			}
+		}
+	}
+	dirs := []string{"/", "/tmp", "/dev/shm"}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, home)
+	}
+	if wd, err := os.Getwd(); err == nil {
+		dirs = append(dirs, wd)
+	}
+	var refused []string
+	for _, src := range srcs {
+		for _, dir := range dirs {
+			dst := filepath.Join(dir, ".cordon-probe-refer")
+			for _, op := range []string{"link", "rename"} {
+				var err error
+				if op == "link" {
+					err = os.Link(src, dst)
+				} else {
+					err = os.Rename(src, dst)
+				}
+				switch {
+				case err == nil:
+					if op == "rename" {
+						os.Rename(dst, src)
+					} else {
+						os.Remove(dst)
+					}
+					return Escaped, fmt.Sprintf("%s(%s, %s) succeeded", op, src, dst)
+				case errors.Is(err, unix.EXDEV), errors.Is(err, unix.EROFS), errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+					refused = append(refused, errnoOf(err))
+				default:
+					return Error, err.Error()
+				}
+			}
+		}
+	}
+	slices.Sort(refused)
+	return Contained, fmt.Sprintf("%d attempts from %s: %s", len(refused), strings.Join(srcs, ", "), strings.Join(slices.Compact(refused), ", "))
 }
 
 func probeUnshare(*Targets) (Status, string) {

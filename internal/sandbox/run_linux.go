@@ -193,7 +193,8 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 	}
 	spec.Weaken = Weakenings{NetNS: weakened("netns"), UsernsLimit: weakened("userns-limit"), Caps: weakened("caps"), ProcMasks: weakened("proc-masks"),
 		IPCNS: weakened("ipcns"), UTSNS: weakened("utsns"), Dumpable: weakened("dumpable"), FDs: weakened("fds"), NNP: weakened("nnp"),
-		InitSignals: weakened("init-signals"), UserLimits: weakened("user-limits")}
+		InitSignals: weakened("init-signals"), UserLimits: weakened("user-limits"),
+		Refer: weakened("refer")}
 	if weakened("seccomp") {
 		spec.Seccomp = false
 	}

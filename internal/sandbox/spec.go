@@ -193,6 +193,9 @@ type Weakenings struct {
 	// fanotify, message queue bytes, queued signals) of its user
 	// namespace's owner, not a share.
 	UserLimits bool `json:"user_limits,omitempty"`
+	// Refer leaves the root writable and grants Landlock's every right,
+	// moving and linking files included, beneath it.
+	Refer bool `json:"refer,omitempty"`
 }
 
 // release removes the placeholders the protected paths needed; it is
