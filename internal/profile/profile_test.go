@@ -180,7 +180,7 @@ resources:
 func TestAddMount(t *testing.T) {
 	p := Default()
 	n := len(p.Mounts)
-	if err := p.AddMount("/opt", false); err != nil {
+	if err := p.AddMount("/srv", false); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.AddMount("/usr", true); err != nil {
