@@ -96,9 +96,7 @@ func runCmd(e *env, args []string) int {
 		report(e, o, false, *asJSON, out)
 		return fail(e, fmt.Errorf("audit log: %w (this run is not recorded)", aerr))
 	}
-	for _, layer := range o.Degraded {
-		fmt.Fprintf(e.stderr, "cordon: warning: ran without full %s, as --allow-degraded asked\n", layer)
-	}
+	warnDegraded(e, o)
 	if *verbose {
 		fmt.Fprintf(e.stderr, "cordon: landlock ABI %d\n", o.LandlockABI)
 		for _, n := range o.Notes {
@@ -150,6 +148,31 @@ func outcomeTarget(e *env, file string) (*hostfile.Target, error) {
 		return nil, fmt.Errorf("--outcome: %w", err)
 	}
 	return t, nil
+}
+
+// warnDegraded says which layers the run went without and, without a
+// cgroup, how each limit that needed one was enforced instead.
+func warnDegraded(e *env, o outcome.Outcome) {
+	for _, layer := range o.Degraded {
+		if layer != sandbox.LayerCgroup {
+			fmt.Fprintf(e.stderr, "cordon: warning: ran without full %s, as --allow-degraded asked\n", layer)
+			continue
+		}
+		var each []string
+		for _, l := range o.Limits {
+			switch {
+			case l.EnforcedBy == "unenforced":
+				each = append(each, fmt.Sprintf("%s %s UNENFORCED", l.Name, l.Value))
+			case l.Name == "memory" && l.EnforcedBy == "rlimit":
+				each = append(each, fmt.Sprintf("memory %s only per process (RLIMIT_DATA), not for the sandbox", l.Value))
+			case l.Name == "pids" && l.EnforcedBy == "rlimit":
+				each = append(each, fmt.Sprintf("pids %s only per user (RLIMIT_NPROC)", l.Value))
+			case l.Name == "cpu_time" && l.EnforcedBy == "rlimit":
+				each = append(each, fmt.Sprintf("cpu_time %s only per process (RLIMIT_CPU)", l.Value))
+			}
+		}
+		fmt.Fprintf(e.stderr, "cordon: warning: ran without a cgroup, as --allow-degraded asked: %s; `cordon doctor` shows how to delegate one\n", strings.Join(each, "; "))
+	}
 }
 
 // degradedLayers reads --allow-degraded values: layer names, repeated or

@@ -140,6 +140,7 @@ func setRlimits(r sandbox.Rlimits) error {
 		{"file size", unix.RLIMIT_FSIZE, r.FileSize, r.FileSize},
 		{"open files", unix.RLIMIT_NOFILE, r.OpenFiles, r.OpenFiles},
 		{"processes", unix.RLIMIT_NPROC, r.Processes, r.Processes},
+		{"data", unix.RLIMIT_DATA, r.Data, r.Data},
 	}
 	for _, l := range limits {
 		if l.name != "core dumps" && l.soft == 0 {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -196,8 +197,8 @@ func run(status *os.File, report func(sandbox.Status)) error {
 	}
 	report(sandbox.Status{Event: "started", Pid: pid, LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
 
-	ws := supervise(pid, sigs)
-	st := sandbox.Status{Event: "exit", TmpUsed: tmpUsed(spec)}
+	ws, other := supervise(pid, sigs)
+	st := sandbox.Status{Event: "exit", TmpUsed: tmpUsed(spec), OtherSignal: other}
 	if ws.Signaled() {
 		st.Signal = int(ws.Signal())
 	} else {
@@ -285,9 +286,10 @@ func executable(p string) error {
 // command was forked from: with Landlock before ABI 8 each thread of init is
 // its own Landlock domain, and signals only reach processes of the sender's
 // domain.
-func supervise(pid int, sigs <-chan os.Signal) unix.WaitStatus {
+func supervise(pid int, sigs <-chan os.Signal) (unix.WaitStatus, int) {
 	exited := make(chan unix.WaitStatus, 1)
 	empty := make(chan struct{})
+	var other atomic.Int32 // a limit's signal that killed an orphan
 	go func() {
 		for {
 			var ws unix.WaitStatus
@@ -301,6 +303,8 @@ func supervise(pid int, sigs <-chan os.Signal) unix.WaitStatus {
 			}
 			if p == pid {
 				exited <- ws
+			} else if ws.Signaled() && (ws.Signal() == unix.SIGXFSZ || ws.Signal() == unix.SIGXCPU) {
+				other.CompareAndSwap(0, int32(ws.Signal()))
 			}
 		}
 	}()
@@ -316,7 +320,7 @@ func supervise(pid int, sigs <-chan os.Signal) unix.WaitStatus {
 			case status = <-exited:
 			default:
 			}
-			return status
+			return status, int(other.Load())
 		}
 	}
 }

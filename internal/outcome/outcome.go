@@ -101,6 +101,9 @@ type Outcome struct {
 type Limit struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
+	// Evidence says how cordon knows, when the limit was reached by a
+	// process other than the command and the command did not end of it.
+	Evidence string `json:"evidence,omitempty"`
 }
 
 // Usage is what the run consumed. Fields that could not be measured on this
@@ -156,6 +159,12 @@ type Facts struct {
 	// Drift names what changed in the running sandbox, when that stopped
 	// it.
 	Drift []string
+	// OtherSignal is a limit's signal (SIGXCPU, SIGXFSZ) that killed a
+	// process of the run other than the command, 0 if none was seen.
+	OtherSignal int
+	// OutputSaid is the first of LimitPhrases a process of the run
+	// wrote to its output, or "".
+	OutputSaid string
 }
 
 // Signal numbers Decide recognizes (the same on every Linux architecture
@@ -180,7 +189,7 @@ func Decide(f Facts) Outcome {
 	if f.Signal != 0 {
 		o.Signal = f.SignalName
 	}
-	limit := f.Killed
+	limit, evidence := f.Killed, ""
 	switch {
 	case limit != "":
 	case f.Signal == sigXCPU:
@@ -193,6 +202,8 @@ func Decide(f Facts) Outcome {
 		// RLIMIT_CPU's hard limit, one second past the soft one, kills
 		// with SIGKILL a program that ignored SIGXCPU.
 		limit = "cpu_time"
+	default:
+		limit, evidence = reachedElsewhere(f)
 	}
 	switch {
 	case f.Err != nil:
@@ -205,8 +216,14 @@ func Decide(f Facts) Outcome {
 	case limit != "":
 		ls := limitStatus[limit]
 		o.Status, o.ExitCode = ls.status, ls.exit
-		o.Limit = &Limit{Name: limit, Value: o.limitValue(limit)}
+		o.Limit = &Limit{Name: limit, Value: o.limitValue(limit), Evidence: evidence}
 		o.Message = fmt.Sprintf("stopped: the %s limit (%s) was reached", strings.ReplaceAll(limit, "_", " "), o.Limit.Value)
+		if evidence != "" {
+			o.Message = fmt.Sprintf("the %s limit (%s) was reached: %s", strings.ReplaceAll(limit, "_", " "), o.Limit.Value, evidence)
+			if f.Exited && !strings.HasPrefix(evidence, "the command exited") {
+				o.Message += fmt.Sprintf("; the command exited with status %d", f.Code)
+			}
+		}
 	case f.EgressUsedUp == "max_denied":
 		o.Status, o.ExitCode = EgressDenied, ExitEgressDenied
 		o.Limit = &Limit{Name: "egress_max_denied", Value: f.EgressBudget}
@@ -232,6 +249,71 @@ func Decide(f Facts) Outcome {
 		o.Message += "; " + near
 	}
 	return o
+}
+
+// limitSignals are the signals the kernel sends a process that reaches a
+// per-process limit.
+var limitSignals = map[int]string{sigXCPU: "cpu_time", sigXFSZ: "file_size"}
+
+// reachedElsewhere finds a limit that a process of the run other than the
+// command reached, with how cordon knows: the command may be a shell that
+// went on (or exited with the status shells give a killed child), and a
+// program that ignores SIGXFSZ gets EFBIG, which it reports in its own
+// words. A limit that is not set is never reported.
+func reachedElsewhere(f Facts) (limit, evidence string) {
+	set := func(name string) bool {
+		for _, l := range f.Limits {
+			if l.Name == name {
+				return l.EnforcedBy != "unlimited"
+			}
+		}
+		return false
+	}
+	perProcess := func(name string) bool {
+		for _, l := range f.Limits {
+			if l.Name == name {
+				return l.EnforcedBy == "rlimit"
+			}
+		}
+		return false
+	}
+	switch {
+	case f.OOMKills > 0 && set("memory"):
+		return "memory", fmt.Sprintf("the kernel killed %d process(es) of the run for memory", f.OOMKills)
+	case set(limitSignals[f.OtherSignal]):
+		return limitSignals[f.OtherSignal], fmt.Sprintf("a process of the run was killed by %s", signalName(f.OtherSignal))
+	case f.Exited && f.Code > 128 && set(limitSignals[f.Code-128]):
+		return limitSignals[f.Code-128], fmt.Sprintf("the command exited with status %d, as a shell does when a process it started is killed by %s", f.Code, signalName(f.Code-128))
+	case LimitPhrases[f.OutputSaid] == "memory" && !perProcess("memory"):
+		// With a cgroup, memory is reached by an OOM kill, counted above.
+	case set(LimitPhrases[f.OutputSaid]):
+		return LimitPhrases[f.OutputSaid], fmt.Sprintf("a process of the run reported %q in its output", f.OutputSaid)
+	}
+	return "", ""
+}
+
+// LimitPhrases are what shells, C libraries and runtimes print when a
+// process reaches a per-process limit (strsignal of its signal, strerror of
+// EFBIG or ENOMEM, the runtimes' own words for a failed allocation), with
+// the limit each one means. Memory counts only where an rlimit bounds it.
+var LimitPhrases = map[string]string{
+	"File size limit exceeded":      "file_size",
+	"File too large":                "file_size",
+	"CPU time limit exceeded":       "cpu_time",
+	"Cannot allocate memory":        "memory",
+	"MemoryError":                   "memory",
+	"runtime: out of memory":        "memory",
+	"JavaScript heap out of memory": "memory",
+}
+
+func signalName(sig int) string {
+	switch sig {
+	case sigXCPU:
+		return "SIGXCPU"
+	case sigXFSZ:
+		return "SIGXFSZ"
+	}
+	return fmt.Sprintf("signal %d", sig)
 }
 
 // usedUp reports whether the run used all of the named limit.

@@ -419,6 +419,7 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 		res.ExitCode, res.ExecError, res.exited = last.Code, last.Error, true
 	default:
 		res.ExitCode, res.Signal, res.exited, res.tmpUsed = last.Code, last.Signal, last.Signal == 0, last.TmpUsed
+		res.otherSignal = last.OtherSignal
 	}
 	if canceled {
 		res.Notes = append(res.Notes, "the command was cancelled by its caller")

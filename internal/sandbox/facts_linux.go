@@ -25,14 +25,15 @@ type Result struct {
 	Degraded []string
 	Notes    []string
 
-	exited  bool
-	tmpUsed int64
-	limiter *limiter
-	output  *outputCap
-	killed  string
-	stats   cgroup.Stats
-	wall    time.Duration
-	rusage  *unix.Rusage
+	exited      bool
+	tmpUsed     int64
+	otherSignal int // a limit's signal that killed an orphan
+	limiter     *limiter
+	output      *outputCap
+	killed      string
+	stats       cgroup.Stats
+	wall        time.Duration
+	rusage      *unix.Rusage
 
 	proxy           *egress.Proxy
 	egress          []egress.Event
@@ -91,6 +92,7 @@ func (r *Result) facts(err error) outcome.Facts {
 		Egress:       r.egress,
 		EgressUsedUp: r.egressExhausted,
 		EgressBudget: r.egressBudget,
+		OtherSignal:  r.otherSignal,
 	}
 	if f.Killed == deniedLimit {
 		// Not a resource limit: the proxy's budget, in EgressUsedUp.
@@ -104,6 +106,7 @@ func (r *Result) facts(err error) outcome.Facts {
 	}
 	if r.output != nil {
 		f.Usage.StdoutBytes, f.Usage.StderrBytes = r.output.counts()
+		f.OutputSaid = r.output.saidLimit()
 	}
 	// The cgroup counts every process, also those killed with init; the
 	// rusage of init only those it reaped.

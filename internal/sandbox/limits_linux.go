@@ -102,7 +102,11 @@ func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Resu
 	if !allow[LayerCgroup] {
 		return nil, setupErr("cgroup", fmt.Errorf("%w; refusing to run with memory, cpus, pids and cpu_time not enforced for the whole sandbox (--allow-degraded=cgroup runs with memory and cpus unenforced, and pids and cpu_time limited per process)", err))
 	}
+	// The best the kernel offers each process instead: RLIMIT_NPROC for
+	// processes, RLIMIT_DATA (heap and private writable mappings, not
+	// reserved address space) for memory.
 	spec.Rlimits.Processes = quantity(r.Pids)
+	spec.Rlimits.Data = quantity(r.Memory)
 	res.Degraded = append(res.Degraded, LayerCgroup)
 	return l, nil
 }
@@ -312,7 +316,12 @@ func (l *limiter) enforcedBy(name string) string {
 		return "tmpfs"
 	case "open_files", "file_size":
 		return "rlimit"
-	case "memory", "cpus":
+	case "memory":
+		if l.group == nil {
+			return "rlimit"
+		}
+		return cg
+	case "cpus":
 		return cg
 	case "pids":
 		if l.group == nil {

@@ -79,6 +79,9 @@ type Rlimits struct {
 	FileSize   int64 `json:"file_size,omitempty"`
 	OpenFiles  int64 `json:"open_files,omitempty"`
 	Processes  int64 `json:"processes,omitempty"`
+	// Data bounds each process's data (RLIMIT_DATA), for memory when no
+	// cgroup counts the whole sandbox.
+	Data int64 `json:"data,omitempty"`
 }
 
 // Mount is one bind mount of a host path.
@@ -135,6 +138,9 @@ type Status struct {
 	// TmpUsed is, at exit, the most bytes used in any of the size-capped
 	// file systems (/tmp, /dev/shm, home).
 	TmpUsed int64 `json:"tmp_used,omitempty"`
+	// OtherSignal is, at exit, a limit's signal (SIGXFSZ, SIGXCPU) that
+	// killed a process init reaped other than the command.
+	OtherSignal int `json:"other_signal,omitempty"`
 }
 
 // SetEnv sets name in env, replacing an earlier value; env is not
