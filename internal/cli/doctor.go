@@ -118,7 +118,10 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool) {
 	if h.Cgroup.Delegated {
 		row("limits", "memory (swap included), pids, cpus and total cpu_time by cgroup %s; cpu_time, file_size and open_files per process by rlimit; wall and output by cordon; tmp_size by tmpfs", h.Cgroup.Using)
 	} else {
-		row("limits", "NO CGROUP (%s): cordon run refuses; --allow-degraded=cgroup runs with memory and cpus UNENFORCED, and pids and cpu_time per process by rlimit; file_size and open_files (rlimit), wall and output (cordon) and tmp_size (tmpfs) as always", h.Cgroup.Problem)
+		row("limits", "NO CGROUP (%s): cordon run refuses; --allow-degraded=cgroup runs with cpus UNENFORCED, and memory (RLIMIT_DATA), pids and cpu_time per process by rlimit; file_size and open_files (rlimit), wall and output (cordon) and tmp_size (tmpfs) as always", h.Cgroup.Problem)
+		for i, fix := range cgroupFix(h, systemdHost()) {
+			row(map[bool]string{true: "to fix"}[i == 0], "%s", fix)
+		}
 	}
 
 	row("crash dumps", "%s", crashDumps(corePattern()))
