@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -33,6 +34,8 @@ type Info struct {
 	CgroupReadOnly bool `json:"cgroup_read_only"`
 	// AppArmor is the AppArmor profile cordon runs under, "" when none.
 	AppArmor string `json:"apparmor,omitempty"`
+	// SysAdmin reports CAP_SYS_ADMIN in cordon's effective capabilities.
+	SysAdmin bool `json:"cap_sys_admin"`
 }
 
 // In reports whether cordon runs in a container.
@@ -93,6 +96,14 @@ func Detect(root string) Info {
 	if i.Runtime == "" && i.OverlayRoot && len(i.MaskedProc) > 0 {
 		found("container", "an overlay root file system and masked /proc paths")
 	}
+	if status, err := os.ReadFile(at("/proc/self/status")); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+				caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+				i.SysAdmin = err == nil && caps&(1<<capSysAdmin) != 0
+			}
+		}
+	}
 	for _, p := range []string{"/proc/self/attr/apparmor/current", "/proc/self/attr/current"} {
 		b, err := os.ReadFile(at(p))
 		if err != nil {
@@ -106,6 +117,9 @@ func Detect(root string) Info {
 	}
 	return i
 }
+
+// capSysAdmin is CAP_SYS_ADMIN's bit.
+const capSysAdmin = 21
 
 // rank orders runtimes by how specific they are: Kubernetes runs its pods
 // with Docker or Podman's files, Podman sets container=podman.

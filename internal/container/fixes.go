@@ -11,10 +11,16 @@ type Need string
 
 // What cordon needs in a container.
 const (
-	// NeedUserns: creating a user namespace, and the others with it.
-	// Docker's default seccomp profile allows unshare(2) and clone(2) of
-	// namespaces only to a container with CAP_SYS_ADMIN.
+	// NeedUserns: creating a user namespace, and the others with it, and
+	// acting in them (mount, sethostname). Docker's and Podman's default
+	// seccomp profiles allow those system calls only to a container with
+	// CAP_SYS_ADMIN.
 	NeedUserns Need = "userns"
+	// NeedRootMounts: cordon as root opens the view's mounts (open_tree)
+	// before it enters its namespaces, which takes CAP_SYS_ADMIN where it
+	// runs; runtimes do not grant it by default. Rootless, cordon mounts
+	// inside its own namespaces instead.
+	NeedRootMounts Need = "root-mounts"
 	// NeedMount: mounting in those namespaces; AppArmor's docker-default
 	// profile denies every mount.
 	NeedMount Need = "mount"
@@ -35,7 +41,7 @@ const (
 )
 
 // Needs lists every Need in the order doctor reports them.
-var Needs = []Need{NeedUserns, NeedMount, NeedProc, NeedLandlock, NeedSeccomp, NeedCgroup, NeedIdmap}
+var Needs = []Need{NeedUserns, NeedRootMounts, NeedMount, NeedProc, NeedLandlock, NeedSeccomp, NeedCgroup, NeedIdmap}
 
 // Fix is what to give each runtime for a Need.
 type Fix struct {
@@ -64,6 +70,12 @@ func Fixes(need Need, path string) Fix {
 			Podman:     "podman run --security-opt seccomp=unconfined",
 			Kubernetes: "securityContext.seccompProfile.type: Unconfined (or Localhost, with a profile that allows them)",
 		}
+	case NeedRootMounts:
+		return Fix{
+			Docker:     "docker run --cap-add SYS_ADMIN, or run cordon as a user that is not root (docker run --user 1000:1000)",
+			Podman:     "podman run --cap-add SYS_ADMIN, or run cordon as a user that is not root (podman run --user 1000:1000)",
+			Kubernetes: "securityContext.capabilities.add: [SYS_ADMIN], or run cordon as a user that is not root (securityContext.runAsUser: 1000)",
+		}
 	case NeedMount:
 		return Fix{
 			Docker:     "docker run --security-opt apparmor=unconfined",
@@ -85,7 +97,7 @@ func Fixes(need Need, path string) Fix {
 	case NeedCgroup:
 		return Fix{
 			Docker:     "no flag short of --privileged makes /sys/fs/cgroup writable: run cordon with --allow-degraded=cgroup and bound the container itself (docker run --memory, --cpus, --pids-limit)",
-			Podman:     "podman run --security-opt unmask=/sys/fs/cgroup with --cgroupns=private (cgroup v2), or cordon --allow-degraded=cgroup with podman run --memory, --cpus, --pids-limit",
+			Podman:     "run cordon with --allow-degraded=cgroup and bound the container itself (podman run --memory, --cpus, --pids-limit); on cgroup v2, podman run --security-opt unmask=/sys/fs/cgroup makes the container's own cgroup writable",
 			Kubernetes: "no field short of securityContext.privileged: true: run cordon with --allow-degraded=cgroup and bound the pod (resources.limits)",
 		}
 	case NeedIdmap:
@@ -102,11 +114,13 @@ func Fixes(need Need, path string) Fix {
 func (n Need) String() string {
 	switch n {
 	case NeedUserns:
-		return "creating user namespaces"
+		return "namespaces (seccomp)"
+	case NeedRootMounts:
+		return "mounts as root"
 	case NeedMount:
-		return "mounting in them (AppArmor)"
+		return "mounting (AppArmor)"
 	case NeedProc:
-		return "mounting a fresh /proc"
+		return "a fresh /proc"
 	case NeedLandlock:
 		return "Landlock"
 	case NeedSeccomp:
@@ -114,7 +128,7 @@ func (n Need) String() string {
 	case NeedCgroup:
 		return "a writable cgroup"
 	case NeedIdmap:
-		return "idmapping the workspace"
+		return "idmapped workspace"
 	}
 	return string(n)
 }

@@ -40,7 +40,7 @@ const nobody = 65534
 // says sandbox_error and err is the SetupError.
 func Run(opts Options) (outcome.Outcome, error) {
 	res := &Result{}
-	err := run(opts, res)
+	err := withContainerHint(run(opts, res))
 	o := outcome.Decide(res.facts(err))
 	o.LandlockABI, o.Notes = res.LandlockABI, res.Notes
 	return o, err
