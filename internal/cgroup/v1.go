@@ -36,6 +36,12 @@ func (h Host) newV1(name string, l Limits) (Group, error) {
 			if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
 				return nil, fmt.Errorf("%w: %v", ErrNotDelegated, err)
 			}
+			if errors.Is(err, os.ErrNotExist) {
+				// A container without a cgroup namespace: its hierarchy
+				// shows only its own cgroup, at the root, not the path
+				// /proc/self/cgroup names.
+				return nil, fmt.Errorf("%w: cordon's own cgroup is not visible where /proc/self/cgroup places it (%v)", ErrNotDelegated, err)
+			}
 			return nil, fmt.Errorf("creating cgroup: %w", err)
 		}
 		g.dirs[c] = dir

@@ -35,16 +35,19 @@ func doctorCmd(e *env, args []string) int {
 			trial, ready = err.Error(), false
 		}
 	}
+	ct := checkContainer("/", h, trial, e.cwd, sandbox.IdmapCheck)
+	ready = ready && ct.ok()
 	if *asJSON {
 		out, _ := json.MarshalIndent(struct {
 			sandbox.Host
-			CorePattern string `json:"core_pattern"`
-			Trial       string `json:"trial"`
-			Ready       bool   `json:"ready"`
-		}{h, corePattern(), trial, ready}, "", "  ")
+			CorePattern string           `json:"core_pattern"`
+			Trial       string           `json:"trial"`
+			Ready       bool             `json:"ready"`
+			Container   *containerReport `json:"container,omitempty"`
+		}{h, corePattern(), trial, ready, ct}, "", "  ")
 		fmt.Fprintln(e.stdout, string(out))
 	} else {
-		printDoctor(e, h, trial, ready)
+		printDoctor(e, h, trial, ready, ct)
 	}
 	if !ready {
 		return 1
@@ -52,7 +55,7 @@ func doctorCmd(e *env, args []string) int {
 	return 0
 }
 
-func printDoctor(e *env, h sandbox.Host, trial string, ready bool) {
+func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *containerReport) {
 	w := e.stdout
 	row := func(k, format string, args ...any) { fmt.Fprintf(w, "  %-18s %s\n", k, fmt.Sprintf(format, args...)) }
 	missing := func(layer, why string) string {
@@ -127,6 +130,7 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool) {
 	row("crash dumps", "%s", crashDumps(corePattern()))
 	row("audit log", "%s", auditSetting())
 	row("trial sandbox", "%s", trial)
+	printContainer(w, ct)
 
 	fmt.Fprintln(w)
 	if ready {

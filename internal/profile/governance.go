@@ -71,7 +71,7 @@ type Provider struct {
 
 // DegradableLayers are the containment layers a run may go without, when
 // the host lacks them and someone said so (allow_degraded, --allow-degraded).
-var DegradableLayers = []string{"landlock", "seccomp", "cgroup"}
+var DegradableLayers = []string{"landlock", "seccomp", "cgroup", "idmap"}
 
 // dateLayout is how governance dates are written.
 const dateLayout = "2006-01-02"

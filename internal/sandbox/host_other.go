@@ -17,3 +17,6 @@ func ProbeHost() Host {
 
 // Trial fails outside Linux.
 func Trial(*profile.Profile, map[string]bool) error { return errors.New("cordon sandboxes need Linux") }
+
+// IdmapCheck has nothing to check outside Linux.
+func IdmapCheck(string) error { return nil }

@@ -21,6 +21,12 @@ const (
 // limited per process by rlimits.
 const LayerCgroup = "cgroup"
 
+// LayerIdmap may be skipped when cordon runs as root and a writable bind
+// owned by root (the workspace) is on a file system that cannot be
+// idmapped, such as overlayfs, a container's root: the sandbox user then
+// maps to the workspace's owner, host root, instead of nobody.
+const LayerIdmap = "idmap"
+
 // DegradableLayers lists the layers --allow-degraded accepts.
 var DegradableLayers = profile.DegradableLayers
 

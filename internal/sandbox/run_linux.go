@@ -40,7 +40,7 @@ const nobody = 65534
 // says sandbox_error and err is the SetupError.
 func Run(opts Options) (outcome.Outcome, error) {
 	res := &Result{}
-	err := run(opts, res)
+	err := withContainerHint(run(opts, res))
 	o := outcome.Decide(res.facts(err))
 	o.LandlockABI, o.Notes = res.LandlockABI, res.Notes
 	return o, err
@@ -261,7 +261,17 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 		if rootMapWeakened {
 			ids = idMapping{}
 		}
-		files, err = openTrees(spec, ids)
+		files, err = openTrees(spec, ids, false)
+		var unmapped *idmapError
+		if errors.As(err, &unmapped) {
+			if !opts.AllowDegraded[LayerIdmap] {
+				return nil, setupErr(LayerIdmap, unmapped.refusal())
+			}
+			// As bubblewrap does: the sandbox user is the bind's owner.
+			ids = idMapping{uid: int(unmapped.uid), gid: int(unmapped.gid)}
+			files, err = openTrees(spec, ids, true)
+			res.Degraded = append(res.Degraded, LayerIdmap)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -649,8 +659,10 @@ func rootIDs(spec *Spec) idMapping {
 // openTrees opens every bind source on the host side (as root, which can
 // reach paths the sandbox user could not) and returns the detached mounts,
 // recording their descriptor numbers in the spec. Writable mounts owned by
-// someone other than the sandbox user's host id are idmapped to it.
-func openTrees(spec *Spec, ids idMapping) ([]*os.File, error) {
+// someone other than the sandbox user's host id are idmapped to it; where
+// the file system refuses that, openTrees fails with an *idmapError, or,
+// when lenient, binds the mount as it is.
+func openTrees(spec *Spec, ids idMapping, lenient bool) ([]*os.File, error) {
 	var files []*os.File
 	fail := func(err error) ([]*os.File, error) {
 		for _, f := range files {
@@ -695,9 +707,10 @@ func openTrees(spec *Spec, ids idMapping) ([]*os.File, error) {
 					}
 					idmaps[key] = userns
 				}
-				if err := mnt.Idmap(src.Tree, int(userns.Fd())); err != nil {
+				if err := mnt.Idmap(src.Tree, int(userns.Fd())); err != nil && !lenient {
+					unmapped := &idmapError{path: m.Source, fsType: fsTypeOf(src.Tree), uid: st.Uid, gid: st.Gid, err: err}
 					src.Close()
-					return fail(setupErr("idmapping "+m.Source, fmt.Errorf("%w; its file system may not support idmapped mounts: run cordon as its owner, or give it to an unprivileged owner, whose id the sandbox user then takes", err)))
+					return fail(unmapped)
 				}
 			}
 		}
@@ -712,8 +725,19 @@ func openTrees(spec *Spec, ids idMapping) ([]*os.File, error) {
 // process is started in a new user namespace only to hold it while cordon
 // opens it: traced, the helper stops at its first instruction, so the Go
 // runtime of the binary it runs never starts. Where tracing is not allowed
-// (Yama), it runs as `cordon __hold` instead.
+// (Yama), it runs as `cordon __hold` instead. The namespace belongs to
+// cordon's user namespace owner (see usernsOwner); where root may not open
+// a namespace it does not own (a container's root, without
+// CAP_SYS_PTRACE), it belongs to root, which the mapping does not involve.
 func newUserns(fromUID, toUID, fromGID, toGID uint32) (*os.File, error) {
+	f, err := holdUserns(fromUID, toUID, fromGID, toGID, startOwned)
+	if errors.Is(err, unix.EACCES) && os.Geteuid() == 0 {
+		f, err = holdUserns(fromUID, toUID, fromGID, toGID, start)
+	}
+	return f, err
+}
+
+func holdUserns(fromUID, toUID, fromGID, toGID uint32, starter func(string, []string, []*os.File, *syscall.SysProcAttr) (*process, error)) (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -727,10 +751,10 @@ func newUserns(fromUID, toUID, fromGID, toGID uint32) (*os.File, error) {
 		Pdeathsig:   unix.SIGKILL,
 		Ptrace:      true,
 	}
-	helper, err := startOwned("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
+	helper, err := starter("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
 	if errors.Is(err, unix.EPERM) {
 		sys.Ptrace = false
-		helper, err = startOwned("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
+		helper, err = starter("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("starting id-mapping helper: %w", err)
