@@ -32,6 +32,9 @@ type limiter struct {
 	// perCommand: the wall limit is each command's (a Box), not the
 	// sandbox's.
 	perCommand bool
+	// hostRoot: the sandbox user is host root (--allow-degraded=idmap),
+	// whom RLIMIT_NPROC does not bind.
+	hostRoot bool
 	// idle, when set, says no command runs: the counters are then read
 	// every idleWatchEvery only (what a command left running is still
 	// watched, only less often; the kernel enforces the limits meanwhile),
@@ -324,6 +327,9 @@ func (l *limiter) enforcedBy(name string) string {
 	case "cpus":
 		return cg
 	case "pids":
+		if l.group == nil && l.hostRoot {
+			return "unenforced"
+		}
 		if l.group == nil {
 			return "rlimit"
 		}

@@ -271,6 +271,9 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 			ids = idMapping{uid: int(unmapped.uid), gid: int(unmapped.gid)}
 			files, err = openTrees(spec, ids, true)
 			res.Degraded = append(res.Degraded, LayerIdmap)
+			// The kernel exempts host root from RLIMIT_NPROC: without a
+			// cgroup, nothing then counts the sandbox's processes.
+			lim.hostRoot = ids.uid == 0
 		}
 		if err != nil {
 			return nil, err
