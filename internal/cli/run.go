@@ -163,8 +163,8 @@ func warnDegraded(e *env, o outcome.Outcome) {
 			switch {
 			case l.EnforcedBy == "unenforced":
 				each = append(each, fmt.Sprintf("%s %s UNENFORCED", l.Name, l.Value))
-			case l.Name == "memory" && l.EnforcedBy == "rlimit":
-				each = append(each, fmt.Sprintf("memory %s only per process (RLIMIT_DATA), not for the sandbox", l.Value))
+			case l.Name == "memory" && l.EnforcedBy == outcome.PrivateMemoryRlimit:
+				each = append(each, fmt.Sprintf("memory %s UNENFORCED for the sandbox: RLIMIT_DATA bounds only each process's private memory (not shared mappings, memfd or tmpfs)", l.Value))
 			case l.Name == "pids" && l.EnforcedBy == "rlimit":
 				each = append(each, fmt.Sprintf("pids %s only per user (RLIMIT_NPROC)", l.Value))
 			case l.Name == "cpu_time" && l.EnforcedBy == "rlimit":

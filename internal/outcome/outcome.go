@@ -162,9 +162,9 @@ type Facts struct {
 	// OtherSignal is a limit's signal (SIGXCPU, SIGXFSZ) that killed a
 	// process of the run other than the command, 0 if none was seen.
 	OtherSignal int
-	// OutputSaid is the first of LimitPhrases a process of the run
-	// wrote to its output, or "".
-	OutputSaid string
+	// OutputSaid lists, in order, the LimitPhrases a process of the run
+	// wrote to its standard error (each once).
+	OutputSaid []string
 }
 
 // Signal numbers Decide recognizes (the same on every Linux architecture
@@ -269,14 +269,6 @@ func reachedElsewhere(f Facts) (limit, evidence string) {
 		}
 		return false
 	}
-	perProcess := func(name string) bool {
-		for _, l := range f.Limits {
-			if l.Name == name {
-				return l.EnforcedBy == "rlimit"
-			}
-		}
-		return false
-	}
 	switch {
 	case f.OOMKills > 0 && set("memory"):
 		return "memory", fmt.Sprintf("the kernel killed %d process(es) of the run for memory", f.OOMKills)
@@ -284,18 +276,38 @@ func reachedElsewhere(f Facts) (limit, evidence string) {
 		return limitSignals[f.OtherSignal], fmt.Sprintf("a process of the run was killed by %s", signalName(f.OtherSignal))
 	case f.Exited && f.Code > 128 && set(limitSignals[f.Code-128]):
 		return limitSignals[f.Code-128], fmt.Sprintf("the command exited with status %d, as a shell does when a process it started is killed by %s", f.Code, signalName(f.Code-128))
-	case LimitPhrases[f.OutputSaid] == "memory" && !perProcess("memory"):
-		// With a cgroup, memory is reached by an OOM kill, counted above.
-	case set(LimitPhrases[f.OutputSaid]):
-		return LimitPhrases[f.OutputSaid], fmt.Sprintf("a process of the run reported %q in its output", f.OutputSaid)
+	}
+	for _, phrase := range f.OutputSaid {
+		limit := LimitPhrases[phrase]
+		if limit == "memory" && !privateMemory(f.Limits) {
+			continue // with a cgroup, memory is reached by an OOM kill
+		}
+		if set(limit) {
+			return limit, fmt.Sprintf("a process of the run reported %q on its standard error", phrase)
+		}
 	}
 	return "", ""
 }
 
-// LimitPhrases are what shells, C libraries and runtimes print when a
-// process reaches a per-process limit (strsignal of its signal, strerror of
-// EFBIG or ENOMEM, the runtimes' own words for a failed allocation), with
-// the limit each one means. Memory counts only where an rlimit bounds it.
+// PrivateMemoryRlimit is how memory is enforced without a cgroup: each
+// process's private memory by RLIMIT_DATA; shared mappings, memfd and
+// tmpfs are not counted, nor the sandbox as a whole.
+const PrivateMemoryRlimit = "rlimit, private memory per process"
+
+func privateMemory(ls []LimitState) bool {
+	for _, l := range ls {
+		if l.Name == "memory" {
+			return l.EnforcedBy == PrivateMemoryRlimit
+		}
+	}
+	return false
+}
+
+// LimitPhrases are what shells, C libraries and runtimes print on standard
+// error when a process reaches a per-process limit (strsignal of its
+// signal, strerror of EFBIG or ENOMEM, the runtimes' own words for a failed
+// allocation), with the limit each one means. Memory counts only where an
+// rlimit bounds it.
 var LimitPhrases = map[string]string{
 	"File size limit exceeded":      "file_size",
 	"File too large":                "file_size",
@@ -305,6 +317,12 @@ var LimitPhrases = map[string]string{
 	"runtime: out of memory":        "memory",
 	"JavaScript heap out of memory": "memory",
 }
+
+// EndsMessage are the phrases (the C library's strerror texts, which
+// documentation and source comments also hold) that count only where they
+// end a message: at the end of a line or before ":", as in "head: error
+// writing 'f': File too large", not in "/* File too large */".
+var EndsMessage = map[string]bool{"File too large": true, "Cannot allocate memory": true}
 
 func signalName(sig int) string {
 	switch sig {

@@ -41,7 +41,8 @@ func TestDecide(t *testing.T) {
 		{"a shell's child killed by SIGXFSZ", Facts{Exited: true, Code: 153}, FileSizeLimit, 119, "file_size", "exited with status 153, as a shell does when a process it started is killed by SIGXFSZ"},
 		{"a shell's child killed by SIGXCPU", Facts{Exited: true, Code: 152}, CPUTimeLimit, 120, "cpu_time", "killed by SIGXCPU"},
 		{"an orphan killed by SIGXFSZ", Facts{Exited: true, OtherSignal: 25}, FileSizeLimit, 119, "file_size", "a process of the run was killed by SIGXFSZ; the command exited with status 0"},
-		{"EFBIG in the output", Facts{Exited: true, Code: 1, OutputSaid: "File too large"}, FileSizeLimit, 119, "file_size", `reported "File too large" in its output`},
+		{"a harmless phrase first", Facts{Exited: true, OutputSaid: []string{"Cannot allocate memory", "File size limit exceeded"}}, FileSizeLimit, 119, "file_size", `reported "File size limit exceeded"`},
+		{"EFBIG in the output", Facts{Exited: true, Code: 1, OutputSaid: []string{"File too large"}}, FileSizeLimit, 119, "file_size", `reported "File too large" on its standard error`},
 		{"cpu rlimit", Facts{Signal: 24, SignalName: "SIGXCPU"}, CPUTimeLimit, 120, "cpu_time", "cpu time limit (1s)"},
 		{"file size rlimit", Facts{Signal: 25, SignalName: "SIGXFSZ"}, FileSizeLimit, 119, "file_size", "file size limit (1MiB)"},
 		{"not found", Facts{Exited: true, Code: 127, ExecFailed: "x: command not found"}, ExitNonzero, 127, "", "could not be started"},
@@ -77,8 +78,8 @@ func TestDecide(t *testing.T) {
 // Words of a failed allocation mean the memory limit only where an rlimit
 // bounds each process; with a cgroup, only its OOM kills count.
 func TestMemoryWords(t *testing.T) {
-	for by, want := range map[string]Status{"rlimit": MemoryLimit, "cgroup v2": ExitNonzero} {
-		f := Facts{Exited: true, Code: 1, OutputSaid: "MemoryError",
+	for by, want := range map[string]Status{PrivateMemoryRlimit: MemoryLimit, "cgroup v2": ExitNonzero} {
+		f := Facts{Exited: true, Code: 1, OutputSaid: []string{"MemoryError"},
 			Limits: []LimitState{{Name: "memory", Value: "100MiB", EnforcedBy: by}}}
 		if o := Decide(f); o.Status != want {
 			t.Errorf("memory enforced by %s: got %s (%s), want %s", by, o.Status, o.Message, want)
@@ -89,7 +90,7 @@ func TestMemoryWords(t *testing.T) {
 // A limit that is not set is never what a run reached, whatever its
 // processes said or how they ended.
 func TestUnsetLimitNotReached(t *testing.T) {
-	f := Facts{Exited: true, Code: 153, OtherSignal: 25, OutputSaid: "File too large", OOMKills: 2,
+	f := Facts{Exited: true, Code: 153, OtherSignal: 25, OutputSaid: []string{"File too large"}, OOMKills: 2,
 		Limits: []LimitState{{Name: "file_size", Value: "unlimited", EnforcedBy: "unlimited"}}}
 	if o := Decide(f); o.Status != ExitNonzero || o.ExitCode != 153 || o.Limit != nil {
 		t.Errorf("got %s/%d, limit %+v", o.Status, o.ExitCode, o.Limit)

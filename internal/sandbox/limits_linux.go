@@ -321,7 +321,7 @@ func (l *limiter) enforcedBy(name string) string {
 		return "rlimit"
 	case "memory":
 		if l.group == nil {
-			return "rlimit"
+			return outcome.PrivateMemoryRlimit
 		}
 		return cg
 	case "cpus":

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/cordon-sandbox/cordon/internal/outcome"
@@ -20,12 +22,20 @@ type outputCap struct {
 	mu             sync.Mutex
 	stdout, stderr int64
 	over           bool
-	said           string // the first limit phrase seen in the output
+	said           []string // the limit phrases seen, in order
 }
 
-// writer returns a Writer to dst that counts into the stream's counter.
+// writer returns a Writer to dst that counts into the stream's counter;
+// standard error is also scanned for limit phrases.
 func (c *outputCap) writer(dst io.Writer, stderr bool) io.Writer {
-	return &capWriter{c: c, dst: dst, stderr: stderr}
+	return &capWriter{c: c, dst: dst, stderr: stderr, scans: stderr}
+}
+
+// terminal returns the Writer for a terminal's output, where standard
+// output and standard error are one stream: counted as standard output,
+// scanned as standard error.
+func (c *outputCap) terminal(dst io.Writer) io.Writer {
+	return &capWriter{c: c, dst: dst, scans: true}
 }
 
 // counts returns the bytes written to stdout and stderr.
@@ -35,57 +45,77 @@ func (c *outputCap) counts() (stdout, stderr int64) {
 	return c.stdout, c.stderr
 }
 
-// saidLimit returns the first of outcome.LimitPhrases the output held.
-func (c *outputCap) saidLimit() string {
+// saidLimits returns the limit phrases the command's standard error held,
+// in the order first seen.
+func (c *outputCap) saidLimits() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.said
+	return slices.Clone(c.said)
 }
 
 type capWriter struct {
 	c      *outputCap
 	dst    io.Writer
 	stderr bool
+	scans  bool   // look for limit phrases (standard error, or a terminal)
 	tail   []byte // the end of the last write, for a phrase split across writes
 }
 
-// longestPhrase is the length of the longest limit phrase.
-var longestPhrase = func() int {
-	n := 0
-	for p := range outcome.LimitPhrases {
-		n = max(n, len(p))
-	}
-	return n
-}()
+// phrases are outcome.LimitPhrases, in a fixed order.
+var phrases = slices.Sorted(maps.Keys(outcome.LimitPhrases))
 
-// scan looks for a limit phrase in p, and across the boundary with the
-// write before it.
-func (w *capWriter) scan(p []byte) string {
-	edge := append(w.tail, p[:min(len(p), longestPhrase-1)]...)
-	found := ""
-	for phrase := range outcome.LimitPhrases {
-		in := bytes.Contains(p, []byte(phrase)) || bytes.Contains(edge, []byte(phrase))
-		if in && (found == "" || phrase < found) {
-			found = phrase
+// longestPhrase is the length of the longest limit phrase, and one byte
+// after it.
+var longestPhrase = len(slices.MaxFunc(phrases, func(a, b string) int { return len(a) - len(b) })) + 1
+
+// scan returns the limit phrases in p, also across the boundary with the
+// write before it; those of outcome.EndsMessage only where followed by a
+// line's end or ':', or by nothing yet.
+func (w *capWriter) scan(p []byte) []string {
+	edge := append(w.tail, p[:min(len(p), longestPhrase)]...)
+	var found []string
+	for _, phrase := range phrases {
+		if found1(p, phrase) || found1(edge, phrase) {
+			found = append(found, phrase)
 		}
 	}
-	if len(p) >= longestPhrase-1 {
-		w.tail = append(w.tail[:0], p[len(p)-(longestPhrase-1):]...)
+	if len(p) >= longestPhrase {
+		w.tail = append(w.tail[:0], p[len(p)-longestPhrase:]...)
 	} else {
-		w.tail = append(w.tail[:0], edge[max(0, len(edge)-(longestPhrase-1)):]...)
+		w.tail = append(w.tail[:0], edge[max(0, len(edge)-longestPhrase):]...)
 	}
 	return found
 }
 
+// found1 reports whether phrase occurs in b (where a message ends, for
+// those that must).
+func found1(b []byte, phrase string) bool {
+	if !outcome.EndsMessage[phrase] {
+		return bytes.Contains(b, []byte(phrase))
+	}
+	for {
+		i := bytes.Index(b, []byte(phrase))
+		if i < 0 {
+			return false
+		}
+		b = b[i+len(phrase):]
+		if len(b) == 0 || b[0] == '\n' || b[0] == '\r' || b[0] == ':' {
+			return true
+		}
+	}
+}
+
 func (w *capWriter) Write(p []byte) (int, error) {
 	c := w.c
-	said := ""
-	if w.c.saidLimit() == "" {
+	var said []string
+	if w.scans {
 		said = w.scan(p)
 	}
 	c.mu.Lock()
-	if said != "" && c.said == "" {
-		c.said = said
+	for _, phrase := range said {
+		if !slices.Contains(c.said, phrase) {
+			c.said = append(c.said, phrase)
+		}
 	}
 	if w.stderr {
 		c.stderr += int64(len(p))

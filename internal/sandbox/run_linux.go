@@ -105,7 +105,7 @@ func run(opts Options, res *Result) error {
 	var handed []*os.File // write ends init takes over
 	stdio := []*os.File{stdin, nil, nil}
 	if UsesTerminal(opts.Stdin, opts.Stdout) {
-		if tty, err = newTerminal(opts.Stdin, outCap.writer(tapped(stdout, opts.Taps[0]), false)); err != nil {
+		if tty, err = newTerminal(opts.Stdin, outCap.terminal(tapped(stdout, opts.Taps[0]))); err != nil {
 			return setupErr("allocating a terminal", err)
 		}
 		defer tty.close()
