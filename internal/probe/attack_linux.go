@@ -124,11 +124,17 @@ func forkBomb(n int) int {
 }
 
 // hog allocates and touches n bytes, a MiB at a time.
+// hog takes n bytes of shared anonymous memory, which only a cgroup counts
+// (RLIMIT_DATA, the per-process fallback, counts private memory only).
 func hog(n int64) int {
 	var keep [][]byte
 	var got int64
 	for got < n {
-		b := make([]byte, 1<<20)
+		b, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+		if err != nil {
+			report("allocated %d bytes, then %v", got, err)
+			return 1
+		}
 		for i := 0; i < len(b); i += 4096 {
 			b[i] = 1
 		}

@@ -132,7 +132,12 @@ func probeCreate(path string) func(*Targets) (Status, string) {
 
 // probeRefer tries to give a read-only file a name in a place where it
 // could be written: renames and links across directories are what Landlock's
-// REFER right governs, and the mounts refuse them between file systems.
+// REFER right governs. Every read-only, protected and scratch part of the
+// view is a mount of its own, and the kernel refuses a link or rename
+// between mounts (EXDEV) before Landlock is asked; Landlock refuses it too
+// where a file would gain rights. The probe fails only when both go: a
+// writable root with REFER beneath it (host-protected-paths tries the same
+// against the protected paths of the workspace).
 func probeRefer(*Targets) (Status, string) {
 	srcs := []string{"/etc/hosts"}
 	if bins, _ := filepath.Glob("/usr/bin/*"); len(bins) > 0 {

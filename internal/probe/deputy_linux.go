@@ -24,7 +24,7 @@ import (
 var deputyProbes = []HostProbe{
 	{"host-file-links", "host", "leave a link to a host file, a link to /dev/zero, a FIFO and a hard link where cordon writes or reads a file",
 		"cordon refuses each; the host file is unchanged, nothing blocks, nothing grows", probeFileLinks},
-	{"host-protected-paths", "host", "write .git/config, .git/hooks, .git/commondir, a submodule's config and .git file, .vscode, .mcp.json; move .git away",
+	{"host-protected-paths", "host", "write .git/config, .git/hooks, .git/commondir, a submodule's config and .git file, .vscode, .mcp.json, also by a hard link or a rename across directories; move .git away",
 		"every write refused; nothing the host's git or editors obey changed", probeProtectedPaths},
 	{"host-profile-tamper", "host", "rewrite the profile of the next run and forge its approval record, both in the workspace",
 		"both refused; the profile unchanged, no record made", probeProfileTamper},
@@ -269,6 +269,22 @@ var protectedTraps = []struct {
 		return appendTo(".git/modules/sub/config", "\tfsmonitor = \"touch /tmp/cordon-probe-pwned; false\"\n")
 	}},
 	{"sub/.git", func() error { return os.WriteFile("sub/.git", []byte("gitdir: ../elsewhere\n"), 0o644) }},
+	// Moves and links across directories are allowed in the workspace:
+	// none may reach into a protected path or out of one.
+	{"linking .git/config", func() error {
+		if err := os.Link(".git/config", "config-link"); err != nil {
+			return err
+		}
+		defer os.Remove("config-link")
+		return appendTo("config-link", "[core]\n\tfsmonitor = \"touch /tmp/cordon-probe-pwned; false\"\n")
+	}},
+	{"renaming into .git/hooks", func() error {
+		if err := os.WriteFile("hook-tmp", []byte("#!/bin/sh\ntouch /tmp/cordon-probe-pwned\n"), 0o755); err != nil {
+			return err
+		}
+		defer os.Remove("hook-tmp") // left where it was written when refused
+		return os.Rename("hook-tmp", ".git/hooks/post-checkout")
+	}},
 	{"moving .git", func() error {
 		if err := os.Rename(".git", ".git-moved"); err != nil {
 			return err
