@@ -197,19 +197,45 @@ func versionDir(root, v string) (string, error) {
 	return filepath.Join(base, matches[len(matches)-1]), nil
 }
 
-// compareVersions orders version names by their dot-separated parts,
-// numerically where both parts are numbers.
+// compareVersions orders version names by their dot-separated parts: by
+// each part's leading number, then a release (1) after its pre-releases
+// (1rc1), then by the rest of the part.
 func compareVersions(a, b string) int {
 	as, bs := strings.Split(a, "."), strings.Split(b, ".")
 	for i := 0; i < len(as) && i < len(bs); i++ {
-		x, errX := strconv.Atoi(as[i])
-		y, errY := strconv.Atoi(bs[i])
-		switch {
-		case errX == nil && errY == nil && x != y:
-			return x - y
-		case (errX != nil || errY != nil) && as[i] != bs[i]:
-			return strings.Compare(as[i], bs[i])
+		if c := comparePart(as[i], bs[i]); c != 0 {
+			return c
 		}
 	}
 	return len(as) - len(bs)
+}
+
+func comparePart(a, b string) int {
+	na, ra := leadingNumber(a)
+	nb, rb := leadingNumber(b)
+	switch {
+	case na != nb:
+		return na - nb
+	case ra == rb:
+		return 0
+	case ra == "":
+		return 1
+	case rb == "":
+		return -1
+	}
+	return strings.Compare(ra, rb)
+}
+
+// leadingNumber splits a version part into its leading number (-1 when
+// there is none) and the rest.
+func leadingNumber(s string) (int, string) {
+	i := 0
+	for i < len(s) && i < 9 && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return -1, s
+	}
+	n, _ := strconv.Atoi(s[:i])
+	return n, s[i:]
 }
