@@ -51,4 +51,3 @@ func TestToolchainReachOnHost(t *testing.T) {
 		})
 	}
 }
-
