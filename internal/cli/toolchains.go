@@ -22,7 +22,7 @@ func runToolchains(e *env, p *profile.Profile, command string) (*toolchain.Plan,
 		return nil, err
 	}
 	for _, w := range pl.Warnings() {
-		fmt.Fprintf(e.stderr, "cordon: warning: toolchain %s\n", w)
+		fmt.Fprintf(e.stderr, "cordon: warning: %s\n", w)
 	}
 	return pl, nil
 }

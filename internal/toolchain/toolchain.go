@@ -79,6 +79,8 @@ type Plan struct {
 	// Path is the sandbox's PATH with the toolchains' directories first;
 	// empty leaves the profile's.
 	Path string `json:"path,omitempty"`
+
+	warnings []string
 }
 
 // Binds are the host directories to bind read-only at the same place, none
@@ -104,18 +106,13 @@ func (pl *Plan) Binds() []string {
 	return kept
 }
 
-// Warnings are the names the profile lists that resolve to nothing here.
+// Warnings say which names the profile lists resolve to nothing here,
+// each where the profile names it.
 func (pl *Plan) Warnings() []string {
-	var out []string
 	if pl == nil {
 		return nil
 	}
-	for _, e := range pl.Entries {
-		if e.Missing != "" && !e.Auto {
-			out = append(out, fmt.Sprintf("%s: %s", e.Field, e))
-		}
-	}
-	return out
+	return pl.warnings
 }
 
 // Notes say what the plan changes in the sandbox's view and PATH, and
@@ -195,6 +192,9 @@ func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
 		}
 		e.Field, e.Name, e.Auto = field, name, auto
 		pl.Entries = append(pl.Entries, e)
+		if e.Missing != "" && !auto {
+			pl.warnings = append(pl.warnings, fmt.Sprintf("%s: %s: %s: %s; nothing is bound for it", r.where(field), field, name, e.Missing))
+		}
 	}
 	pl.Path = r.sandboxPath(pl.Entries)
 	return pl, nil
@@ -248,6 +248,18 @@ func newResolver(p *profile.Profile, h Host) *resolver {
 		}
 	}
 	return r
+}
+
+// where is the place in the profile's file of field, as errors give it.
+func (r *resolver) where(field string) string {
+	file, line, col := r.p.Locate(field)
+	if file == "" {
+		file = profile.DefaultName
+	}
+	if line == 0 {
+		return file
+	}
+	return fmt.Sprintf("%s:%d:%d", file, line, col)
 }
 
 // errorAt locates a problem with name at the profile field.

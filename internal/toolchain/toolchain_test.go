@@ -341,7 +341,7 @@ func TestMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := pl.Warnings(); len(w) != 1 || !strings.HasPrefix(w[0], "toolchains[1]: nosuch-tool: not bound: found nowhere on the PATH") {
+	if w := pl.Warnings(); len(w) != 1 || w[0] != "p.yaml:9:20: toolchains[1]: nosuch-tool: found nowhere on the PATH cordon was started with; nothing is bound for it" {
 		t.Errorf("warnings: %q", w)
 	}
 	if n := pl.Notes(); len(n) != 1 || !strings.Contains(n[0], "nosuch-cmd (auto): not bound") {
