@@ -16,17 +16,11 @@ import (
 // kernel's own limit does.
 const maxHops = 40
 
-// resolve finds name on the host's PATH (or takes it as the program, when
-// it is an absolute path) and works out what the sandbox needs for it.
+// resolve finds name on the host's PATH and works out what the sandbox
+// needs for it.
 func (r *resolver) resolve(name string) (Entry, error) {
 	var e Entry
-	if filepath.IsAbs(name) {
-		if !executable(name) {
-			e.Missing = "no executable file " + name
-			return e, nil
-		}
-		e.Found = filepath.Clean(name)
-	} else if e.Found = lookPath(name, r.hostPath); e.Found == "" {
+	if e.Found = lookPath(name, r.hostPath); e.Found == "" {
 		e.Missing = "found nowhere on the PATH cordon was started with"
 		return e, nil
 	}
@@ -37,7 +31,7 @@ func (r *resolver) resolve(name string) (Entry, error) {
 		e.Prefix = filepath.Dir(e.Found)
 		return e, nil
 	}
-	prog, via, missing := r.throughManagers(e.Found, filepath.Base(name))
+	prog, via, missing := r.throughManagers(e.Found, name)
 	if missing != "" {
 		e.Missing = missing
 		return e, nil
@@ -213,7 +207,7 @@ func (r *resolver) sandboxPath(entries []Entry) string {
 		if e.Program == "" {
 			continue
 		}
-		if found := lookPath(filepath.Base(e.Name), seen); found != "" {
+		if found := lookPath(e.Name, seen); found != "" {
 			if chain, err := hops(found); err == nil && chain[len(chain)-1] == e.Program {
 				continue
 			}

@@ -163,7 +163,8 @@ func (e Entry) String() string {
 }
 
 // Resolve resolves p's toolchains on the host; command is the command the
-// sandbox is started with (what auto stands for), "" for none. A prefix
+// sandbox is started with (what auto stands for when it is a name, not a
+// path), "" for none. A prefix
 // that cannot be bound is an error located at the profile field that named
 // it; a name that resolves to nothing is an entry saying so.
 func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
@@ -180,6 +181,11 @@ func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
 		}
 		auto := name == profile.Auto
 		if auto {
+			// A command given as a path names its file: the view shows it
+			// or not, as the profile says.
+			if strings.ContainsRune(command, '/') {
+				continue
+			}
 			name = command
 		}
 		if name == "" || seen[name] {

@@ -350,6 +350,12 @@ func TestMissing(t *testing.T) {
 	if pl.Path != "" || len(pl.Binds()) != 0 {
 		t.Errorf("a plan of nothing changes the sandbox: %+v", pl)
 	}
+	// A command given as a path is not looked up: the view shows that
+	// file or not.
+	h.prog("home/u/tool")
+	if pl, err := h.resolve(h.path("home/u/tool"), "auto"); err != nil || len(pl.Entries) != 0 {
+		t.Errorf("auto with a path: %+v, %v", pl, err)
+	}
 }
 
 func TestCompareVersions(t *testing.T) {
