@@ -32,13 +32,13 @@ func init() {
 				return
 			}
 			pl, err := toolchain.Resolve(p, "", *c.Toolchains)
-			var perr *profile.Error
-			switch {
-			case errors.As(err, &perr):
-				r.At(t, perr.Field, "on this host "+perr.Msg+": cordon run refuses it", "install the toolchain in a directory of its own, or drop it from toolchains")
-				return
-			case err != nil:
-				r.At(t, "toolchains", err.Error(), "")
+			if err != nil {
+				field, msg := "toolchains", err.Error()
+				var perr *profile.Error
+				if errors.As(err, &perr) {
+					field, msg = perr.Field, perr.Msg
+				}
+				r.At(t, field, "on this host "+msg+": cordon run refuses it", "install the toolchain in a directory of its own, or drop it from toolchains")
 				return
 			}
 			for _, e := range pl.Entries {

@@ -1,7 +1,6 @@
 package toolchain
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -228,6 +227,3 @@ func (r *resolver) sandboxPath(entries []Entry) string {
 	}
 	return strings.Join(out, string(filepath.ListSeparator))
 }
-
-// errNotInstalled marks a version a manager selects that is not there.
-var errNotInstalled = errors.New("not installed")

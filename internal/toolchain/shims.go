@@ -2,6 +2,7 @@ package toolchain
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,9 @@ var managers = []manager{
 	{name: "rbenv", root: "RBENV_ROOT", version: "RBENV_VERSION", file: ".ruby-version"},
 	{name: "nodenv", root: "NODENV_ROOT", version: "NODENV_VERSION", file: ".node-version"},
 }
+
+// errNotInstalled marks a version a manager selects that is not there.
+var errNotInstalled = errors.New("not installed")
 
 // maxShim bounds what is read of a file to tell whether it is a shim.
 const maxShim = 64 << 10

@@ -164,9 +164,9 @@ func (e Entry) String() string {
 
 // Resolve resolves p's toolchains on the host; command is the command the
 // sandbox is started with (what auto stands for when it is a name, not a
-// path), "" for none. A prefix
-// that cannot be bound is an error located at the profile field that named
-// it; a name that resolves to nothing is an entry saying so.
+// path), "" for none. A prefix that cannot be bound is an error (a
+// *profile.Error) located at the profile field that named it; a name that
+// resolves to nothing is an entry saying so.
 func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
 	if len(p.Toolchains) == 0 {
 		return &Plan{}, nil
