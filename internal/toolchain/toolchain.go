@@ -32,6 +32,10 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/protect"
 )
 
+// FlagField stands for the profile field of a toolchain given on the
+// command line rather than in the profile.
+const FlagField = "--toolchain"
+
 // Host is what resolution reads of the host besides its files.
 type Host struct {
 	// Getenv reads the environment cordon was started in: PATH, HOME and
@@ -48,7 +52,8 @@ type Host struct {
 
 // Entry is how one name of the profile's toolchains resolved.
 type Entry struct {
-	// Field is the profile field that names it, e.g. "toolchains[1]".
+	// Field is the profile field that names it, e.g. "toolchains[1]", or
+	// FlagField.
 	Field string `json:"field"`
 	Name  string `json:"name"`
 	// Auto is set when Name is the command the sandbox was started with.
@@ -166,7 +171,8 @@ func (e Entry) String() string {
 // sandbox is started with (what auto stands for when it is a name, not a
 // path), "" for none. A prefix that cannot be bound is an error (a
 // *profile.Error) located at the profile field that named it; a name that
-// resolves to nothing is an entry saying so.
+// resolves to nothing is an entry saying so. A name given on the command
+// line (profile.AddToolchain) is reported as FlagField's.
 func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
 	if len(p.Toolchains) == 0 {
 		return &Plan{}, nil
@@ -176,8 +182,12 @@ func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
 	seen := map[string]bool{}
 	for i, name := range p.Toolchains {
 		field := fmt.Sprintf("toolchains[%d]", i)
-		if !p.Written(field) && p.Written("toolchains") {
-			field = "toolchains"
+		switch {
+		case p.Written(field):
+		case i == 0 && p.Written("toolchains"):
+			field = "toolchains" // toolchains: auto
+		default:
+			field = FlagField
 		}
 		auto := name == profile.Auto
 		if auto {
@@ -199,7 +209,11 @@ func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
 		e.Field, e.Name, e.Auto = field, name, auto
 		pl.Entries = append(pl.Entries, e)
 		if e.Missing != "" && !auto {
-			pl.warnings = append(pl.warnings, fmt.Sprintf("%s: %s: %s: %s; nothing is bound for it", r.where(field), field, name, e.Missing))
+			w := fmt.Sprintf("%s %s: %s; nothing is bound for it", FlagField, name, e.Missing)
+			if field != FlagField {
+				w = fmt.Sprintf("%s: %s: %s: %s; nothing is bound for it", r.where(field), field, name, e.Missing)
+			}
+			pl.warnings = append(pl.warnings, w)
 		}
 	}
 	pl.Path = r.sandboxPath(pl.Entries)
@@ -268,8 +282,12 @@ func (r *resolver) where(field string) string {
 	return fmt.Sprintf("%s:%d:%d", file, line, col)
 }
 
-// errorAt locates a problem with name at the profile field.
+// errorAt locates a problem with name at the profile field, or says it
+// was given with --toolchain.
 func (r *resolver) errorAt(field, name string, auto bool, err error) error {
+	if field == FlagField {
+		return fmt.Errorf("%s %s: %w", FlagField, name, err)
+	}
 	file, line, col := r.p.Locate(field)
 	if file == "" {
 		file = profile.DefaultName

@@ -358,6 +358,33 @@ func TestMissing(t *testing.T) {
 	}
 }
 
+// A name given with --toolchain is reported as the flag's, not at a place
+// in the profile.
+func TestFlagToolchain(t *testing.T) {
+	h := newFakeHost(t)
+	h.prog("home/u/tool")
+	h.setPath("home/u")
+	p := profile.Default()
+	for _, n := range []string{"nosuch-tool", "tool"} {
+		if err := p.AddToolchain(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := Host{Getenv: h.getenv, Cwd: h.path("home/u/proj"), Homes: []string{h.path("home/u")}}
+	_, err := Resolve(p, "", host)
+	if err == nil || !strings.HasPrefix(err.Error(), "--toolchain tool: resolves to "+h.path("home/u/tool")) {
+		t.Errorf("got %v", err)
+	}
+	p.Toolchains = p.Toolchains[:2]
+	pl, err := Resolve(p, "", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := pl.Warnings(); len(w) != 1 || w[0] != "--toolchain nosuch-tool: found nowhere on the PATH cordon was started with; nothing is bound for it" {
+		t.Errorf("warnings: %q", w)
+	}
+}
+
 func TestCompareVersions(t *testing.T) {
 	got := []string{"3.12.10", "3.12.2", "3.12", "3.12.1", "3.12.1rc1", "3.9.1"}
 	slices.SortFunc(got, compareVersions)
