@@ -1,8 +1,8 @@
 // Package capdiff compares what two profiles let an agent do: every change
-// of a capability (host paths and their access, the workspace, environment
-// passed in, network destinations, limits and budgets, degraded layers,
-// governance ceilings) classified as an expansion or a reduction. It is
-// pure: profiles in, changes out.
+// of a capability (host paths and their access, the workspace, toolchains
+// bound from the host, environment passed in, network destinations, limits
+// and budgets, degraded layers, governance ceilings) classified as an
+// expansion or a reduction. It is pure: profiles in, changes out.
 package capdiff
 
 import (
@@ -71,6 +71,7 @@ func Diff(old, new *profile.Profile) []Change {
 		d.add(k, "workspace", "workspace.allow_sensitive", fmt.Sprint(o), fmt.Sprint(n), "%s", msg)
 	}
 	d.mounts(old.Mounts, new.Mounts)
+	d.toolchains(old.Toolchains, new.Toolchains)
 	d.set("env", "env.pass", old.Env.Pass, new.Env.Pass, "the host variable %s is passed in", "the host variable %s is no longer passed in")
 	d.network(&old.Network, &new.Network)
 	d.limits(&old.Resources, &new.Resources)

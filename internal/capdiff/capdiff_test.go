@@ -72,6 +72,8 @@ func TestChanges(t *testing.T) {
 		{"budget lifted", "    bytes_out: 1MiB\n", "    bytes_out: unlimited\n", Expansion, "budget", "bytes_out budget is unlimited (was 1MiB)"},
 		{"path added", "  - path: /usr\n", "  - path: /usr\n  - path: /opt\n", Expansion, "paths", "binds /opt"},
 		{"path removed", "  - path: /usr\n", "", Reduction, "paths", "no longer binds /usr"},
+		{"toolchain added", "env:\n", "toolchains: [python3]\nenv:\n", Expansion, "paths", "the host's python3 toolchain is bound read-only"},
+		{"auto added", "env:\n", "toolchains: auto\nenv:\n", Expansion, "paths", "the toolchain of the command each run starts (auto) is bound"},
 		{"bind made writable", "  - path: /usr\n", "  - path: /usr\n    writable: true\n", Expansion, "paths", "/usr is read-write (was read-only)"},
 		{"bind made read-only", "    target: /cache\n    writable: true\n", "    target: /cache\n", Reduction, "paths", "/cache is read-only (was read-write)"},
 		{"workspace writable", "  writable: false\n", "  writable: true\n", Expansion, "workspace", "read-write (was read-only)"},
@@ -102,6 +104,14 @@ func TestChanges(t *testing.T) {
 				t.Error("Expanded/Expansions disagree with the change")
 			}
 		})
+	}
+}
+
+func TestToolchainRemoved(t *testing.T) {
+	with := strings.Replace(base, "env:\n", "toolchains: [go, python3]\nenv:\n", 1)
+	cs := Diff(load(t, with), load(t, strings.Replace(with, "[go, python3]", "[python3]", 1)))
+	if len(cs) != 1 || cs[0].Kind != Reduction || cs[0].Field != "toolchains" || cs[0].Old != "go" || !strings.Contains(cs[0].Message, "go toolchain is no longer bound") {
+		t.Errorf("got %+v", cs)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/landlock"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/toolchain"
 )
 
 // doctorCmd implements `cordon doctor [--json]`: what this host supports and
@@ -44,7 +45,9 @@ func doctorCmd(e *env, args []string) int {
 			Trial       string           `json:"trial"`
 			Ready       bool             `json:"ready"`
 			Container   *containerReport `json:"container,omitempty"`
-		}{h, corePattern(), trial, ready, ct}, "", "  ")
+			// Toolchains: what cordon run -- CMD binds for a few commands.
+			Toolchains []toolchain.Entry `json:"toolchains"`
+		}{h, corePattern(), trial, ready, ct, doctorToolchains(e)}, "", "  ")
 		fmt.Fprintln(e.stdout, string(out))
 	} else {
 		printDoctor(e, h, trial, ready, ct)
@@ -130,6 +133,7 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *container
 	row("crash dumps", "%s", crashDumps(corePattern()))
 	row("audit log", "%s", auditSetting())
 	row("trial sandbox", "%s", trial)
+	printToolchains(w, doctorToolchains(e))
 	printContainer(w, ct)
 
 	fmt.Fprintln(w)

@@ -35,6 +35,8 @@ func lintCmd(e *env, args []string) int {
 		return fail(e, err)
 	}
 	c.Now, c.Host = time.Now(), probeHost()
+	th := e.host()
+	c.Toolchains = &th
 	findings = append(findings, lint.Run(c)...)
 	switch *format {
 	case "json":

@@ -9,16 +9,13 @@ import (
 // profileCmd implements `cordon profile show`.
 func profileCmd(e *env, args []string) error {
 	if len(args) == 0 || args[0] != "show" {
-		return fmt.Errorf("usage: cordon profile show [--profile FILE] [--workspace DIR] [--ro PATH] [--rw PATH]")
+		return fmt.Errorf("usage: cordon profile show [--profile FILE] [--workspace DIR] [--ro PATH] [--rw PATH] [--toolchain NAME] [-- CMD]")
 	}
-	fs := newFlags(e, "profile show", "profile show [flags]")
+	fs := newFlags(e, "profile show", "profile show [flags] [-- CMD]")
 	var pf profileFlags
 	pf.register(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("profile show: unexpected argument %q", fs.Arg(0))
 	}
 	p, err := pf.load(e)
 	if err != nil {
@@ -28,6 +25,9 @@ func profileCmd(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("printing profile: %w", err)
 	}
-	_, err = e.stdout.Write(out)
-	return err
+	if _, err = e.stdout.Write(out); err != nil {
+		return err
+	}
+	// What follows -- is the command auto stands for.
+	return writeToolchains(e, e.stdout, p, fs.Arg(0))
 }

@@ -17,6 +17,7 @@ type profileFlags struct {
 	workspace     string
 	ro, rw        list
 	limits, allow list
+	toolchains    list
 	transparent   bool
 }
 
@@ -27,12 +28,13 @@ func (pf *profileFlags) register(fs *flag.FlagSet) {
 	fs.Var(&pf.rw, "rw", "bind host `PATH` read-write at the same place (repeatable)")
 	fs.Var(&pf.limits, "limit", "set a resource limit, `NAME=VALUE` (e.g. memory=512MiB, wall=30s); repeatable")
 	fs.BoolVar(&pf.transparent, "transparent", false, "also carry clients that ignore the proxy variables: capture their TCP and answer their DNS (needs nftables in the kernel)")
+	fs.Var(&pf.toolchains, "toolchain", "run the host's `NAME` (python3, go, cargo, ...) as your PATH finds it: its install prefix bound read-only, its directory first on PATH; repeatable")
 	fs.Var(&pf.allow, "allow", "let the sandbox reach `DEST` (host[:port], *.suffix[:port], ip[:port], cidr) through cordon's egress proxy; repeatable")
 }
 
 // changed reports whether any of the flags was given.
 func (pf *profileFlags) changed() bool {
-	return pf.file != "" || pf.workspace != "" || len(pf.ro)+len(pf.rw)+len(pf.limits)+len(pf.allow) > 0 || pf.transparent
+	return pf.file != "" || pf.workspace != "" || len(pf.ro)+len(pf.rw)+len(pf.limits)+len(pf.allow)+len(pf.toolchains) > 0 || pf.transparent
 }
 
 // load reads the profile and applies the command-line adjustments.
@@ -72,6 +74,11 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 	}
 	if pf.transparent {
 		p.Network.Transparent = true
+	}
+	for _, name := range pf.toolchains {
+		if err := p.AddToolchain(name); err != nil {
+			return nil, fmt.Errorf("--toolchain %w", err)
+		}
 	}
 	for _, d := range pf.allow {
 		if err := p.AddAllow(d); err != nil {

@@ -49,7 +49,7 @@ func runCmd(e *env, args []string) int {
 	}
 	if *serverURL != "" {
 		if pf.changed() || len(degraded) > 0 || *auditLog != "" || *verbose {
-			return fail(e, fmt.Errorf("run --server: the server chooses the profile (the token's agent's), its layers and its audit log; drop --profile, --workspace, --ro, --rw, --limit, --allow, --transparent, --allow-degraded, --audit-log and -v"))
+			return fail(e, fmt.Errorf("run --server: the server chooses the profile (the token's agent's), its layers and its audit log; drop --profile, --workspace, --ro, --rw, --limit, --allow, --toolchain, --transparent, --allow-degraded, --audit-log and -v"))
 		}
 		o, err := runRemote(e, *serverURL, fs.Args())
 		if err != nil {
@@ -68,6 +68,10 @@ func runCmd(e *env, args []string) int {
 			return fail(e, fmt.Errorf("--outcome %s is inside %s, which the sandbox can see (it could put a link or a FIFO there): write it elsewhere", *outFile, where))
 		}
 	}
+	tc, err := runToolchains(e, p, fs.Arg(0))
+	if err != nil {
+		return fail(e, err)
+	}
 	a := al.run(p)
 	a.begin(p, pf.file, fs.Args(), e.cwd, e.getenv)
 	opts := sandbox.Options{
@@ -80,6 +84,7 @@ func runCmd(e *env, args []string) int {
 		Stdin:         e.stdin,
 		Stdout:        e.stdoutFile,
 		Stderr:        e.stderrFile,
+		Toolchains:    tc,
 	}
 	if pf.file != "" {
 		opts.ProfileFile = pf.abs(e, pf.file)

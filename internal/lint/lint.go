@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approval"
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/toolchain"
 )
 
 // Severity is how bad a finding is.
@@ -61,6 +62,9 @@ type Context struct {
 	// Host fingerprints this host, to tell whether a probe report was made
 	// here.
 	Host probe.Host
+	// Toolchains, when set, is the host the profiles' toolchains are
+	// resolved on (see package toolchain).
+	Toolchains *toolchain.Host
 }
 
 // Rule is one kind of mistake.

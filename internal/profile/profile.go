@@ -41,6 +41,11 @@ type Profile struct {
 	AllowDegraded []string    `yaml:"allow_degraded,omitempty" json:"allow_degraded,omitempty"`
 	Governance    *Governance `yaml:"governance,omitempty" json:"governance,omitempty"`
 	Providers     []Provider  `yaml:"providers,omitempty" json:"providers,omitempty"`
+
+	// Toolchains are the commands whose host installation the sandbox
+	// runs, found as the user's PATH finds them (see Toolchains).
+	Toolchains Toolchains `yaml:"toolchains,omitempty" json:"toolchains,omitempty"`
+
 	// Tools are the tools the agent may call through cordon's tool
 	// gateway, each with its policy; Labels adds labels of the profile's
 	// own to the built-in ones; Session bounds one task.
@@ -189,6 +194,7 @@ func (p *Profile) Clone() *Profile {
 	c.Mounts = slices.Clone(p.Mounts)
 	c.Env.Set = maps.Clone(p.Env.Set)
 	c.Env.Pass = slices.Clone(p.Env.Pass)
+	c.Toolchains = slices.Clone(p.Toolchains)
 	c.Network.Allow = cloneDests(p.Network.Allow)
 	c.Network.Deny = cloneDests(p.Network.Deny)
 	c.AllowDegraded = slices.Clone(p.AllowDegraded)

@@ -163,6 +163,7 @@ func (p *Profile) validate(src *source) Errors {
 		}
 	}
 
+	p.validateToolchains(src, bad)
 	p.validateResources(bad)
 	p.validateNetwork(bad)
 	p.validateGovernance(bad)

@@ -2,8 +2,10 @@ package protect
 
 import (
 	"bufio"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -14,12 +16,13 @@ var credentials = []string{
 	".config/gcloud", ".netrc", ".git-credentials", ".password-store", ".pgpass",
 }
 
-// Sensitive says why the directory root must not be a writable part of a
-// sandbox's view (a user's home directory, or one holding credentials), or
-// "". Home directories are the current user's, $HOME's, and every account's
-// in /etc/passwd.
-func Sensitive(root string) string {
-	root = filepath.Clean(root)
+// Credentials are the names (paths relative to a directory) that, at the
+// top of a directory, make it a home directory or a store of secrets.
+func Credentials() []string { return slices.Clone(credentials) }
+
+// Homes are the home directories cordon knows of: the current user's,
+// $HOME's, and every account's in /etc/passwd; never "/".
+func Homes() []string {
 	homes := map[string]bool{}
 	if h, err := os.UserHomeDir(); err == nil {
 		homes[filepath.Clean(h)] = true
@@ -27,14 +30,22 @@ func Sensitive(root string) string {
 	if f, err := os.Open("/etc/passwd"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			if fields := strings.Split(sc.Text(), ":"); len(fields) >= 6 {
+			if fields := strings.Split(sc.Text(), ":"); len(fields) >= 6 && fields[5] != "" {
 				homes[filepath.Clean(fields[5])] = true
 			}
 		}
 		f.Close()
 	}
 	delete(homes, "/")
-	if homes[root] {
+	return slices.Sorted(maps.Keys(homes))
+}
+
+// Sensitive says why the directory root must not be a writable part of a
+// sandbox's view (a user's home directory, or one holding credentials), or
+// "". Home directories are those Homes lists.
+func Sensitive(root string) string {
+	root = filepath.Clean(root)
+	if slices.Contains(Homes(), root) {
 		return root + " is a home directory"
 	}
 	for _, c := range credentials {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/toolchain"
 )
 
 // Layers that may be skipped with --allow-degraded.
@@ -67,6 +68,11 @@ type Options struct {
 	// Resolve, when set, is the egress proxy's resolver instead of the
 	// host's (the escape probes plant one to see what cordon looks up).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+
+	// Toolchains are the profile's toolchains as resolved on this host
+	// (see package toolchain); nil resolves them here, from Args[0] (for
+	// auto), LookupEnv and Cwd.
+	Toolchains *toolchain.Plan
 
 	// Log, for a kept-alive sandbox (Start), receives the egress proxy's
 	// refusals and drift reports; nil discards them.

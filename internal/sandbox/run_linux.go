@@ -187,6 +187,12 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	notes, err := addToolchains(spec, opts)
+	if err != nil {
+		spec.release()
+		return nil, nil, err
+	}
+	res.Notes = append(res.Notes, notes...)
 	if err := checkLayers(spec, opts.AllowDegraded, res); err != nil {
 		spec.release()
 		return nil, nil, err

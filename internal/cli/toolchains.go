@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/toolchain"
+)
+
+// host is what toolchain resolution reads of cordon's environment.
+func (e *env) host() toolchain.Host {
+	return toolchain.Host{Getenv: e.getenv, Cwd: e.cwd}
+}
+
+// runToolchains resolves p's toolchains for a run of command, warning on
+// stderr of each name the profile lists that resolves to nothing here.
+func runToolchains(e *env, p *profile.Profile, command string) (*toolchain.Plan, error) {
+	pl, err := toolchain.Resolve(p, command, e.host())
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range pl.Warnings() {
+		fmt.Fprintf(e.stderr, "cordon: warning: %s\n", w)
+	}
+	return pl, nil
+}
+
+// writeToolchains writes, as YAML comments, how p's toolchains resolve on
+// this host for a run of command ("" when none is given).
+func writeToolchains(e *env, w io.Writer, p *profile.Profile, command string) error {
+	if len(p.Toolchains) == 0 {
+		return nil
+	}
+	pl, err := toolchain.Resolve(p, command, e.host())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "# toolchains on this host (name: found -> run; bound; PATH):")
+	for _, en := range pl.Entries {
+		fmt.Fprintf(w, "#   %s\n", en)
+	}
+	if p.Toolchains.HasAuto() && command == "" {
+		fmt.Fprintln(w, "#   auto: the command given to cordon run (cordon profile show -- CMD shows it)")
+	}
+	if pl.Path != "" {
+		fmt.Fprintf(w, "# PATH=%s\n", pl.Path)
+	}
+	return nil
+}
+
+// doctorCommands are the commands doctor shows the default profile's auto
+// toolchain for.
+var doctorCommands = []string{"python3", "node", "go", "cargo"}
+
+// doctorToolchains resolves, with the default profile, what cordon run
+// would bind for a few common commands.
+func doctorToolchains(e *env) []toolchain.Entry {
+	p := profile.Default()
+	var out []toolchain.Entry
+	for _, c := range doctorCommands {
+		pl, err := toolchain.Resolve(p, c, e.host())
+		switch {
+		case err != nil:
+			out = append(out, toolchain.Entry{Name: c, Auto: true, Missing: "REFUSED: " + err.Error()})
+		case len(pl.Entries) > 0:
+			out = append(out, pl.Entries[0])
+		}
+	}
+	return out
+}
+
+// printToolchains writes doctor's toolchains rows.
+func printToolchains(w io.Writer, entries []toolchain.Entry) {
+	fmt.Fprintf(w, "  %-18s %s\n", "toolchains", "the default profile binds the toolchain of the command run (toolchains: auto), as your PATH resolves it; --toolchain NAME adds others")
+	for _, en := range entries {
+		fmt.Fprintf(w, "  %-18s cordon run -- %s%s\n", "", en.Name, resolution(en))
+	}
+}
+
+// resolution is an entry's resolution after its name.
+func resolution(en toolchain.Entry) string {
+	s := en.String()
+	return strings.TrimPrefix(strings.TrimPrefix(s, en.Name), " (auto)")
+}

@@ -1,0 +1,361 @@
+// Package toolchain finds the toolchains a profile names (python3, node,
+// go, cargo, ...) as the user's own shell runs them, and says what a
+// sandbox needs to run the same ones: the install prefix to bind read-only
+// at the same place, and the directory to put first on the sandbox's PATH.
+//
+// A name is looked up on the PATH of the environment cordon was started
+// in. What is found is followed, without running anything, to the program
+// that really runs: version-manager shims (pyenv, rbenv, nodenv) to the
+// selected version's directory, rustup's proxies (~/.cargo/bin/cargo) to
+// the selected toolchain's, symbolic links to their targets. The program's
+// install prefix is the directory above its bin directory
+// (/usr/local/go, ~/.pyenv/versions/3.11.7, ~/.nvm/versions/node/v20.11.0),
+// or its bin directory alone where the directory above holds more than one
+// toolchain (a home directory, ~/.local, ~/.cargo, GOPATH, a version
+// manager's root). A prefix already in the view is not bound again.
+//
+// Prefixes that would show more than a toolchain are refused: the host
+// root, a home directory or a directory containing one, ~/.local and the
+// version managers' roots, host configuration (/etc) and kernel
+// interfaces, and any directory holding credentials (see package protect).
+// Resolve reads the host and changes nothing.
+package toolchain
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/protect"
+)
+
+// FlagField stands for the profile field of a toolchain given on the
+// command line rather than in the profile.
+const FlagField = "--toolchain"
+
+// Host is what resolution reads of the host besides its files.
+type Host struct {
+	// Getenv reads the environment cordon was started in: PATH, HOME and
+	// the version managers' variables (PYENV_VERSION, RUSTUP_TOOLCHAIN,
+	// ...). Nil reads nothing.
+	Getenv func(string) (string, bool)
+	// Cwd is where cordon was started: version files (.python-version,
+	// rust-toolchain.toml) are looked up from it and its parents, and a
+	// relative workspace is relative to it.
+	Cwd string
+	// Homes are the host's home directories; nil asks protect.Homes.
+	Homes []string
+}
+
+// Entry is how one name of the profile's toolchains resolved.
+type Entry struct {
+	// Field is the profile field that names it, e.g. "toolchains[1]", or
+	// FlagField.
+	Field string `json:"field"`
+	Name  string `json:"name"`
+	// Auto is set when Name is the command the sandbox was started with.
+	Auto bool `json:"auto,omitempty"`
+	// Found is where the PATH cordon was started with finds Name.
+	Found string `json:"found,omitempty"`
+	// Via says which version a version manager selects, and why.
+	Via string `json:"via,omitempty"`
+	// Program is the program that runs, links followed.
+	Program string `json:"program,omitempty"`
+	// Prefix is the program's install prefix; Bound says whether the
+	// sandbox binds it (read-only, at the same place) or already sees it.
+	Prefix string `json:"prefix,omitempty"`
+	Bound  bool   `json:"bound,omitempty"`
+	// PathDir is put first on the sandbox's PATH; empty when that PATH
+	// already finds Program.
+	PathDir string `json:"path_dir,omitempty"`
+	// Missing says why nothing is bound for Name, when nothing is.
+	Missing string `json:"missing,omitempty"`
+
+	// dir is the directory the PATH should find Name in.
+	dir string
+}
+
+// Plan is what a sandbox needs for a profile's toolchains.
+type Plan struct {
+	Entries []Entry `json:"entries,omitempty"`
+	// Path is the sandbox's PATH with the toolchains' directories first;
+	// empty leaves the profile's.
+	Path string `json:"path,omitempty"`
+
+	warnings []string
+}
+
+// Binds are the host directories to bind read-only at the same place, none
+// inside another.
+func (pl *Plan) Binds() []string {
+	var out []string
+	if pl == nil {
+		return nil
+	}
+	for _, e := range pl.Entries {
+		if e.Bound {
+			out = append(out, e.Prefix)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(a) - len(b) })
+	var kept []string
+	for _, b := range out {
+		if !slices.ContainsFunc(kept, func(k string) bool { return within(b, k) }) {
+			kept = append(kept, b)
+		}
+	}
+	slices.Sort(kept)
+	return kept
+}
+
+// Warnings say which names the profile lists resolve to nothing here,
+// each where the profile names it.
+func (pl *Plan) Warnings() []string {
+	if pl == nil {
+		return nil
+	}
+	return pl.warnings
+}
+
+// Notes say what the plan changes in the sandbox's view and PATH, and
+// which started command resolved to nothing here.
+func (pl *Plan) Notes() []string {
+	var out []string
+	if pl == nil {
+		return nil
+	}
+	for _, e := range pl.Entries {
+		if e.Bound || e.PathDir != "" || (e.Missing != "" && e.Auto) {
+			out = append(out, "toolchain "+e.String())
+		}
+	}
+	return out
+}
+
+// String says in one line how the entry resolved: name -> program found ->
+// program run, the prefix bound, the PATH entry.
+func (e Entry) String() string {
+	var b strings.Builder
+	b.WriteString(e.Name)
+	if e.Auto {
+		b.WriteString(" (auto)")
+	}
+	if e.Missing != "" {
+		b.WriteString(": not bound: " + e.Missing)
+		return b.String()
+	}
+	b.WriteString(": " + e.Found)
+	if e.Program != e.Found {
+		b.WriteString(" -> " + e.Program)
+	}
+	if e.Via != "" {
+		b.WriteString(" (" + e.Via + ")")
+	}
+	if e.Bound {
+		b.WriteString("; binds " + e.Prefix + " read-only")
+	} else {
+		b.WriteString("; " + e.Prefix + " is in the view already")
+	}
+	if e.PathDir != "" {
+		b.WriteString("; PATH starts with " + e.PathDir)
+	} else {
+		b.WriteString("; the sandbox's PATH finds it")
+	}
+	return b.String()
+}
+
+// Resolve resolves p's toolchains on the host; command is the command the
+// sandbox is started with (what auto stands for when it is a name, not a
+// path), "" for none. A prefix that cannot be bound is an error (a
+// *profile.Error) located at the profile field that named it; a name that
+// resolves to nothing is an entry saying so. A name given on the command
+// line (profile.AddToolchain) is reported as FlagField's.
+func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
+	if len(p.Toolchains) == 0 {
+		return &Plan{}, nil
+	}
+	r := newResolver(p, h)
+	pl := &Plan{}
+	seen := map[string]bool{}
+	for i, name := range p.Toolchains {
+		field := fmt.Sprintf("toolchains[%d]", i)
+		switch {
+		case p.Written(field):
+		case i == 0 && p.Written("toolchains"):
+			field = "toolchains" // toolchains: auto
+		default:
+			field = FlagField
+		}
+		auto := name == profile.Auto
+		if auto {
+			// A command given as a path names its file: the view shows it
+			// or not, as the profile says.
+			if strings.ContainsRune(command, '/') {
+				continue
+			}
+			name = command
+		}
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		e, err := r.resolve(name)
+		if err != nil {
+			return nil, r.errorAt(field, name, auto, err)
+		}
+		e.Field, e.Name, e.Auto = field, name, auto
+		pl.Entries = append(pl.Entries, e)
+		if e.Missing != "" && !auto {
+			w := fmt.Sprintf("%s %s: %s; nothing is bound for it", FlagField, name, e.Missing)
+			if field != FlagField {
+				w = fmt.Sprintf("%s: %s: %s: %s; nothing is bound for it", r.where(field), field, name, e.Missing)
+			}
+			pl.warnings = append(pl.warnings, w)
+		}
+	}
+	pl.Path = r.sandboxPath(pl.Entries)
+	return pl, nil
+}
+
+// viewMount is one bind of the sandbox's view.
+type viewMount struct {
+	host, dest string
+	writable   bool
+}
+
+// resolver resolves names for one profile on one host.
+type resolver struct {
+	p        *profile.Profile
+	getenv   func(string) (string, bool)
+	cwd      string
+	homes    []string
+	hostPath []string // the absolute directories of the host's PATH
+	view     []viewMount
+	basePath string // the sandbox's PATH without toolchains
+}
+
+func newResolver(p *profile.Profile, h Host) *resolver {
+	r := &resolver{p: p, getenv: h.Getenv, cwd: h.Cwd, homes: h.Homes}
+	if r.getenv == nil {
+		r.getenv = func(string) (string, bool) { return "", false }
+	}
+	if r.homes == nil {
+		r.homes = protect.Homes()
+	}
+	if path, ok := r.getenv("PATH"); ok {
+		r.hostPath = absDirs(path)
+	}
+	for _, m := range p.Mounts {
+		r.view = append(r.view, viewMount{host: m.Path, dest: m.Dest(), writable: m.Writable})
+	}
+	if ws := p.Workspace.Path; ws != "" {
+		if !filepath.IsAbs(ws) {
+			ws = filepath.Join(h.Cwd, ws)
+		}
+		ws = filepath.Clean(ws)
+		dest := p.Workspace.Target
+		if dest == "" {
+			dest = ws
+		}
+		r.view = append(r.view, viewMount{host: ws, dest: dest, writable: p.Workspace.Writable})
+	}
+	for _, kv := range p.Environ(r.getenv) {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			r.basePath = v
+		}
+	}
+	return r
+}
+
+// where is the place in the profile's file of field, as errors give it.
+func (r *resolver) where(field string) string {
+	file, line, col := r.p.Locate(field)
+	if file == "" {
+		file = profile.DefaultName
+	}
+	if line == 0 {
+		return file
+	}
+	return fmt.Sprintf("%s:%d:%d", file, line, col)
+}
+
+// errorAt locates a problem with name at the profile field, or says it
+// was given with --toolchain.
+func (r *resolver) errorAt(field, name string, auto bool, err error) error {
+	if field == FlagField {
+		return fmt.Errorf("%s %s: %w", FlagField, name, err)
+	}
+	file, line, col := r.p.Locate(field)
+	if file == "" {
+		file = profile.DefaultName
+	}
+	what := name
+	if auto {
+		what = "auto: the command " + name
+	}
+	return &profile.Error{File: file, Line: line, Col: col, Field: field, Msg: fmt.Sprintf("%s: %v", what, err)}
+}
+
+// absDirs splits a PATH, keeping its absolute directories: an empty or
+// relative entry names the current directory, which is the workspace's
+// business, not a toolchain's.
+func absDirs(path string) []string {
+	var out []string
+	for _, d := range filepath.SplitList(path) {
+		if filepath.IsAbs(d) {
+			out = append(out, filepath.Clean(d))
+		}
+	}
+	return out
+}
+
+// within reports whether path p is dir or inside it.
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// lookPath finds name in dirs as a shell would: the first regular,
+// executable file (links followed).
+func lookPath(name string, dirs []string) string {
+	for _, d := range dirs {
+		if f := filepath.Join(d, name); executable(f) {
+			return f
+		}
+	}
+	return ""
+}
+
+func executable(f string) bool {
+	fi, err := os.Stat(f)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// visible returns the bind of the view that shows host path p at the same
+// place, if any.
+func (r *resolver) visible(p string) (viewMount, bool) {
+	var best viewMount
+	found := false
+	for _, m := range r.view {
+		if within(p, m.dest) && (!found || len(m.dest) > len(best.dest)) {
+			best, found = m, true
+		}
+	}
+	if !found || best.host != best.dest {
+		return viewMount{}, false
+	}
+	// A bind whose own path is a link shows the link, not the tree.
+	if real, err := filepath.EvalSymlinks(best.host); err != nil || real != best.host {
+		return viewMount{}, false
+	}
+	return best, true
+}
+
+// writableInView reports whether host path p is in a writable part of the
+// view: what is there, the sandbox may have put there.
+func (r *resolver) writableInView(p string) bool {
+	m, ok := r.visible(p)
+	return ok && m.writable
+}
