@@ -29,5 +29,5 @@ func profileCmd(e *env, args []string) error {
 		return err
 	}
 	// What follows -- is the command auto stands for.
-	return writeToolchains(e, e.stdout, p, fs.Arg(0))
+	return writeToolchains(e, e.stdout, p, fs.Args())
 }

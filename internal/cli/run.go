@@ -68,7 +68,7 @@ func runCmd(e *env, args []string) int {
 			return fail(e, fmt.Errorf("--outcome %s is inside %s, which the sandbox can see (it could put a link or a FIFO there): write it elsewhere", *outFile, where))
 		}
 	}
-	tc, err := runToolchains(e, p, fs.Arg(0))
+	tc, err := runToolchains(e, p, fs.Args())
 	if err != nil {
 		return fail(e, err)
 	}

@@ -14,10 +14,10 @@ func (e *env) host() toolchain.Host {
 	return toolchain.Host{Getenv: e.getenv, Cwd: e.cwd}
 }
 
-// runToolchains resolves p's toolchains for a run of command, warning on
+// runToolchains resolves p's toolchains for a run of argv, warning on
 // stderr of each name the profile lists that resolves to nothing here.
-func runToolchains(e *env, p *profile.Profile, command string) (*toolchain.Plan, error) {
-	pl, err := toolchain.Resolve(p, command, e.host())
+func runToolchains(e *env, p *profile.Profile, argv []string) (*toolchain.Plan, error) {
+	pl, err := toolchain.ResolveRun(p, argv, e.host())
 	if err != nil {
 		return nil, err
 	}
@@ -28,12 +28,16 @@ func runToolchains(e *env, p *profile.Profile, command string) (*toolchain.Plan,
 }
 
 // writeToolchains writes, as YAML comments, how p's toolchains resolve on
-// this host for a run of command ("" when none is given).
-func writeToolchains(e *env, w io.Writer, p *profile.Profile, command string) error {
+// this host for a run of argv (none when it is empty).
+func writeToolchains(e *env, w io.Writer, p *profile.Profile, argv []string) error {
 	if len(p.Toolchains) == 0 {
 		return nil
 	}
-	pl, err := toolchain.Resolve(p, command, e.host())
+	command := ""
+	if len(argv) > 0 {
+		command = argv[0]
+	}
+	pl, err := toolchain.ResolveRun(p, argv, e.host())
 	if err != nil {
 		return err
 	}

@@ -13,12 +13,12 @@ func addToolchains(spec *Spec, opts Options) ([]string, error) {
 		if len(opts.Profile.Toolchains) == 0 {
 			return nil, nil
 		}
-		command := ""
-		if len(opts.Args) > 0 && !opts.SelfExec {
-			command = opts.Args[0]
+		var argv []string
+		if !opts.SelfExec {
+			argv = opts.Args
 		}
 		var err error
-		if pl, err = toolchain.Resolve(opts.Profile, command, toolchain.Host{Getenv: opts.LookupEnv, Cwd: opts.Cwd}); err != nil {
+		if pl, err = toolchain.ResolveRun(opts.Profile, argv, toolchain.Host{Getenv: opts.LookupEnv, Cwd: opts.Cwd}); err != nil {
 			return nil, setupErr("toolchains", err)
 		}
 	}

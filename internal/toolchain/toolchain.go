@@ -174,12 +174,26 @@ func (e Entry) String() string {
 // resolves to nothing is an entry saying so. A name given on the command
 // line (profile.AddToolchain) is reported as FlagField's.
 func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
+	return ResolveRun(p, []string{command}, h)
+}
+
+// ResolveRun is Resolve for a run of argv: auto also stands for the
+// commands a shell's -c script starts (ScriptCommands), which add to the
+// view only what resolves and may be bound; one that resolves to nothing
+// or to a prefix cordon refuses is left out, silently, as the shell would
+// not find it either.
+func ResolveRun(p *profile.Profile, argv []string, h Host) (*Plan, error) {
 	if len(p.Toolchains) == 0 {
 		return &Plan{}, nil
+	}
+	command := ""
+	if len(argv) > 0 {
+		command = argv[0]
 	}
 	r := newResolver(p, h)
 	pl := &Plan{}
 	seen := map[string]bool{}
+	fromScript := map[string]bool{}
 	for i, name := range p.Toolchains {
 		field := fmt.Sprintf("toolchains[%d]", i)
 		switch {
@@ -191,6 +205,17 @@ func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
 		}
 		auto := name == profile.Auto
 		if auto {
+			for _, c := range ScriptCommands(argv) {
+				if seen[c] {
+					continue
+				}
+				seen[c] = true
+				if e, err := r.resolve(c); err == nil && e.Missing == "" {
+					e.Field, e.Name, e.Auto = field, c, true
+					pl.Entries = append(pl.Entries, e)
+					fromScript[c] = true
+				}
+			}
 			// A command given as a path names its file: the view shows it
 			// or not, as the profile says.
 			if strings.ContainsRune(command, '/') {
@@ -217,6 +242,8 @@ func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
 		}
 	}
 	pl.Path = r.sandboxPath(pl.Entries)
+	// What a script starts is listed only where it changes the view.
+	pl.Entries = slices.DeleteFunc(pl.Entries, func(e Entry) bool { return fromScript[e.Name] && !e.Bound && e.PathDir == "" })
 	return pl, nil
 }
 
