@@ -102,7 +102,7 @@ func run(opts Options, res *Result) error {
 	var tty *terminal
 	var copies sync.WaitGroup
 	var console *os.File
-	var handed []*os.File // write ends init takes over
+	var handed []*os.File // pipe ends init takes over
 	stdio := []*os.File{stdin, nil, nil}
 	if UsesTerminal(opts.Stdin, opts.Stdout) {
 		if tty, err = newTerminal(opts.Stdin, outCap.terminal(tapped(stdout, opts.Taps[0]))); err != nil {
@@ -113,6 +113,27 @@ func run(opts Options, res *Result) error {
 		console = tty.Peer
 		stdio[1], stdio[2] = stdout, stderr
 	} else {
+		// Standard input reaches the command through a pipe too, unless
+		// it is a terminal: a host file, socket or device given as
+		// standard input would otherwise be the sandbox's to fchmod,
+		// futimes or talk back on.
+		if !isTerminal(stdin) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return setupErr("creating the input pipe", err)
+			}
+			defer r.Close()
+			stdio[0] = r
+			handed = append(handed, r)
+			if opts.Stdin == nil {
+				w.Close() // nothing to read: end of file at once
+			} else {
+				go func(src *os.File) {
+					io.Copy(w, src)
+					w.Close()
+				}(stdin)
+			}
+		}
 		for i, dst := range []*os.File{stdout, stderr} {
 			r, w, err := os.Pipe()
 			if err != nil {
