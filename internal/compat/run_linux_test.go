@@ -1,0 +1,331 @@
+package compat_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+// runTimeout bounds one run of one workload, so that a hang fails the run
+// instead of the whole test binary. It is no assertion on speed.
+const runTimeout = 5 * time.Minute
+
+// column is one way of running the workloads: a column of the table.
+type column struct {
+	name string
+	// user runs the sandbox (setpriv) when the test is root; -1 for the
+	// test's own.
+	user int
+	// bwrap: under bubblewrap, else under cordon.
+	bwrap bool
+	// flags are cordon's flags of this column.
+	flags []string
+	// absent says why the column cannot run here; "" when it can.
+	absent string
+}
+
+// rig is what the suite runs with on this host.
+type rig struct {
+	cordon  string // the cordon binary built for the run
+	bwrap   string // "" when bubblewrap is absent
+	setpriv string
+	base    string // the directory of every run's workspace, home and outcome
+	view    *profile.Profile
+	index   string // the package index's host:port
+
+	warmOnce sync.Once
+	warm     string // the warmed Go build cache, "" until made
+	warmErr  error
+}
+
+// result is how one workload did in one column.
+type result struct {
+	status string // pass, fail, known (a known failure of cordon's), skip
+	wall   time.Duration
+	note   string // why it failed or was skipped
+	output string // the end of its output, on failure
+}
+
+// run runs workload w in column c.
+func (r *rig) run(w workload, c column, env []string) result {
+	dir := filepath.Join(r.base, w.name+"-"+c.name)
+	ws, home, out := filepath.Join(dir, "ws"), filepath.Join(dir, "home"), filepath.Join(dir, "out")
+	for _, d := range []string{dir, ws, home, out} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return result{status: "fail", note: "setting up: " + err.Error()}
+		}
+	}
+	body, setup, err := script(w.name)
+	if err != nil {
+		return result{status: "fail", note: "reading the workload: " + err.Error()}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "workload.sh"), body, 0o644); err != nil {
+		return result{status: "fail", note: "setting up: " + err.Error()}
+	}
+	if w.gocache {
+		cache, err := r.goCache()
+		if err != nil {
+			return result{status: "fail", note: err.Error()}
+		}
+		dst := filepath.Join(ws, ".gocache")
+		if b, err := exec.Command("cp", "-a", cache, dst).CombinedOutput(); err != nil {
+			return result{status: "fail", note: fmt.Sprintf("copying the Go build cache: %v: %s", err, b)}
+		}
+		env = append(env, "GOCACHE="+dst)
+	}
+	if r.asOther(c) {
+		for _, d := range []string{ws, home, out} {
+			if err := chownAll(d, c.user); err != nil {
+				return result{status: "fail", note: "setting up: " + err.Error()}
+			}
+		}
+	}
+	hostEnv := []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=xterm", "HOME=" + home,
+		"CORDON_AUDIT_LOG=" + filepath.Join(out, "audit.jsonl")}
+	if len(setup) > 0 {
+		cmd := r.asUser(c, []string{"sh", "-c", string(setup)})
+		cmd.Dir = ws
+		cmd.Env = append(hostEnv, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=owner", "GIT_AUTHOR_EMAIL=owner@example.invalid",
+			"GIT_COMMITTER_NAME=owner", "GIT_COMMITTER_EMAIL=owner@example.invalid")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return result{status: "fail", note: fmt.Sprintf("the host-side setup: %v", err), output: tail(b)}
+		}
+	}
+
+	inner := append(append([]string{"env"}, env...), "bash", "workload.sh")
+	var argv []string
+	outcome := filepath.Join(out, "outcome.json")
+	if c.bwrap {
+		b, err := r.bwrapArgs(w, ws, dir, hostEnv)
+		if err != nil {
+			return result{status: "fail", note: "setting up: " + err.Error()}
+		}
+		argv = append(b, inner...)
+	} else {
+		argv = []string{r.cordon, "run", "--outcome", outcome}
+		for _, a := range w.allow {
+			argv = append(argv, "--allow", strings.ReplaceAll(a, "INDEX", r.index))
+		}
+		argv = append(append(append(argv, c.flags...), "--"), inner...)
+	}
+	var stdin *strings.Reader
+	if w.tty {
+		// cordon makes a terminal of its own inside the sandbox when it
+		// runs on one; bubblewrap has no such mode, and script(1) inside
+		// it makes the terminal there.
+		if c.bwrap {
+			n := len(argv) - len(inner)
+			argv = append(argv[:n:n], "script", "-qec", shellJoin(inner), "/dev/null")
+		} else {
+			argv = []string{"script", "-qec", shellJoin(argv), "/dev/null"}
+		}
+		stdin = strings.NewReader(w.input)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := r.asUserContext(ctx, c, argv)
+	cmd.Dir, cmd.Env = ws, hostEnv
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	b, err := cmd.CombinedOutput()
+	res := result{wall: time.Since(start), status: "pass"}
+	if ctx.Err() != nil {
+		return result{wall: res.wall, status: "fail", note: fmt.Sprintf("still running after %v, stopped", runTimeout), output: tail(b)}
+	}
+	if err != nil {
+		res.status, res.note, res.output = "fail", err.Error(), tail(b)
+		if k, ok := known[w.name]; ok && !c.bwrap && bytes.Contains(b, []byte(k.shows)) {
+			res.status, res.note = "known", k.cause
+		}
+		return res
+	}
+	if !c.bwrap {
+		if why := checkOutcome(outcome, w, r.index); why != "" {
+			res.status, res.note, res.output = "fail", why, tail(b)
+		}
+	}
+	return res
+}
+
+// goCache builds testdata/gowarm once, on the host, into a build cache of
+// its own, and returns the cache.
+func (r *rig) goCache() (string, error) {
+	r.warmOnce.Do(func() {
+		cache := filepath.Join(r.base, "gocache")
+		src, err := filepath.Abs(filepath.Join("testdata", "gowarm"))
+		if err != nil {
+			r.warmErr = err
+			return
+		}
+		env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + r.base, "GOCACHE=" + cache, "GOFLAGS=-buildvcs=false",
+			"GOPROXY=off", "GOTOOLCHAIN=local", "GOPATH=" + filepath.Join(r.base, "gopath")}
+		for _, args := range [][]string{{"vet", "."}, {"test", "-count=1", "."}, {"build", "-o", os.DevNull, "."}} {
+			cmd := exec.Command("go", args...)
+			cmd.Dir, cmd.Env = src, env
+			if b, err := cmd.CombinedOutput(); err != nil {
+				r.warmErr = fmt.Errorf("warming the Go build cache (go %s): %v: %s", strings.Join(args, " "), err, b)
+				return
+			}
+		}
+		r.warm = cache
+	})
+	return r.warm, r.warmErr
+}
+
+// checkOutcome reads cordon's outcome of a run that passed: its status must
+// be ok, and, for a workload that reaches the network, every allowed
+// destination must show an allowed connection.
+func checkOutcome(path string, w workload, index string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "cordon's outcome: " + err.Error()
+	}
+	var o struct {
+		Status string `json:"status"`
+		Egress []struct {
+			Host     string `json:"host"`
+			Port     int    `json:"port"`
+			Decision string `json:"decision"`
+		} `json:"egress"`
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		return "cordon's outcome: " + err.Error()
+	}
+	if o.Status != "ok" {
+		return fmt.Sprintf("cordon's outcome says %q", o.Status)
+	}
+	if !w.egress {
+		return ""
+	}
+	for _, a := range w.allow {
+		dest := strings.ReplaceAll(a, "INDEX", index)
+		found := false
+		for _, e := range o.Egress {
+			if e.Decision == "allow" && e.Host+":"+strconv.Itoa(e.Port) == dest {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Sprintf("cordon's outcome shows no allowed connection to %s: the workload did not go through the allowlist", dest)
+		}
+	}
+	return ""
+}
+
+// asOther: the column runs as another user than the test's.
+func (r *rig) asOther(c column) bool { return c.user >= 0 && os.Geteuid() == 0 }
+
+func (r *rig) asUser(c column, argv []string) *exec.Cmd {
+	return r.asUserContext(context.Background(), c, argv)
+}
+
+// asUserContext runs argv as the column's user.
+func (r *rig) asUserContext(ctx context.Context, c column, argv []string) *exec.Cmd {
+	if r.asOther(c) {
+		u := strconv.Itoa(c.user)
+		argv = append([]string{r.setpriv, "--reuid=" + u, "--regid=" + u, "--clear-groups"}, argv...)
+	}
+	return exec.CommandContext(ctx, argv[0], argv[1:]...)
+}
+
+// bwrapArgs gives bubblewrap the view of cordon's default profile: its
+// system paths read-only (symbolic links as links), /proc, a minimal /dev,
+// tmpfs /tmp, /dev/shm and home, the account files cordon writes, the
+// workspace read-write, the profile's environment and user, new namespaces
+// of every kind but the network for a workload that reaches it (bubblewrap
+// has no egress proxy: it shares the host's network instead).
+// etc receives the account files; hostEnv is the environment cordon would
+// be given, from which the profile passes variables.
+func (r *rig) bwrapArgs(w workload, ws, etc string, hostEnv []string) ([]string, error) {
+	p := r.view
+	args := []string{r.bwrap, "--die-with-parent", "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
+		"--uid", strconv.Itoa(p.User.UID), "--gid", strconv.Itoa(p.User.GID), "--hostname", p.Hostname}
+	if len(w.allow) == 0 {
+		args = append(args, "--unshare-net")
+	}
+	// No terminal of the host's that the command could push input into
+	// (TIOCSTI).
+	args = append(args, "--new-session")
+	for _, m := range p.Mounts {
+		fi, err := os.Lstat(m.Path)
+		if err != nil {
+			continue // optional, and absent here
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if target, err := os.Readlink(m.Path); err == nil {
+				args = append(args, "--symlink", target, m.Dest())
+			}
+			continue
+		}
+		args = append(args, "--ro-bind", m.Path, m.Dest())
+	}
+	home := p.User.Home()
+	args = append(args, "--proc", "/proc", "--dev", "/dev",
+		"--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "1777", "--tmpfs", "/tmp", "--perms", "0700", "--tmpfs", home)
+	for name, body := range map[string]string{
+		"passwd": fmt.Sprintf("%s:x:%d:%d:%s:%s:/bin/sh\n", p.User.Name, p.User.UID, p.User.GID, p.User.Name, home),
+		"group":  fmt.Sprintf("%s:x:%d:\n", p.User.Name, p.User.GID),
+		"hosts":  "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + p.Hostname + "\n",
+	} {
+		f := filepath.Join(etc, name)
+		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+			return nil, err
+		}
+		args = append(args, "--ro-bind", f, "/etc/"+name)
+	}
+	args = append(args, "--bind", ws, ws, "--chdir", ws, "--clearenv")
+	lookup := func(k string) (string, bool) {
+		for _, kv := range hostEnv {
+			if name, v, _ := strings.Cut(kv, "="); name == k {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	for _, kv := range p.Environ(lookup) {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "--setenv", k, v)
+	}
+	return append(args, "--"), nil
+}
+
+// chownAll gives a tree to uid (and the same gid).
+func chownAll(dir string, uid int) error {
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
+
+// tail is the end of a run's output, for a failure message.
+func tail(b []byte) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 25 {
+		lines = lines[len(lines)-25:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// shellJoin quotes argv for sh -c (script(1) takes a command line).
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}

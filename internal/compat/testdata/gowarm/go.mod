@@ -1,0 +1,3 @@
+module example.com/warm
+
+go 1.26
