@@ -5,7 +5,7 @@
 // quartiles, and each figure's ratio to bare exec and to bubblewrap; with
 // -docs it also rewrites docs/BENCHMARKS.md and its start-up plot.
 //
-//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs]
+//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs] [-only serve|compat]
 package main
 
 import (
@@ -39,7 +39,7 @@ func main() {
 	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs")
 	cordon := flag.String("cordon", "./cordon", "the cordon binary to measure")
 	docs := flag.Bool("docs", false, "rewrite docs/BENCHMARKS.md and docs/benchmarks-startup.svg with the results")
-	only := flag.String("only", "", "measure only `PART`: serve")
+	only := flag.String("only", "", "measure only `PART`: serve, or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
 	flag.Parse()
 	if *short {
 		*n = 3
@@ -68,6 +68,12 @@ func main() {
 	os.Setenv("CORDON_AUDIT_LOG", filepath.Join(logDir, "audit.jsonl"))
 	os.Chdir(ws)
 
+	if *only == "compat" {
+		if err := compat(repo, *docs); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if *only == "serve" {
 		var rep bytes.Buffer
 		served(&rep, abs, *n)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,12 +22,6 @@ const nobody = 65534
 // TLS-inspecting proxy names its certificate there, and the sandbox sees
 // the same /etc/ssl/certs.
 var trust = []string{"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR"}
-
-// row is one workload's results, by column.
-type row struct {
-	w   workload
-	res map[string]result
-}
 
 func TestCompat(t *testing.T) {
 	if testing.Short() {
@@ -53,7 +46,13 @@ func TestCompat(t *testing.T) {
 				}
 				rw.res[c.name] = r.run(w, c, r.env(w))
 			}
-			judge(t, w, cols, rw.res)
+			errs, notes := judge(w, cols, rw.res)
+			for _, n := range notes {
+				t.Log(n)
+			}
+			for _, e := range errs {
+				t.Error(e)
+			}
 		})
 		if len(rw.res) > 0 {
 			rows = append(rows, rw)
@@ -176,89 +175,4 @@ func (r *rig) env(w workload) []string {
 		}
 	}
 	return env
-}
-
-// judge fails the test for every failure under cordon, saying whether it is
-// cordon's own (bubblewrap runs the workload) or also bubblewrap's (the
-// workload's problem or the host's); and for a known failure that passes.
-func judge(t *testing.T, w workload, cols []column, res map[string]result) {
-	var bw result
-	for _, c := range cols {
-		if c.bwrap {
-			bw = res[c.name]
-		}
-	}
-	for _, c := range cols {
-		got := res[c.name]
-		if c.bwrap {
-			if got.status == "fail" {
-				t.Logf("%s fails under bubblewrap (%s): the comparison is lost for it\n%s", w.name, got.note, got.output)
-			}
-			continue
-		}
-		switch got.status {
-		case "known":
-			t.Logf("%s under %s: a known failure of cordon's: %s", w.name, c.name, got.note)
-		case "pass":
-			if k, ok := known[w.name]; ok {
-				t.Errorf("%s passes under %s, but is listed as a known failure (%s): remove it from known", w.name, c.name, k.cause)
-			}
-		case "fail":
-			var whose string
-			switch bw.status {
-			case "pass":
-				whose = "cordon's own failure: it passes under bubblewrap"
-			case "fail", "known":
-				whose = "it fails under bubblewrap too: the workload's problem or the host's"
-			default:
-				whose = "no bubblewrap to compare with (" + bw.note + ")"
-			}
-			t.Errorf("%s fails under %s (%s); %s\n%s", w.name, c.name, got.note, whose, got.output)
-		}
-	}
-}
-
-// report is the side-by-side table, in Markdown, with a line for each
-// failure and skip under it.
-func report(cols []column, rows []row) string {
-	var b strings.Builder
-	b.WriteString("| workload |")
-	for _, c := range cols {
-		fmt.Fprintf(&b, " %s |", c.name)
-	}
-	b.WriteString("\n|---|")
-	for range cols {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	var notes []string
-	for _, rw := range rows {
-		fmt.Fprintf(&b, "| %s |", rw.w.name)
-		for _, c := range cols {
-			res := rw.res[c.name]
-			cell := res.status
-			switch res.status {
-			case "pass":
-				cell = fmt.Sprintf("pass, %.1f s", res.wall.Seconds())
-			case "fail":
-				cell = fmt.Sprintf("**FAIL**, %.1f s", res.wall.Seconds())
-			case "known":
-				cell = fmt.Sprintf("**FAIL** (known), %.1f s", res.wall.Seconds())
-			}
-			fmt.Fprintf(&b, " %s |", cell)
-			if res.note != "" && res.status != "absent" {
-				notes = append(notes, fmt.Sprintf("- %s, %s: %s: %s", rw.w.name, c.name, res.status, res.note))
-			}
-		}
-		b.WriteString("\n")
-	}
-	for _, c := range cols {
-		if c.absent != "" {
-			notes = append(notes, fmt.Sprintf("- %s: not run (%s)", c.name, c.absent))
-		}
-	}
-	if len(notes) > 0 {
-		b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
-	}
-	return b.String()
 }

@@ -20,20 +20,6 @@ import (
 // instead of the whole test binary. It is no assertion on speed.
 const runTimeout = 5 * time.Minute
 
-// column is one way of running the workloads: a column of the table.
-type column struct {
-	name string
-	// user runs the sandbox (setpriv) when the test is root; -1 for the
-	// test's own.
-	user int
-	// bwrap: under bubblewrap, else under cordon.
-	bwrap bool
-	// flags are cordon's flags of this column.
-	flags []string
-	// absent says why the column cannot run here; "" when it can.
-	absent string
-}
-
 // rig is what the suite runs with on this host.
 type rig struct {
 	cordon  string // the cordon binary built for the run
@@ -46,14 +32,6 @@ type rig struct {
 	warmOnce sync.Once
 	warm     string // the warmed Go build cache, "" until made
 	warmErr  error
-}
-
-// result is how one workload did in one column.
-type result struct {
-	status string // pass, fail, known (a known failure of cordon's), skip
-	wall   time.Duration
-	note   string // why it failed or was skipped
-	output string // the end of its output, on failure
 }
 
 // run runs workload w in column c.
@@ -161,10 +139,21 @@ func (r *rig) run(w workload, c column, env []string) result {
 }
 
 // goCache builds testdata/gowarm once, on the host, into a build cache of
-// its own, and returns the cache.
+// the suite's own, and returns the cache. The cache stays in the user's
+// cache directory for later runs (Go's caches are safe to share and trim
+// themselves), so that only the first run on a machine compiles the
+// standard library.
 func (r *rig) goCache() (string, error) {
 	r.warmOnce.Do(func() {
-		cache := filepath.Join(r.base, "gocache")
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = r.base
+		}
+		cache := filepath.Join(dir, "cordon-compat", "go-build")
+		if err := os.MkdirAll(cache, 0o755); err != nil {
+			r.warmErr = fmt.Errorf("the Go build cache for the workloads: %w", err)
+			return
+		}
 		src, err := filepath.Abs(filepath.Join("testdata", "gowarm"))
 		if err != nil {
 			r.warmErr = err
