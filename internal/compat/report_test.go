@@ -93,6 +93,9 @@ func report(cols []column, rows []row) string {
 	var notes []string
 	for _, rw := range rows {
 		fmt.Fprintf(&b, "| %s |", rw.w.name)
+		// One note for the columns that say the same.
+		var said []string
+		where := map[string][]string{}
 		for _, c := range cols {
 			res := rw.res[c.name]
 			cell := res.status
@@ -106,10 +109,17 @@ func report(cols []column, rows []row) string {
 			}
 			fmt.Fprintf(&b, " %s |", cell)
 			if res.note != "" && res.status != "absent" {
-				notes = append(notes, fmt.Sprintf("- %s, %s: %s: %s", rw.w.name, c.name, res.status, res.note))
+				n := res.status + ": " + res.note
+				if where[n] == nil {
+					said = append(said, n)
+				}
+				where[n] = append(where[n], c.name)
 			}
 		}
 		b.WriteString("\n")
+		for _, n := range said {
+			notes = append(notes, fmt.Sprintf("- %s, %s: %s", rw.w.name, strings.Join(where[n], " and "), n))
+		}
 	}
 	for _, c := range cols {
 		if c.absent != "" {
@@ -163,5 +173,27 @@ func TestJudge(t *testing.T) {
 				t.Errorf("notes: %q, want %d", notes, tc.wantNotes)
 			}
 		})
+	}
+}
+
+// TestReport checks the table: a cell per column, and one note for the
+// columns that fail the same way.
+func TestReport(t *testing.T) {
+	cols := []column{{name: "cordon (root)"}, {name: "cordon (rootless)"}, {name: "bubblewrap", bwrap: true, absent: "bubblewrap is not installed"}}
+	known := result{status: "known", wall: 1500 * time.Millisecond, note: "the cause"}
+	rows := []row{
+		{w: workload{name: "git"}, res: map[string]result{"cordon (root)": {status: "pass", wall: 700 * time.Millisecond}, "cordon (rootless)": {status: "pass", wall: time.Second}, "bubblewrap": {status: "absent", note: "bubblewrap is not installed"}}},
+		{w: workload{name: "go-module"}, res: map[string]result{"cordon (root)": known, "cordon (rootless)": known, "bubblewrap": {status: "absent", note: "bubblewrap is not installed"}}},
+	}
+	want := `| workload | cordon (root) | cordon (rootless) | bubblewrap |
+|---|---|---|---|
+| git | pass, 0.7 s | pass, 1.0 s | absent |
+| go-module | **FAIL** (known), 1.5 s | **FAIL** (known), 1.5 s | absent |
+
+- go-module, cordon (root) and cordon (rootless): known: the cause
+- bubblewrap: not run (bubblewrap is not installed)
+`
+	if got := report(cols, rows); got != want {
+		t.Errorf("report:\n%s\nwant:\n%s", got, want)
 	}
 }

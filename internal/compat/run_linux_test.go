@@ -43,7 +43,7 @@ func (r *rig) run(w workload, c column, env []string) result {
 			return result{status: "fail", note: "setting up: " + err.Error()}
 		}
 	}
-	body, setup, err := script(w.name)
+	body, setup, err := script(w)
 	if err != nil {
 		return result{status: "fail", note: "reading the workload: " + err.Error()}
 	}
