@@ -8,7 +8,7 @@ mkdir -p site
 printf 'hello from the dev server\n' > site/index.html
 python3 -m http.server --bind 127.0.0.1 --directory site 8000 > server.log 2>&1 &
 pid=$!
-for i in $(seq 1 500); do
+for i in $(seq 1 3000); do
   python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8000), timeout=1)' 2> /dev/null && break
   sleep 0.02
 done

@@ -20,7 +20,7 @@ PORT=5173 HOST=127.0.0.1 node server.mjs > server.log 2>&1 &
 pid=$!
 PORT=5174 HOST=::1 node server.mjs > server6.log 2>&1 &
 pid6=$!
-for i in $(seq 1 500); do
+for i in $(seq 1 3000); do
   grep -q listening server.log && grep -q listening server6.log && break
   sleep 0.02
 done
