@@ -118,7 +118,7 @@ func report(cols []column, rows []row) string {
 		}
 		b.WriteString("\n")
 		for _, n := range said {
-			notes = append(notes, fmt.Sprintf("- %s, %s: %s", rw.w.name, strings.Join(where[n], " and "), n))
+			notes = append(notes, fmt.Sprintf("- %s, %s: %s", rw.w.name, strings.Join(where[n], ", "), n))
 		}
 	}
 	for _, c := range cols {
@@ -190,7 +190,7 @@ func TestReport(t *testing.T) {
 | git | pass, 0.7 s | pass, 1.0 s | absent |
 | go-module | **FAIL** (known), 1.5 s | **FAIL** (known), 1.5 s | absent |
 
-- go-module, cordon (root) and cordon (rootless): known: the cause
+- go-module, cordon (root), cordon (rootless): known: the cause
 - bubblewrap: not run (bubblewrap is not installed)
 `
 	if got := report(cols, rows); got != want {
