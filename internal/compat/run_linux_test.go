@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,106 +37,127 @@ type rig struct {
 
 // run runs workload w in column c.
 func (r *rig) run(w workload, c column, env []string) result {
-	dir := filepath.Join(r.base, w.name+"-"+c.name)
-	ws, home, out := filepath.Join(dir, "ws"), filepath.Join(dir, "home"), filepath.Join(dir, "out")
-	for _, d := range []string{dir, ws, home, out} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return result{status: "fail", note: "setting up: " + err.Error()}
-		}
-	}
-	body, setup, err := script(w)
+	p, err := r.prepare(w, c, env)
 	if err != nil {
-		return result{status: "fail", note: "reading the workload: " + err.Error()}
+		return result{status: "fail", note: err.Error()}
 	}
-	if err := os.WriteFile(filepath.Join(ws, "workload.sh"), body, 0o644); err != nil {
+	argv, err := r.command(w, c, p)
+	if err != nil {
 		return result{status: "fail", note: "setting up: " + err.Error()}
-	}
-	if w.gocache {
-		cache, err := r.goCache()
-		if err != nil {
-			return result{status: "fail", note: err.Error()}
-		}
-		dst := filepath.Join(ws, ".gocache")
-		if b, err := exec.Command("cp", "-a", cache, dst).CombinedOutput(); err != nil {
-			return result{status: "fail", note: fmt.Sprintf("copying the Go build cache: %v: %s", err, b)}
-		}
-		env = append(env, "GOCACHE="+dst)
-	}
-	if r.asOther(c) {
-		for _, d := range []string{ws, home, out} {
-			if err := chownAll(d, c.user); err != nil {
-				return result{status: "fail", note: "setting up: " + err.Error()}
-			}
-		}
-	}
-	hostEnv := []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=xterm", "HOME=" + home,
-		"CORDON_AUDIT_LOG=" + filepath.Join(out, "audit.jsonl")}
-	if len(setup) > 0 {
-		cmd := r.asUser(c, []string{"sh", "-c", string(setup)})
-		cmd.Dir = ws
-		cmd.Env = append(hostEnv, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=owner", "GIT_AUTHOR_EMAIL=owner@example.invalid",
-			"GIT_COMMITTER_NAME=owner", "GIT_COMMITTER_EMAIL=owner@example.invalid")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return result{status: "fail", note: fmt.Sprintf("the host-side setup: %v", err), output: tail(b)}
-		}
-	}
-
-	inner := append(append([]string{"env"}, env...), "bash", "workload.sh")
-	var argv []string
-	outcome := filepath.Join(out, "outcome.json")
-	if c.bwrap {
-		b, err := r.bwrapArgs(w, ws, dir, hostEnv)
-		if err != nil {
-			return result{status: "fail", note: "setting up: " + err.Error()}
-		}
-		argv = append(b, inner...)
-	} else {
-		argv = []string{r.cordon, "run", "--outcome", outcome}
-		for _, a := range w.allow {
-			argv = append(argv, "--allow", strings.ReplaceAll(a, "INDEX", r.index))
-		}
-		argv = append(append(append(argv, c.flags...), "--"), inner...)
-	}
-	var stdin *strings.Reader
-	if w.tty {
-		// cordon makes a terminal of its own inside the sandbox when it
-		// runs on one; bubblewrap has no such mode, and script(1) inside
-		// it makes the terminal there.
-		if c.bwrap {
-			n := len(argv) - len(inner)
-			argv = append(argv[:n:n], "script", "-qec", shellJoin(inner), "/dev/null")
-		} else {
-			argv = []string{"script", "-qec", shellJoin(argv), "/dev/null"}
-		}
-		stdin = strings.NewReader(w.input)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	cmd := r.asUserContext(ctx, c, argv)
-	cmd.Dir, cmd.Env = ws, hostEnv
-	if stdin != nil {
-		cmd.Stdin = stdin
+	cmd.Dir, cmd.Env = p.ws, p.hostEnv
+	if w.tty {
+		cmd.Stdin = strings.NewReader(w.input)
 	}
 	cmd.WaitDelay = 10 * time.Second
 	start := time.Now()
 	b, err := cmd.CombinedOutput()
 	res := result{wall: time.Since(start), status: "pass"}
-	if ctx.Err() != nil {
-		return result{wall: res.wall, status: "fail", note: fmt.Sprintf("still running after %v, stopped", runTimeout), output: tail(b)}
-	}
-	if err != nil {
+	switch {
+	case ctx.Err() != nil:
+		res.status, res.note, res.output = "fail", fmt.Sprintf("still running after %v, stopped", runTimeout), tail(b)
+	case err != nil:
 		res.status, res.note, res.output = "fail", err.Error(), tail(b)
 		if k, ok := known[w.name]; ok && !c.bwrap && bytes.Contains(b, []byte(k.shows)) {
 			res.status, res.note = "known", k.cause
 		}
-		return res
-	}
-	if !c.bwrap {
-		if why := checkOutcome(outcome, w, r.index); why != "" {
+	case !c.bwrap:
+		if why := checkOutcome(p.outcome, w, r.index); why != "" {
 			res.status, res.note, res.output = "fail", why, tail(b)
 		}
 	}
 	return res
+}
+
+// prepared is one run's directories and environment, made ready.
+type prepared struct {
+	dir, ws, outcome string
+	env              []string // the workload's, inside
+	hostEnv          []string // cordon's or bubblewrap's
+}
+
+// prepare makes the run's workspace (the script, a Go build cache where
+// the workload has one, what the host-side setup makes), home and outcome
+// directories, owned by the column's user.
+func (r *rig) prepare(w workload, c column, env []string) (prepared, error) {
+	dir := filepath.Join(r.base, w.name+"-"+c.name)
+	ws, home, out := filepath.Join(dir, "ws"), filepath.Join(dir, "home"), filepath.Join(dir, "out")
+	p := prepared{dir: dir, ws: ws, outcome: filepath.Join(out, "outcome.json"), env: env,
+		hostEnv: []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=xterm", "HOME=" + home,
+			"CORDON_AUDIT_LOG=" + filepath.Join(out, "audit.jsonl")}}
+	for _, d := range []string{dir, ws, home, out} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return p, fmt.Errorf("setting up: %w", err)
+		}
+	}
+	body, setup, err := script(w)
+	if err != nil {
+		return p, fmt.Errorf("reading the workload: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "workload.sh"), body, 0o644); err != nil {
+		return p, fmt.Errorf("setting up: %w", err)
+	}
+	if w.gocache {
+		cache, err := r.goCache()
+		if err != nil {
+			return p, err
+		}
+		dst := filepath.Join(ws, ".gocache")
+		if b, err := exec.Command("cp", "-a", cache, dst).CombinedOutput(); err != nil {
+			return p, fmt.Errorf("copying the Go build cache: %v: %s", err, b)
+		}
+		p.env = append(slices.Clip(p.env), "GOCACHE="+dst)
+	}
+	if r.asOther(c) {
+		for _, d := range []string{ws, home, out} {
+			if err := chownAll(d, c.user); err != nil {
+				return p, fmt.Errorf("setting up: %w", err)
+			}
+		}
+	}
+	if len(setup) > 0 {
+		cmd := r.asUser(c, []string{"sh", "-c", string(setup)})
+		cmd.Dir = ws
+		cmd.Env = slices.Concat(p.hostEnv, []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=owner", "GIT_AUTHOR_EMAIL=owner@example.invalid",
+			"GIT_COMMITTER_NAME=owner", "GIT_COMMITTER_EMAIL=owner@example.invalid"})
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return p, fmt.Errorf("the host-side setup: %v\n%s", err, tail(b))
+		}
+	}
+	return p, nil
+}
+
+// command is the run's command line: cordon's or bubblewrap's, on a
+// terminal for a workload that needs one.
+func (r *rig) command(w workload, c column, p prepared) ([]string, error) {
+	inner := slices.Concat([]string{"env"}, p.env, []string{"bash", "workload.sh"})
+	var argv []string
+	if c.bwrap {
+		b, err := r.bwrapArgs(w, p.ws, p.dir, p.hostEnv)
+		if err != nil {
+			return nil, err
+		}
+		argv = b
+		if w.tty {
+			// cordon makes a terminal of its own inside the sandbox
+			// when it runs on one; bubblewrap has no such mode, and
+			// script(1) inside it makes the terminal there.
+			return append(argv, "script", "-qec", shellJoin(inner), "/dev/null"), nil
+		}
+		return append(argv, inner...), nil
+	}
+	argv = []string{r.cordon, "run", "--outcome", p.outcome}
+	for _, a := range w.allow {
+		argv = append(argv, "--allow", strings.ReplaceAll(a, "INDEX", r.index))
+	}
+	argv = slices.Concat(argv, c.flags, []string{"--"}, inner)
+	if w.tty {
+		argv = []string{"script", "-qec", shellJoin(argv), "/dev/null"}
+	}
+	return argv, nil
 }
 
 // goCache builds testdata/gowarm once, on the host, into a build cache of
