@@ -28,6 +28,8 @@ type State struct {
 	// Mounts is the SHA-256 of the sandbox's mount table (init's
 	// mountinfo).
 	Mounts string
+	// mountLines are the mount table's lines by mount ID.
+	mountLines map[string]mountLine
 	// Limits are the cgroup's limit files and their values.
 	Limits map[string]string
 	// Profile is the SHA-256 of the profile file, "" without one.
@@ -65,6 +67,7 @@ func Capture(pid int, src Sources) (State, error) {
 		return s, fmt.Errorf("the sandbox's mount table: %w", err)
 	}
 	s.Mounts = digest(mi)
+	s.mountLines = parseMounts(mi)
 	if src.Limits != nil {
 		if s.Limits, err = src.Limits(); err != nil {
 			return s, fmt.Errorf("the cgroup's limits: %w", err)
@@ -86,6 +89,53 @@ func Capture(pid int, src Sources) (State, error) {
 	return s, nil
 }
 
+// mountLine is one line of mountinfo.
+type mountLine struct {
+	parent, text string
+	readOnly     bool
+}
+
+// parseMounts reads mountinfo: "ID PARENT MAJ:MIN ROOT POINT OPTIONS ...".
+func parseMounts(mi []byte) map[string]mountLine {
+	out := map[string]mountLine{}
+	for _, line := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		out[f[0]] = mountLine{parent: f[1], text: line, readOnly: slices.Contains(strings.Split(f[5], ","), "ro")}
+	}
+	return out
+}
+
+// onlyDetached reports whether the mount table changed only by losing
+// read-only mounts that sat on read-only mounts: what the kernel does in
+// every namespace when the host replaces a file bound on its own
+// (/etc/resolv.conf renewed, ld.so.cache rebuilt by rename). The sandbox
+// then sees what is below, which it could not write either. A mount lost
+// from a writable one (a protected path in the workspace, which the host's
+// git replaced) is a change: what it covered is writable.
+func onlyDetached(old, now map[string]mountLine) bool {
+	if old == nil || now == nil {
+		return false
+	}
+	for id, m := range now {
+		if o, ok := old[id]; !ok || o.text != m.text {
+			return false
+		}
+	}
+	for id, o := range old {
+		if _, ok := now[id]; ok {
+			continue
+		}
+		parent, ok := old[o.parent]
+		if !o.readOnly || !ok || !parent.readOnly {
+			return false
+		}
+	}
+	return true
+}
+
 func digest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
@@ -99,7 +149,7 @@ func Compare(old, now State) []string {
 			out = append(out, fmt.Sprintf("init's %s namespace changed (%s, now %s)", ns, old.Namespaces[ns], now.Namespaces[ns]))
 		}
 	}
-	if old.Mounts != now.Mounts {
+	if old.Mounts != now.Mounts && !onlyDetached(old.mountLines, now.mountLines) {
 		out = append(out, fmt.Sprintf("the mount table changed (sha256 %.12s, now %.12s)", old.Mounts, now.Mounts))
 	}
 	for _, f := range slices.Sorted(maps.Keys(old.Limits)) {

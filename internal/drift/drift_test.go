@@ -75,3 +75,39 @@ func TestCaptureAndDescendants(t *testing.T) {
 		t.Error("an unconfined child counted as confined")
 	}
 }
+
+// A read-only bind that the kernel detached from a read-only mount (the
+// host replaced the file) is no drift; one detached from a writable mount
+// (a protected path of the workspace), or any mount added or changed, is.
+func TestMountsDetached(t *testing.T) {
+	base := "1 0 0:1 / / ro,nosuid - tmpfs tmpfs ro\n" +
+		"2 1 8:1 /etc/resolv.conf /etc/resolv.conf ro,nosuid - ext4 /dev/vda ro\n" +
+		"3 1 8:1 /work /work rw,nosuid - ext4 /dev/vda rw\n" +
+		"4 3 8:1 /work/.git/config /work/.git/config ro,nosuid - ext4 /dev/vda rw\n"
+	state := func(mi string) State { return State{Mounts: digest([]byte(mi)), mountLines: parseMounts([]byte(mi))} }
+	drop := func(id string) string {
+		var out []string
+		for _, l := range strings.SplitAfter(base, "\n") {
+			if l != "" && !strings.HasPrefix(l, id+" ") {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "")
+	}
+	for _, tt := range []struct {
+		name  string
+		now   string
+		drift bool
+	}{
+		{"unchanged", base, false},
+		{"resolv.conf replaced on the host", drop("2"), false},
+		{"the workspace's .git/config replaced on the host", drop("4"), true},
+		{"a mount added", base + "5 3 0:9 / /work/x rw - tmpfs tmpfs rw\n", true},
+		{"a mount made writable", strings.Replace(base, "/etc/resolv.conf ro,nosuid", "/etc/resolv.conf rw,nosuid", 1), true},
+	} {
+		got := Compare(state(base), state(tt.now))
+		if (len(got) > 0) != tt.drift {
+			t.Errorf("%s: got %q, want drift %v", tt.name, got, tt.drift)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -569,6 +570,14 @@ func buildSpec(opts Options) (*Spec, error) {
 		for _, name := range []string{"ALL_PROXY", "all_proxy"} {
 			spec.Env = SetEnv(spec.Env, name, "socks5h://"+ProxyAddr)
 		}
+		// The sandbox's own loopback (a dev server it runs and tests) is
+		// reached directly, unless the profile sends loopback to the
+		// host's through the proxy.
+		if !allowsLoopback(p.Network.Allow) {
+			for _, name := range []string{"NO_PROXY", "no_proxy"} {
+				spec.Env = SetEnv(spec.Env, name, "localhost,127.0.0.1,::1")
+			}
+		}
 		if p.Network.Transparent {
 			// DNS goes to cordon's resolver, through a synthetic resolv.conf.
 			spec.Transparent = true
@@ -641,6 +650,13 @@ func protectWritable(spec *Spec, opts Options) error {
 		}
 		spec.plans = append(spec.plans, plan)
 		spec.Mounts[i].Protect = plan.Entries
+		if slices.Contains(plan.Placeholders(), ".git") {
+			// Go stamps what it builds with the state of the repository
+			// it builds in; the placeholder is no repository git can read,
+			// and go build would fail on it.
+			flags := strings.TrimSpace(EnvValue(spec.Env, "GOFLAGS") + " -buildvcs=false")
+			spec.Env = SetEnv(spec.Env, "GOFLAGS", flags)
+		}
 	}
 	return nil
 }

@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/protect"
 )
 
@@ -143,6 +145,16 @@ type Status struct {
 	OtherSignal int `json:"other_signal,omitempty"`
 }
 
+// EnvValue is name's value in env, "" when unset.
+func EnvValue(env []string, name string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // SetEnv sets name in env, replacing an earlier value; env is not
 // changed.
 func SetEnv(env []string, name, value string) []string {
@@ -221,4 +233,26 @@ func (s *Spec) placeholders() []string {
 		out = append(out, p.Tokens()...)
 	}
 	return out
+}
+
+// allowsLoopback reports whether a destination of the allowlist is on the
+// host's loopback (localhost, 127.0.0.0/8, ::1, or a range holding them).
+func allowsLoopback(dests []profile.Destination) bool {
+	for _, d := range dests {
+		host := d.Dest
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+		if strings.EqualFold(host, "localhost") {
+			return true
+		}
+		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+			return true
+		}
+		if _, n, err := net.ParseCIDR(host); err == nil && (n.Contains(net.IPv4(127, 0, 0, 1)) || n.Contains(net.IPv6loopback)) {
+			return true
+		}
+	}
+	return false
 }
