@@ -71,14 +71,6 @@ var known = map[string]struct{ shows, cause string }{
 		shows: "Device or resource busy",
 		cause: "cordon's placeholders for the protected paths a repository lacks (.vscode, .idea, .claude, .mcp.json, ...) are untracked empty directories to git, which git clean -d tries and fails to remove (they are mount points), so it exits 1",
 	},
-	"go-module": {
-		shows: "error obtaining VCS status",
-		cause: "in a workspace that is not a git repository, cordon's placeholder for .git (an empty read-only directory) makes go build look for version control information with git, which finds no repository",
-	},
-	"devserver-with-egress": {
-		shows: "cordon: egress denied: 127.0.0.1:",
-		cause: "with any destination allowed, HTTP_PROXY and its kin are set without NO_PROXY, so clients that obey them send requests for the sandbox's own loopback to cordon's proxy, which refuses them (and opening them would reach the host's loopback, not the sandbox's)",
-	},
 }
 
 // script reads a workload's script, and the host-side setup that prepares
