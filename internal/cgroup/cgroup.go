@@ -167,6 +167,34 @@ func (h Host) Plan(name string) ([]string, error) {
 	return nil, fmt.Errorf("%w: no cgroup file system at %s", ErrNotDelegated, h.Root)
 }
 
+// Home returns cordon's own cgroup given the v2 path of a process's cgroup
+// (from /proc/PID/cgroup): the path itself, or, for cordon's supervisor leaf
+// (SupervisorLeaf), the cgroup cordon moved out of, below which its
+// sandboxes' cgroups are.
+func Home(path string) string {
+	if dir, leaf := filepath.Split(path); leaf == SupervisorLeaf {
+		return filepath.Clean(dir)
+	}
+	return path
+}
+
+// Prepare makes the host ready for New, before anything that New's groups
+// must not count is started (cordon's cleanup helper): on v2, cordon's
+// cgroup must enable the controllers for its children, and cordon moves into
+// its supervisor leaf first when it is alone in its cgroup (see New). A
+// helper started after Prepare starts in that leaf with cordon. Prepare
+// does nothing on v1.
+func (h Host) Prepare() error {
+	if h.Version() != "v2" {
+		return nil
+	}
+	own, err := h.ownPath("")
+	if err != nil {
+		return err
+	}
+	return prepareV2(filepath.Join(h.Root, filepath.Clean("/"+own)))
+}
+
 func checkName(name string) error {
 	if strings.ContainsAny(name, "/") || name == "" || name == "." || name == ".." {
 		return fmt.Errorf("bad cgroup name %q", name)
@@ -175,7 +203,9 @@ func checkName(name string) error {
 }
 
 // ownPath returns the path of the process's cgroup in the hierarchy whose
-// /proc/self/cgroup entry lists controller ("" for the v2 entry).
+// /proc/self/cgroup entry lists controller ("" for the v2 entry). On v2,
+// that of a cordon that moved into its supervisor leaf is the cgroup it
+// moved out of (see Home).
 func (h Host) ownPath(controller string) (string, error) {
 	sc := bufio.NewScanner(bytes.NewReader(h.Self))
 	for sc.Scan() {
@@ -184,7 +214,7 @@ func (h Host) ownPath(controller string) (string, error) {
 			continue
 		}
 		if controller == "" && parts[0] == "0" && parts[1] == "" {
-			return parts[2], nil
+			return Home(parts[2]), nil
 		}
 		for _, c := range strings.Split(parts[1], ",") {
 			if controller != "" && c == controller {

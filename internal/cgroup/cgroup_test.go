@@ -249,6 +249,75 @@ func TestV2Evacuate(t *testing.T) {
 	}
 }
 
+// A cordon that moved into its supervisor leaf makes its groups where it
+// made them before, beside the leaf: not below it, one level deeper each
+// time.
+func TestV2SupervisorLeafIsHome(t *testing.T) {
+	root := t.TempDir()
+	mkfile(t, filepath.Join(root, "cgroup.controllers"), "cpu memory pids")
+	mkfile(t, filepath.Join(root, "user", "cgroup.subtree_control"), "cpu memory pids")
+	mkfile(t, filepath.Join(root, "user", SupervisorLeaf, "cgroup.procs"), "4242\n")
+	h := Host{Root: root, Self: []byte("0::/user/" + SupervisorLeaf + "\n")}
+	want := filepath.Join(root, "user", "cordon-1")
+	if plan, err := h.Plan("cordon-1"); err != nil || len(plan) != 1 || plan[0] != want {
+		t.Fatalf("plan %v, %v; want [%s]", plan, err, want)
+	}
+	if err := h.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "user", SupervisorLeaf, "cgroup.subtree_control")); err == nil {
+		t.Error("Prepare enabled controllers below the supervisor leaf")
+	}
+	g, err := h.New("cordon-1", Limits{Pids: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Paths(); len(got) != 1 || got[0] != want {
+		t.Errorf("paths %v, want [%s]", got, want)
+	}
+}
+
+func TestHome(t *testing.T) {
+	for in, want := range map[string]string{
+		"/":                                "/",
+		"/user.slice/u.service":            "/user.slice/u.service",
+		"/" + SupervisorLeaf:               "/",
+		"/a/b/" + SupervisorLeaf:           "/a/b",
+		"/a/" + SupervisorLeaf + "x":       "/a/" + SupervisorLeaf + "x",
+		"/a/" + SupervisorLeaf + "/cordon": "/a/" + SupervisorLeaf + "/cordon",
+	} {
+		if got := Home(in); got != want {
+			t.Errorf("Home(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Prepare enables the controllers for the children of cordon's cgroup
+// before New, so that nothing cordon starts in between (its cleanup helper)
+// keeps it from leaving a cgroup it holds alone; on v1 it does nothing.
+func TestPrepare(t *testing.T) {
+	root := t.TempDir()
+	mkfile(t, filepath.Join(root, "cgroup.controllers"), "cpu memory pids")
+	mkfile(t, filepath.Join(root, "svc", "cgroup.subtree_control"), "")
+	h := Host{Root: root, Self: []byte("0::/svc\n")}
+	if err := h.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(root, "svc", "cgroup.subtree_control")); got != "+memory +pids +cpu" {
+		t.Errorf("subtree_control write %q", got)
+	}
+	// Not delegated: Prepare says so as New does.
+	os.Remove(filepath.Join(root, "svc", "cgroup.subtree_control"))
+	if err := h.Prepare(); !errors.Is(err, ErrNotDelegated) {
+		t.Errorf("got %v, want ErrNotDelegated", err)
+	}
+	v1 := t.TempDir()
+	mkfile(t, filepath.Join(v1, "memory", "cgroup.procs"), "")
+	if err := (Host{Root: v1, Self: []byte("4:memory:/\n")}).Prepare(); err != nil {
+		t.Errorf("v1: %v", err)
+	}
+}
+
 // On v1, a process started with StartIn begins in the group, and none of
 // the test's own threads is left there.
 func TestRealStartIn(t *testing.T) {

@@ -24,18 +24,8 @@ func (h Host) newV2(name string, l Limits) (Group, error) {
 		return nil, err
 	}
 	parent := filepath.Join(h.Root, filepath.Clean("/"+own))
-	// The controllers must be enabled for the parent's children. A cgroup
-	// other than the root cannot hold processes and enable controllers for
-	// its children at once: when cordon is the only process of its cgroup,
-	// it moves into a leaf of its own first.
-	err = enableControllers(parent)
-	if errors.Is(err, syscall.EBUSY) {
-		if err = evacuate(parent, os.Getpid()); err == nil {
-			err = enableControllers(parent)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotDelegated, err)
+	if err := prepareV2(parent); err != nil {
+		return nil, err
 	}
 	dir := filepath.Join(parent, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -50,6 +40,23 @@ func (h Host) newV2(name string, l Limits) (Group, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// prepareV2 enables the controllers for the children of parent, cordon's
+// cgroup. A cgroup other than the root cannot hold processes and enable
+// controllers for its children at once: when cordon is the only process of
+// its cgroup, it moves into a leaf of its own first.
+func prepareV2(parent string) error {
+	err := enableControllers(parent)
+	if errors.Is(err, syscall.EBUSY) {
+		if err = evacuate(parent, os.Getpid()); err == nil {
+			err = enableControllers(parent)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNotDelegated, err)
+	}
+	return nil
 }
 
 // enableControllers makes the memory, pids and cpu controllers available to

@@ -32,7 +32,23 @@ func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
 }
 
+// prebuiltEnv names a directory holding cordon, cordon-weak and mcpfake,
+// built beforehand as buildAndRun builds them, for hosts where building
+// them here is slow: a virtual machine under emulation (.ci/vm-cgroup2).
+// The MCP TypeScript client is not installed then; its scripts skip.
+const prebuiltEnv = "CORDON_TEST_BINDIR"
+
 func buildAndRun(m *testing.M) int {
+	if dir := os.Getenv(prebuiltEnv); dir != "" {
+		for _, name := range []string{"cordon", "cordon-weak", "mcpfake"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				fmt.Fprintf(os.Stderr, "%s=%s: %v\n", prebuiltEnv, dir, err)
+				return 1
+			}
+		}
+		binDir = dir
+		return runScripts(m)
+	}
 	dir, err := os.MkdirTemp("", "cordon-test-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -71,9 +87,14 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(filepath.Dir(client))
 	mcpClient = client
+	return runScripts(m)
+}
+
+// runScripts runs the tests, and fails if one of them left /no-home.
+func runScripts(m *testing.M) int {
 	// Scripts run with HOME=/no-home; one that makes it (as root) makes
 	// the scripts of other users after it fail.
-	_, err = os.Stat("/no-home")
+	_, err := os.Stat("/no-home")
 	hadHome := err == nil
 	code := m.Run()
 	if _, err := os.Stat("/no-home"); err == nil && !hadHome {
@@ -173,6 +194,7 @@ func TestScripts(t *testing.T) {
 			"cgroupgone":   cmdCgroupGone,
 			"httpserve":    cmdHTTPServe,
 			"cgdelegate":   cmdCgDelegate,
+			"cgroupread":   cmdCgroupRead,
 			"freeport":     cmdFreePort,
 			"waitport":     cmdWaitPort,
 		},
@@ -314,10 +336,11 @@ func cmdSavePid(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cgdelegate UID: delegates cgroups to UID, as a host administrator (or
-// systemd) does for a user: a new cgroup in each v1 hierarchy cordon uses,
-// below the test's own, owned by UID. CGPROCS lists their cgroup.procs, for
-// a shell to move itself into before it becomes UID. They are removed when
-// the script ends.
+// systemd's Delegate=yes) does for a user: a new cgroup below the test's
+// own, owned by UID, in each v1 hierarchy cordon uses or, on cgroup v2, in
+// the unified one with the memory, pids and cpu controllers enabled for it.
+// CGPROCS lists their cgroup.procs, for a shell to move itself into before
+// it becomes UID. They are removed when the script ends.
 func cmdCgDelegate(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 || neg {
 		ts.Fatalf("usage: cgdelegate UID")
@@ -326,33 +349,61 @@ func cmdCgDelegate(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	self, err := os.ReadFile("/proc/self/cgroup")
 	ts.Check(err)
-	name := fmt.Sprintf("delegated-%d-%d", os.Getpid(), time.Now().UnixNano())
-	var procs []string
-	for _, c := range []string{"memory", "pids", "cpu", "cpuacct"} {
-		own := ""
+	own := func(controller string) string {
 		for _, line := range strings.Split(string(self), "\n") {
 			parts := strings.SplitN(line, ":", 3)
-			if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), c) {
-				own = parts[2]
+			if len(parts) != 3 {
+				continue
+			}
+			if controller == "" && parts[0] == "0" && parts[1] == "" || controller != "" && slices.Contains(strings.Split(parts[1], ","), controller) {
+				return parts[2]
 			}
 		}
-		dir := filepath.Join("/sys/fs/cgroup", c, own, name)
+		return "/"
+	}
+	name := fmt.Sprintf("delegated-%d-%d", os.Getpid(), time.Now().UnixNano())
+	// delegate makes dir, owned by uid with the files in it that match
+	// one of keep (all of them when keep is empty), as systemd hands them
+	// over.
+	delegate := func(dir string, keep ...string) string {
 		if err := os.Mkdir(dir, 0o755); err != nil {
-			ts.Fatalf("cgdelegate needs cgroup v1 controllers: %v", err)
+			ts.Fatalf("cgdelegate: %v", err)
 		}
 		ts.Defer(func() {
-			// The shell that moved in has ended; its cgroup empties.
+			// The shell that moved in has ended; its cgroup empties, but
+			// cordon's supervisor leaf (v2) stays below it.
+			os.Remove(filepath.Join(dir, "cordon.supervisor"))
 			for i := 0; i < 100 && os.Remove(dir) != nil; i++ {
 				time.Sleep(20 * time.Millisecond)
 			}
 		})
+		ts.Check(os.Chown(dir, uid, uid))
 		ents, err := os.ReadDir(dir)
 		ts.Check(err)
-		ts.Check(os.Chown(dir, uid, uid))
 		for _, e := range ents {
-			ts.Check(os.Chown(filepath.Join(dir, e.Name()), uid, uid))
+			if len(keep) == 0 || slices.Contains(keep, e.Name()) {
+				ts.Check(os.Chown(filepath.Join(dir, e.Name()), uid, uid))
+			}
 		}
-		procs = append(procs, filepath.Join(dir, "cgroup.procs"))
+		return filepath.Join(dir, "cgroup.procs")
+	}
+	var procs []string
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		parent := filepath.Join("/sys/fs/cgroup", own(""))
+		// The controllers must be enabled in the parent first; a parent
+		// other than the root that holds processes refuses (EBUSY).
+		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0o644); err != nil {
+			ts.Fatalf("cgdelegate: enabling the controllers in %s: %v", parent, err)
+		}
+		procs = append(procs, delegate(filepath.Join(parent, name), "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"))
+	} else {
+		for _, c := range []string{"memory", "pids", "cpu", "cpuacct"} {
+			dir := filepath.Join("/sys/fs/cgroup", c, own(c), name)
+			if _, err := os.Stat(filepath.Dir(dir)); err != nil {
+				ts.Fatalf("cgdelegate needs cgroup v2 or the v1 %s controller: %v", c, err)
+			}
+			procs = append(procs, delegate(dir))
+		}
 	}
 	ts.Setenv("CGPROCS", strings.Join(procs, " "))
 }
@@ -393,6 +444,45 @@ func cmdCgroupGone(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if time.Now().After(deadline) {
 			ts.Fatalf("cgroups left behind: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cgroupread VAR PID FILE...: VAR is set to the content of the first FILE
+// that one of the cgroups of the cordon process PID has (cpu.max on v2,
+// cpu.cfs_quota_us on v1), waiting up to ten seconds for it.
+func cmdCgroupRead(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 3 || neg {
+		ts.Fatalf("usage: cgroupread VAR PID FILE...")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var found []byte
+		filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() || found != nil {
+				return nil
+			}
+			if strings.HasPrefix(d.Name(), "cordon-"+args[1]+"-") {
+				for _, f := range args[2:] {
+					if b, err := os.ReadFile(filepath.Join(p, f)); err == nil {
+						found = b
+						break
+					}
+				}
+				return filepath.SkipDir
+			}
+			if strings.Count(p, "/") > 7 {
+				return filepath.SkipDir
+			}
+			return nil
+		})
+		if found != nil {
+			ts.Setenv(args[0], strings.TrimSpace(string(found)))
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("no cgroup of %s with %s after 10s", args[1], strings.Join(args[2:], " or "))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -15,14 +15,16 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
-// Entries of /proc that are replaced by an empty read-only file or directory,
-// or made read-only (THREATS.md 9 and 10).
+// Entries of /proc that are replaced by an empty file (a read-only /dev/null,
+// which reads empty) or directory, or made read-only (THREATS.md 9 and 10).
+// sysrq-trigger is made read-only, not replaced: /dev/null in its place
+// would open for writing, harmlessly but not refused.
 var (
 	procMaskFiles = []string{"kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats",
-		"sysrq-trigger", "kallsyms", "kmsg", "config.gz", "kpagecount", "kpageflags", "kpagecgroup",
+		"kallsyms", "kmsg", "config.gz", "kpagecount", "kpageflags", "kpagecgroup",
 		"vmallocinfo", "pagetypeinfo", "slabinfo"}
 	procMaskDirs = []string{"acpi", "asound", "scsi", "driver", "tty/driver"}
-	procReadOnly = []string{"sys", "bus", "fs", "irq"}
+	procReadOnly = []string{"sys", "bus", "fs", "irq", "sysrq-trigger"}
 )
 
 // Attributes of the special file systems.

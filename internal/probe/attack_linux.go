@@ -104,10 +104,24 @@ func idle() {
 func forkBomb(n int) int {
 	started, failures := 0, 0
 	var last error
-	deadline := time.Now().Add(5 * time.Second)
-	for started < n && time.Now().Before(deadline) {
+	begin := time.Now()
+	var firstFailure time.Time
+	for started < n {
+		if failures > 0 && time.Since(firstFailure) > forkRetry {
+			report("started %d processes; %d forks failed (last: %v)", started, failures, last)
+			return 0
+		}
+		if failures == 0 && time.Since(begin) > forkWall {
+			// Neither stopped nor at its bound: the host was too slow to
+			// tell (each child is a Go program starting).
+			report("started %d processes; out of time after %s", started, forkWall)
+			return 0
+		}
 		_, err := syscall.ForkExec("/proc/self/exe", []string{"cordon", ProbeArg, "--attack", "idle"}, &syscall.ProcAttr{})
 		if err != nil {
+			if failures == 0 {
+				firstFailure = time.Now()
+			}
 			failures++
 			last = err
 			time.Sleep(10 * time.Millisecond)
@@ -122,6 +136,15 @@ func forkBomb(n int) int {
 	}
 	return 0
 }
+
+// forkRetry is how long forkBomb retries once a fork failed; forkWall
+// bounds it when none does, below the wall limit of the probes' runs: on a
+// slow host (an emulated machine) a child takes a good part of a second to
+// start.
+const (
+	forkRetry = 5 * time.Second
+	forkWall  = 20 * time.Second
+)
 
 // hog allocates and touches n bytes, a MiB at a time.
 // hog takes n bytes of shared anonymous memory, which only a cgroup counts

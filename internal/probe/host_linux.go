@@ -115,6 +115,9 @@ func (lp limitProbe) run(r Runner, base *profile.Profile) (Status, string) {
 	case lp.want:
 		return Contained, fmt.Sprintf("stopped at %s %s: %s, exit %d", lp.limit, in, o.Status, o.ExitCode)
 	case outcome.OK:
+		if strings.Contains(said, "out of time") {
+			return Error, fmt.Sprintf("%s, neither stopped nor at its bound %s: the host is too slow to tell (%s %s)", said, lp.bound, lp.limit, in)
+		}
 		if strings.Contains(said, "failed") {
 			return Error, fmt.Sprintf("%s, yet the run was reported as %s, not %s (%s %s)", said, o.Status, lp.want, lp.limit, in)
 		}
@@ -391,7 +394,7 @@ func cgroupsOf(pid int) []string {
 		}
 		pattern := filepath.Join("/sys/fs/cgroup/*", parts[2], name)
 		if parts[1] == "" {
-			pattern = filepath.Join("/sys/fs/cgroup", parts[2], name)
+			pattern = filepath.Join("/sys/fs/cgroup", cgroup.Home(parts[2]), name)
 		}
 		found, _ := filepath.Glob(pattern)
 		for _, f := range found {

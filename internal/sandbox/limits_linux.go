@@ -81,6 +81,11 @@ func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Resu
 	name := fmt.Sprintf("cordon-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
 	var dirs []string
 	if err == nil {
+		// Before the cleanup helper starts: on v2, cordon may have to be
+		// alone in its cgroup to move out of it.
+		err = host.Prepare()
+	}
+	if err == nil {
 		dirs, err = host.Plan(name)
 	}
 	if err == nil {
