@@ -69,7 +69,7 @@ var known = map[string]struct{ shows, cause string }{
 	},
 	"git-clean": {
 		shows: "Device or resource busy",
-		cause: "cordon's placeholders for the protected paths a repository lacks (.vscode, .idea, .claude, .mcp.json, ...) are untracked empty directories to git, which git clean -d tries and fails to remove (they are mount points), so it exits 1",
+		cause: "cordon's placeholders for the protected paths a repository lacks (.vscode, .idea, .claude, .mcp.json, ...) are mount points; the sandbox's git ignores them (core.excludesFile), so git clean -fd works, but git clean -fdx removes ignored files too, tries them and exits 1",
 	},
 }
 

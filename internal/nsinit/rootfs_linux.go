@@ -388,6 +388,9 @@ func (r *rootfs) writeEtc() error {
 		"hostname": s.Hostname + "\n",
 		"hosts":    fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n", s.Hostname),
 	}
+	if s.GitIgnore != "" {
+		files[strings.TrimPrefix(sandbox.GitIgnoreFile, "/etc/")] = s.GitIgnore
+	}
 	if s.Transparent {
 		files["resolv.conf"] = "nameserver " + strings.TrimSuffix(sandbox.DNSAddr, ":53") + "\n"
 	}

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -650,6 +651,9 @@ func protectWritable(spec *Spec, opts Options) error {
 		}
 		spec.plans = append(spec.plans, plan)
 		spec.Mounts[i].Protect = plan.Entries
+		if m.Target == spec.Workdir {
+			ignoreInGit(spec, plan.Placeholders())
+		}
 		if slices.Contains(plan.Placeholders(), ".git") {
 			// Go stamps what it builds with the state of the repository
 			// it builds in; the placeholder is no repository git can read,
@@ -659,6 +663,27 @@ func protectWritable(spec *Spec, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// ignoreInGit has the sandbox's git ignore the placeholders at the
+// workspace's root (except .git itself), through an excludes file of
+// cordon's and core.excludesFile in the environment (GIT_CONFIG_COUNT,
+// after any the environment already sets).
+func ignoreInGit(spec *Spec, placeholders []string) {
+	var b strings.Builder
+	for _, rel := range placeholders {
+		if rel != ".git" && !strings.Contains(rel, "/") {
+			fmt.Fprintf(&b, "/%s\n", rel)
+		}
+	}
+	if b.Len() == 0 {
+		return
+	}
+	spec.GitIgnore = "# placeholders cordon keeps in place of protected paths\n" + b.String()
+	n, _ := strconv.Atoi(EnvValue(spec.Env, "GIT_CONFIG_COUNT"))
+	spec.Env = SetEnv(spec.Env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n), "core.excludesFile")
+	spec.Env = SetEnv(spec.Env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), GitIgnoreFile)
+	spec.Env = SetEnv(spec.Env, "GIT_CONFIG_COUNT", strconv.Itoa(n+1))
 }
 
 // checkDir verifies that p is a directory reached without symlinks.

@@ -55,6 +55,10 @@ type Spec struct {
 	// Transparent also captures TCP to any outside address and answers DNS
 	// at DNSAddr (see nsinit).
 	Transparent bool `json:"transparent,omitempty"`
+	// GitIgnore, when set, is written to GitIgnoreFile: the placeholders
+	// of the workspace's root, which git would otherwise take for
+	// untracked directories (and git clean fail to remove).
+	GitIgnore string `json:"git_ignore,omitempty"`
 	// Serve keeps the sandbox alive: instead of starting Args, init waits
 	// for Requests on ControlFD and runs each command it is sent, until the
 	// host side closes the socket.
@@ -191,6 +195,11 @@ func ReadSpec(r io.Reader) (*Spec, io.Reader, error) {
 	}
 	return &s, io.MultiReader(dec.Buffered(), r), nil
 }
+
+// GitIgnoreFile is where init writes Spec.GitIgnore, the git excludes
+// file the sandbox's git reads (core.excludesFile, set in its
+// environment).
+const GitIgnoreFile = "/etc/cordon-gitignore"
 
 // Weakenings are layers a test build (tag cordon_weaken) leaves out; always
 // empty in cordon itself.
