@@ -75,8 +75,19 @@ type Entry struct {
 type Plan struct {
 	Root    string
 	Entries []Entry
-	ghosts  []ghost
-	held    []*os.File
+	// Restored names the directories whose permissions the sandbox
+	// changed and Remove set back.
+	Restored []string
+	ghosts   []ghost
+	held     []*os.File
+	modes    []keptMode
+}
+
+// keptMode is the permissions of a directory of the plan, held open.
+type keptMode struct {
+	f    *os.File
+	rel  string
+	mode uint32
 }
 
 // Options adjust a Plan.
@@ -183,6 +194,7 @@ func Make(root string, o Options) (*Plan, error) {
 		p.Remove()
 		return nil, err
 	}
+	p.keepModes(d)
 	sort.SliceStable(p.Entries, func(i, j int) bool {
 		return strings.Count(p.Entries[i].Rel, "/") < strings.Count(p.Entries[j].Rel, "/")
 	})
@@ -236,6 +248,11 @@ func (p *Plan) Remove() {
 	if p == nil {
 		return
 	}
+	p.restoreModes()
+	for _, k := range p.modes {
+		k.f.Close()
+	}
+	p.modes = nil
 	for _, f := range p.held {
 		f.Close()
 	}

@@ -2,6 +2,7 @@ package protect
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path"
@@ -195,6 +196,48 @@ func (p *Plan) hold(d *os.File) error {
 		p.held = append(p.held, f)
 	}
 	return nil
+}
+
+// keepModes records the permissions of the bind's root and of every
+// directory pinned in place, holding each: the sandbox owns them (the same
+// user, or through the idmapped mount) and could open them to other users
+// of the host with chmod, from whom what is protected inside them would
+// then not be safe (a world-writable .git lets anyone replace its hooks).
+func (p *Plan) keepModes(d *os.File) {
+	rels := []string{"."}
+	for _, e := range p.Entries {
+		if !e.ReadOnly {
+			rels = append(rels, e.Rel)
+		}
+	}
+	for _, rel := range rels {
+		fd, err := beneath(d, rel, unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			unix.Close(fd)
+			continue
+		}
+		p.modes = append(p.modes, keptMode{f: os.NewFile(uintptr(fd), rel), rel: rel, mode: st.Mode & 0o7777})
+	}
+}
+
+// restoreModes sets back what keepModes recorded where the sandbox changed
+// it, through the descriptors held (never by name, which the sandbox may
+// have changed), and records which.
+func (p *Plan) restoreModes() {
+	for _, k := range p.modes {
+		var st unix.Stat_t
+		if unix.Fstat(int(k.f.Fd()), &st) != nil || st.Mode&0o7777 == k.mode {
+			continue
+		}
+		// The descriptor's magic link is the directory itself.
+		if unix.Fchmodat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", k.f.Fd()), k.mode, 0) == nil {
+			p.Restored = append(p.Restored, show(p.Root, k.rel))
+		}
+	}
 }
 
 // names lists up to max entries of the directory rel under d (none when

@@ -198,6 +198,9 @@ func run(opts Options, res *Result) error {
 	}
 	ended = true
 	res.killed, res.stats, res.wall = lim.end()
+	for _, dir := range spec.restored {
+		res.Notes = append(res.Notes, fmt.Sprintf("the sandbox changed the permissions of %s; cordon set them back", dir))
+	}
 	res.rusage = ru
 	return res.finish(<-statuses, ws, waitErr)
 }

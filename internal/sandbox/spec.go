@@ -44,6 +44,9 @@ type Spec struct {
 	// plans are the protections of the writable binds, whose placeholders
 	// release removes once the sandbox has ended.
 	plans []*protect.Plan
+	// restored names the directories whose permissions the sandbox
+	// changed, set back when the plans were removed.
+	restored []string
 	// Landlock and Seccomp are false only when the user allowed running
 	// without that layer.
 	Landlock bool `json:"landlock"`
@@ -230,6 +233,7 @@ type Weakenings struct {
 func (s *Spec) release() {
 	for _, p := range s.plans {
 		p.Remove()
+		s.restored = append(s.restored, p.Restored...)
 	}
 	s.plans = nil
 }
