@@ -17,8 +17,14 @@
 // Prefixes that would show more than a toolchain are refused: the host
 // root, a home directory or a directory containing one, ~/.local and the
 // version managers' roots, host configuration (/etc) and kernel
-// interfaces, and any directory holding credentials (see package protect).
-// Resolve reads the host and changes nothing.
+// interfaces, and any directory holding credentials (see package protect),
+// each known by its name and its real path. What the sandbox may write
+// (the workspace, a writable mount) it may have chosen: a link there ends
+// the chain and nothing is bound for it; a version file is read only as a
+// regular file of a trusted user, never through a link, and only a valid
+// version name in it is followed or shown; a name a shell's script gives
+// binds only a toolchain's install. Resolve reads the host and changes
+// nothing.
 package toolchain
 
 import (
