@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/hostfile"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // runCmd implements `cordon run [flags] -- CMD [ARGS...]`. It exits with the
@@ -104,9 +106,7 @@ func runCmd(e *env, args []string) int {
 	warnDegraded(e, o)
 	if *verbose {
 		fmt.Fprintf(e.stderr, "cordon: landlock ABI %d\n", o.LandlockABI)
-		for _, n := range o.Notes {
-			fmt.Fprintf(e.stderr, "cordon: note: %s\n", n)
-		}
+		writeNotes(e.stderr, o.Notes)
 	}
 	report(e, o, err == nil, *asJSON, out)
 	return o.ExitCode
@@ -210,4 +210,13 @@ func guarded(profileFile string) []string {
 		}
 	}
 	return g
+}
+
+// writeNotes writes an outcome's notes, one a line. A note may quote what
+// the host or a sandbox chose (a directory's name, a version file's path):
+// no control character of it reaches the terminal.
+func writeNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "cordon: note: %s\n", termsafe.Line(n))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 	"github.com/cordon-sandbox/cordon/internal/toolchain"
 )
 
@@ -22,13 +23,15 @@ func runToolchains(e *env, p *profile.Profile, argv []string) (*toolchain.Plan, 
 		return nil, err
 	}
 	for _, w := range pl.Warnings() {
-		fmt.Fprintf(e.stderr, "cordon: warning: %s\n", w)
+		fmt.Fprintf(e.stderr, "cordon: warning: %s\n", termsafe.Line(w))
 	}
 	return pl, nil
 }
 
 // writeToolchains writes, as YAML comments, how p's toolchains resolve on
-// this host for a run of argv (none when it is empty).
+// this host for a run of argv (none when it is empty). Paths are the
+// host's and a sandbox's choosing: each line is made safe for a terminal
+// (termsafe), which also keeps it one comment line.
 func writeToolchains(e *env, w io.Writer, p *profile.Profile, argv []string) error {
 	if len(p.Toolchains) == 0 {
 		return nil
@@ -43,13 +46,13 @@ func writeToolchains(e *env, w io.Writer, p *profile.Profile, argv []string) err
 	}
 	fmt.Fprintln(w, "# toolchains on this host (name: found -> run; bound; PATH):")
 	for _, en := range pl.Entries {
-		fmt.Fprintf(w, "#   %s\n", en)
+		fmt.Fprintf(w, "#   %s\n", termsafe.Line(en.String()))
 	}
 	if p.Toolchains.HasAuto() && command == "" {
 		fmt.Fprintln(w, "#   auto: the command given to cordon run (cordon profile show -- CMD shows it)")
 	}
 	if pl.Path != "" {
-		fmt.Fprintf(w, "# PATH=%s\n", pl.Path)
+		fmt.Fprintf(w, "# PATH=%s\n", termsafe.Line(pl.Path))
 	}
 	return nil
 }
@@ -79,7 +82,7 @@ func doctorToolchains(e *env) []toolchain.Entry {
 func printToolchains(w io.Writer, entries []toolchain.Entry) {
 	fmt.Fprintf(w, "  %-18s %s\n", "toolchains", "the default profile binds the toolchain of the command run (toolchains: auto), as your PATH resolves it; --toolchain NAME adds others")
 	for _, en := range entries {
-		fmt.Fprintf(w, "  %-18s cordon run -- %s%s\n", "", en.Name, resolution(en))
+		fmt.Fprintf(w, "  %-18s cordon run -- %s%s\n", "", termsafe.Line(en.Name), termsafe.Line(resolution(en)))
 	}
 }
 

@@ -343,3 +343,29 @@ func TestGitBounds(t *testing.T) {
 		}
 	}
 }
+
+// A home reached through a link is known by its real path too: paths
+// found by following links name it that way.
+func TestHomesThroughLink(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "realhome")
+	link := filepath.Join(dir, "hl")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", link)
+	realReal, err := filepath.EvalSymlinks(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	homes := Homes()
+	if !slices.Contains(homes, link) || !slices.Contains(homes, realReal) {
+		t.Errorf("HOME=%s -> %s: homes %v", link, realReal, homes)
+	}
+	if why := Sensitive(realReal); !strings.Contains(why, "home directory") {
+		t.Errorf("the linked home's real path: %q", why)
+	}
+}

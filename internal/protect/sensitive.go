@@ -21,7 +21,9 @@ var credentials = []string{
 func Credentials() []string { return slices.Clone(credentials) }
 
 // Homes are the home directories cordon knows of: the current user's,
-// $HOME's, and every account's in /etc/passwd; never "/".
+// $HOME's, and every account's in /etc/passwd, each as given and, where a
+// link leads elsewhere, as its real path too (a path found by following
+// links names a home by the latter); never "/".
 func Homes() []string {
 	homes := map[string]bool{}
 	if h, err := os.UserHomeDir(); err == nil {
@@ -35,6 +37,11 @@ func Homes() []string {
 			}
 		}
 		f.Close()
+	}
+	for h := range maps.Clone(homes) {
+		if real, err := filepath.EvalSymlinks(h); err == nil {
+			homes[real] = true
+		}
 	}
 	delete(homes, "/")
 	return slices.Sorted(maps.Keys(homes))

@@ -23,11 +23,10 @@ func (r *resolver) resolve(name string) (Entry, error) {
 		e.Missing = "found nowhere on the PATH cordon was started with"
 		return e, nil
 	}
-	if r.writableInView(e.Found) {
+	if r.sandboxWrites(e.Found) {
 		// The sandbox's own file, whatever it points to: nothing of the
 		// host is bound for it.
-		e.Program, e.dir = e.Found, filepath.Dir(e.Found)
-		e.Prefix = filepath.Dir(e.Found)
+		e.Program, e.dir, e.Prefix, e.Own = e.Found, filepath.Dir(e.Found), filepath.Dir(e.Found), true
 		return e, nil
 	}
 	prog, via, missing := r.throughManagers(e.Found, name)
@@ -39,6 +38,18 @@ func (r *resolver) resolve(name string) (Entry, error) {
 	chain, err := hops(prog)
 	if err != nil {
 		return e, err
+	}
+	// A link the sandbox may have written, anywhere on the way, makes
+	// what follows it the sandbox's choice: the chain ends there, and
+	// nothing is bound for it.
+	for i, h := range chain {
+		if r.sandboxWrites(h) {
+			e.Program, e.Prefix, e.Own = h, filepath.Dir(h), true
+			if i == 0 && prog == e.Found {
+				e.dir = filepath.Dir(h)
+			}
+			return e, nil
+		}
 	}
 	e.Program = chain[len(chain)-1]
 	// The first link whose prefix holds the rest of the chain: the PATH
@@ -58,6 +69,24 @@ func (r *resolver) resolve(name string) (Entry, error) {
 	}
 	e.Bound = true
 	return e, nil
+}
+
+// sandboxWrites reports whether host path p, as given or with its
+// directory's links resolved, is in a directory the sandbox may write:
+// what is there, the sandbox may have put there.
+func (r *resolver) sandboxWrites(p string) bool {
+	cands := []string{p}
+	if d, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+		cands = append(cands, filepath.Join(d, filepath.Base(p)))
+	}
+	for _, w := range r.writable {
+		for _, c := range cands {
+			if within(c, w) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hops follows the symbolic links from p to the file it names, each step
@@ -110,23 +139,19 @@ func (r *resolver) prefixOf(p string) string {
 // userDirs are directories of a home that hold many programs' files.
 var userDirs = []string{".local", ".config", ".cache", ".cargo", "go"}
 
+// sharedVars name directories that hold many toolchains or programs.
+var sharedVars = []string{"CARGO_HOME", "GOPATH", "RUSTUP_HOME", "PYENV_ROOT", "RBENV_ROOT", "NODENV_ROOT", "NVM_DIR"}
+
 // shared says why directory d holds more than one toolchain (a home
 // directory, one of a home's shared directories, CARGO_HOME or GOPATH, a
-// version manager's root), or "".
+// version manager's root), or "". Each is known by its name as given and
+// with its links resolved.
 func (r *resolver) shared(d string) string {
-	for _, h := range r.homes {
-		switch {
-		case d == h:
-			return "is a home directory"
-		case filepath.Dir(d) == h && slices.Contains(userDirs, filepath.Base(d)):
-			return "is shared by the programs of " + h
-		}
+	if slices.Contains(r.homes, d) {
+		return "is a home directory"
 	}
-	for _, v := range []string{"CARGO_HOME", "GOPATH", "RUSTUP_HOME"} {
-		val, _ := r.getenv(v)
-		if slices.Contains(absDirs(val), d) {
-			return "is " + v
-		}
+	if why, ok := r.sharedDirs[d]; ok {
+		return why
 	}
 	for _, sub := range []string{"versions", "toolchains"} {
 		if fi, err := os.Stat(filepath.Join(d, sub)); err == nil && fi.IsDir() {
@@ -134,6 +159,44 @@ func (r *resolver) shared(d string) string {
 		}
 	}
 	return ""
+}
+
+// withReal is paths with, after each, its links resolved where that
+// differs and exists.
+func withReal(paths ...string) []string {
+	var out []string
+	for _, p := range paths {
+		out = append(out, p)
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
+// toolchainRoots are directories whose subdirectories are toolchains
+// installed for the whole host (/usr/local/go, /opt/node).
+var toolchainRoots = []string{"/usr/local", "/opt"}
+
+// toolchainInstall reports whether e, which binds its prefix, found its
+// program in the bin directory of a toolchain's install: a version
+// manager's version (pyenv's, rbenv's or nodenv's versions/V, nvm's
+// versions/node/V, asdf's or mise's installs/TOOL/V, rustup's
+// toolchains/T) or a directory of toolchainRoots. A name a script gives
+// is bound only from one of those, never from a directory that only holds
+// the program.
+func (r *resolver) toolchainInstall(e Entry) bool {
+	if e.dir != filepath.Join(e.Prefix, "bin") {
+		return false
+	}
+	up := filepath.Dir(e.Prefix)
+	switch {
+	case filepath.Base(up) == "versions", filepath.Base(up) == "toolchains":
+		return true
+	case filepath.Base(filepath.Dir(up)) == "versions", filepath.Base(filepath.Dir(up)) == "installs":
+		return true
+	}
+	return slices.Contains(toolchainRoots, up)
 }
 
 // systemDirs are host directories no toolchain prefix may be or be in.
@@ -168,6 +231,11 @@ func (r *resolver) refused(prefix string) string {
 	for _, c := range creds {
 		if strings.Contains(prefix+"/", "/"+c+"/") {
 			return "is in a store of credentials (" + c + ")"
+		}
+	}
+	for _, cd := range r.credDirs {
+		if within(prefix, cd.path) || within(cd.path, prefix) {
+			return "is in a store of credentials (" + cd.name + ", " + cd.path + ")"
 		}
 	}
 	for _, c := range append(creds, credentialFiles...) {
@@ -210,6 +278,14 @@ func (r *resolver) sandboxPath(entries []Entry) string {
 			if chain, err := hops(found); err == nil && chain[len(chain)-1] == e.Program {
 				continue
 			}
+		}
+		switch {
+		case e.dir == "":
+			e.NoPath = "not put on PATH: it is reached through the sandbox's own file"
+			continue
+		case lookPath(e.Name, []string{e.dir}) == "":
+			e.NoPath = "not put on PATH: " + e.dir + " has no " + e.Name + "; the sandbox runs it by its path only"
+			continue
 		}
 		e.PathDir = e.dir
 		if !slices.Contains(first, e.dir) {

@@ -41,12 +41,15 @@ func (r *resolver) throughRustup(proxy, name string) (prog, via, missing string)
 		return "", "", "a rustup proxy, but rustup's home (RUSTUP_HOME, ~/.rustup) has no toolchains"
 	}
 	settings := map[string]string{}
-	if text, err := readSmall(filepath.Join(home, "settings.toml")); err == nil {
+	if text, err := readSmall(filepath.Join(home, "settings.toml"), maxShim, nil); err == nil {
 		settings = tomlValues(text)
 	}
 	tc, from := r.selectedToolchain(home, settings)
-	if tc == "" {
+	if from == "" {
 		return "", "", "a rustup proxy, but rustup has no default toolchain (rustup default stable)"
+	}
+	if !validVersion(tc) {
+		return "", "", "rustup: the toolchain named in " + from + " is not a valid toolchain name"
 	}
 	dir, err := toolchainDir(home, tc, settings["default_host_triple"])
 	if err != nil {
@@ -79,12 +82,13 @@ func (r *resolver) rustupHome(proxy string) string {
 }
 
 // selectedToolchain is the toolchain rustup selects, and where that is
-// said.
-func (r *resolver) selectedToolchain(home string, settings map[string]string) (string, string) {
+// said; from is "" when nothing selects one. The name is as written there,
+// not yet checked.
+func (r *resolver) selectedToolchain(home string, settings map[string]string) (tc, from string) {
 	if v, ok := r.getenv("RUSTUP_TOOLCHAIN"); ok && v != "" {
 		return v, "RUSTUP_TOOLCHAIN"
 	}
-	if r.cwd != "" {
+	if r.cwd != "" && filepath.IsAbs(r.cwd) {
 		for d := filepath.Clean(r.cwd); ; d = filepath.Dir(d) {
 			if tc, ok := settings["overrides."+d]; ok {
 				return tc, "rustup override for " + d
@@ -93,14 +97,12 @@ func (r *resolver) selectedToolchain(home string, settings map[string]string) (s
 				break
 			}
 		}
-		for d := filepath.Clean(r.cwd); ; d = filepath.Dir(d) {
+		owners := trustedOwners(r.cwd)
+		for _, d := range searchDirs(r.cwd, owners) {
 			for _, f := range []string{"rust-toolchain.toml", "rust-toolchain"} {
-				if tc := toolchainFile(filepath.Join(d, f)); tc != "" {
+				if tc, ok := toolchainFile(filepath.Join(d, f), owners); ok {
 					return tc, filepath.Join(d, f)
 				}
-			}
-			if d == "/" {
-				break
 			}
 		}
 	}
@@ -111,17 +113,21 @@ func (r *resolver) selectedToolchain(home string, settings map[string]string) (s
 }
 
 // toolchainFile reads the channel a rust-toolchain(.toml) file names: the
-// [toolchain] table's channel, or the legacy file's one line.
-func toolchainFile(f string) string {
-	text, err := readSmall(f)
+// [toolchain] table's channel, or the legacy file's one line; ok is false
+// when there is no such file (a link, a FIFO and a file not of owners
+// count as none, see readSmall) or it names no channel.
+func toolchainFile(f string, owners []uint32) (tc string, ok bool) {
+	text, err := readSmall(f, maxVersionFile, owners)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	if strings.Contains(text, "[toolchain]") {
-		return tomlValues(text)["toolchain.channel"]
+		tc = tomlValues(text)["toolchain.channel"]
+	} else {
+		line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+		tc = strings.TrimSpace(line)
 	}
-	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
-	return strings.TrimSpace(line)
+	return tc, tc != ""
 }
 
 // toolchainDir is the installed toolchain tc names: its directory under
@@ -129,7 +135,7 @@ func toolchainFile(f string) string {
 // (stable is stable-x86_64-unknown-linux-gnu).
 func toolchainDir(home, tc, triple string) (string, error) {
 	if tc == "" || strings.ContainsAny(tc, "/\\") || tc == "." || tc == ".." {
-		return "", fmt.Errorf("%q is not a toolchain name cordon can follow", tc)
+		return "", fmt.Errorf("not a toolchain name cordon can follow")
 	}
 	if triple == "" {
 		triple = hostTriple()

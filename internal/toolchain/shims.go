@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,9 +30,6 @@ var managers = []manager{
 // errNotInstalled marks a version a manager selects that is not there.
 var errNotInstalled = errors.New("not installed")
 
-// maxShim bounds what is read of a file to tell whether it is a shim.
-const maxShim = 64 << 10
-
 // throughManagers turns what the PATH found into the program of the
 // toolchain a version manager selects: a shim into the selected version's
 // program, a rustup proxy into the selected toolchain's. Anything else is
@@ -55,12 +51,11 @@ func shimOf(p string) (*manager, string) {
 	if filepath.Base(filepath.Dir(p)) != "shims" {
 		return nil, ""
 	}
-	f, err := os.Open(p)
+	text, err := readSmall(p, maxShim, nil)
 	if err != nil {
 		return nil, ""
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(io.LimitReader(f, maxShim))
+	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		for i := range managers {
@@ -81,9 +76,10 @@ func shimOf(p string) (*manager, string) {
 // the selected versions that has one, as the manager does. The selection
 // is the manager's variable (PYENV_VERSION), else the nearest version file
 // (.python-version) from the working directory up, else the root's
-// version file; none selects the system's.
+// version file; none selects the system's. A name that is not a version
+// name (validVersion) is neither followed nor shown.
 func (r *resolver) throughShim(m *manager, root, shim, name string) (prog, via, missing string) {
-	versions, from := r.selectedVersions(m, root)
+	versions, invalid, from := r.selectedVersions(m, root)
 	for _, v := range versions {
 		if v == "system" {
 			// The system's program: the next one on the PATH, past the
@@ -107,36 +103,60 @@ func (r *resolver) throughShim(m *manager, root, shim, name string) (prog, via, 
 			return p, fmt.Sprintf("%s %s, from %s", m.name, v, from), ""
 		}
 	}
-	return "", "", fmt.Sprintf("%s selects %s (%s), which has no %s installed", m.name, strings.Join(versions, ", "), from, name)
+	if len(versions) == 0 {
+		return "", "", fmt.Sprintf("%s: the version named in %s is not a valid version name", m.name, from)
+	}
+	missing = fmt.Sprintf("%s selects %s (%s), which has no %s installed", m.name, strings.Join(versions, ", "), from, name)
+	if invalid {
+		missing += "; the other names in " + from + " are not valid version names"
+	}
+	return "", "", missing
 }
 
-// selectedVersions are the versions m selects, and where that is said.
-func (r *resolver) selectedVersions(m *manager, root string) ([]string, string) {
+// selectedVersions are the versions m selects that are version names,
+// whether others were named besides, and where that is said.
+func (r *resolver) selectedVersions(m *manager, root string) (versions []string, invalid bool, from string) {
 	if v, ok := r.getenv(m.version); ok && strings.TrimSpace(v) != "" {
-		return strings.FieldsFunc(v, func(c rune) bool { return c == ':' || c == ' ' }), m.version
+		versions, invalid = validVersions(strings.FieldsFunc(v, func(c rune) bool { return c == ':' || c == ' ' }))
+		return versions, invalid, m.version
 	}
-	if r.cwd != "" {
-		for d := filepath.Clean(r.cwd); ; d = filepath.Dir(d) {
-			f := filepath.Join(d, m.file)
-			if vs := readVersionFile(f); vs != nil {
-				return vs, f
-			}
-			if d == "/" {
-				break
-			}
+	owners := trustedOwners(r.cwd)
+	for _, d := range searchDirs(r.cwd, owners) {
+		f := filepath.Join(d, m.file)
+		if vs := readVersionFile(f, owners); vs != nil {
+			versions, invalid = validVersions(vs)
+			return versions, invalid, f
 		}
 	}
 	f := filepath.Join(root, "version")
-	if vs := readVersionFile(f); vs != nil {
-		return vs, f
+	if vs := readVersionFile(f, nil); vs != nil {
+		versions, invalid = validVersions(vs)
+		return versions, invalid, f
 	}
-	return []string{"system"}, "no version file"
+	return []string{"system"}, false, "no version file"
+}
+
+// validVersions keeps the names in vs that are version names, at most
+// maxVersions of them, and says whether it left any out.
+func validVersions(vs []string) ([]string, bool) {
+	var out []string
+	invalid := false
+	for _, v := range vs {
+		switch {
+		case !validVersion(v):
+			invalid = true
+		case len(out) < maxVersions:
+			out = append(out, v)
+		}
+	}
+	return out, invalid
 }
 
 // readVersionFile reads the versions a version file names, one a word,
-// comments left out; nil when there is no such file or it names none.
-func readVersionFile(f string) []string {
-	data, err := readSmall(f)
+// comments left out; nil when there is no such file (a link, a FIFO and
+// a file not of owners count as none, see readSmall) or it names none.
+func readVersionFile(f string, owners []uint32) []string {
+	data, err := readSmall(f, maxVersionFile, owners)
 	if err != nil {
 		return nil
 	}
@@ -150,25 +170,6 @@ func readVersionFile(f string) []string {
 		}
 	}
 	return out
-}
-
-// readSmall reads a small text file (a version file, rustup's settings),
-// at most maxShim bytes of it.
-func readSmall(f string) (string, error) {
-	fh, err := os.Open(f)
-	if err != nil {
-		return "", err
-	}
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", f)
-	}
-	b, err := io.ReadAll(io.LimitReader(fh, maxShim))
-	return string(b), err
 }
 
 // versionDir is the directory of version v under root/versions: v itself,

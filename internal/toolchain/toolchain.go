@@ -17,8 +17,14 @@
 // Prefixes that would show more than a toolchain are refused: the host
 // root, a home directory or a directory containing one, ~/.local and the
 // version managers' roots, host configuration (/etc) and kernel
-// interfaces, and any directory holding credentials (see package protect).
-// Resolve reads the host and changes nothing.
+// interfaces, and any directory holding credentials (see package protect),
+// each known by its name and its real path. What the sandbox may write
+// (the workspace, a writable mount) it may have chosen: a link there ends
+// the chain and nothing is bound for it; a version file is read only as a
+// regular file of a trusted user, never through a link, and only a valid
+// version name in it is followed or shown; a name a shell's script gives
+// binds only a toolchain's install. Resolve reads the host and changes
+// nothing.
 package toolchain
 
 import (
@@ -68,9 +74,16 @@ type Entry struct {
 	// sandbox binds it (read-only, at the same place) or already sees it.
 	Prefix string `json:"prefix,omitempty"`
 	Bound  bool   `json:"bound,omitempty"`
+	// Own is set when Program is the sandbox's own file: in a directory
+	// the sandbox may write, or reached through a link there. Nothing is
+	// bound for it, and links are not followed past it.
+	Own bool `json:"own,omitempty"`
 	// PathDir is put first on the sandbox's PATH; empty when that PATH
-	// already finds Program.
+	// already finds Program, or when NoPath says why none is.
 	PathDir string `json:"path_dir,omitempty"`
+	// NoPath says why no directory is put on the sandbox's PATH for a
+	// program that PATH does not find.
+	NoPath string `json:"no_path,omitempty"`
 	// Missing says why nothing is bound for Name, when nothing is.
 	Missing string `json:"missing,omitempty"`
 
@@ -128,7 +141,7 @@ func (pl *Plan) Notes() []string {
 		return nil
 	}
 	for _, e := range pl.Entries {
-		if e.Bound || e.PathDir != "" || (e.Missing != "" && e.Auto) {
+		if e.Bound || e.Own || e.PathDir != "" || e.NoPath != "" || (e.Missing != "" && e.Auto) {
 			out = append(out, "toolchain "+e.String())
 		}
 	}
@@ -154,14 +167,20 @@ func (e Entry) String() string {
 	if e.Via != "" {
 		b.WriteString(" (" + e.Via + ")")
 	}
-	if e.Bound {
+	switch {
+	case e.Own:
+		b.WriteString("; the sandbox's own file (where the sandbox may write): nothing is bound for it")
+	case e.Bound:
 		b.WriteString("; binds " + e.Prefix + " read-only")
-	} else {
+	default:
 		b.WriteString("; " + e.Prefix + " is in the view already")
 	}
-	if e.PathDir != "" {
+	switch {
+	case e.NoPath != "":
+		b.WriteString("; " + e.NoPath)
+	case e.PathDir != "":
 		b.WriteString("; PATH starts with " + e.PathDir)
-	} else {
+	default:
 		b.WriteString("; the sandbox's PATH finds it")
 	}
 	return b.String()
@@ -179,9 +198,9 @@ func Resolve(p *profile.Profile, command string, h Host) (*Plan, error) {
 
 // ResolveRun is Resolve for a run of argv: auto also stands for the
 // commands a shell's -c script starts (ScriptCommands), which add to the
-// view only what resolves and may be bound; one that resolves to nothing
-// or to a prefix cordon refuses is left out, silently, as the shell would
-// not find it either.
+// view only what resolves to a toolchain's install (toolchainInstall);
+// one that resolves to nothing, to a prefix cordon refuses or to any
+// other directory is left out, silently.
 func ResolveRun(p *profile.Profile, argv []string, h Host) (*Plan, error) {
 	if len(p.Toolchains) == 0 {
 		return &Plan{}, nil
@@ -205,16 +224,21 @@ func ResolveRun(p *profile.Profile, argv []string, h Host) (*Plan, error) {
 		}
 		auto := name == profile.Auto
 		if auto {
+			// The script is the agent's to write: what it names is bound
+			// only from a toolchain's install. A name the profile lists,
+			// or the command itself, is resolved as such.
 			for _, c := range ScriptCommands(argv) {
-				if seen[c] {
+				if seen[c] || c == command || slices.Contains(p.Toolchains, c) {
+					continue
+				}
+				e, err := r.resolve(c)
+				if err != nil || e.Missing != "" || (e.Bound && !r.toolchainInstall(e)) {
 					continue
 				}
 				seen[c] = true
-				if e, err := r.resolve(c); err == nil && e.Missing == "" {
-					e.Field, e.Name, e.Auto = field, c, true
-					pl.Entries = append(pl.Entries, e)
-					fromScript[c] = true
-				}
+				e.Field, e.Name, e.Auto = field, c, true
+				pl.Entries = append(pl.Entries, e)
+				fromScript[c] = true
 			}
 			// A command given as a path names its file: the view shows it
 			// or not, as the profile says.
@@ -255,14 +279,29 @@ type viewMount struct {
 
 // resolver resolves names for one profile on one host.
 type resolver struct {
-	p        *profile.Profile
-	getenv   func(string) (string, bool)
-	cwd      string
-	homes    []string
+	p      *profile.Profile
+	getenv func(string) (string, bool)
+	cwd    string
+	// homes are the host's homes, each as given and with its links
+	// resolved.
+	homes []string
+	// sharedDirs are the directories that hold many programs besides the
+	// homes (~/.local, CARGO_HOME, ...), as given and resolved, each with
+	// why.
+	sharedDirs map[string]string
+	// credDirs are the homes' stores of credentials where a link leads
+	// them out of their home (~/.ssh -> /secure/ssh).
+	credDirs []credDir
 	hostPath []string // the absolute directories of the host's PATH
 	view     []viewMount
+	// writable are the host directories the sandbox may write, as given
+	// and resolved.
+	writable []string
 	basePath string // the sandbox's PATH without toolchains
 }
+
+// credDir is a store of credentials by its real path.
+type credDir struct{ name, path string }
 
 func newResolver(p *profile.Profile, h Host) *resolver {
 	r := &resolver{p: p, getenv: h.Getenv, cwd: h.Cwd, homes: h.Homes}
@@ -271,6 +310,26 @@ func newResolver(p *profile.Profile, h Host) *resolver {
 	}
 	if r.homes == nil {
 		r.homes = protect.Homes()
+	}
+	r.homes = withReal(r.homes...)
+	r.sharedDirs = map[string]string{}
+	for _, h := range r.homes {
+		for _, u := range userDirs {
+			for _, d := range withReal(filepath.Join(h, u)) {
+				r.sharedDirs[d] = "is shared by the programs of " + h
+			}
+		}
+		for _, c := range protect.Credentials() {
+			if real, err := filepath.EvalSymlinks(filepath.Join(h, c)); err == nil && !within(real, h) {
+				r.credDirs = append(r.credDirs, credDir{name: c, path: real})
+			}
+		}
+	}
+	for _, v := range sharedVars {
+		val, _ := r.getenv(v)
+		for _, d := range withReal(absDirs(val)...) {
+			r.sharedDirs[d] = "is " + v
+		}
 	}
 	if path, ok := r.getenv("PATH"); ok {
 		r.hostPath = absDirs(path)
@@ -288,6 +347,11 @@ func newResolver(p *profile.Profile, h Host) *resolver {
 			dest = ws
 		}
 		r.view = append(r.view, viewMount{host: ws, dest: dest, writable: p.Workspace.Writable})
+	}
+	for _, m := range r.view {
+		if m.writable {
+			r.writable = append(r.writable, withReal(m.host)...)
+		}
 	}
 	for _, kv := range p.Environ(r.getenv) {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -378,11 +442,4 @@ func (r *resolver) visible(p string) (viewMount, bool) {
 		return viewMount{}, false
 	}
 	return best, true
-}
-
-// writableInView reports whether host path p is in a writable part of the
-// view: what is there, the sandbox may have put there.
-func (r *resolver) writableInView(p string) bool {
-	m, ok := r.visible(p)
-	return ok && m.writable
 }
