@@ -437,10 +437,12 @@ func Cleanup(args []string) {
 			return // not a directory cordon made
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// A loaded host may take a while to end what was left; past the
+	// deadline the sandbox may still be there, and its placeholders stay.
+	deadline := time.Now().Add(30 * time.Second)
 	for cgroup.Reclaim(dirs) != nil {
 		if time.Now().After(deadline) {
-			return // the sandbox may still be there: its placeholders stay
+			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
