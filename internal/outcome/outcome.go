@@ -315,6 +315,7 @@ var LimitPhrases = map[string]string{
 	"Cannot allocate memory":        "memory",
 	"MemoryError":                   "memory",
 	"runtime: out of memory":        "memory",
+	"fatal error: out of memory":    "memory",
 	"JavaScript heap out of memory": "memory",
 }
 

@@ -21,6 +21,7 @@ type idmapError struct {
 	path     string
 	fsType   string
 	uid, gid uint32 // its owner
+	to       int    // the sandbox user's host uid
 	err      error
 }
 
@@ -35,15 +36,19 @@ func (e *idmapError) Unwrap() error { return e.err }
 // the sandbox user may be the owner.
 func (e *idmapError) refusal() error {
 	fix := container.Fixes(container.NeedIdmap, e.path)
+	who := fmt.Sprintf("uid %d", e.uid)
+	if e.uid == 0 {
+		who = "host root"
+	}
 	return fmt.Errorf("%s is on %s, which cannot be idmapped here (%v), and uid %d owns it: "+
-		"the sandbox user (nobody on the host) cannot write it without being host root, so cordon refuses. Any of these gives it back:\n"+
+		"the sandbox user (uid %d on the host) cannot write it without being %s, so cordon refuses. Any of these gives it back:\n"+
 		"  - a volume or a tmpfs there: Docker: %s; Podman: %s; Kubernetes: %s\n"+
 		"  - an owner that is not root: chown -R 1000:1000 %s (the sandbox user then maps to it), or run cordon as that user: Docker: %s; Podman: %s; Kubernetes: %s\n"+
-		"  - --allow-degraded=%s: the sandbox user maps to the owner, host root (what only root may read or write in the view is then open to it)",
-		e.path, e.fsType, e.err, e.uid,
+		"  - --allow-degraded=%s: the sandbox user maps to its owner, %s (what only that user may read or write in the view is then open to the sandbox)",
+		e.path, e.fsType, e.err, e.uid, e.to, who,
 		fix.Docker, fix.Podman, fix.Kubernetes,
 		e.path, container.UserFlags.Docker, container.UserFlags.Podman, container.UserFlags.Kubernetes,
-		LayerIdmap)
+		LayerIdmap, who)
 }
 
 // fsTypeOf names the file system of an open file, for messages.
