@@ -131,9 +131,7 @@ func runArgv(args []byte) ([]string, error) {
 	var a struct {
 		Argv []string `json:"argv"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil || len(a.Argv) == 0 {
+	if err := tools.DecodeStrict(args, &a); err != nil || len(a.Argv) == 0 {
 		return nil, fmt.Errorf(`call: run takes {"argv": ["CMD", "ARG", ...]}`)
 	}
 	return a.Argv, nil

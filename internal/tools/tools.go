@@ -74,9 +74,11 @@ type Entry struct {
 // prints its result; exit status 1 when the tool failed, 2 on bad input.
 func Main(name string, stdin io.Reader, stdout io.Writer) int {
 	var a Args
-	dec := json.NewDecoder(io.LimitReader(stdin, MaxBytes+1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
+	data, err := io.ReadAll(io.LimitReader(stdin, MaxBytes+1<<20))
+	if err == nil {
+		err = DecodeStrict(data, &a)
+	}
+	if err != nil {
 		return report(stdout, Result{Error: fmt.Sprintf("arguments of %s: %v", name, err)}, 2)
 	}
 	r, err := Do(name, a)
