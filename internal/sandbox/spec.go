@@ -152,14 +152,16 @@ type Status struct {
 	OtherSignal int `json:"other_signal,omitempty"`
 }
 
-// EnvValue is name's value in env, "" when unset.
+// EnvValue is name's value in env (the last one, as a process reading env
+// sees it), "" when unset.
 func EnvValue(env []string, name string) string {
+	value := ""
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			return v
+			value = v
 		}
 	}
-	return ""
+	return value
 }
 
 // SetEnv sets name in env, replacing an earlier value; env is not
@@ -175,15 +177,7 @@ func SetEnv(env []string, name, value string) []string {
 }
 
 // PathOf is the value of PATH in env, "" without one.
-func PathOf(env []string) string {
-	path := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	return path
-}
+func PathOf(env []string) string { return EnvValue(env, "PATH") }
 
 // Placed is what cordon writes after the spec once init is in its cgroups.
 const Placed = "placed\n"

@@ -38,6 +38,8 @@ func TestDecodeStrict(t *testing.T) {
 		`{"argv":["git","status"],"ARGV":["sh","-c","id"]}`: `unknown field "ARGV"`,
 		`{"argv":["git","status"],"argv":["sh"]}`:           `field "argv" given twice`,
 		`{"argv":[{"a":1,"a":2}]}`:                          `field "a" given twice`,
+		// Nesting without end is refused, not followed down the stack.
+		`{"argv":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}`: "exceeded max depth",
 	} {
 		if err := DecodeStrict([]byte(in), &run); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want %q", in, err, want)
