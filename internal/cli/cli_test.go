@@ -451,7 +451,7 @@ func cmdCgroupGone(ts *testscript.TestScript, neg bool, args []string) {
 
 // cgroupread VAR PID FILE...: VAR is set to the content of the first FILE
 // that one of the cgroups of the cordon process PID has (cpu.max on v2,
-// cpu.cfs_quota_us on v1), waiting up to ten seconds for it.
+// cpu.cfs_quota_us on v1), waiting up to ten seconds for it to exist and to hold a limit (not the kernel's "no limit", read before cordon writes its own).
 func cmdCgroupRead(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 3 || neg {
 		ts.Fatalf("usage: cgroupread VAR PID FILE...")
@@ -477,8 +477,12 @@ func cmdCgroupRead(ts *testscript.TestScript, neg bool, args []string) {
 			}
 			return nil
 		})
-		if found != nil {
-			ts.Setenv(args[0], strings.TrimSpace(string(found)))
+		// cordon makes the cgroup, then writes its limits: a value that
+		// is still the kernel's "no limit" may be read in between.
+		v := strings.TrimSpace(string(found))
+		unset := v == "-1" || strings.HasPrefix(v, "max")
+		if found != nil && (!unset || time.Now().After(deadline)) {
+			ts.Setenv(args[0], v)
 			return
 		}
 		if time.Now().After(deadline) {
