@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/protect"
+	"golang.org/x/sys/unix"
 )
 
 // watchEvery is how often the cgroup's counters are read; idleWatchEvery
@@ -402,13 +403,28 @@ func (l *limiter) startCleanup(dirs, placeholders []string) error {
 	defer r.Close()
 	args := append(append([]string{"cordon", CleanupArg}, dirs...), "--")
 	args = append(args, placeholders...)
-	l.cleanupHelper, err = start("/proc/self/exe", args, []*os.File{r}, &syscall.SysProcAttr{Setsid: true})
+	files := cleanupFiles(r)
+	defer closeAll(files[1:])
+	l.cleanupHelper, err = start("/proc/self/exe", args, files, &syscall.SysProcAttr{Setsid: true})
 	if err != nil {
 		w.Close()
 		return fmt.Errorf("starting the cgroup cleanup helper: %w", err)
 	}
 	l.cleanup = w
 	return nil
+}
+
+// cleanupFiles are the cleanup helper's files: stdin r, and fd 3 a pidfd
+// of cordon where the kernel has them. The helper removes placeholders
+// only once cordon is gone: its stdin closes while a killed cordon is
+// still closing its other files, the locks on the placeholders among them,
+// and the pidfd tells it when cordon has exited, all its files closed.
+func cleanupFiles(r *os.File) []*os.File {
+	files := []*os.File{r, nil, nil}
+	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err == nil {
+		files = append(files, os.NewFile(uintptr(fd), "cordon"))
+	}
+	return files
 }
 
 // CleanupArg is the hidden subcommand of the cleanup helper.
@@ -423,6 +439,9 @@ func Cleanup(args []string) {
 	if i := slices.Index(args, "--"); i >= 0 {
 		dirs, placeholders = args[:i], args[i+1:]
 	}
+	// fd 3 is cordon's pidfd, unless cordon could not make one.
+	link, _ := os.Readlink("/proc/self/fd/3")
+	hasPidfd := link == "anon_inode:[pidfd]"
 	var b [1]byte
 	swept := false // cordon removed the placeholders itself
 	for {
@@ -446,9 +465,24 @@ func Cleanup(args []string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !swept {
-		protect.Sweep(placeholders)
+	if swept {
+		return
 	}
+	// A placeholder is removed only when nothing holds a lock on it: wait
+	// until cordon has exited, its files closed (fd 3 is its pidfd, when
+	// the kernel has them), so that its own locks are not mistaken for
+	// another sandbox's.
+	fds := []unix.PollFd{{Fd: 3, Events: unix.POLLIN}}
+	for hasPidfd && time.Now().Before(deadline) {
+		n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond)+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n > 0 {
+			break // cordon is gone
+		}
+	}
+	protect.Sweep(placeholders)
 }
 
 // unprotect removes the placeholders of the protected paths (see package
