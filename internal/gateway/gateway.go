@@ -98,7 +98,8 @@ type tool struct {
 	hash     string
 	withdraw string // why the tool is not offered; "" when it is
 	rule     string // the profile field behind withdraw
-	declared map[string]bool // its arguments, by its input schema; nil until read
+	// declared are its arguments, by its input schema; nil until read.
+	declared map[string]bool
 }
 
 // session is one agent session: its policy state and its audit id.

@@ -230,7 +230,7 @@ func run(name string, a Args, decided map[string]File) (Result, error) {
 
 func readFile(path string, file File, limit int64) (Result, error) {
 	if !file.Exists {
-		return Result{}, &os.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+		return Result{}, &os.PathError{Op: "open", Path: path, Err: unix.ENOENT}
 	}
 	f, err := openDecided(file, os.O_RDONLY, 0)
 	if err != nil {
@@ -281,7 +281,7 @@ func writeFile(path string, file File, content string, appendTo bool) (Result, e
 
 func listFiles(path string, file File) (Result, error) {
 	if !file.Exists {
-		return Result{}, &os.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+		return Result{}, &os.PathError{Op: "open", Path: path, Err: unix.ENOENT}
 	}
 	f, err := openDecided(file, os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
