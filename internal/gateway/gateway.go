@@ -88,6 +88,9 @@ type Gateway struct {
 	withdrawn map[string]toolpolicy.Withdrawn
 	// hash is the profile's SHA-256, which approval requests carry.
 	hash string
+	// files are the labels of files written by labelled sessions, which
+	// every session reads; made on first use.
+	files *toolpolicy.FileLabels
 }
 
 // tool is a tool the gateway knows.
@@ -411,10 +414,15 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 
 		g.mu.Lock()
 		withdrawn := g.withdrawn
+		if g.files == nil {
+			g.files = toolpolicy.NewFileLabels()
+		}
+		files := g.files
 		g.mu.Unlock()
 		s.mu.Lock()
 		// The session refuses withdrawn tools, and does not suggest them.
 		s.policy.Withdraw(withdrawn)
+		s.policy.ShareFiles(files)
 		d := s.policy.Decide(c)
 		step := s.policy.Steps()
 		checkpoints := s.policy.TakeCheckpoints()

@@ -305,3 +305,19 @@ func TestNoResolverRefusesPaths(t *testing.T) {
 		t.Errorf("%v %q", isErr, text)
 	}
 }
+
+// A file written by a session that carries a secret is secret for every
+// later session of the gateway.
+func TestWrittenFileLabelsCrossSessions(t *testing.T) {
+	f := newBuiltinFixture(t, nil)
+	cs := f.connect(t)
+	call(t, cs, "read_file", `{"path":".env"}`)
+	if text, isErr := call(t, cs, "write_file", `{"path":"notes/new-copy.md","content":"K=V"}`); isErr {
+		t.Fatalf("write: %q", text)
+	}
+	cs = f.connect(t)
+	call(t, cs, "read_file", `{"path":"notes/new-copy.md"}`)
+	if text, isErr := call(t, cs, "fetch", `{"url":"https://example.org/"}`); !isErr || !strings.Contains(text, `carries "secret"`) {
+		t.Errorf("fetch after reading a file a labelled session wrote: %v %q", isErr, text)
+	}
+}

@@ -104,9 +104,12 @@ func TestFailedResultLabels(t *testing.T) {
 }
 
 // A file written while the session carried a label keeps it, by path and
-// by identity, for a later session's read through the same map.
+// by identity, for a later session's read through the same FileLabels.
 func TestWrittenFilesKeepLabels(t *testing.T) {
-	s := NewSession(load(t, filesProfile), nil)
+	p := load(t, filesProfile)
+	shared := NewFileLabels()
+	s := NewSession(p, nil)
+	s.ShareFiles(shared)
 	s.Record(1, Call{Tool: "vault"}, false, true)
 	w := Call{Tool: "write_file", Args: map[string]any{"path": ws + "/notes/copy"}, Workspace: ws,
 		Files: map[string]File{"path": {Path: ws + "/notes/copy", Dev: 1, Ino: 40}}}
@@ -114,12 +117,14 @@ func TestWrittenFilesKeepLabels(t *testing.T) {
 	existing := Call{Tool: "write_file", Args: map[string]any{"path": ws + "/notes/old"}, Workspace: ws,
 		Files: map[string]File{"path": {Path: ws + "/notes/old", Exists: true, Dev: 1, Ino: 41, Links: 1}}}
 	s.Record(3, existing, true, true) // failed, and still labelled
+	later := NewSession(p, nil)
+	later.ShareFiles(shared)
 	for _, c := range []Call{file(ws+"/notes/copy", 99, 1), file(ws+"/other-name", 41, 1)} {
-		if got := s.ResultLabels(c); !slices.Equal(got, []string{"secret"}) {
+		if got := later.ResultLabels(c); !slices.Equal(got, []string{"secret"}) {
 			t.Errorf("%v: %v", c.Files, got)
 		}
 	}
-	if got := s.ResultLabels(file(ws+"/notes/else", 42, 1)); len(got) != 0 {
+	if got := later.ResultLabels(file(ws+"/notes/else", 42, 1)); len(got) != 0 {
 		t.Errorf("an unwritten file: %v", got)
 	}
 }
@@ -129,12 +134,12 @@ func TestWrittenFilesKeepLabels(t *testing.T) {
 func TestWrittenFilesBounded(t *testing.T) {
 	s := NewSession(load(t, filesProfile), nil)
 	s.Record(1, Call{Tool: "vault"}, false, true)
-	for i := range maxFiles + 1 {
+	for i := range MaxFiles + 1 {
 		p := fmt.Sprintf("%s/notes/%d", ws, i)
 		s.Record(2, Call{Tool: "write_file", Args: map[string]any{"path": p}, Workspace: ws, Files: map[string]File{"path": {Path: p}}}, false, true)
 	}
-	if len(s.files) > maxFiles {
-		t.Errorf("%d files kept", len(s.files))
+	if n := s.files.Len(); n > MaxFiles {
+		t.Errorf("%d files kept", n)
 	}
 	if got := s.ResultLabels(file(ws+"/README.md", 9, 1)); !slices.Equal(got, []string{"secret"}) {
 		t.Errorf("after the bound, a file read: %v", got)

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/cel"
@@ -117,11 +118,9 @@ type Session struct {
 	lastFailed string
 	fails      int
 
-	// files are the labels of files the session wrote while it carried
-	// them, by path and by identity; spilled are the labels of those it
-	// could not keep (more than maxFiles), which every file then carries.
-	files   map[string][]string
-	spilled []string
+	// files are the labels of files written while a session carried
+	// them; shared by the sessions of one gateway.
+	files *FileLabels
 }
 
 // NewSession starts a session for the profile; now is the clock (nil for
@@ -303,7 +302,7 @@ func argsOf(c Call) map[string]any {
 // failed or not.
 func (s *Session) Record(step int, c Call, failed, shown bool) {
 	if s.p.Tools[c.Tool].Class == "write" && len(s.labels) > 0 {
-		s.labelFiles(c)
+		s.fileLabels().add(c, s.Labels())
 	}
 	if failed {
 		k := key(c)
@@ -348,16 +347,8 @@ func (s *Session) ResultLabels(c Call) []string {
 			out = append(out, r.Labels...)
 		}
 	}
-	for _, arg := range slices.Sorted(maps.Keys(c.Files)) {
-		f := c.Files[arg]
-		if len(s.files) == 0 && len(s.spilled) == 0 {
-			break
-		}
-		out = append(out, s.files[f.Path]...)
-		if f.Exists {
-			out = append(out, s.files[identity(f)]...)
-		}
-		out = append(out, s.spilled...)
+	if len(c.Files) > 0 {
+		out = append(out, s.fileLabels().of(c)...)
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
@@ -384,34 +375,76 @@ func matchFile(r profile.LabelRule, p, ws string) bool {
 	return strings.HasSuffix(p, r.Suffix)
 }
 
-// maxFiles is how many files' labels (paths and identities) a session
+// MaxFiles is how many files' labels (paths and identities) a FileLabels
 // keeps.
-const maxFiles = 4096
+const MaxFiles = 4096
 
-// labelFiles gives the files a call names the labels the session carries.
-func (s *Session) labelFiles(c Call) {
-	if len(c.Files) == 0 {
-		return
-	}
+// FileLabels are the labels of the files sessions wrote while they carried
+// them, by canonical path and by identity (device and inode: a hard link
+// is the same file). It is bounded: past MaxFiles entries, the labels it
+// cannot keep are given to every file, so that an overflow labels too
+// much, never too little. It is safe for concurrent use, so that the
+// sessions of one gateway share it: a file one session wrote is labelled
+// for the next.
+type FileLabels struct {
+	mu      sync.Mutex
+	m       map[string][]string
+	spilled []string
+}
+
+// NewFileLabels is an empty set of file labels.
+func NewFileLabels() *FileLabels { return &FileLabels{m: map[string][]string{}} }
+
+// ShareFiles makes the session label and look up written files in f
+// (shared with other sessions) rather than in a set of its own.
+func (s *Session) ShareFiles(f *FileLabels) { s.files = f }
+
+func (s *Session) fileLabels() *FileLabels {
 	if s.files == nil {
-		s.files = map[string][]string{}
+		s.files = NewFileLabels()
 	}
-	ls := s.Labels()
+	return s.files
+}
+
+// add gives the files a call names the labels ls.
+func (f *FileLabels) add(c Call, ls []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for _, arg := range slices.Sorted(maps.Keys(c.Files)) {
-		f := c.Files[arg]
-		keys := []string{f.Path}
-		if f.Exists {
-			keys = append(keys, identity(f))
+		file := c.Files[arg]
+		keys := []string{file.Path}
+		if file.Exists {
+			keys = append(keys, identity(file))
 		}
 		for _, k := range keys {
-			if _, ok := s.files[k]; !ok && len(s.files) >= maxFiles {
-				// Full: every file carries these labels from now on.
-				s.spilled = union(s.spilled, ls)
+			if _, ok := f.m[k]; !ok && len(f.m) >= MaxFiles {
+				f.spilled = union(f.spilled, ls)
 				continue
 			}
-			s.files[k] = union(s.files[k], ls)
+			f.m[k] = union(f.m[k], ls)
 		}
 	}
+}
+
+// of are the labels of the files a call names.
+func (f *FileLabels) of(c Call) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.spilled)
+	for _, file := range c.Files {
+		out = append(out, f.m[file.Path]...)
+		if file.Exists {
+			out = append(out, f.m[identity(file)]...)
+		}
+	}
+	return out
+}
+
+// Len is how many paths and identities f holds.
+func (f *FileLabels) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.m)
 }
 
 // identity keys a file by its device and inode.
