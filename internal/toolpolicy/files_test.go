@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const filesProfile = `version: 1
@@ -144,4 +145,33 @@ func TestWrittenFilesBounded(t *testing.T) {
 	if got := s.ResultLabels(file(ws+"/README.md", 9, 1)); !slices.Equal(got, []string{"secret"}) {
 		t.Errorf("after the bound, a file read: %v", got)
 	}
+}
+
+// BenchmarkDecideFiles decides calls on resolved files: a read whose
+// result is labelled by glob rules (and recorded, so its labels are
+// matched), and a write held to notes/ by a path constraint.
+func BenchmarkDecideFiles(b *testing.B) {
+	p := load(b, filesProfile)
+	s := NewSession(p, nil)
+	s.ShareFiles(NewFileLabels())
+	read := file(ws+"/deploy/config/.env.production", 7, 1)
+	write := Call{Tool: "write_file", Args: map[string]any{"path": ws + "/notes/summary.md", "content": "x"}, Workspace: ws,
+		Files: map[string]File{"path": {Path: ws + "/notes/summary.md", Exists: true, Dev: 1, Ino: 8, Links: 1}}}
+	var took []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if d := s.Decide(read); !d.Allow {
+			b.Fatal(d.Reason)
+		}
+		s.Record(s.Steps(), read, false, true)
+		took = append(took, time.Since(start))
+		start = time.Now()
+		if d := s.Decide(write); !d.Allow {
+			b.Fatal(d.Reason)
+		}
+		s.Record(s.Steps(), write, false, true)
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds())/1e3, "p99-µs/decision")
 }
