@@ -6,6 +6,11 @@
 // unless it says otherwise, and the destinations it allows, through the
 // egress proxy. A tool reads its arguments as JSON on stdin and writes its
 // result as JSON on stdout.
+//
+// A tool acts on exactly the file its call was decided on: the gateway
+// resolves path arguments first (the hidden mode ResolveArg, in a sandbox
+// of the same profile) and passes each resolved file's identity; the tool
+// opens it name by name without following links, and checks it.
 package tools
 
 import (
