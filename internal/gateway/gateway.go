@@ -394,7 +394,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		sent := r.Params.Arguments
 		c, raw, bad := g.canonical(ctx, name, sent)
 		if bad != nil {
-			return refusal(*bad), nil
+			return g.refuseArguments(s, name, sent, *bad), nil
 		}
 		// What was decided is what runs: the tool receives the decided
 		// arguments' bytes, and is held to the files they name.

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/cel"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
@@ -227,4 +230,21 @@ func callRecord(c toolpolicy.Call, decided, sent json.RawMessage, step int, sess
 		rec["sent"] = sent
 	}
 	return rec
+}
+
+// refuseArguments records a call refused before the policy decided it
+// (its arguments could not be decoded or its paths resolved), and is the
+// refusal the agent gets.
+func (g *Gateway) refuseArguments(s *session, name string, sent json.RawMessage, d toolpolicy.Decision) *mcp.CallToolResult {
+	rec := map[string]any{"tool": name, "session": s.id}
+	if json.Valid(sent) {
+		rec["sent"] = sent
+	} else {
+		rec["sent"] = string(sent)
+	}
+	g.record(s,
+		audit.Event{Kind: audit.Action, Type: "tool_call", Data: rec},
+		audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: map[string]any{"tool": name, "session": s.id, "allow": false, "rule": d.Rule, "reason": d.Reason}},
+	)
+	return refusal(d)
 }

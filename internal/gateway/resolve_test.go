@@ -321,3 +321,19 @@ func TestWrittenFileLabelsCrossSessions(t *testing.T) {
 		t.Errorf("fetch after reading a file a labelled session wrote: %v %q", isErr, text)
 	}
 }
+
+// A call refused for its arguments is on the record, with what was sent.
+func TestArgumentRefusalsAreRecorded(t *testing.T) {
+	f := pinned(t)
+	call(t, f.connect(t), "read_file", `{"path":"a","Path":"b"}`)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var got []string
+	for _, e := range f.evs {
+		b, _ := json.Marshal(e.Data)
+		got = append(got, string(e.Type)+" "+string(b))
+	}
+	if len(got) != 2 || !strings.Contains(got[0], `tool_call {"sent":{"path":"a","Path":"b"}`) || !strings.Contains(got[1], `"allow":false`) || !strings.Contains(got[1], `"rule":"arguments"`) {
+		t.Errorf("events:\n%s", strings.Join(got, "\n"))
+	}
+}
