@@ -8,9 +8,11 @@
 // operators with CEL's commutative handling of errors, in, the conditional
 // operator, has(), size(), the conversions int(), double(), string() and
 // bool(), the string methods startsWith, endsWith, contains and matches
-// (RE2), and the macros all, exists, exists_one, map and filter. Anything
-// else is refused when the profile is loaded, so a constraint never means
-// something other than what it says. The tests check every construct
+// (RE2), and the macros all, exists, exists_one, map and filter; and
+// cordon's path methods within, glob, base, dir and ext (path.go), over a
+// path argument resolved to its file. Anything else is refused when the
+// profile is loaded, so a constraint never means something other than
+// what it says. The tests check every construct
 // against cel-go, CEL's reference implementation in Go; cordon does not link
 // cel-go itself, whose initialisation would slow every cordon process.
 package cel

@@ -459,6 +459,9 @@ func call(n *callNode, s *scope) (any, error) {
 		if n.custom != nil {
 			return n.custom(r, args)
 		}
+		if n.path {
+			return pathCall(n, r, args, s)
+		}
 		str, ok1 := r.(string)
 		arg, ok2 := args[0].(string)
 		if !ok1 || !ok2 {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+
+	"github.com/cordon-sandbox/cordon/internal/pathglob"
 )
 
 // Nodes of a parsed expression.
@@ -31,6 +33,8 @@ type (
 		// custom is a method of the environment.
 		custom func(recv any, args []any) (any, error)
 		pos    int
+		// path is a path method (pathMethods).
+		path bool
 	}
 	unaryNode struct {
 		op  string
@@ -394,6 +398,21 @@ func (p *parser) method(x node, id token, args []node) (node, error) {
 		}
 		return &callNode{fn: "size", args: []node{x}, pos: id.pos}, nil
 	}
+	if arity, ok := pathMethods[id.text]; ok {
+		if len(args) != arity {
+			return nil, &Error{Pos: id.pos, Msg: fmt.Sprintf("%s() takes %d arguments", id.text, arity)}
+		}
+		if l, ok := lit0(args); ok && id.text == "glob" {
+			s, ok := l.v.(string)
+			if !ok {
+				return nil, &Error{Pos: id.pos, Msg: "glob() takes a string"}
+			}
+			if err := pathglob.Check(s); err != nil {
+				return nil, &Error{Pos: id.pos, Msg: fmt.Sprintf("glob(): %v", err)}
+			}
+		}
+		return &callNode{fn: id.text, recv: x, args: args, path: true, pos: id.pos}, nil
+	}
 	if m, ok := p.methods[id.text]; ok {
 		if len(args) != m.Arity {
 			return nil, &Error{Pos: id.pos, Msg: fmt.Sprintf("%s() takes %d arguments", id.text, m.Arity)}
@@ -401,6 +420,15 @@ func (p *parser) method(x node, id token, args []node) (node, error) {
 		return &callNode{fn: id.text, recv: x, args: args, custom: m.Fn, pos: id.pos}, nil
 	}
 	return nil, &Error{Pos: id.pos, Msg: fmt.Sprintf("undeclared method %s()", id.text)}
+}
+
+// lit0 is a call's only argument when it is a literal.
+func lit0(args []node) (*lit, bool) {
+	if len(args) != 1 {
+		return nil, false
+	}
+	l, ok := args[0].(*lit)
+	return l, ok
 }
 
 // macros are the comprehensions over a list or a map's keys.

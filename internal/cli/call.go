@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/audit"
-	"github.com/cordon-sandbox/cordon/internal/cel"
+	"github.com/cordon-sandbox/cordon/internal/gateway"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
@@ -36,13 +37,14 @@ func callCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("call: name a tool and its arguments as a JSON object"))
 	}
 	name := operands[0]
-	var c toolpolicy.Call
-	c.Tool = name
-	if c.Args, err = cel.FromJSON([]byte(operands[1])); err != nil {
-		return fail(e, fmt.Errorf("call: arguments: %v (want a JSON object)", err))
-	}
 	if name != runTool && !slices.Contains(tools.Names, name) {
 		return fail(e, fmt.Errorf("call: %s is not a built-in tool (%s, %s)", name, strings.Join(tools.Names, ", "), runTool))
+	}
+	// The arguments are decoded as the gateway decodes them: once,
+	// strictly, by the tool's schema; what the policy decides is what runs.
+	c := toolpolicy.Call{Tool: name}
+	if c.Args, _, err = gateway.Canonical(name, []byte(operands[1]), gateway.BuiltinDeclared(name)); err != nil {
+		return fail(e, fmt.Errorf("call: %v", err))
 	}
 	if name == runTool {
 		if _, err := runArgv([]byte(operands[1])); err != nil {
@@ -53,6 +55,11 @@ func callCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	r := &probeRunner{e: e, allow: allow, audit: al, guard: pf.guarded(e)}
+	if err := gateway.ResolveFiles(context.Background(), p, resolver(e, p, "", r), "", &c); err != nil {
+		return fail(e, fmt.Errorf("call: %v", err))
+	}
+	decided, _ := json.Marshal(c.Args)
 	d := toolpolicy.NewSession(p, nil).Decide(c)
 	// The call and its decision are on the record before anything runs;
 	// the sandbox's own events (what ran, its result) follow.
@@ -74,8 +81,7 @@ func callCmd(e *env, args []string) int {
 		}
 		return 1
 	}
-	r := &probeRunner{e: e, allow: allow, audit: al, guard: pf.guarded(e)}
-	out, failed, err := runBuiltin(r, p, name, []byte(operands[1]))
+	out, failed, err := runBuiltin(r, p, name, decided, expects(c.Files))
 	if err != nil {
 		return fail(e, err)
 	}
@@ -90,7 +96,7 @@ func callCmd(e *env, args []string) int {
 // sandbox built from p and returns its JSON result; failed says the tool
 // failed (the result says why, a run tool's command did not succeed), err
 // that it could not be run at all.
-func runBuiltin(r *probeRunner, p *profile.Profile, name string, args []byte) (result []byte, failed bool, err error) {
+func runBuiltin(r *probeRunner, p *profile.Profile, name string, args []byte, expect []string) (result []byte, failed bool, err error) {
 	if name == runTool {
 		argv, err := runArgv(args)
 		if err != nil {
@@ -113,7 +119,7 @@ func runBuiltin(r *probeRunner, p *profile.Profile, name string, args []byte) (r
 		w.Close()
 	}()
 	var out, stderr bytes.Buffer
-	o, err := r.sandboxIn(p, []string{"cordon", tools.Arg, name}, true, in, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) }, nil)
+	o, err := r.sandboxIn(p, append([]string{"cordon", tools.Arg, name}, expect...), true, in, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) }, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w%s", err, indentStderr(stderr.Bytes()))
 	}
@@ -186,9 +192,12 @@ func callRun(r *probeRunner, p *profile.Profile, argv []string) ([]byte, bool, e
 
 // toolMain is the hidden subcommand tools.Arg, inside the sandbox.
 func toolMain(args []string) int {
-	if len(args) != 1 {
-		fmt.Fprintln(os.Stderr, "cordon: usage: "+tools.Arg+" NAME (arguments on stdin)")
+	if len(args) == 1 && args[0] == tools.ResolveArg {
+		return tools.ResolveMain(os.Stdin, os.Stdout)
+	}
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "cordon: usage: "+tools.Arg+" NAME [ARG=DEV:INO:file|new ...] (arguments on stdin)")
 		return 2
 	}
-	return tools.Main(args[0], os.Stdin, os.Stdout)
+	return tools.Main(args[0], args[1:], os.Stdin, os.Stdout)
 }

@@ -161,8 +161,10 @@ func gatewayFor(ctx context.Context, e *env, p *profile.Profile, file string, al
 	return gateway.New(ctx, gateway.Config{
 		Profile: p,
 		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
-			return runBuiltin(r, p, tool, args)
+			return runBuiltin(r, p, tool, args, expects(gateway.DecidedFiles(ctx)))
 		},
+		Resolve:   resolver(e, p, file, r),
+		Workspace: viewWorkspace(e, p),
 		Upstreams: ups,
 		Record:    record,
 		NewID:     newSessionID,

@@ -12,11 +12,15 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 )
 
-// traceLine is one recorded tool call: the call, and whether it failed
-// once it ran (a failed call shows the agent no data).
+// traceLine is one recorded tool call: the call (its resolved files and
+// workspace included), whether it failed once it ran, and whether a failed
+// call's result was shown to the agent.
 type traceLine struct {
 	toolpolicy.Call
 	Failed bool `json:"failed,omitempty"`
+	// Shown says the result of a failed call was shown to the agent (its
+	// error, partial output): it brings its labels in as a result does.
+	Shown bool `json:"shown,omitempty"`
 	// Approved says a person approved the call, had it been held.
 	Approved bool `json:"approved,omitempty"`
 	// BytesIn is the size of the result the agent was shown.
@@ -70,9 +74,10 @@ func replayCmd(e *env, args []string) int {
 			r.Approved = true
 		}
 		if d.Allow || r.Approved {
-			s.Record(s.Steps(), c.Call, c.Failed)
+			shown := !c.Failed || c.Shown
+			s.Record(s.Steps(), c.Call, c.Failed, shown)
 			s.Received(c.BytesIn)
-			if !c.Failed {
+			if shown {
 				r.Labels = s.ResultLabels(c.Call)
 			}
 		} else if !r.Approved {

@@ -672,7 +672,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // the calls are in the server's audit log.
 func TestServeMCP(t *testing.T) {
 	s := startServe(t, "  toolsy:\n    profile: toolsy.yaml\n", map[string]string{
-		"toolsy.yaml": "version: 1\nagent: toolsy\nworkspace:\n  path: ws\ntools:\n  read_file:\n    class: read\n    constraints:\n      - '!args.path.contains(\"..\")'\n",
+		"toolsy.yaml": "version: 1\nagent: toolsy\nworkspace:\n  path: ws\ntools:\n  read_file:\n    class: read\n    constraints:\n      - 'args.path.within(\".\")'\n",
 	})
 	if err := os.MkdirAll(filepath.Join(s.dir, "ws"), 0o755); err != nil {
 		t.Fatal(err)

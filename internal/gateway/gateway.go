@@ -32,7 +32,6 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
-	"github.com/cordon-sandbox/cordon/internal/cel"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 )
@@ -63,6 +62,13 @@ type Config struct {
 	ProfileFile string
 	// PollEvery is how often a held call looks for its decision.
 	PollEvery time.Duration
+	// Resolve resolves the path arguments of calls in the view of the
+	// sandbox that acts on them; without it, a call that names a file is
+	// refused.
+	Resolve Resolver
+	// Workspace is the workspace in the agent's view, from which the
+	// relative names of constraints are taken when a call names no file.
+	Workspace string
 }
 
 // Gateway is the MCP server of one profile.
@@ -82,6 +88,9 @@ type Gateway struct {
 	withdrawn map[string]toolpolicy.Withdrawn
 	// hash is the profile's SHA-256, which approval requests carry.
 	hash string
+	// files are the labels of files written by labelled sessions, which
+	// every session reads; made on first use.
+	files *toolpolicy.FileLabels
 }
 
 // tool is a tool the gateway knows.
@@ -92,6 +101,8 @@ type tool struct {
 	hash     string
 	withdraw string // why the tool is not offered; "" when it is
 	rule     string // the profile field behind withdraw
+	// declared are its arguments, by its input schema; nil until read.
+	declared map[string]bool
 }
 
 // session is one agent session: its policy state and its audit id.
@@ -380,15 +391,15 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		s := g.session(r.Session)
 		name := r.Params.Name
-		raw := r.Params.Arguments
-		if len(raw) == 0 {
-			raw = json.RawMessage("{}")
+		sent := r.Params.Arguments
+		c, raw, bad := g.canonical(ctx, name, sent)
+		if bad != nil {
+			return g.refuseArguments(s, name, sent, *bad), nil
 		}
-		args, err := cel.FromJSON(raw)
-		if err != nil {
-			return refusal(toolpolicy.Decision{Rule: "arguments", Reason: fmt.Sprintf("the arguments of %s are not a JSON object: %v", name, err)}), nil
-		}
-		c := toolpolicy.Call{Tool: name, Args: args}
+		// What was decided is what runs: the tool receives the decided
+		// arguments' bytes, and is held to the files they name.
+		r.Params.Arguments = raw
+		ctx = WithDecidedFiles(ctx, c.Files)
 		if st := r.Params.RequestState; strings.HasPrefix(st, statePrefix) {
 			// The client's user has answered (or is asked again): the call
 			// was decided when it was first made.
@@ -403,10 +414,15 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 
 		g.mu.Lock()
 		withdrawn := g.withdrawn
+		if g.files == nil {
+			g.files = toolpolicy.NewFileLabels()
+		}
+		files := g.files
 		g.mu.Unlock()
 		s.mu.Lock()
 		// The session refuses withdrawn tools, and does not suggest them.
 		s.policy.Withdraw(withdrawn)
+		s.policy.ShareFiles(files)
 		d := s.policy.Decide(c)
 		step := s.policy.Steps()
 		checkpoints := s.policy.TakeCheckpoints()
@@ -426,7 +442,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 			decision["held"] = true
 		}
 		if err := g.record(s,
-			audit.Event{Kind: audit.Action, Type: "tool_call", Data: map[string]any{"tool": name, "args": json.RawMessage(raw), "step": step, "session": s.id}},
+			audit.Event{Kind: audit.Action, Type: "tool_call", Data: callRecord(c, raw, sent, step, s.id)},
 			audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: decision},
 		); err != nil {
 			return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the call could not be recorded (%v), so it was not made", err)}), nil
@@ -498,17 +514,23 @@ func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result,
 		return res, err
 	}
 	failed := err != nil || ctr == nil || ctr.IsError
+	// Whatever reaches the agent brings its labels, an error included;
+	// only cordon's own refusals show nothing of the tool's.
+	refused := false
+	if ctr != nil {
+		_, refused = ctr.Meta["cordon/refusal"].(toolpolicy.Decision)
+	}
 	var shownBytes []byte
 	if err == nil && ctr != nil {
 		shownBytes, _ = json.Marshal(ctr.Content)
 	}
 	s.mu.Lock()
-	s.policy.Record(step, c, failed)
+	s.policy.Record(step, c, failed, !refused)
 	s.policy.Received(len(shownBytes))
 	labels := s.policy.ResultLabels(c)
 	s.mu.Unlock()
 	shown := map[string]any{"tool": name, "step": step, "session": s.id, "failed": failed}
-	if !failed && len(labels) > 0 {
+	if !refused && len(labels) > 0 {
 		shown["labels"] = labels
 	}
 	if err != nil {
@@ -568,6 +590,10 @@ func (g *Gateway) runBuiltin(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	raw := req.Params.Arguments
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
+	}
+	ctx, err := g.redecide(ctx, req.Params.Name, raw)
+	if err != nil {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "cordon did not run the tool: " + err.Error()}}}, nil
 	}
 	out, failed, err := g.cfg.Run(ctx, req.Params.Name, raw)
 	if err != nil {

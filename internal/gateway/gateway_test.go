@@ -135,6 +135,7 @@ func newFixture(t *testing.T, pins ...string) *fixture {
 		NewID:     func() string { n++; return fmt.Sprint("session-", n) },
 		Approvals: f.store,
 		PollEvery: 10 * time.Millisecond,
+		Resolve:   fakeResolve(nil),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -234,10 +235,14 @@ func TestFlowRuleNamesTheEarlierCall(t *testing.T) {
 	if !isErr {
 		t.Fatalf("fetch after reading a secret was allowed: %q", text)
 	}
-	for _, want := range []string{"rule tools.fetch.accepts", `carries "secret", brought in by call 1 (read_file {"path":"secrets/key"})`, "What is allowed: a new session, without that data, may call it."} {
+	for _, want := range []string{"rule tools.fetch.accepts", `carries "secret", brought in by call 1 (read_file {"path":"/ws/secrets/key"})`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("refusal %q lacks %q", text, want)
 		}
+	}
+	// A refusal suggests no way around the rule.
+	if strings.Contains(text, "What is allowed") || strings.Contains(text, "new session") {
+		t.Errorf("refusal %q suggests a way around it", text)
 	}
 	// A fresh session carries nothing.
 	if text, isErr := call(t, f.connect(t), "fetch", `{"url": "https://example.org/"}`); isErr {
@@ -304,11 +309,11 @@ func TestEverythingIsRecorded(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %s %s", e.Kind, e.Type, b))
 	}
 	want := []string{
-		`action tool_call {"args":{"path":"secrets/key"},"session":"session-1","step":1,"tool":"read_file"}`,
+		`action tool_call {"args":{"path":"/ws/secrets/key"},"files":{"path":{"path":"/ws/secrets/key","exists":true,"dev":1,"ino":`,
 		`decision tool_decision {"allow":true,"reason":"read_file (read) is allowed by the profile","rule":"tools.read_file","session":"session-1","step":1,"tool":"read_file"}`,
 		`input tool_result {"bytes":59,"content":"[{\"type\":\"text\",\"text\":\"{\\\"content\\\":\\\"from read_file\\\"}\"}]","failed":false,"labels":["secret"],"session":"session-1","sha256":"`,
 		`action tool_call {"args":{"url":"https://example.org/"},"session":"session-1","step":2,"tool":"fetch"}`,
-		`decision tool_decision {"allow":false,"because":1,"reason":"the session carries \"secret\", brought in by call 1 (read_file {\"path\":\"secrets/key\"}), and fetch accepts nothing labelled","rule":"tools.fetch.accepts","session":"session-1","step":2,"tool":"fetch"}`,
+		`decision tool_decision {"allow":false,"because":1,"reason":"the session carries \"secret\", brought in by call 1 (read_file {\"path\":\"/ws/secrets/key\"}), and fetch accepts nothing labelled","rule":"tools.fetch.accepts","session":"session-1","step":2,"tool":"fetch"}`,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("events:\n%s", strings.Join(got, "\n"))
@@ -346,6 +351,7 @@ trajectory:
 		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
 			return []byte(`{"content":"x"}`), false, nil
 		},
+		Resolve: fakeResolve(nil),
 		Record: func(e ...audit.Event) error {
 			mu.Lock()
 			defer mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/cel"
+	"github.com/cordon-sandbox/cordon/internal/pathglob"
 )
 
 // Tool is the profile's policy for one tool the agent may call: what kind
@@ -42,6 +43,11 @@ type Tool struct {
 	// approved ("sha256:HEX"); a tool whose description no longer matches
 	// is disabled.
 	Pin string `yaml:"pin,omitempty" json:"pin,omitempty"`
+	// Paths name the arguments of an upstream tool that are file paths:
+	// the gateway resolves them (symlinks included) in the server's view
+	// before constraints and labels read them, and sends the server the
+	// resolved path. Built-in tools know theirs.
+	Paths []string `yaml:"paths,omitempty" json:"paths,omitempty"`
 
 	// checks are the compiled Constraints.
 	checks []*cel.Program
@@ -76,14 +82,29 @@ func (p *Profile) Upstream(name string) (server, tool string, ok bool) {
 	return server, tool, ok
 }
 
-// LabelRule gives labels to what a call returns when the string argument
-// Arg starts with Prefix and ends with Suffix (either may be empty, not
-// both).
+// LabelRule gives labels to what a call returns when the argument Arg
+// matches: its value starts with Prefix and ends with Suffix (either may
+// be empty), and matches the glob pattern Glob (pathglob), when given. A
+// path argument is matched as the file it resolves to: Glob and a relative
+// Prefix against its path relative to the workspace, an absolute Prefix
+// and Suffix against its absolute path.
 type LabelRule struct {
 	Arg    string   `yaml:"arg" json:"arg"`
+	Glob   string   `yaml:"glob,omitempty" json:"glob,omitempty"`
 	Prefix string   `yaml:"prefix,omitempty" json:"prefix,omitempty"`
 	Suffix string   `yaml:"suffix,omitempty" json:"suffix,omitempty"`
 	Labels []string `yaml:"labels" json:"labels"`
+}
+
+// BuiltinPaths are the path arguments of the built-in tools.
+var BuiltinPaths = map[string][]string{"read_file": {"path"}, "write_file": {"path"}, "list_files": {"path"}}
+
+// PathArgs are the arguments of the tool name that are file paths.
+func (p *Profile) PathArgs(name string) []string {
+	if ps, ok := BuiltinPaths[name]; ok {
+		return ps
+	}
+	return p.Tools[name].Paths
 }
 
 // Session bounds one agent task: calls allowed, steps taken (every call
@@ -197,8 +218,13 @@ func (p *Profile) validateTools(bad func(field, format string, args ...any)) {
 			if r.Arg == "" {
 				bad(rf+".arg", "missing: the argument whose value is matched")
 			}
-			if r.Prefix == "" && r.Suffix == "" {
-				bad(rf, "give a prefix, a suffix or both")
+			if r.Prefix == "" && r.Suffix == "" && r.Glob == "" {
+				bad(rf, "give a glob, a prefix or a suffix")
+			}
+			if r.Glob != "" {
+				if err := pathglob.Check(r.Glob); err != nil {
+					bad(rf+".glob", "%v", err)
+				}
 			}
 			if len(r.Labels) == 0 {
 				bad(rf+".labels", "missing")
@@ -207,6 +233,14 @@ func (p *Profile) validateTools(bad func(field, format string, args ...any)) {
 		}
 		if t.Calls < 0 {
 			bad(field+".calls", "%d is negative", t.Calls)
+		}
+		if len(t.Paths) > 0 && !upstream {
+			bad(field+".paths", "only a tool of a server under servers names its path arguments (the built-in tools know theirs)")
+		}
+		for i, a := range t.Paths {
+			if a == "" || slices.Contains(t.Paths[:i], a) {
+				bad(fmt.Sprintf("%s.paths[%d]", field, i), "%q is empty or named twice", a)
+			}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.Servers)) {
@@ -260,6 +294,7 @@ func cloneTools(ts map[string]Tool) map[string]Tool {
 		t.Accepts = slices.Clone(t.Accepts)
 		t.Labels = slices.Clone(t.Labels)
 		t.Constraints = slices.Clone(t.Constraints)
+		t.Paths = slices.Clone(t.Paths)
 		for i := range t.Labels {
 			t.Labels[i].Labels = slices.Clone(t.Labels[i].Labels)
 		}

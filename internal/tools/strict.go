@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 )
@@ -83,6 +84,19 @@ func noDuplicates(dec *json.Decoder) error {
 		}
 		_, err = dec.Token()
 		return err
+	}
+	return nil
+}
+
+// NoDuplicates refuses a JSON value that names a key twice in an object,
+// at any depth, or that is followed by anything but space.
+func NoDuplicates(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := noDuplicates(dec); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("trailing data after the arguments")
 	}
 	return nil
 }

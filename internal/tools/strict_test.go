@@ -51,8 +51,37 @@ func TestDecodeStrict(t *testing.T) {
 func TestMainRefusesCaseVariants(t *testing.T) {
 	for _, name := range Names {
 		var out bytes.Buffer
-		if code := Main(name, strings.NewReader(`{"path":"x","Path":"y","url":"u"}`), &out); code != 2 || !strings.Contains(out.String(), `unknown field \"Path\"`) {
+		if code := Main(name, nil, strings.NewReader(`{"path":"x","Path":"y","url":"u"}`), &out); code != 2 || !strings.Contains(out.String(), `unknown field \"`) {
 			t.Errorf("%s: exit %d, %s", name, code, out.String())
+		}
+	}
+}
+
+// Each built-in tool decodes only the fields it declares: another tool's
+// field, a case variant or a key given twice is refused, for every tool.
+func TestDecodePerTool(t *testing.T) {
+	for _, tt := range []struct {
+		tool, in, err string
+	}{
+		{"read_file", `{"path":"a","max_bytes":3}`, ""},
+		{"read_file", `{"path":"a","content":"x"}`, `unknown field "content"`},
+		{"read_file", `{"path":"README.md","Path":".env"}`, `unknown field "Path"`},
+		{"read_file", `{"path":"README.md","path":".env"}`, `field "path" given twice`},
+		{"write_file", `{"path":"notes/a","content":"x","append":true}`, ""},
+		{"write_file", `{"path":"notes/ok.md","PATH":"pwned.sh","content":"x"}`, `unknown field "PATH"`},
+		{"write_file", `{"path":"notes/ok.md","content":"x","url":"u"}`, `unknown field "url"`},
+		{"write_file", `{"path":"notes/ok.md","content":"x","content":"y"}`, `given twice`},
+		{"list_files", `{"path":"."}`, ""},
+		{"list_files", `{"path":".","Path":"/"}`, `unknown field "Path"`},
+		{"list_files", `{"path":".","max_bytes":1}`, `unknown field "max_bytes"`},
+		{"fetch", `{"url":"https://example.invalid/","method":"GET"}`, ""},
+		{"fetch", `{"url":"https://example.invalid/","Url":"http://169.254.169.254/"}`, `unknown field "Url"`},
+		{"fetch", `{"url":"https://example.invalid/","path":"x"}`, `unknown field "path"`},
+		{"fetch", `{"url":"a","url":"b"}`, `given twice`},
+	} {
+		_, err := Decode(tt.tool, []byte(tt.in))
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%s %s: got %v, want %q", tt.tool, tt.in, err, tt.err)
 		}
 	}
 }

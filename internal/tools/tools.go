@@ -6,6 +6,11 @@
 // unless it says otherwise, and the destinations it allows, through the
 // egress proxy. A tool reads its arguments as JSON on stdin and writes its
 // result as JSON on stdout.
+//
+// A tool acts on exactly the file its call was decided on: the gateway
+// resolves path arguments first (the hidden mode ResolveArg, in a sandbox
+// of the same profile) and passes each resolved file's identity; the tool
+// opens it name by name without following links, and checks it.
 package tools
 
 import (
@@ -18,9 +23,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // Arg is the hidden subcommand that runs a built-in tool in a sandbox.
@@ -70,18 +78,89 @@ type Entry struct {
 	Size int64  `json:"size,omitempty"`
 }
 
+// toolArgs are the fields each built-in tool declares: a tool decodes
+// only its own, and refuses the others' (read_file takes no content).
+var toolArgs = map[string]func() any{
+	"read_file": func() any {
+		return &struct {
+			Path     string `json:"path"`
+			MaxBytes int64  `json:"max_bytes"`
+		}{}
+	},
+	"write_file": func() any {
+		return &struct {
+			Path    string `json:"path"`
+			Content string `json:"content"`
+			Append  bool   `json:"append"`
+		}{}
+	},
+	"list_files": func() any {
+		return &struct {
+			Path string `json:"path"`
+		}{}
+	},
+	"fetch": func() any {
+		return &struct {
+			URL      string `json:"url"`
+			Method   string `json:"method"`
+			MaxBytes int64  `json:"max_bytes"`
+		}{}
+	},
+}
+
+// Decode decodes the JSON arguments of the built-in tool name as DecodeStrict
+// does, into that tool's own fields only.
+func Decode(name string, data []byte) (Args, error) {
+	mk, ok := toolArgs[name]
+	if !ok {
+		return Args{}, fmt.Errorf("%s is not a built-in tool (%s)", name, strings.Join(Names, ", "))
+	}
+	v := mk()
+	if err := DecodeStrict(data, v); err != nil {
+		return Args{}, err
+	}
+	// Every tool's fields are a subset of Args's, by the same names.
+	b, _ := json.Marshal(v)
+	var a Args
+	if err := json.Unmarshal(b, &a); err != nil {
+		return Args{}, err
+	}
+	return a, nil
+}
+
 // Main runs the built-in tool name with the JSON arguments on stdin and
 // prints its result; exit status 1 when the tool failed, 2 on bad input.
-func Main(name string, stdin io.Reader, stdout io.Writer) int {
-	var a Args
-	data, err := io.ReadAll(io.LimitReader(stdin, MaxBytes+1<<20))
-	if err == nil {
-		err = DecodeStrict(data, &a)
-	}
-	if err != nil {
+// expects are the files its path arguments were decided on (ExpectArg);
+// without one, the tool resolves its path itself.
+func Main(name string, expects []string, stdin io.Reader, stdout io.Writer) int {
+	bad := func(err error) int {
 		return report(stdout, Result{Error: fmt.Sprintf("arguments of %s: %v", name, err)}, 2)
 	}
-	r, err := Do(name, a)
+	decided := map[string]File{}
+	for _, e := range expects {
+		arg, f, err := parseExpect(e)
+		if err != nil {
+			return bad(err)
+		}
+		decided[arg] = f
+	}
+	data, err := io.ReadAll(io.LimitReader(stdin, MaxBytes+1<<20))
+	if err != nil {
+		return bad(err)
+	}
+	a, err := Decode(name, data)
+	if err != nil {
+		return bad(err)
+	}
+	for arg, f := range decided {
+		if arg != "path" || a.Path == "" {
+			return bad(fmt.Errorf("a decided file for %q, which the call does not give", arg))
+		}
+		// The path given is the resolved one the policy decided on.
+		f.Path = a.Path
+		decided[arg] = f
+	}
+	r, err := run(name, a, decided)
 	if err != nil {
 		r.Error = err.Error()
 		return report(stdout, r, 1)
@@ -95,8 +174,14 @@ func report(w io.Writer, r Result, code int) int {
 	return code
 }
 
-// Do runs one built-in tool.
+// Do runs one built-in tool, resolving its path itself.
 func Do(name string, a Args) (Result, error) {
+	return run(name, a, nil)
+}
+
+// run runs one built-in tool on the files decided for its path arguments
+// (decided["path"]); a path not decided is resolved here.
+func run(name string, a Args, decided map[string]File) (Result, error) {
 	limit := a.MaxBytes
 	if limit <= 0 {
 		limit = DefaultMaxBytes
@@ -104,31 +189,55 @@ func Do(name string, a Args) (Result, error) {
 	if limit > MaxBytes {
 		return Result{}, fmt.Errorf("max_bytes: at most %d", MaxBytes)
 	}
+	file := func(p string) (File, error) {
+		if f, ok := decided["path"]; ok {
+			return f, nil
+		}
+		if p == "" {
+			return File{}, errors.New("path: missing")
+		}
+		return Resolve(p)
+	}
+	switch name {
+	case "read_file", "write_file":
+		if a.Path == "" {
+			return Result{}, errors.New("path: missing")
+		}
+	case "list_files":
+		if a.Path == "" {
+			a.Path = "."
+		}
+	}
 	switch name {
 	case "read_file":
-		return readFile(a.Path, limit)
+		f, err := file(a.Path)
+		if err != nil {
+			return Result{}, err
+		}
+		return readFile(a.Path, f, limit)
 	case "write_file":
-		return writeFile(a.Path, a.Content, a.Append)
+		f, err := file(a.Path)
+		if err != nil {
+			return Result{}, err
+		}
+		return writeFile(a.Path, f, a.Content, a.Append)
 	case "list_files":
-		return listFiles(a.Path)
+		f, err := file(a.Path)
+		if err != nil {
+			return Result{}, err
+		}
+		return listFiles(a.Path, f)
 	case "fetch":
 		return fetch(a.URL, a.Method, limit)
 	}
 	return Result{}, fmt.Errorf("%s is not a built-in tool (%s)", name, strings.Join(Names, ", "))
 }
 
-func needPath(p string) error {
-	if p == "" {
-		return errors.New("path: missing")
+func readFile(path string, file File, limit int64) (Result, error) {
+	if !file.Exists {
+		return Result{}, &os.PathError{Op: "open", Path: path, Err: unix.ENOENT}
 	}
-	return nil
-}
-
-func readFile(path string, limit int64) (Result, error) {
-	if err := needPath(path); err != nil {
-		return Result{}, err
-	}
-	f, err := os.Open(path)
+	f, err := openDecided(file, os.O_RDONLY, 0)
 	if err != nil {
 		return Result{}, err
 	}
@@ -152,17 +261,18 @@ func readFile(path string, limit int64) (Result, error) {
 	return r, nil
 }
 
-func writeFile(path, content string, appendTo bool) (Result, error) {
-	if err := needPath(path); err != nil {
-		return Result{}, err
-	}
+func writeFile(path string, file File, content string, appendTo bool) (Result, error) {
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if appendTo {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
 	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err := openDecided(file, flags, 0o644)
 	if err != nil {
 		return Result{}, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return Result{}, fmt.Errorf("%s is not a regular file", path)
 	}
 	n, err := f.WriteString(content)
 	if cerr := f.Close(); err == nil {
@@ -174,14 +284,20 @@ func writeFile(path, content string, appendTo bool) (Result, error) {
 	return Result{Path: path, Written: int64(n)}, nil
 }
 
-func listFiles(path string) (Result, error) {
-	if path == "" {
-		path = "."
+func listFiles(path string, file File) (Result, error) {
+	if !file.Exists {
+		return Result{}, &os.PathError{Op: "open", Path: path, Err: unix.ENOENT}
 	}
-	ents, err := os.ReadDir(path)
+	f, err := openDecided(file, os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return Result{}, err
 	}
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return Result{}, err
+	}
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	r := Result{Path: path}
 	for _, e := range ents {
 		if len(r.Entries) == maxEntries {

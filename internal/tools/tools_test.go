@@ -51,11 +51,11 @@ func TestFileTools(t *testing.T) {
 // status for the tool's failure distinct from bad input.
 func TestMainPrintsResults(t *testing.T) {
 	var out bytes.Buffer
-	if code := Main("read_file", strings.NewReader(`{"path": "/nonexistent/x"}`), &out); code != 1 || !strings.Contains(out.String(), `"error":"open /nonexistent/x: no such file or directory"`) {
+	if code := Main("read_file", nil, strings.NewReader(`{"path": "/nonexistent/x"}`), &out); code != 1 || !strings.Contains(out.String(), `"error":"resolve /nonexistent: no such file or directory"`) {
 		t.Errorf("failed tool: %d %s", code, out.String())
 	}
 	out.Reset()
-	if code := Main("read_file", strings.NewReader(`{"pth": "x"}`), &out); code != 2 || !strings.Contains(out.String(), `unknown field \"pth\"`) {
+	if code := Main("read_file", nil, strings.NewReader(`{"pth": "x"}`), &out); code != 2 || !strings.Contains(out.String(), `unknown field \"pth\"`) {
 		t.Errorf("bad arguments: %d %s", code, out.String())
 	}
 }

@@ -20,6 +20,7 @@ import (
 func main() {
 	describe := flag.String("describe", "", "file with the description of echo")
 	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
+	vault := flag.Bool("vault", false, "also offer vault, which reads a file as read does")
 	flag.Parse()
 	desc := "Echo the text back."
 	if *describe != "" {
@@ -30,16 +31,19 @@ func main() {
 		desc = strings.TrimSpace(string(b))
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcpfake", Version: "1"}, nil)
-	s.AddTool(&mcp.Tool{Name: "read", Description: "Read a file.", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			var a struct{ Path string }
-			json.Unmarshal(req.Params.Arguments, &a)
-			b, err := os.ReadFile(a.Path)
-			if err != nil {
-				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
-			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
-		})
+	read := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var a struct{ Path string }
+		json.Unmarshal(req.Params.Arguments, &a)
+		b, err := os.ReadFile(a.Path)
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+	}
+	s.AddTool(&mcp.Tool{Name: "read", Description: "Read a file.", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}, read)
+	if *vault {
+		s.AddTool(&mcp.Tool{Name: "vault", Description: "Read a secret.", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}, read)
+	}
 	s.AddTool(&mcp.Tool{Name: "echo", Description: desc, InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var a struct{ Text string }

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/cordon-sandbox/cordon/internal/gateway"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
+	"github.com/cordon-sandbox/cordon/internal/tools"
+)
+
+// resolveIn resolves paths in the view of a sandbox built from p, where
+// `cordon __tool resolve` resolves them as a tool there would open them.
+func resolveIn(r *probeRunner, p *profile.Profile, paths []string) (string, []tools.Resolved, error) {
+	in, w, err := os.Pipe()
+	if err != nil {
+		return "", nil, err
+	}
+	defer in.Close()
+	req, _ := json.Marshal(map[string]any{"paths": paths})
+	go func() {
+		w.Write(req)
+		w.Close()
+	}()
+	var out, stderr bytes.Buffer
+	o, err := r.sandboxIn(p, []string{"cordon", tools.Arg, tools.ResolveArg}, true, in,
+		func(rd io.Reader) { io.Copy(&out, io.LimitReader(rd, 1<<20)) }, func(rd io.Reader) { io.Copy(&stderr, io.LimitReader(rd, 64<<10)) }, nil)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w%s", err, indentStderr(stderr.Bytes()))
+	}
+	if o.Status != outcome.OK {
+		return "", nil, fmt.Errorf("%s%s", o.Summary(), indentStderr(out.Bytes()))
+	}
+	var res tools.Resolution
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		return "", nil, fmt.Errorf("the resolver's answer: %v", err)
+	}
+	if len(res.Files) != len(paths) || !filepath.IsAbs(res.Workspace) {
+		return "", nil, fmt.Errorf("the resolver answered %d files for %d paths, in workspace %q", len(res.Files), len(paths), res.Workspace)
+	}
+	return res.Workspace, res.Files, nil
+}
+
+// resolver resolves the paths of calls for the gateway of p (read from
+// file): the built-in tools' in a sandbox of p, an upstream server's in a
+// sandbox of its own profile. A remote server's files are not on this
+// host: its paths are only made absolute from the workspace and cleaned,
+// as names.
+func resolver(e *env, p *profile.Profile, file string, r *probeRunner) gateway.Resolver {
+	dir := e.cwd
+	if file != "" {
+		dir = filepath.Dir(file)
+	}
+	return func(ctx context.Context, server string, paths []string) (string, []tools.Resolved, error) {
+		if server == "" {
+			return resolveIn(r, p, paths)
+		}
+		srv, ok := p.Servers[server]
+		if !ok {
+			return "", nil, fmt.Errorf("no server %s", server)
+		}
+		if srv.Profile == "" {
+			var out []tools.Resolved
+			for _, path := range paths {
+				if !filepath.IsAbs(path) {
+					path = filepath.Join(e.cwd, path)
+				}
+				out = append(out, tools.Resolved{File: tools.File{Path: filepath.Clean(path)}})
+			}
+			return e.cwd, out, nil
+		}
+		sf := srv.Profile
+		if !filepath.IsAbs(sf) {
+			sf = filepath.Join(dir, sf)
+		}
+		sp, err := profile.LoadFile(sf)
+		if err != nil {
+			return "", nil, fmt.Errorf("servers.%s.profile: %w", server, err)
+		}
+		return resolveIn(r, sp, paths)
+	}
+}
+
+// expects are the command-line arguments that hold a built-in tool to the
+// files its call was decided on.
+func expects(files map[string]toolpolicy.File) []string {
+	var out []string
+	for arg, f := range files {
+		out = append(out, tools.ExpectArg(arg, tools.File{Path: f.Path, Exists: f.Exists, Dev: f.Dev, Ino: f.Ino}))
+	}
+	return out
+}
+
+// viewWorkspace is the workspace of p's sandboxes as they see it.
+func viewWorkspace(e *env, p *profile.Profile) string {
+	if p.Workspace.Target != "" {
+		return p.Workspace.Target
+	}
+	if p.Workspace.Path == "" {
+		return ""
+	}
+	if filepath.IsAbs(p.Workspace.Path) {
+		return filepath.Clean(p.Workspace.Path)
+	}
+	return filepath.Join(e.cwd, p.Workspace.Path)
+}

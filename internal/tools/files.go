@@ -1,0 +1,278 @@
+package tools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// File is a path argument as the sandbox's view resolves it: the path
+// every symlink on the way resolved (Path, absolute, without a link, "."
+// or ".."), and the identity of what it names. For a file that does not
+// exist yet, Dev and Ino are its parent directory's.
+type File struct {
+	Path   string `json:"path"`
+	Exists bool   `json:"exists"`
+	Dir    bool   `json:"dir,omitempty"`
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	// Links is the number of names of an existing file: more than one,
+	// and the file has names the path does not say.
+	Links uint64 `json:"links,omitempty"`
+}
+
+// maxLinks is how many symlinks one resolution follows, as the kernel's
+// own bound (ELOOP).
+const maxLinks = 40
+
+// Resolve resolves path (absolute, or relative to the working directory)
+// as the kernel would open it, following every symlink, and returns the
+// file it names; a path whose last name does not exist names a file to be
+// created in its parent, which must exist.
+func Resolve(path string) (File, error) {
+	if path == "" {
+		return File{}, errors.New("empty path")
+	}
+	if strings.IndexByte(path, 0) >= 0 {
+		return File{}, errors.New("the path holds a NUL byte")
+	}
+	if !filepath.IsAbs(path) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return File{}, err
+		}
+		path = wd + "/" + path
+	}
+	rest := strings.Split(path, "/")
+	resolved := "/"
+	links := 0
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, c)
+		var st unix.Stat_t
+		err := unix.Lstat(next, &st)
+		if errors.Is(err, unix.ENOENT) && !more(rest) {
+			var pst unix.Stat_t
+			if err := unix.Stat(resolved, &pst); err != nil {
+				return File{}, &os.PathError{Op: "stat", Path: resolved, Err: err}
+			}
+			return File{Path: next, Dev: uint64(pst.Dev), Ino: pst.Ino}, nil
+		}
+		if err != nil {
+			return File{}, &os.PathError{Op: "resolve", Path: next, Err: err}
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if links++; links > maxLinks {
+				return File{}, &os.PathError{Op: "resolve", Path: path, Err: unix.ELOOP}
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return File{}, err
+			}
+			if strings.HasPrefix(target, "/") {
+				resolved = "/"
+			}
+			rest = append(strings.Split(target, "/"), rest...)
+			continue
+		}
+		resolved = next
+		if more(rest) && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return File{}, &os.PathError{Op: "resolve", Path: next, Err: unix.ENOTDIR}
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(resolved, &st); err != nil {
+		return File{}, &os.PathError{Op: "stat", Path: resolved, Err: err}
+	}
+	return File{Path: resolved, Exists: true, Dir: st.Mode&unix.S_IFMT == unix.S_IFDIR, Dev: uint64(st.Dev), Ino: st.Ino, Links: uint64(st.Nlink)}, nil
+}
+
+// more reports whether names remain in a path's components.
+func more(rest []string) bool {
+	for _, c := range rest {
+		if c != "" && c != "." {
+			return true
+		}
+	}
+	return false
+}
+
+// openDecided opens exactly the file f that was decided on: every
+// directory on its path is opened without following a link (the sandbox's
+// seccomp filter refuses openat2, so RESOLVE_NO_SYMLINKS is done a name at
+// a time with O_NOFOLLOW), and the object found must have the decided
+// identity. A file decided as new is created with O_EXCL in the decided
+// parent: if something took its name since, the call fails.
+func openDecided(f File, flags int, perm uint32) (*os.File, error) {
+	if !filepath.IsAbs(f.Path) || filepath.Clean(f.Path) != f.Path || f.Path == "/" {
+		return nil, fmt.Errorf("%q is not a resolved path", f.Path)
+	}
+	dir, base := filepath.Split(f.Path)
+	pfd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range strings.Split(strings.Trim(dir, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		fd, err := unix.Openat(pfd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(pfd)
+		if err != nil {
+			return nil, changed(f, err)
+		}
+		pfd = fd
+	}
+	defer unix.Close(pfd)
+	if !f.Exists {
+		var st unix.Stat_t
+		if err := unix.Fstat(pfd, &st); err != nil {
+			return nil, err
+		}
+		if uint64(st.Dev) != f.Dev || st.Ino != f.Ino {
+			return nil, changed(f, nil)
+		}
+		if flags&unix.O_CREAT != 0 {
+			flags |= unix.O_EXCL
+		}
+	} else {
+		// The identity is checked before the open (a FIFO put in the
+		// file's place would block it) and after (the name may have been
+		// swapped in between).
+		var st unix.Stat_t
+		if err := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return nil, changed(f, err)
+		}
+		if uint64(st.Dev) != f.Dev || st.Ino != f.Ino {
+			return nil, changed(f, nil)
+		}
+		flags &^= unix.O_CREAT
+	}
+	fd, err := unix.Openat(pfd, base, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, perm)
+	if err != nil {
+		return nil, changed(f, err)
+	}
+	file := os.NewFile(uintptr(fd), f.Path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		file.Close()
+		return nil, err
+	}
+	if f.Exists && (uint64(st.Dev) != f.Dev || st.Ino != f.Ino) {
+		file.Close()
+		return nil, changed(f, nil)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		file.Close()
+		return nil, err
+	}
+	return file, nil
+}
+
+// changed is the error of a path that no longer names the decided file.
+func changed(f File, err error) error {
+	if err != nil && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.EEXIST) {
+		return &os.PathError{Op: "open", Path: f.Path, Err: err}
+	}
+	return fmt.Errorf("%s is no longer the file the call was decided on (a name on its path was changed since); nothing was done", f.Path)
+}
+
+// ExpectArg is how the caller of a built-in tool passes, on its command
+// line, the file each path argument was decided on: ARG=DEV:INO:STATE,
+// STATE "file" (an existing file or directory) or "new" (a file to create;
+// DEV:INO is its parent's) and the resolved path on stdin's arguments.
+func ExpectArg(arg string, f File) string {
+	state := "new"
+	if f.Exists {
+		state = "file"
+	}
+	return fmt.Sprintf("%s=%d:%d:%s", arg, f.Dev, f.Ino, state)
+}
+
+// parseExpect reads ExpectArg's form.
+func parseExpect(s string) (arg string, f File, err error) {
+	arg, v, ok := strings.Cut(s, "=")
+	parts := strings.Split(v, ":")
+	if !ok || arg == "" || len(parts) != 3 || (parts[2] != "file" && parts[2] != "new") {
+		return "", File{}, fmt.Errorf("%q is not ARG=DEV:INO:file|new", s)
+	}
+	if f.Dev, err = strconv.ParseUint(parts[0], 10, 64); err == nil {
+		f.Ino, err = strconv.ParseUint(parts[1], 10, 64)
+	}
+	if err != nil {
+		return "", File{}, fmt.Errorf("%q: %v", s, err)
+	}
+	f.Exists = parts[2] == "file"
+	return arg, f, nil
+}
+
+// ResolveArg is the hidden mode of Arg that resolves paths in the
+// sandbox's view: `cordon __tool resolve` reads {"paths": [...]} and
+// writes {"workspace": DIR, "files": [...]}, a File or an error for each.
+const ResolveArg = "resolve"
+
+// MaxResolve is how many paths one resolution takes.
+const MaxResolve = 64
+
+// Resolution is the answer of the resolve mode: the working directory (the
+// workspace inside the view) and each path's file or why it has none.
+type Resolution struct {
+	Workspace string     `json:"workspace"`
+	Files     []Resolved `json:"files"`
+}
+
+// Resolved is one path's resolution.
+type Resolved struct {
+	File
+	Error string `json:"error,omitempty"`
+}
+
+// ResolveMain is the resolve mode: exit status 0, or 2 on bad input.
+func ResolveMain(stdin io.Reader, stdout io.Writer) int {
+	var in struct {
+		Paths []string `json:"paths"`
+	}
+	data, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
+	if err == nil {
+		err = DecodeStrict(data, &in)
+	}
+	if err == nil && len(in.Paths) > MaxResolve {
+		err = fmt.Errorf("%d paths, at most %d", len(in.Paths), MaxResolve)
+	}
+	if err != nil {
+		fmt.Fprintf(stdout, "{\"error\":%q}\n", "resolve: "+err.Error())
+		return 2
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(stdout, "{\"error\":%q}\n", "resolve: "+err.Error())
+		return 2
+	}
+	out := Resolution{Workspace: wd, Files: []Resolved{}}
+	for _, p := range in.Paths {
+		f, err := Resolve(p)
+		r := Resolved{File: f}
+		if err != nil {
+			r = Resolved{Error: err.Error()}
+		}
+		out.Files = append(out.Files, r)
+	}
+	b, _ := json.Marshal(out)
+	fmt.Fprintln(stdout, string(b))
+	return 0
+}
