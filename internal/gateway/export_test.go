@@ -6,3 +6,11 @@ func SetMaxStates(n int) func() {
 	maxStates = n
 	return func() { maxStates = old }
 }
+
+// SetMaxClientSessions sets maxClientSessions for a test, and returns what
+// restores it.
+func SetMaxClientSessions(n int) func() {
+	old := maxClientSessions
+	maxClientSessions = n
+	return func() { maxClientSessions = old }
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -66,6 +67,7 @@ func (g *Gateway) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 		return &auth.TokenInfo{UserID: name}, nil
 	}
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	live := &liveSessions{idle: o.SessionTimeout, by: map[string]map[string]time.Time{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" {
 			if norm, ok := normOrigin(origin); !ok || !allowed[norm] {
@@ -73,8 +75,79 @@ func (g *Gateway) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 				return
 			}
 		}
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		name, ok := o.Identify(strings.TrimSpace(tok))
+		id := r.Header.Get("Mcp-Session-Id")
+		if ok && id == "" && r.Method == http.MethodPost && !live.room(name) {
+			http.Error(w, fmt.Sprintf("cordon: this client has %d sessions open already; end one (DELETE) or let one idle out", maxClientSessions), http.StatusTooManyRequests)
+			return
+		}
 		authed.ServeHTTP(w, r)
+		if !ok {
+			return
+		}
+		switch {
+		case id == "":
+			live.seen(name, w.Header().Get("Mcp-Session-Id"))
+		case r.Method == http.MethodDelete:
+			live.end(name, id)
+		default:
+			live.touch(name, id)
+		}
 	}), nil
+}
+
+// maxClientSessions bounds the sessions a client has open at once.
+var maxClientSessions = 64
+
+// liveSessions are the sessions each client has open, with when each was
+// last used (the SDK ends a session idle longer than idle).
+type liveSessions struct {
+	idle time.Duration
+	mu   sync.Mutex
+	by   map[string]map[string]time.Time // client -> session -> last use
+}
+
+// room reports whether the client may open another session.
+func (l *liveSessions) room(client string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for id, at := range l.by[client] {
+		if now.Sub(at) > l.idle {
+			delete(l.by[client], id)
+		}
+	}
+	return len(l.by[client]) < maxClientSessions
+}
+
+func (l *liveSessions) seen(client, id string) {
+	if id == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.by[client] == nil {
+		l.by[client] = map[string]time.Time{}
+	}
+	if _, ok := l.by[client][id]; ok || len(l.by[client]) < maxClientSessions {
+		l.by[client][id] = time.Now()
+	}
+}
+
+// touch notes the use of a session the client opened.
+func (l *liveSessions) touch(client, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.by[client][id]; ok {
+		l.by[client][id] = time.Now()
+	}
+}
+
+func (l *liveSessions) end(client, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.by[client], id)
 }
 
 // normOrigin is an origin in the form compared: scheme://host[:port],

@@ -245,6 +245,41 @@ func TestHTTPNeedsAClientTokenAndAnAllowedOrigin(t *testing.T) {
 	}
 }
 
+// A client has a bounded number of sessions open at once; another client
+// is not held back by it, and an ended session frees its place.
+func TestClientSessionsAreBounded(t *testing.T) {
+	defer gateway.SetMaxClientSessions(2)()
+	f := pinned(t)
+	srv := serveHTTP(t, f.g)
+	open := func(name string) (*mcp.ClientSession, error) {
+		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{token: "token-" + name}}, MaxRetries: -1}
+		return mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+	}
+	a1, err := open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a1.Close()
+	a2, err := open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open("a"); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Errorf("a third session of a client: %v", err)
+	}
+	b, err := open("b")
+	if err != nil {
+		t.Fatalf("another client: %v", err)
+	}
+	b.Close()
+	a2.Close()
+	a3, err := open("a")
+	if err != nil {
+		t.Fatalf("a session after one ended: %v", err)
+	}
+	a3.Close()
+}
+
 // rawClient speaks JSON-RPC to the gateway itself, as a hostile agent
 // would, and keeps every byte it is sent.
 type rawClient struct {
