@@ -103,7 +103,7 @@ type session struct {
 	mu     sync.Mutex
 	id     string
 	policy *toolpolicy.Session
-	who    string    // the agent: its client's token, "" for stdio's
+	who    string    // the agent: its client token's name, "" for stdio's
 	start  time.Time // its first call
 }
 
