@@ -2,9 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/config"
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
@@ -27,14 +25,13 @@ import (
 // the queue of tool calls held for a person's approval.
 func approvalsCmd(e *env, args []string) int {
 	if len(args) == 0 {
-		return fail(e, fmt.Errorf("approvals: list, show ID, approve ID --by NAME, deny ID --by NAME, or serve --http ADDR"))
+		return fail(e, fmt.Errorf("approvals: list, show ID, approve ID, deny ID, or serve --http ADDR"))
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlags(e, "approvals "+sub, "approvals "+sub+" [flags]")
 	dir := fs.String("store", "", "the approval store: a `DIR`, cordon serve's SQLite database (STATE/serve/db/cordon.db) or a postgres:// URL (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	all := fs.Bool("all", false, "list: every request, decided ones too")
-	by := fs.String("by", "", "approve, deny: the approver's `NAME`")
 	reason := fs.String("reason", "", "approve, deny: why")
 	session := fs.Bool("session", false, "approve: also identical calls for the rest of the agent's session")
 	addr := fs.String("http", "127.0.0.1:0", "serve: listen on `ADDR` (loopback)")
@@ -94,22 +91,34 @@ func approvalsCmd(e *env, args []string) int {
 		if sub == "deny" && *session {
 			return fail(e, fmt.Errorf("approvals deny: --session is for approvals"))
 		}
+		// The command line decides in the name of the user running it.
+		by, err := loginName()
+		if err != nil {
+			return fail(e, fmt.Errorf("approvals %s: %w (nothing was decided)", sub, err))
+		}
 		al, err := openAudit(e, *auditLog, nil)
 		if err != nil {
 			return fail(e, fmt.Errorf("audit log: %w (nothing was decided)", err))
 		}
-		it, err := store.DecideRecorded(al.log, operands[0], sub == "approve", *by, *reason, scope)
+		it, err := store.DecideRecorded(al.log, operands[0], sub == "approve", by, *reason, scope)
 		if err != nil {
 			return fail(e, err)
 		}
 		fmt.Fprintf(e.stdout, "%s %s (%s) by %s\n", it.State, it.ID, it.Tool, it.By)
 		return 0
 	case "serve":
+		cfg, err := config.Load()
+		if err != nil {
+			return fail(e, err)
+		}
+		if len(cfg.Approvers) == 0 {
+			return fail(e, fmt.Errorf("approvals serve: no approver may sign in: the configuration (%s) names none. For each person who decides, make a token with cordon serve token, add their name and its sha256 under approvers there, and give them the token", config.Path()))
+		}
 		al, err := openAudit(e, *auditLog, nil)
 		if err != nil {
 			return fail(e, fmt.Errorf("audit log: %w", err))
 		}
-		return serveApprovals(e, store, al.log, *addr)
+		return serveApprovals(e, store, al.log, *addr, cfg.Approvers)
 	}
 	return fail(e, fmt.Errorf("approvals: unknown subcommand %q (list, show, approve, deny, serve)", sub))
 }
@@ -158,24 +167,18 @@ func showRequest(e *env, it approvals.Item) {
 
 // serveApprovals serves the queue on loopback: a page listing the pending
 // requests with their context and approve and deny buttons, and a JSON
-// API, both behind a token printed on start.
-func serveApprovals(e *env, store *approvals.Store, log *audit.Log, addr string) int {
+// API, to the approvers, each signed in with a token of their own.
+func serveApprovals(e *env, store *approvals.Store, log *audit.Log, addr string, approvers []config.Token) int {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil || (host != "127.0.0.1" && host != "::1" && host != "localhost") {
 		return fail(e, fmt.Errorf("--http %s: listen on a loopback address (127.0.0.1:PORT)", addr))
-	}
-	b := make([]byte, 16)
-	rand.Read(b)
-	token := hex.EncodeToString(b)
-	if t := os.Getenv("CORDON_APPROVALS_TOKEN"); t != "" {
-		token = t
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fail(e, fmt.Errorf("--http: %w", err))
 	}
-	fmt.Fprintf(e.stdout, "cordon: approvals on http://%s/?token=%s\n", ln.Addr(), token)
-	srv := &http.Server{Handler: approvalsHandler(store, log, token), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(e.stdout, "cordon: approvals on http://%s/ (sign in with your approver token)\n", ln.Addr())
+	srv := &http.Server{Handler: approvalsHandler(store, log, newApproverAuth(approvers, ln.Addr().String())), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -188,21 +191,40 @@ func serveApprovals(e *env, store *approvals.Store, log *audit.Log, addr string)
 	return 0
 }
 
-func approvalsHandler(store *approvals.Store, log *audit.Log, token string) http.Handler {
-	authorized := func(r *http.Request) bool {
-		t := r.URL.Query().Get("token")
-		if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-			t = strings.TrimPrefix(h, "Bearer ")
-		}
-		if r.Method == http.MethodPost && t == "" {
-			t = r.PostFormValue("token")
-		}
-		return subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1
-	}
+// approvalsHandler serves the page (to signed-in browsers) and the API (to
+// requests with an approver's bearer token); every decision is taken in
+// the name of the approver's token.
+func approvalsHandler(store *approvals.Store, log *audit.Log, a *approverAuth) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+		loginPage.Execute(w, map[string]any{"Note": r.URL.Query().Get("note")})
+	})
+	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<12)
+		if !a.sameOrigin(r) {
+			http.Error(w, "cordon: a form posted from another origin is refused", http.StatusForbidden)
+			return
+		}
+		if !a.signIn(w, r.PostFormValue("token")) {
+			w.WriteHeader(http.StatusUnauthorized)
+			loginPage.Execute(w, map[string]any{"Note": "That token is no approver's."})
+			return
+		}
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	})
+	mux.HandleFunc("POST /logout", func(w http.ResponseWriter, r *http.Request) {
+		if a.form(w, r) == nil {
+			return
+		}
+		a.signOut(w, r)
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(r) {
-			http.Error(w, "a token is needed (the URL cordon approvals serve printed)", http.StatusUnauthorized)
+		s := a.session(r)
+		if s == nil {
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
 			return
 		}
 		all, err := store.List()
@@ -222,28 +244,29 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, token string) http
 			recent = recent[len(recent)-10:]
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
-		page.Execute(w, map[string]any{"Pending": items, "Recent": recent, "Token": token, "Note": r.URL.Query().Get("note")})
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+		page.Execute(w, map[string]any{"Pending": items, "Recent": recent, "Name": s.name, "CSRF": s.csrf, "Note": r.URL.Query().Get("note")})
 	})
 	mux.HandleFunc("POST /decide", func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(r) {
-			http.Error(w, "a token is needed", http.StatusUnauthorized)
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<16)
+		s := a.form(w, r)
+		if s == nil {
 			return
 		}
 		scope := approvals.ScopeCall
 		if r.PostFormValue("scope") == approvals.ScopeSession {
 			scope = approvals.ScopeSession
 		}
-		it, err := store.DecideRecorded(log, r.PostFormValue("id"), r.PostFormValue("decision") == "approve", r.PostFormValue("by"), r.PostFormValue("reason"), scope)
+		it, err := store.DecideRecorded(log, r.PostFormValue("id"), r.PostFormValue("decision") == "approve", s.name, r.PostFormValue("reason"), scope)
 		note := fmt.Sprintf("%s %s (%s) by %s", it.State, it.ID, it.Tool, it.By)
 		if err != nil {
 			note = "not decided: " + err.Error()
 		}
-		http.Redirect(w, r, "/?token="+url.QueryEscape(token)+"&note="+url.QueryEscape(note), http.StatusSeeOther)
+		http.Redirect(w, r, "/?note="+url.QueryEscape(note), http.StatusSeeOther)
 	})
 	mux.HandleFunc("GET /api/approvals", func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(r) {
-			http.Error(w, "a token is needed", http.StatusUnauthorized)
+		if _, ok := a.bearer(r); !ok {
+			http.Error(w, "an approver's token is needed (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
 			return
 		}
 		states := []string{approvals.Pending}
@@ -259,13 +282,18 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, token string) http
 		json.NewEncoder(w).Encode(items)
 	})
 	mux.HandleFunc("POST /api/approvals/{id}/{decision}", func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(r) {
-			http.Error(w, "a token is needed", http.StatusUnauthorized)
+		by, ok := a.bearer(r)
+		if !ok {
+			http.Error(w, "an approver's token is needed (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
 			return
 		}
 		var body struct{ By, Reason, Scope string }
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&body); err != nil {
-			http.Error(w, "want a JSON body: {\"by\": NAME, \"reason\": WHY, \"scope\": \"call\"|\"session\"}", http.StatusBadRequest)
+			http.Error(w, "want a JSON body: {\"reason\": WHY, \"scope\": \"call\"|\"session\"}", http.StatusBadRequest)
+			return
+		}
+		if body.By != "" {
+			http.Error(w, fmt.Sprintf("by: the decision is taken in the name of your token (%s); leave by out", by), http.StatusBadRequest)
 			return
 		}
 		d := r.PathValue("decision")
@@ -273,7 +301,7 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, token string) http
 			http.Error(w, "approve or deny", http.StatusNotFound)
 			return
 		}
-		it, err := store.DecideRecorded(log, r.PathValue("id"), d == "approve", body.By, body.Reason, body.Scope)
+		it, err := store.DecideRecorded(log, r.PathValue("id"), d == "approve", by, body.Reason, body.Scope)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
@@ -283,6 +311,20 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, token string) http
 	})
 	return mux
 }
+
+var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>cordon: approvals, sign in</title>
+<style>body { font-family: system-ui, sans-serif; margin: 2em; max-width: 40em; } .note { background: #eef; padding: .5em; }</style>
+</head><body>
+<h1>Sign in to decide held tool calls</h1>
+{{with .Note}}<p class="note" id="note">{{.}}</p>{{end}}
+<form method="post" action="/login">
+<label>Your approver token <input name="token" type="password" autocomplete="off" required></label>
+<button>Sign in</button>
+</form>
+<p>Decisions are taken in the name your token has in cordon's configuration.</p>
+</body></html>
+`))
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"json": func(b json.RawMessage) string {
@@ -305,6 +347,7 @@ pre { background: #f4f4f4; padding: .5em; overflow-x: auto; }
 table { border-collapse: collapse; } td { padding: .1em .6em; }
 </style></head><body>
 <h1>Tool calls waiting for approval</h1>
+<form method="post" action="/logout"><input type="hidden" name="csrf" value="{{.CSRF}}">Signed in as <b id="approver">{{.Name}}</b>. <button>Sign out</button></form>
 {{with .Note}}<p class="note" id="note">{{.}}</p>{{end}}
 {{if not .Pending}}<p id="empty">Nothing is waiting.</p>{{end}}
 {{range .Pending}}
@@ -320,8 +363,7 @@ Class <b>{{.Class}}</b>{{if not .Reversible}}: <span class="irrev">cannot be und
 </table>{{end}}
 <p>Expires {{when .Expires}}.</p>
 <form method="post" action="/decide">
-<input type="hidden" name="token" value="{{$.Token}}"><input type="hidden" name="id" value="{{.ID}}">
-<label>Your name <input name="by" required></label>
+<input type="hidden" name="csrf" value="{{$.CSRF}}"><input type="hidden" name="id" value="{{.ID}}">
 <label>Reason <input name="reason"></label>
 <label><input type="checkbox" name="scope" value="session"> also identical calls in this session</label>
 <button name="decision" value="approve">Approve</button>

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -112,6 +113,10 @@ func TestScripts(t *testing.T) {
 			e.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 			e.Setenv("CORDON", filepath.Join(binDir, "cordon"))
 			e.Setenv("HOSTNAME_OUTSIDE", hostname())
+			// The login name, in which cordon approvals decides.
+			if u, err := user.Current(); err == nil {
+				e.Setenv("LOGIN", u.Username)
+			}
 			e.Setenv("BINDIR", binDir)
 			e.Setenv("MCPCLIENT", mcpClient)
 			// The reference filesystem server, installed with the client.

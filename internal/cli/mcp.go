@@ -25,6 +25,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/config"
 	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/gateway"
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -50,7 +51,9 @@ func mcpCmd(e *env, args []string) int {
 	var degraded list
 	fs.Var(&degraded, "allow-degraded", "run the tools' sandboxes even if `LAYER` ("+strings.Join(sandbox.DegradableLayers, ", ")+") is unavailable; repeatable or comma-separated")
 	auditLog := fs.String("audit-log", "", "append the calls' audit events to `FILE` (default: the configuration's)")
-	addr := fs.String("http", "", "serve streamable HTTP on `ADDR` (a loopback address and port) instead of stdin and stdout")
+	addr := fs.String("http", "", "serve streamable HTTP on `ADDR` (a loopback address and port) instead of stdin and stdout, to the clients of the configuration's mcp_clients")
+	var origins list
+	fs.Var(&origins, "allow-origin", "--http: also serve browsers on the web `ORIGIN` (scheme://host:port); repeatable")
 	jsonOut := fs.Bool("json", false, "mcp tools: print JSON")
 	storeDir := fs.String("approval-store", "", "hold calls that need approval in `STORE`: a directory, an SQLite database or a postgres:// URL (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
 	operands, err := parseAnywhere(fs, args)
@@ -68,6 +71,12 @@ func mcpCmd(e *env, args []string) int {
 	file := ""
 	if pf.file != "" {
 		file = pf.abs(e, pf.file)
+	}
+	var clients []config.Token
+	if !listOnly {
+		if clients, err = mcpClients(e, p, file, *addr != ""); err != nil {
+			return fail(e, err)
+		}
 	}
 	// Listing the tools holds no call: it needs no approval store.
 	var store *approvals.Store
@@ -109,7 +118,26 @@ func mcpCmd(e *env, args []string) int {
 		}
 		return 0
 	}
-	return serveHTTP(ctx, e, g.Server(), *addr)
+	return serveHTTP(ctx, e, g, *addr, clients, origins)
+}
+
+// mcpClients reads the MCP clients of cordon's configuration, which
+// --http (needed) serves; the configuration, which names who may decide
+// held calls and who may call, must be out of the agent's reach.
+func mcpClients(e *env, p *profile.Profile, file string, needed bool) ([]config.Token, error) {
+	cfg, err := config.Load()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.File != "" && len(cfg.Approvers)+len(cfg.MCPClients) > 0 {
+		if err := outsideViews(e, p, file, cfg.File); err != nil {
+			return nil, fmt.Errorf("the configuration %s, which names approvers and MCP clients: %w; choose another place for it (CORDON_CONFIG)", cfg.File, err)
+		}
+	}
+	if needed && len(cfg.MCPClients) == 0 {
+		return nil, fmt.Errorf("--http: no MCP client may connect: the configuration (%s) names none. Make a token with cordon serve token, add its name and sha256 under mcp_clients there, and give the token to the client, which sends it as Authorization: Bearer TOKEN", config.Path())
+	}
+	return cfg.MCPClients, nil
 }
 
 // outsideViews says where path is inside the view of p's sandboxes or of
@@ -177,23 +205,33 @@ func gatewayFor(ctx context.Context, e *env, p *profile.Profile, file string, al
 	})
 }
 
-// serveHTTP serves the gateway over streamable HTTP until ctx ends. It
-// listens only on loopback: the gateway has no access control of its own.
-func serveHTTP(ctx context.Context, e *env, s *mcp.Server, addr string) int {
+// serveHTTP serves the gateway over streamable HTTP until ctx ends, on
+// loopback, to the clients whose tokens the configuration names (and to
+// browsers only of the allowed origins).
+func serveHTTP(ctx context.Context, e *env, g *gateway.Gateway, addr string, clients []config.Token, origins []string) int {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fail(e, fmt.Errorf("--http %s: %v", addr, err))
 	}
 	if ip, err := netip.ParseAddr(host); (err != nil && host != "localhost") || (err == nil && !ip.IsLoopback()) {
-		return fail(e, fmt.Errorf("--http %s: listen on a loopback address (127.0.0.1:PORT); the gateway has no access control of its own", addr))
+		return fail(e, fmt.Errorf("--http %s: listen on a loopback address (127.0.0.1:PORT)", addr))
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fail(e, fmt.Errorf("--http: %w", err))
 	}
+	h, err := g.HTTPHandler(gateway.HTTPOptions{
+		Identify: func(tok string) (string, bool) { return config.Identify(clients, tok) },
+		Addr:     ln.Addr().String(),
+		Origins:  origins,
+	})
+	if err != nil {
+		ln.Close()
+		return fail(e, fmt.Errorf("--allow-origin: %w", err))
+	}
 	fmt.Fprintf(e.stderr, "cordon: MCP gateway on http://%s/mcp\n", ln.Addr())
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	mux.Handle("/mcp", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -1,7 +1,9 @@
 // Package config reads cordon's configuration file: the settings that
-// belong to a host or a user rather than to one agent's profile (today,
-// where the audit log goes and how it is signed). It is optional; every
-// setting has a default, and CORDON_* variables and flags override it.
+// belong to a host or a user rather than to one agent's profile (where the
+// audit log goes and how it is signed; who may decide held tool calls, and
+// which MCP clients cordon mcp --http serves, each by a token of their
+// own). It is optional; every setting has a default, and CORDON_*
+// variables and flags override it.
 package config
 
 import (
@@ -14,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/token"
 
 	"github.com/cordon-sandbox/cordon/internal/hostfile"
 )
@@ -21,6 +24,14 @@ import (
 // Config is the configuration file's content.
 type Config struct {
 	Audit Audit `yaml:"audit"`
+	// Approvers are the people who decide held tool calls on the page and
+	// the API of cordon approvals serve, each with a token of their own;
+	// a decision is taken in the name of the token that made it.
+	Approvers []Token `yaml:"approvers"`
+	// MCPClients are the clients cordon mcp --http serves, each with a
+	// token of its own: the agent whose labels and budgets its calls
+	// share.
+	MCPClients []Token `yaml:"mcp_clients"`
 	// File is where it was read from; empty when there was none.
 	File string `yaml:"-"`
 }
@@ -37,6 +48,67 @@ type Audit struct {
 	// Capture is how many bytes of each output stream the log keeps
 	// ("4KiB").
 	Capture string `yaml:"capture"`
+}
+
+// Token is a bearer token of a named holder; only its SHA-256 is kept
+// (cordon serve token makes one).
+type Token struct {
+	Name   string `yaml:"name"`
+	SHA256 string `yaml:"sha256"`
+}
+
+// Identify returns the name of the token among tokens that the presented
+// one is; false when it is none of them.
+func Identify(tokens []Token, presented string) (string, bool) {
+	sums := make([]string, len(tokens))
+	for i, t := range tokens {
+		sums[i] = t.SHA256
+	}
+	if i := token.Match(presented, sums); i >= 0 {
+		return tokens[i].Name, true
+	}
+	return "", false
+}
+
+// checkTokens checks the approvers' and the MCP clients' tokens: named,
+// each name once in its list, a SHA-256 each, and no token in both lists
+// (an agent holding it could approve its own calls).
+func (c *Config) checkTokens(path string) error {
+	seen := map[string]string{}
+	for _, l := range []struct {
+		field  string
+		tokens []Token
+	}{{"approvers", c.Approvers}, {"mcp_clients", c.MCPClients}} {
+		names := map[string]bool{}
+		for i, t := range l.tokens {
+			field := fmt.Sprintf("%s[%d]", l.field, i)
+			switch {
+			case !validTokenName(t.Name):
+				return fmt.Errorf("%s: %s.name: want a name of 1 to 64 letters, digits, '.', '_', '-' or '@' (it is what the audit log records), found %q", path, field, t.Name)
+			case names[t.Name]:
+				return fmt.Errorf("%s: %s.name: a second token named %q", path, field, t.Name)
+			case !token.ValidSum(t.SHA256):
+				return fmt.Errorf("%s: %s.sha256: want the token's SHA-256 as 64 lower-case hex digits (cordon serve token prints it)", path, field)
+			case seen[t.SHA256] != "":
+				return fmt.Errorf("%s: %s.sha256: the same token as %s; every approver and every MCP client has a token of its own", path, field, seen[t.SHA256])
+			}
+			names[t.Name] = true
+			seen[t.SHA256] = field
+		}
+	}
+	return nil
+}
+
+func validTokenName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '@') {
+			return false
+		}
+	}
+	return true
 }
 
 // Path is where the configuration is read from: $CORDON_CONFIG, else
@@ -71,6 +143,9 @@ func Load() (*Config, error) {
 			return nil, fmt.Errorf("%s: %s", path, yaml.FormatError(err, false, true))
 		}
 		c.File = path
+		if err := c.checkTokens(path); err != nil {
+			return nil, err
+		}
 	}
 	if v := os.Getenv("CORDON_AUDIT_LOG"); v != "" {
 		c.Audit.Log = v

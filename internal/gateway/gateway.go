@@ -79,10 +79,13 @@ type Gateway struct {
 	mu        sync.Mutex
 	tools     map[string]*tool // enabled and withdrawn, by the agent's name
 	upstreams map[string]*mcp.ClientSession
-	sessions  map[*mcp.ServerSession]*session
+	sessions  map[string]*session
 	stop      chan struct{} // ends tick
 	// waiting are the approval requests a live session waits for.
 	waiting map[string]bool
+	// asked are the approval questions put to clients' users, by the
+	// state they echo (see answer.go).
+	asked map[string]*asked
 	// withdrawn are the tools the sessions refuse, made anew (never
 	// changed) whenever the tools change.
 	withdrawn map[string]toolpolicy.Withdrawn
@@ -105,11 +108,14 @@ type tool struct {
 	declared map[string]bool
 }
 
-// session is one agent session: its policy state and its audit id.
+// session is the state of one agent (of all its MCP sessions, see
+// identity.go): its policy state and its audit id.
 type session struct {
 	mu     sync.Mutex
 	id     string
 	policy *toolpolicy.Session
+	who    string    // the agent: its client token's name, "" for stdio's
+	start  time.Time // its first call
 }
 
 // New connects to the upstream servers, lists their tools and builds the
@@ -118,7 +124,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	g := &Gateway{cfg: cfg, tools: map[string]*tool{}, upstreams: map[string]*mcp.ClientSession{}, sessions: map[*mcp.ServerSession]*session{}, waiting: map[string]bool{}, hash: cfg.Profile.Hash()}
+	g := &Gateway{cfg: cfg, tools: map[string]*tool{}, upstreams: map[string]*mcp.ClientSession{}, sessions: map[string]*session{}, waiting: map[string]bool{}, hash: cfg.Profile.Hash()}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "cordon decides every tool call against its profile. A refused call returns an error that names the rule that refused it and what would be allowed instead.",
 	})
@@ -352,31 +358,6 @@ func short(hash string) string {
 	return hash
 }
 
-// session returns the state of an agent session, made on its first call.
-func (g *Gateway) session(ss *mcp.ServerSession) *session {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	s := g.sessions[ss]
-	if s == nil {
-		id := ""
-		if g.cfg.NewID != nil {
-			id = g.cfg.NewID()
-		}
-		s = &session{id: id, policy: toolpolicy.NewSession(g.cfg.Profile, nil)}
-		g.sessions[ss] = s
-		if ss != nil {
-			// A session's labels and budgets end with it.
-			go func() {
-				ss.Wait()
-				g.mu.Lock()
-				delete(g.sessions, ss)
-				g.mu.Unlock()
-			}()
-		}
-	}
-	return s
-}
-
 // enforce is the middleware every tool call passes: it decides the call,
 // records it, and only then lets it run; afterwards it records what the
 // agent is shown and brings its labels into the session.
@@ -389,7 +370,10 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok || r.Params == nil {
 			return nil, fmt.Errorf("cordon: malformed tool call")
 		}
-		s := g.session(r.Session)
+		s, full := g.session(r)
+		if s == nil {
+			return refusal(full), nil
+		}
 		name := r.Params.Name
 		sent := r.Params.Arguments
 		c, raw, bad := g.canonical(ctx, name, sent)
@@ -400,12 +384,13 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		// arguments' bytes, and is held to the files they name.
 		r.Params.Arguments = raw
 		ctx = WithDecidedFiles(ctx, c.Files)
-		if st := r.Params.RequestState; strings.HasPrefix(st, statePrefix) {
-			// The client's user has answered (or is asked again): the call
-			// was decided when it was first made.
-			pa, d := g.resume(s, strings.TrimPrefix(st, statePrefix), c, raw)
+		if answers(r.Params) {
+			// An answer to an approval question: taken only from the
+			// session it was put to, for that call (see answer.go). The
+			// call was decided when it was first made.
+			pa, refused := g.answer(r, s, c, raw)
 			if pa == nil {
-				return refusal(d), nil
+				return refused, nil
 			}
 			ctx = context.WithValue(ctx, approvalKey{}, pa)
 			res, err := next(ctx, method, req)
@@ -470,27 +455,6 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return g.after(s, c, step, res, err)
 	}
-}
-
-// resume finds the approval request a continued call belongs to; it must
-// be this session's, for this very call, and still pending.
-func (g *Gateway) resume(s *session, id string, c toolpolicy.Call, raw json.RawMessage) (*pendingApproval, toolpolicy.Decision) {
-	bad := func(why string) (*pendingApproval, toolpolicy.Decision) {
-		return nil, toolpolicy.Decision{Rule: "approval", Reason: fmt.Sprintf("the call names approval request %s, %s; the call was not made", id, why)}
-	}
-	if g.cfg.Approvals == nil {
-		return bad("and this gateway has no approval store")
-	}
-	it, err := g.cfg.Approvals.Get(id)
-	switch {
-	case err != nil:
-		return bad(err.Error())
-	case it.Session != s.id || it.Tool != c.Tool || !sameJSON(it.Args, raw):
-		return bad("which is not this session's request for this call")
-	case it.State != approvals.Pending:
-		return bad("which is " + it.State)
-	}
-	return &pendingApproval{id: id, req: it.Request, sess: s, call: c}, toolpolicy.Decision{}
 }
 
 // sameJSON compares two JSON values.

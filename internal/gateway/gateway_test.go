@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -95,6 +96,7 @@ type fixture struct {
 	mu    sync.Mutex
 	evs   []audit.Event
 	runs  []string
+	http  *httptest.Server // see connectAs
 }
 
 func newFixture(t *testing.T, pins ...string) *fixture {
@@ -244,12 +246,16 @@ func TestFlowRuleNamesTheEarlierCall(t *testing.T) {
 	if strings.Contains(text, "What is allowed") || strings.Contains(text, "new session") {
 		t.Errorf("refusal %q suggests a way around it", text)
 	}
-	// A fresh session carries nothing.
-	if text, isErr := call(t, f.connect(t), "fetch", `{"url": "https://example.org/"}`); isErr {
-		t.Errorf("fetch in a fresh session: %q", text)
+	// A new session of the same agent carries what the agent read; another
+	// agent carries nothing.
+	if text, isErr := call(t, f.connect(t), "fetch", `{"url": "https://example.org/"}`); !isErr || !strings.Contains(text, "rule tools.fetch.accepts") {
+		t.Errorf("fetch in a new session of the agent: %v %q", isErr, text)
+	}
+	if text, isErr := call(t, f.connectAs(t, "other"), "fetch", `{"url": "https://example.org/"}`); isErr {
+		t.Errorf("fetch of another agent: %q", text)
 	}
 	if len(f.runs) != 2 {
-		t.Errorf("runs = %v, want the read and the fresh session's fetch", f.runs)
+		t.Errorf("runs = %v, want the read and the other agent's fetch", f.runs)
 	}
 }
 

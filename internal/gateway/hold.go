@@ -90,7 +90,7 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 		// The tool's handler asks the client's user (see gate).
 		return req, nil
 	}
-	g.cfg.Logf("%s is held for approval, request %s: cordon approvals show %s; cordon approvals approve %s --by NAME", c.Tool, id, id, id)
+	g.cfg.Logf("%s is held for approval, request %s: cordon approvals show %s; cordon approvals approve %s", c.Tool, id, id, id)
 	wctx, cancel := context.WithDeadline(ctx, req.Expires)
 	it, err := g.cfg.Approvals.Wait(wctx, id, g.pollEvery())
 	cancel()
@@ -99,25 +99,27 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 		it, err = g.cfg.Approvals.Get(id)
 	}
 	if errors.Is(err, context.Canceled) {
-		// The agent went away (or cordon is stopping): the request stays
-		// pending, for a decision that a gateway of this profile carries
-		// out later (Recover).
-		g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_outcome", Data: map[string]any{"id": id, "tool": c.Tool, "step": step, "session": s.id, "executed": false, "pending": true, "reason": "the session ended while the request waited; it stays pending"}})
-		return req, refusal(toolpolicy.Decision{Rule: d.Rule, Reason: fmt.Sprintf("the session ended while request %s waited; it stays pending, and runs once if approved", id)})
+		// The call was cancelled, or its session ended (or cordon is
+		// stopping): the request stays pending, for a decision that a
+		// gateway of this profile carries out later (Recover).
+		g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_outcome", Data: map[string]any{"id": id, "tool": c.Tool, "step": step, "session": s.id, "executed": false, "pending": true, "reason": "the call was cancelled, or its session ended, while the request waited; it stays pending"}})
+		return req, refusal(toolpolicy.Decision{Rule: d.Rule, Reason: "the call was cancelled while it waited for approval; it was not made now, and is made once, later, if an approver approves it"})
 	}
 	if err != nil {
-		return refuse("the approval of request %s failed: %v", id, err)
+		g.cfg.Logf("request %s: %v", id, err)
+		return refuse("the approval failed: %s", withoutID(err, id))
 	}
 	switch it.State {
 	case approvals.Approved:
 	case approvals.Expired:
-		return refuse("request %s was not decided within %s, so it is denied", id, ap.TimeoutDuration())
+		return refuse("the request was not decided within %s, so it is denied", ap.TimeoutDuration())
 	default:
-		return refuse("request %s was %s by %s: %s", id, it.State, it.By, it.Why)
+		return refuse("the request was %s by %s: %s", it.State, it.By, it.Why)
 	}
 	ok, err := g.cfg.Approvals.Claim(id)
 	if err != nil || !ok {
-		return refuse("request %s was approved but could not be claimed to run (%v)", id, err)
+		g.cfg.Logf("request %s: approved, but not claimed to run: %v", id, err)
+		return refuse("the request was approved but could not be claimed to run")
 	}
 	s.mu.Lock()
 	s.policy.Commit(c)
@@ -129,10 +131,6 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 	return req, nil
 }
 
-// statePrefix marks the request state of a call held for the client's
-// user: the id of its approval request follows.
-const statePrefix = "cordon-approval:"
-
 // approvalKey carries a held call's pending approval to its handler.
 type approvalKey struct{}
 
@@ -141,6 +139,9 @@ type pendingApproval struct {
 	req  approvals.Request
 	sess *session
 	call toolpolicy.Call
+	// answered: the call carries the answer to this request's question,
+	// put to its session (see answer.go).
+	answered bool
 }
 
 // gate wraps a tool's handler: a call held for the client's user returns
@@ -154,8 +155,22 @@ func (g *Gateway) gate(h mcp.ToolHandler) mcp.ToolHandler {
 			return h(ctx, req)
 		}
 		answer, ok := req.Params.InputResponses["approval"].(*mcp.ElicitResult)
-		if !ok {
-			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"approval": elicitation(pa.req)}, RequestState: statePrefix + pa.id}, nil
+		if ok && !pa.answered {
+			// Asked in this very call, for a client of an older protocol
+			// (the SDK put the question and calls again with the answer).
+			raw := req.Params.Arguments
+			if len(raw) == 0 {
+				raw = json.RawMessage("{}")
+			}
+			pa.answered = g.answered(req.Params.RequestState, req.Session, pa.req.Tool, raw) == pa
+		}
+		if !ok || !pa.answered {
+			state := g.ask(pa, req.Session)
+			if state == "" {
+				g.cfg.Approvals.Expire(pa.id, "too many questions waiting")
+				return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("%s needs approval, and this agent has %d questions for its client's user waiting already; the call was not made", pa.req.Tool, maxAsked)}), nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"approval": elicitation(pa.req)}, RequestState: state}, nil
 		}
 		by := "the user of MCP client"
 		if ip := req.Session.InitializeParams(); ip != nil && ip.ClientInfo != nil {
@@ -168,14 +183,16 @@ func (g *Gateway) gate(h mcp.ToolHandler) mcp.ToolHandler {
 		}
 		_, err := g.cfg.Approvals.Decide(pa.id, approve, by, why, approvals.ScopeCall)
 		if err != nil {
-			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("the approval of request %s failed: %v; the call was not made", pa.id, err)}), nil
+			g.cfg.Logf("request %s: %v", pa.id, err)
+			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("the approval failed: %v; the call was not made", withoutID(err, pa.id))}), nil
 		}
 		g.record(pa.sess, audit.Event{Kind: audit.Decision, Type: "approval_decision", Data: map[string]any{"id": pa.id, "approve": approve, "by": by, "reason": why, "scope": approvals.ScopeCall}})
 		if !approve {
-			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("request %s was denied by %s: %s; the call was not made", pa.id, by, why)}), nil
+			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("the request was denied by %s: %s; the call was not made", by, why)}), nil
 		}
 		if ok, err := g.cfg.Approvals.Claim(pa.id); err != nil || !ok {
-			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("request %s was approved but could not be claimed to run (%v); the call was not made", pa.id, err)}), nil
+			g.cfg.Logf("request %s: approved, but not claimed to run: %v", pa.id, err)
+			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: "the request was approved but could not be claimed to run; the call was not made"}), nil
 		}
 		pa.sess.mu.Lock()
 		pa.sess.policy.Commit(pa.call)
@@ -188,6 +205,19 @@ func (g *Gateway) gate(h mcp.ToolHandler) mcp.ToolHandler {
 		g.mu.Unlock()
 		return res, err
 	}
+}
+
+// withoutID is an error's text with the approval request's id taken out:
+// the agent is never shown the id (the operator's stderr and the audit
+// log have it).
+func withoutID(err error, id string) string {
+	text := err.Error()
+	if id == "" {
+		return text
+	}
+	text = strings.ReplaceAll(text, fmt.Sprintf("%q", id), "the request")
+	text = strings.ReplaceAll(text, "request "+id, "the request")
+	return strings.ReplaceAll(text, id, "(the request)")
 }
 
 // elicitation is the question put to the client's user.

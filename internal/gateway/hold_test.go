@@ -104,11 +104,11 @@ func TestApprovedForTheSession(t *testing.T) {
 	if text, isErr := call(t, cs, "up__pay", `{"amount": 70}`); isErr || text != "paid" {
 		t.Errorf("identical call in the session: %v %q", isErr, text)
 	}
-	// Not another amount, and not another session.
+	// Not another amount, and not another agent.
 	got = callAsync(t, cs, "up__pay", `{"amount": 71}`)
 	f.store.Decide(pending(t, f.store).ID, false, "alice", "no", approvals.ScopeCall)
 	<-got
-	got = callAsync(t, f.connect(t), "up__pay", `{"amount": 70}`)
+	got = callAsync(t, f.connectAs(t, "other"), "up__pay", `{"amount": 70}`)
 	f.store.Decide(pending(t, f.store).ID, false, "alice", "no", approvals.ScopeCall)
 	<-got
 	if f.payments() != 2 {

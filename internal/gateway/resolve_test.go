@@ -272,6 +272,9 @@ func TestErrorsBringLabels(t *testing.T) {
 		t.Errorf("fetch after an error with a secret: %v %q", isErr, text)
 	}
 	// A built-in tool's failure with partial output.
+	// (Each part is another gateway: the sessions of one agent share
+	// their labels.)
+	f = newBuiltinFixture(t, nil)
 	f.fail = `{"error":"short read","content":"K=V"}`
 	cs = f.connect(t)
 	call(t, cs, "read_file", `{"path":".env"}`)
@@ -279,7 +282,7 @@ func TestErrorsBringLabels(t *testing.T) {
 		t.Errorf("fetch after a failed read of .env: %v %q", isErr, text)
 	}
 	// A refusal by cordon brings nothing.
-	f.fail = ""
+	f = newBuiltinFixture(t, nil)
 	cs = f.connect(t)
 	call(t, cs, "write_file", `{"path":".env","content":"x"}`)
 	if text, isErr := call(t, cs, "fetch", `{"url":"https://example.org/"}`); isErr {

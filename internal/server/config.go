@@ -1,9 +1,7 @@
 package server
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approval"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/statedb"
+	"github.com/cordon-sandbox/cordon/internal/token"
 
 	"github.com/cordon-sandbox/cordon/internal/hostfile"
 )
@@ -141,9 +140,6 @@ const (
 	DefaultIdleTimeout  = 10 * time.Minute
 	DefaultMaxLifetime  = time.Hour
 	DefaultMaxSandboxes = 64
-	// tokenPrefix starts every token cordon makes, so that one found in a
-	// log or a repository is recognised.
-	tokenPrefix = "cordon_"
 )
 
 // validName reports whether s is an agent's name: lower-case letters,
@@ -161,17 +157,7 @@ func validName(s string) bool {
 }
 
 // validSum reports whether s is a SHA-256 in lower-case hex.
-func validSum(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func validSum(s string) bool { return token.ValidSum(s) }
 
 // LoadConfig reads and checks the configuration at path, and loads every
 // agent's profile, through its governance: a profile that requires approval
@@ -332,31 +318,20 @@ func locator(name string, data []byte) func(p, field, msg string) error {
 
 // NewToken makes a token and returns it with its SHA-256, the form the
 // configuration stores.
-func NewToken() (token, sum string) {
-	b := make([]byte, 32)
-	rand.Read(b)
-	token = tokenPrefix + hex.EncodeToString(b)
-	return token, HashToken(token)
-}
+func NewToken() (tok, sum string) { return token.New() }
 
 // HashToken returns the hex SHA-256 of a token.
-func HashToken(token string) string {
-	s := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(s[:])
-}
+func HashToken(tok string) string { return token.Hash(tok) }
 
 // Identify returns the token whose hash matches the presented token, or
 // nil. Every stored hash is compared, in constant time.
 func (c *Config) Identify(presented string) *Token {
-	if presented == "" {
-		return nil
+	sums := make([]string, len(c.Tokens))
+	for i, t := range c.Tokens {
+		sums[i] = t.SHA256
 	}
-	sum := []byte(HashToken(strings.TrimSpace(presented)))
-	var found *Token
-	for _, t := range c.Tokens {
-		if subtle.ConstantTimeCompare(sum, []byte(t.SHA256)) == 1 {
-			found = t
-		}
+	if i := token.Match(presented, sums); i >= 0 {
+		return c.Tokens[i]
 	}
-	return found
+	return nil
 }

@@ -773,8 +773,23 @@ func TestTrajectoryApproveHoldsTheSession(t *testing.T) {
 	if _, err := run("four"); !client.IsStatus(err, 423) {
 		t.Fatalf("another step: %v", err)
 	}
+	// The decision is the admin token's: a name typed in the body is
+	// refused.
+	req, _ := http.NewRequest("POST", f.url+api.Version+"/approvals/"+pending[0].ID+"/approve", strings.NewReader(`{"reason": "fine", "by": "alice"}`))
+	req.Header.Set("Authorization", "Bearer "+f.tokens["ops"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a decision with a typed name: %d", resp.StatusCode)
+	}
 	if _, err := admin.Decide(ctx, pending[0].ID, true, api.Decision{Reason: "fine"}); err != nil {
 		t.Fatal(err)
+	}
+	if it, _ := store.Get(pending[0].ID); it.By != "ops" {
+		t.Errorf("decided by %q, want the admin token's name ops", it.By)
 	}
 	res, err := run("three")
 	if err != nil || !strings.Contains(string(res.Stdout), "ran three") {

@@ -5,6 +5,8 @@
 //   node client.mjs CALLS-JSON stdio CMD [ARG...]
 //   node client.mjs CALLS-JSON http URL
 //
+// Over http, the client presents the token MCP_TOKEN, when set.
+//
 // CALLS-JSON is a list of [tool, arguments] pairs; ["#session"] closes the
 // session and opens a new one.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -19,7 +21,8 @@ function transport() {
     return new StdioClientTransport({ command: rest[0], args: rest.slice(1), env: process.env, stderr: "inherit" });
   }
   if (mode === "http") {
-    return new StreamableHTTPClientTransport(new URL(rest[0]));
+    const token = process.env.MCP_TOKEN;
+    return new StreamableHTTPClientTransport(new URL(rest[0]), token ? { requestInit: { headers: { Authorization: `Bearer ${token}` } } } : undefined);
   }
   throw new Error(`unknown mode ${mode}`);
 }

@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// HTTPOptions says whom the gateway serves over streamable HTTP.
+type HTTPOptions struct {
+	// Identify names the client whose bearer token was presented; false
+	// for a token that is no client's.
+	Identify func(token string) (name string, ok bool)
+	// Addr is the address the server listens on (HOST:PORT): its origin,
+	// http://Addr (and http://localhost:PORT on loopback), is allowed.
+	Addr string
+	// Origins are the other browser origins allowed (scheme://host:port).
+	Origins []string
+	// SessionTimeout ends a session idle this long (default 1h).
+	SessionTimeout time.Duration
+}
+
+// HTTPHandler serves the gateway over streamable HTTP. Before any MCP
+// handling, a request whose Origin header is present and not allowed is
+// refused (403: a web page the agent's user opened cannot drive the
+// gateway), and one without a client's bearer token (Authorization:
+// Bearer) is refused (401). The token's name is the agent (see
+// identity.go): its sessions share labels and budgets, and a session is
+// served only to the client that opened it.
+func (g *Gateway) HTTPHandler(o HTTPOptions) (http.Handler, error) {
+	if o.Identify == nil {
+		return nil, fmt.Errorf("the MCP gateway over HTTP needs its clients' tokens")
+	}
+	allowed := map[string]bool{}
+	if o.Addr != "" {
+		allowed["http://"+strings.ToLower(o.Addr)] = true
+		if host, port, err := net.SplitHostPort(o.Addr); err == nil {
+			if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+				allowed["http://localhost:"+port] = true
+			}
+		}
+	}
+	for _, origin := range o.Origins {
+		norm, ok := normOrigin(origin)
+		if !ok {
+			return nil, fmt.Errorf("origin %q: want scheme://host[:port], such as http://localhost:3000", origin)
+		}
+		allowed[norm] = true
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = time.Hour
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{SessionTimeout: o.SessionTimeout})
+	verify := func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+		name, ok := o.Identify(tok)
+		if !ok {
+			return nil, fmt.Errorf("cordon: this token is not an MCP client's of this gateway: %w", auth.ErrInvalidToken)
+		}
+		return &auth.TokenInfo{UserID: name}, nil
+	}
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	live := &liveSessions{idle: o.SessionTimeout, by: map[string]map[string]time.Time{}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" {
+			if norm, ok := normOrigin(origin); !ok || !allowed[norm] {
+				http.Error(w, fmt.Sprintf("cordon: requests from the web origin %q are refused (allowed: the gateway's own origin, and those given with --allow-origin)", origin), http.StatusForbidden)
+				return
+			}
+		}
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		name, ok := o.Identify(strings.TrimSpace(tok))
+		id := r.Header.Get("Mcp-Session-Id")
+		if ok && id == "" && r.Method == http.MethodPost && !live.room(name) {
+			http.Error(w, fmt.Sprintf("cordon: this client has %d sessions open already; end one (DELETE) or let one idle out", maxClientSessions), http.StatusTooManyRequests)
+			return
+		}
+		authed.ServeHTTP(w, r)
+		if !ok {
+			return
+		}
+		switch {
+		case id == "":
+			live.seen(name, w.Header().Get("Mcp-Session-Id"))
+		case r.Method == http.MethodDelete:
+			live.end(name, id)
+		default:
+			live.touch(name, id)
+		}
+	}), nil
+}
+
+// maxClientSessions bounds the sessions a client has open at once.
+var maxClientSessions = 64
+
+// liveSessions are the sessions each client has open, with when each was
+// last used (the SDK ends a session idle longer than idle).
+type liveSessions struct {
+	idle time.Duration
+	mu   sync.Mutex
+	by   map[string]map[string]time.Time // client -> session -> last use
+}
+
+// room reports whether the client may open another session.
+func (l *liveSessions) room(client string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for id, at := range l.by[client] {
+		if now.Sub(at) > l.idle {
+			delete(l.by[client], id)
+		}
+	}
+	return len(l.by[client]) < maxClientSessions
+}
+
+func (l *liveSessions) seen(client, id string) {
+	if id == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.by[client] == nil {
+		l.by[client] = map[string]time.Time{}
+	}
+	if _, ok := l.by[client][id]; ok || len(l.by[client]) < maxClientSessions {
+		l.by[client][id] = time.Now()
+	}
+}
+
+// touch notes the use of a session the client opened.
+func (l *liveSessions) touch(client, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.by[client][id]; ok {
+		l.by[client][id] = time.Now()
+	}
+}
+
+func (l *liveSessions) end(client, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.by[client], id)
+}
+
+// normOrigin is an origin in the form compared: scheme://host[:port],
+// lower case; false for anything else (a path, "null").
+func normOrigin(origin string) (string, bool) {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", false
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", false
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host), true
+}
