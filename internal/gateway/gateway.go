@@ -384,6 +384,9 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		if len(raw) == 0 {
 			raw = json.RawMessage("{}")
 		}
+		if res, big := g.oversized(s, name, raw); big {
+			return res, nil
+		}
 		args, err := cel.FromJSON(raw)
 		if err != nil {
 			return refusal(toolpolicy.Decision{Rule: "arguments", Reason: fmt.Sprintf("the arguments of %s are not a JSON object: %v", name, err)}), nil
@@ -410,6 +413,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		d := s.policy.Decide(c)
 		step := s.policy.Steps()
 		checkpoints := s.policy.TakeCheckpoints()
+		secret := s.carriesSecret()
 		s.mu.Unlock()
 		for _, cp := range checkpoints {
 			g.cfg.Logf("session %s: at step %d, %s held (%s): %s", s.id, cp.Step, cp.Rule, cp.Action, cp.Reason)
@@ -426,7 +430,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 			decision["held"] = true
 		}
 		if err := g.record(s,
-			audit.Event{Kind: audit.Action, Type: "tool_call", Data: map[string]any{"tool": name, "args": json.RawMessage(raw), "step": step, "session": s.id}},
+			audit.Event{Kind: audit.Action, Type: "tool_call", Data: withArgs(map[string]any{"tool": name, "step": step, "session": s.id}, raw, secret)},
 			audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: decision},
 		); err != nil {
 			return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the call could not be recorded (%v), so it was not made", err)}), nil
@@ -499,26 +503,34 @@ func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result,
 	}
 	failed := err != nil || ctr == nil || ctr.IsError
 	var shownBytes []byte
+	var found, foundLabels []string
 	if err == nil && ctr != nil {
+		ctr, res = g.cutResult(ctr, res)
 		shownBytes, _ = json.Marshal(ctr.Content)
+		found, foundLabels = scanResult(shownBytes)
 	}
 	s.mu.Lock()
+	secret := s.carriesSecret()
 	s.policy.Record(step, c, failed)
 	s.policy.Received(len(shownBytes))
 	labels := s.policy.ResultLabels(c)
+	if !failed && len(foundLabels) > 0 {
+		// A credential in a result labels it as if its tool returned it.
+		s.policy.AddLabels(step, c, foundLabels)
+		labels = slices.Compact(slices.Sorted(slices.Values(append(labels, foundLabels...))))
+	}
 	s.mu.Unlock()
 	shown := map[string]any{"tool": name, "step": step, "session": s.id, "failed": failed}
 	if !failed && len(labels) > 0 {
 		shown["labels"] = labels
 	}
+	if !failed && len(foundLabels) > 0 {
+		shown["found"] = foundLabels
+	}
 	if err != nil {
 		shown["error"] = err.Error()
 	} else if ctr != nil {
-		b := shownBytes
-		sum := sha256.Sum256(b)
-		shown["bytes"] = len(b)
-		shown["sha256"] = hex.EncodeToString(sum[:])
-		shown["content"] = preview(b)
+		withContent(shown, shownBytes, labels, found, secret)
 	}
 	if rerr := g.record(s, audit.Event{Kind: audit.Input, Type: "tool_result", Data: shown}); rerr != nil {
 		return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the result could not be recorded (%v), so it is not shown", rerr)}), nil

@@ -304,10 +304,10 @@ func TestEverythingIsRecorded(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %s %s", e.Kind, e.Type, b))
 	}
 	want := []string{
-		`action tool_call {"args":{"path":"secrets/key"},"session":"session-1","step":1,"tool":"read_file"}`,
+		`action tool_call {"args":{"path":"secrets/key"},"args_bytes":22,"args_sha256":"ea04903ae578ed198d8097c0a6dae189d1fe77081e0c64c9c3da862cf98647cf","session":"session-1","step":1,"tool":"read_file"}`,
 		`decision tool_decision {"allow":true,"reason":"read_file (read) is allowed by the profile","rule":"tools.read_file","session":"session-1","step":1,"tool":"read_file"}`,
-		`input tool_result {"bytes":59,"content":"[{\"type\":\"text\",\"text\":\"{\\\"content\\\":\\\"from read_file\\\"}\"}]","failed":false,"labels":["secret"],"session":"session-1","sha256":"`,
-		`action tool_call {"args":{"url":"https://example.org/"},"session":"session-1","step":2,"tool":"fetch"}`,
+		`input tool_result {"bytes":59,"failed":false,"labels":["secret"],"redacted":"labelled secret","session":"session-1","sha256":"c186f58cc6a3674c563ea710de74e0ba02cf1a4b4cf53c79575b7972abf68c56","step":1,"tool":"read_file"}`,
+		`action tool_call {"args":{"url":"[redacted: \"http\"…, 20 bytes]"},"args_bytes":30,"args_redacted":"the session carries secret","args_sha256":"47e7259d1e76fa6874371d60b6b74052ee0ef3dc3f8237fa9df21a25c7035558","session":"session-1","step":2,"tool":"fetch"}`,
 		`decision tool_decision {"allow":false,"because":1,"reason":"the session carries \"secret\", brought in by call 1 (read_file {\"path\":\"secrets/key\"}), and fetch accepts nothing labelled","rule":"tools.fetch.accepts","session":"session-1","step":2,"tool":"fetch"}`,
 	}
 	if len(got) != len(want) {

@@ -33,71 +33,177 @@ type rule struct {
 	group int
 	// keep, when set, rejects a match that is not a secret.
 	keep func(string) bool
+	// The regular expression runs only near its keywords (lower case): a
+	// match starts at most one byte before one and ends within span bytes
+	// of it. Without keywords, it runs on the whole text.
+	keywords []string
+	span     int
+	// lead is how far before its keyword a match may start (0: a byte).
+	lead int
 }
 
-// end is what may follow a token: a quote, a space, a semicolon, an
-// escaped newline (in JSON) or the end of the text.
-const end = `(?:[\x60'"\s;,]|\\[nrt]|$)`
+// end is what may follow a token: a quote, a space, a semicolon, a comma,
+// a backslash (an escaped newline in JSON, escaped once or more) or the end
+// of the text.
+const end = `(?:[\x60'"\s;,\\]|$)`
 
 var rules = []rule{
-	{id: "aws-access-token", re: regexp.MustCompile(`\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b`), group: 1},
-	{id: "github-pat", re: regexp.MustCompile(`\b(gh[pousr]_[0-9a-zA-Z]{36})\b`), group: 1},
-	{id: "github-fine-grained-pat", re: regexp.MustCompile(`\b(github_pat_\w{82})\b`), group: 1},
-	{id: "gitlab-token", re: regexp.MustCompile(`\b(gl(?:pat|dt|ptt|rt|cbt|oas|soat|ft|imt|agent)-[\w-]{20,})`), group: 1},
-	{id: "slack-token", re: regexp.MustCompile(`\b(xox[baprse]-[0-9]{10,13}-[0-9A-Za-z-]{10,})`), group: 1},
-	{id: "slack-app-token", re: regexp.MustCompile(`(?i)\b(xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)`), group: 1},
-	{id: "slack-webhook-url", re: regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}`)},
-	{id: "stripe-access-token", re: regexp.MustCompile(`\b((?:sk|rk)_(?:test|live|prod)_[a-zA-Z0-9]{10,99})` + end), group: 1},
-	{id: "gcp-api-key", re: regexp.MustCompile(`\b(AIza[\w-]{35})` + end), group: 1},
-	{id: "openai-api-key", re: regexp.MustCompile(`\b(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{58,74}T3BlbkFJ[A-Za-z0-9_-]{58,74}|sk-[a-zA-Z0-9]{20}T3BlbkFJ[a-zA-Z0-9]{20})`), group: 1},
-	{id: "anthropic-api-key", re: regexp.MustCompile(`\b(sk-ant-(?:api|admin)\d\d-[a-zA-Z0-9_\-]{80,100})`), group: 1},
-	{id: "npm-access-token", re: regexp.MustCompile(`(?i)\b(npm_[a-z0-9]{36})` + end), group: 1},
-	{id: "private-key", re: regexp.MustCompile(`(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----`)},
+	{id: "aws-access-token", re: regexp.MustCompile(`\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b`), group: 1, keywords: []string{"a3t", "akia", "asia", "abia", "acca"}, span: 24},
+	{id: "github-pat", re: regexp.MustCompile(`\b(gh[pousr]_[0-9a-zA-Z]{36})\b`), group: 1, keywords: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, span: 48},
+	{id: "github-fine-grained-pat", re: regexp.MustCompile(`\b(github_pat_\w{82})\b`), group: 1, keywords: []string{"github_pat_"}, span: 100},
+	{id: "gitlab-token", re: regexp.MustCompile(`\b(gl(?:pat|dt|ptt|rt|cbt|oas|soat|ft|imt|agent)-[\w-]{20,})`), group: 1, keywords: []string{"glpat-", "gldt-", "glptt-", "glrt-", "glcbt-", "gloas-", "glsoat-", "glft-", "glimt-", "glagent-"}, span: 300},
+	{id: "slack-token", re: regexp.MustCompile(`\b(xox[baprse]-[0-9]{10,13}-[0-9A-Za-z-]{10,})`), group: 1, keywords: []string{"xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-", "xoxe-"}, span: 300},
+	{id: "slack-app-token", re: regexp.MustCompile(`(?i)\b(xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)`), group: 1, keywords: []string{"xapp-"}, span: 300},
+	{id: "slack-webhook-url", re: regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}`), keywords: []string{"hooks.slack.com/"}, span: 100},
+	{id: "stripe-access-token", re: regexp.MustCompile(`\b((?:sk|rk)_(?:test|live|prod)_[a-zA-Z0-9]{10,99})` + end), group: 1, keywords: []string{"_test_", "_live_", "_prod_"}, span: 120, lead: 2},
+	{id: "gcp-api-key", re: regexp.MustCompile(`\b(AIza[\w-]{35})` + end), group: 1, keywords: []string{"aiza"}, span: 48},
+	{id: "openai-api-key", re: regexp.MustCompile(`\b(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{58,74}T3BlbkFJ[A-Za-z0-9_-]{58,74}|sk-[a-zA-Z0-9]{20}T3BlbkFJ[a-zA-Z0-9]{20})`), group: 1, keywords: []string{"t3blbkfj"}, span: 100, lead: 100},
+	{id: "anthropic-api-key", re: regexp.MustCompile(`\b(sk-ant-(?:api|admin)\d\d-[a-zA-Z0-9_\-]{80,100})`), group: 1, keywords: []string{"sk-ant-"}, span: 120},
+	{id: "npm-access-token", re: regexp.MustCompile(`(?i)\b(npm_[a-z0-9]{36})` + end), group: 1, keywords: []string{"npm_"}, span: 48},
+	{id: "private-key", re: regexp.MustCompile(`(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----`), keywords: []string{"-----begin"}, span: 1 << 16},
 	// A private key cut short (a preview, a truncated read) is still one.
-	{id: "private-key", re: regexp.MustCompile(`(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:\\n|\s)*[A-Za-z0-9+/=]{16,}`)},
-	{id: "jwt", re: regexp.MustCompile(`\b(ey[a-zA-Z0-9]{17,}\.ey[a-zA-Z0-9/\\_-]{17,}\.(?:[a-zA-Z0-9/\\_-]{10,}={0,2})?)` + end), group: 1},
-	// password=..., "api_key": "...", SECRET_TOKEN: ...: the value of an
-	// assignment to a name that says it holds a credential.
-	{id: "generic-credential", re: regexp.MustCompile(`(?i)(?:passw(?:or)?d|passwd|pwd|secret|api[_.-]?key|apikey|access[_.-]?key|auth[_.-]?token|access[_.-]?token|private[_.-]?key|client[_.-]?secret|credentials?|token)(?:[\w.-]{0,20})(?:\\?["'])?[ \t]{0,3}(?:=|:=|:|=>)[ \t]{0,3}(?:\\?["'\x60])?([^\s"'\x60;,\\<>(){}\[\]]{8,200})`), group: 1, keep: credentialValue},
-	// A long token of random-looking characters (base64, base62).
-	{id: "high-entropy-token", re: regexp.MustCompile(`[A-Za-z0-9+/_=-]{32,}`), keep: randomToken},
+	{id: "private-key", re: regexp.MustCompile(`(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:\\n|\s)*[A-Za-z0-9+/=]{16,}`), keywords: []string{"-----begin"}, span: 256},
+	{id: "jwt", re: regexp.MustCompile(`\b(ey[a-zA-Z0-9]{17,}\.ey[a-zA-Z0-9/\\_-]{17,}\.(?:[a-zA-Z0-9/\\_-]{10,}={0,2})?)` + end), group: 1, keywords: []string{"eyj"}, span: 2048},
 }
 
+// generic finds the value of an assignment to a name that says it holds
+// a credential (password=..., "api_key": "...", SECRET_TOKEN: ...): the
+// expression is matched right after each keyword.
+var generic = rule{
+	id:       "generic-credential",
+	re:       regexp.MustCompile(`^[\w.-]{0,20}(?:\\?["'])?[ \t]{0,3}(?:=|:=|:|=>)[ \t]{0,3}(?:\\?["'\x60])?([^\s"'\x60;,\\<>(){}\[\]]{8,200})`),
+	group:    1,
+	keep:     credentialValue,
+	keywords: []string{"password", "passwd", "pwd", "secret", "token", "credential", "api_key", "api-key", "api.key", "apikey", "access_key", "access-key", "accesskey", "private_key", "private-key"},
+	span:     260,
+}
+
+// tokenChars are the characters of a random-looking token (base64 and
+// base64url, and '=' of padding).
+var tokenChars = func() (t [256]bool) {
+	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_=-" {
+		t[c] = true
+	}
+	return t
+}()
+
+// minToken is the shortest random-looking token reported.
+const minToken = 32
+
+// MaxFindings bounds what one scan reports, whatever its limit.
+const MaxFindings = 4096
+
 // Scan returns the credentials in text, in order, at most limit of them (0
-// is no limit); overlapping findings are reported once.
+// is MaxFindings). Where findings overlap, the rule of a known format wins
+// over the generic ones, and each credential is reported once.
 func Scan(text []byte, limit int) []Finding {
-	var out []Finding
+	if limit <= 0 || limit > MaxFindings {
+		limit = MaxFindings
+	}
+	var kept []Finding // sorted by start, none overlapping
+	// add keeps a finding that overlaps none kept; it says when the limit
+	// is reached.
+	add := func(rule string, start, stop int) bool {
+		i, _ := slices.BinarySearchFunc(kept, start, func(f Finding, at int) int { return f.Start - at })
+		if (i > 0 && kept[i-1].End > start) || (i < len(kept) && kept[i].Start < stop) {
+			return false
+		}
+		kept = slices.Insert(kept, i, Finding{Rule: rule, Start: start, End: stop})
+		return len(kept) == limit
+	}
 	s := string(text)
+	lower := asciiLower(text)
 	for _, r := range rules {
-		for _, m := range r.re.FindAllStringSubmatchIndex(s, -1) {
-			start, stop := m[2*r.group], m[2*r.group+1]
-			if start < 0 {
-				continue
+		for _, w := range windows(lower, r.keywords, r.lead, r.span) {
+			for _, m := range r.re.FindAllStringSubmatchIndex(s[w[0]:w[1]], -1) {
+				start, stop := m[2*r.group], m[2*r.group+1]
+				if start < 0 || (r.keep != nil && !r.keep(s[w[0]+start:w[0]+stop])) {
+					continue
+				}
+				if add(r.id, w[0]+start, w[0]+stop) {
+					return kept
+				}
 			}
-			if r.keep != nil && !r.keep(s[start:stop]) {
-				continue
-			}
-			out = append(out, Finding{Rule: r.id, Start: start, End: stop})
 		}
 	}
-	slices.SortFunc(out, func(a, b Finding) int {
-		if a.Start != b.Start {
-			return a.Start - b.Start
+	for _, k := range generic.keywords {
+		for at := 0; ; {
+			i := strings.Index(lower[at:], k)
+			if i < 0 {
+				break
+			}
+			at = i + at + len(k)
+			w := s[at:min(len(s), at+generic.span)]
+			m := generic.re.FindStringSubmatchIndex(w)
+			if m == nil || !generic.keep(w[m[2]:m[3]]) {
+				continue
+			}
+			if add(generic.id, at+m[2], at+m[3]) {
+				return kept
+			}
 		}
-		return b.End - a.End
-	})
-	// Keep the first of findings that overlap (the longest at a start).
-	kept := out[:0]
-	for _, f := range out {
-		if n := len(kept); n > 0 && f.Start < kept[n-1].End {
+	}
+	// Random-looking tokens, last: a known format names a token better.
+	for i := 0; i < len(s); {
+		if !tokenChars[s[i]] {
+			i++
 			continue
 		}
-		kept = append(kept, f)
-		if limit > 0 && len(kept) == limit {
-			break
+		j := i
+		for j < len(s) && tokenChars[s[j]] {
+			j++
 		}
+		if j-i >= minToken && randomToken(s[i:j]) && add("high-entropy-token", i, j) {
+			return kept
+		}
+		i = j
 	}
 	return kept
+}
+
+// asciiLower is text with ASCII letters in lower case, byte for byte (its
+// offsets are the text's).
+func asciiLower(text []byte) string {
+	b := make([]byte, len(text))
+	for i, c := range text {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b[i] = c
+	}
+	return string(b)
+}
+
+// windows are the parts of text (lower case) to search for a rule: around
+// each of its keywords, from lead and a byte before one to span bytes
+// after it,
+// merged where they meet; the whole text when there are no keywords.
+func windows(lower string, keywords []string, lead, span int) [][2]int {
+	if len(keywords) == 0 {
+		return [][2]int{{0, len(lower)}}
+	}
+	var ws [][2]int
+	for _, k := range keywords {
+		for at := 0; ; {
+			i := strings.Index(lower[at:], k)
+			if i < 0 {
+				break
+			}
+			i += at
+			ws = append(ws, [2]int{max(0, i-lead-1), min(len(lower), i+span)})
+			at = i + len(k)
+		}
+	}
+	slices.SortFunc(ws, func(a, b [2]int) int { return a[0] - b[0] })
+	var out [][2]int
+	for _, w := range ws {
+		if n := len(out); n > 0 && w[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], w[1])
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // Found reports whether text holds a credential, and the rule of the first.

@@ -31,6 +31,9 @@ func TestScanFindsCredentials(t *testing.T) {
 	for _, c := range []struct{ rule, text string }{
 		{"aws-access-token", "AWS_ACCESS_KEY_ID=AKIA" + token(1, upper2, 16) + "\n"},
 		{"github-pat", "token: ghp_" + token(2, base62, 36)},
+		{"github-pat", "ghp_" + token(2, base62, 36)}, // at the very start
+		{"aws-access-token", "AKIA" + token(1, upper2, 16)},
+		{"stripe-access-token", "rk_test_" + token(7, base62, 30)},
 		{"github-pat", `{"auth":"gho_` + token(3, base62, 36) + `"}`},
 		{"github-fine-grained-pat", "github_pat_" + token(4, base62, 82)},
 		{"gitlab-token", "glpat-" + token(5, base62, 20)},
