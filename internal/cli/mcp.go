@@ -103,13 +103,13 @@ func mcpCmd(e *env, args []string) int {
 	// Approved calls whose session is gone (a restart) run once, here.
 	go g.Recover(ctx)
 	if *addr == "" {
-		err = g.Server().Run(ctx, &mcp.StdioTransport{})
+		err = g.Server().Run(ctx, g.Stdio(os.Stdin, os.Stdout))
 		if err != nil && ctx.Err() == nil && !errors.Is(err, mcp.ErrConnectionClosed) {
 			return fail(e, fmt.Errorf("mcp: %w", err))
 		}
 		return 0
 	}
-	return serveHTTP(ctx, e, g.Server(), *addr)
+	return serveHTTP(ctx, e, g.HTTPHandler(), *addr)
 }
 
 // outsideViews says where path is inside the view of p's sandboxes or of
@@ -177,7 +177,7 @@ func gatewayFor(ctx context.Context, e *env, p *profile.Profile, file string, al
 
 // serveHTTP serves the gateway over streamable HTTP until ctx ends. It
 // listens only on loopback: the gateway has no access control of its own.
-func serveHTTP(ctx context.Context, e *env, s *mcp.Server, addr string) int {
+func serveHTTP(ctx context.Context, e *env, h http.Handler, addr string) int {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fail(e, fmt.Errorf("--http %s: %v", addr, err))
@@ -191,7 +191,7 @@ func serveHTTP(ctx context.Context, e *env, s *mcp.Server, addr string) int {
 	}
 	fmt.Fprintf(e.stderr, "cordon: MCP gateway on http://%s/mcp\n", ln.Addr())
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	mux.Handle("/mcp", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
