@@ -34,6 +34,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/cel"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/telemetry"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 )
 
@@ -384,7 +385,9 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		if len(raw) == 0 {
 			raw = json.RawMessage("{}")
 		}
-		if res, big := g.oversized(s, name, raw); big {
+		ctx, span := traceCall(ctx, name, s.id)
+		defer span.End()
+		if res, big := g.oversized(ctx, s, name, raw); big {
 			return res, nil
 		}
 		args, err := cel.FromJSON(raw)
@@ -413,8 +416,10 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		d := s.policy.Decide(c)
 		step := s.policy.Steps()
 		checkpoints := s.policy.TakeCheckpoints()
-		secret := s.carriesSecret()
+		labels := s.policy.Labels()
+		secret := slices.Contains(labels, secretLabel)
 		s.mu.Unlock()
+		traceDecision(ctx, step, d, labels)
 		for _, cp := range checkpoints {
 			g.cfg.Logf("session %s: at step %d, %s held (%s): %s", s.id, cp.Step, cp.Rule, cp.Action, cp.Reason)
 			g.record(s, audit.Event{Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
@@ -437,7 +442,9 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		approved := ""
 		if d.Approval {
-			req, refused := g.hold(ctx, r, s, c, raw, step, d)
+			wctx, wait := telemetry.Start(ctx, spanApproval)
+			req, refused := g.hold(wctx, r, s, c, raw, step, d)
+			wait.End()
 			if refused != nil {
 				return refused, nil
 			}
@@ -452,7 +459,9 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		} else if !d.Allow {
 			return refusal(d), nil
 		}
-		res, err := next(ctx, method, req)
+		rctx, run := telemetry.Start(ctx, spanRun)
+		res, err := next(rctx, method, req)
+		run.End()
 		if approved != "" {
 			g.cfg.Approvals.Finish(approved, resultSummary(res, err))
 		}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -237,7 +238,7 @@ func (s *session) carriesSecret() bool {
 // oversized refuses a call whose arguments are larger than the profile's
 // bound, before they are decoded or decided: the audit log keeps their
 // size and digest, not their content.
-func (g *Gateway) oversized(s *session, name string, raw json.RawMessage) (*mcp.CallToolResult, bool) {
+func (g *Gateway) oversized(ctx context.Context, s *session, name string, raw json.RawMessage) (*mcp.CallToolResult, bool) {
 	limit := g.cfg.Profile.ArgumentCap()
 	if int64(len(raw)) <= limit {
 		return nil, false
@@ -245,6 +246,7 @@ func (g *Gateway) oversized(s *session, name string, raw json.RawMessage) (*mcp.
 	d := toolpolicy.Decision{Rule: "session.max_argument_bytes", Limit: "session.max_argument_bytes",
 		Reason: fmt.Sprintf("the arguments of %s are %d bytes, more than the profile's bound of %d bytes", name, len(raw), limit),
 		Hint:   "pass large data by a file in the workspace, and its path as the argument"}
+	traceDecision(ctx, 0, d, nil)
 	data := map[string]any{"tool": name, "session": s.id, "args_bytes": len(raw), "args_sha256": digest(raw), "args_cut": true}
 	if err := g.record(s,
 		audit.Event{Kind: audit.Action, Type: "tool_call", Data: data},
