@@ -92,6 +92,11 @@ func mcpCmd(e *env, args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	flush, err := traced(ctx, e, "cordon-mcp")
+	if err != nil {
+		return fail(e, err)
+	}
+	defer flush()
 	g, err := gatewayFor(ctx, e, p, file, allow, degraded, al, store, al.log.Append)
 	if err != nil {
 		return fail(e, err)

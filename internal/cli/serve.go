@@ -172,6 +172,11 @@ func serveCmd(e *env, args []string) int {
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	flush, err := traced(ctx, e, "cordon-serve")
+	if err != nil {
+		return fail(e, err)
+	}
+	defer flush()
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
