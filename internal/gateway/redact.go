@@ -304,18 +304,24 @@ func (g *Gateway) cutResult(ctr *mcp.CallToolResult, res mcp.Result) (*mcp.CallT
 	return &out, &out
 }
 
-// cutJSONText is the longest start of s whose JSON string form is at most
-// n bytes.
+// cutJSONText is the longest start of s whose JSON string form (as
+// encoding/json writes it) is at most n bytes.
 func cutJSONText(s string, n int) string {
-	lo, hi := 0, min(len(s), n)
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		b, _ := json.Marshal(cutUTF8(s, mid))
-		if len(b) <= n {
-			lo = mid
-		} else {
-			hi = mid - 1
+	size := 2 // the quotes
+	for i, r := range s {
+		w := utf8.RuneLen(r)
+		switch {
+		case r == utf8.RuneError:
+			w = 6 // written as \ufffd
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+			w = 2
+		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
+			w = 6
 		}
+		if size+w > n {
+			return strings.ToValidUTF8(s[:i], "\uFFFD")
+		}
+		size += w
 	}
-	return cutUTF8(s, lo)
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

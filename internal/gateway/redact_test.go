@@ -229,6 +229,8 @@ func TestSizesAreBounded(t *testing.T) {
 	small := newLogged(t, "1MiB")
 	cs = small.connect(t)
 	before = small.size(t)
+	args = bigCall(3 << 20).Arguments.(json.RawMessage)
+	sum = sha256.Sum256(args)
 	text, isErr = call(t, cs, "write_file", string(args))
 	if !isErr || !strings.Contains(text, "rule session.max_argument_bytes") || !strings.Contains(text, fmt.Sprintf("are %d bytes, more than the profile's bound of 1048576 bytes", len(args))) {
 		t.Errorf("an argument over the bound: %v %q, want a refusal naming the bound", isErr, text)

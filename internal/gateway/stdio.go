@@ -151,8 +151,21 @@ type oversized struct {
 func (o *oversized) write(b []byte) {
 	o.n += int64(len(b))
 	o.h.Write(b)
-	for _, c := range b {
-		o.id.feed(c)
+	o.id.write(b)
+}
+
+// write feeds b, skipping quickly over the inside of strings that are not
+// the id nor a member's name (where a large argument is).
+func (f *idFinder) write(b []byte) {
+	for i := 0; i < len(b); i++ {
+		if f.inString && !f.escaped && !f.inKey && !(f.isID && f.depth == 1) {
+			j := bytes.IndexAny(b[i:], `"\`)
+			if j < 0 {
+				return
+			}
+			i += j
+		}
+		f.feed(b[i])
 	}
 }
 

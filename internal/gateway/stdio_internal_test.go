@@ -1,6 +1,10 @@
 package gateway
 
-import "testing"
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
 
 func TestIDFinder(t *testing.T) {
 	for _, c := range []struct{ msg, want string }{
@@ -18,6 +22,23 @@ func TestIDFinder(t *testing.T) {
 		}
 		if got := string(f.value()); got != c.want {
 			t.Errorf("%s: id %q, want %q", c.msg, got, c.want)
+		}
+	}
+}
+
+// The cut text's JSON form fits the size asked, and is as long as can be.
+func TestCutJSONText(t *testing.T) {
+	for _, s := range []string{"plain ascii text", "quotes \" and \\ and \n new<lines>&", "ünïcödé ✓ 🎉", "bad \xff utf8 \x01 ctl"} {
+		full, _ := json.Marshal(strings.ToValidUTF8(s, "\uFFFD"))
+		for n := 2; n <= len(full)+2; n++ {
+			got := cutJSONText(s, n)
+			b, _ := json.Marshal(got)
+			if len(b) > n || !strings.HasPrefix(strings.ToValidUTF8(s, "\uFFFD"), got) {
+				t.Fatalf("%q cut to %d: %q (%d bytes as JSON)", s, n, got, len(b))
+			}
+			if n >= len(full)+3*strings.Count(s, "\xff") && len(b) != len(full) {
+				t.Fatalf("%q cut to %d, more than its %d bytes: %q", s, n, len(full), got)
+			}
 		}
 	}
 }
