@@ -26,7 +26,9 @@ import (
 // Arguments are kept as their JSON, each string cut to leafBytes and the
 // whole to previewBytes; a string in which the scanner finds a credential
 // has it replaced by a mark, and while the session carries the secret
-// label every string is so replaced (the agent may pass on what it read).
+// label every string is so replaced (the agent may pass on what it read);
+// member names, numbers and booleans stay, unless a name holds a
+// credential.
 // A result keeps a preview of its first previewBytes unless it is labelled
 // secret, holds a credential, or was shown to a session that carries
 // secret: then only its size, digest and why.
