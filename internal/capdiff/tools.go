@@ -76,6 +76,7 @@ func (d *differ) tools(o, n *profile.Profile) {
 	d.count("session", "session.calls", "calls per session", os.Calls, ns.Calls)
 	d.count("session", "session.steps", "steps per session", os.Steps, ns.Steps)
 	d.count("session", "session.repeats", "failures of one call in a row", os.Repeats, ns.Repeats)
+	d.sizes(o, n)
 	ow, nw := os.WallTime(), ns.WallTime()
 	if ow != nw {
 		d.count("session", "session.wall", "session's wall time", int(ow.Seconds()), int(nw.Seconds()))

@@ -101,6 +101,11 @@ func mcpCmd(e *env, args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	flush, err := traced(ctx, e, "cordon-mcp")
+	if err != nil {
+		return fail(e, err)
+	}
+	defer flush()
 	g, err := gatewayFor(ctx, e, p, file, allow, degraded, al, store, al.log.Append)
 	if err != nil {
 		return fail(e, err)
@@ -112,7 +117,7 @@ func mcpCmd(e *env, args []string) int {
 	// Approved calls whose session is gone (a restart) run once, here.
 	go g.Recover(ctx)
 	if *addr == "" {
-		err = g.Server().Run(ctx, &mcp.StdioTransport{})
+		err = g.Server().Run(ctx, g.Stdio(os.Stdin, os.Stdout))
 		if err != nil && ctx.Err() == nil && !errors.Is(err, mcp.ErrConnectionClosed) {
 			return fail(e, fmt.Errorf("mcp: %w", err))
 		}

@@ -25,6 +25,9 @@ type traceLine struct {
 	Approved bool `json:"approved,omitempty"`
 	// BytesIn is the size of the result the agent was shown.
 	BytesIn int `json:"bytes_in,omitempty"`
+	// Found are the labels the gateway gave the result for what it held
+	// (a credential: secret), as its tool_result event records them.
+	Found []string `json:"found,omitempty"`
 }
 
 // replayed is one decision as replay prints it with --json.
@@ -78,7 +81,9 @@ func replayCmd(e *env, args []string) int {
 			s.Record(s.Steps(), c.Call, c.Failed, shown)
 			s.Received(c.BytesIn)
 			if shown {
+				s.AddLabels(s.Steps(), c.Call, c.Found)
 				r.Labels = s.ResultLabels(c.Call)
+				r.Labels = append(r.Labels, c.Found...)
 			}
 		} else if !r.Approved {
 			refused = true

@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/config"
@@ -134,7 +132,7 @@ func serveCmd(e *env, args []string) int {
 			return nil, nil, err
 		}
 		go g.Recover(ctx)
-		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.Server() }, nil), g.Close, nil
+		return g.InnerHandler(), g.Close, nil
 	}
 	// Each agent's sandbox is built once before the server listens: a
 	// layer this host cannot give, and that neither the flags nor the
@@ -174,6 +172,11 @@ func serveCmd(e *env, args []string) int {
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	flush, err := traced(ctx, e, "cordon-serve")
+	if err != nil {
+		return fail(e, err)
+	}
+	defer flush()
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)

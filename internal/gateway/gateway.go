@@ -33,6 +33,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/telemetry"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 )
 
@@ -376,6 +377,14 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		name := r.Params.Name
 		sent := r.Params.Arguments
+		if len(sent) == 0 {
+			sent = json.RawMessage("{}")
+		}
+		ctx, span := traceCall(ctx, name, s.id)
+		defer span.End()
+		if res, big := g.oversized(ctx, s, name, sent); big {
+			return res, nil
+		}
 		c, raw, bad := g.canonical(ctx, name, sent)
 		if bad != nil {
 			return g.refuseArguments(s, name, sent, *bad), nil
@@ -411,7 +420,10 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		d := s.policy.Decide(c)
 		step := s.policy.Steps()
 		checkpoints := s.policy.TakeCheckpoints()
+		labels := s.policy.Labels()
+		secret := slices.Contains(labels, secretLabel)
 		s.mu.Unlock()
+		traceDecision(ctx, step, d, labels)
 		for _, cp := range checkpoints {
 			g.cfg.Logf("session %s: at step %d, %s held (%s): %s", s.id, cp.Step, cp.Rule, cp.Action, cp.Reason)
 			g.record(s, audit.Event{Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
@@ -427,14 +439,16 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 			decision["held"] = true
 		}
 		if err := g.record(s,
-			audit.Event{Kind: audit.Action, Type: "tool_call", Data: callRecord(c, raw, sent, step, s.id)},
+			audit.Event{Kind: audit.Action, Type: "tool_call", Data: callRecord(c, raw, sent, step, s.id, secret)},
 			audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: decision},
 		); err != nil {
 			return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the call could not be recorded (%v), so it was not made", err)}), nil
 		}
 		approved := ""
 		if d.Approval {
-			req, refused := g.hold(ctx, r, s, c, raw, step, d)
+			wctx, wait := telemetry.Start(ctx, spanApproval)
+			req, refused := g.hold(wctx, r, s, c, raw, step, d)
+			wait.End()
 			if refused != nil {
 				return refused, nil
 			}
@@ -449,7 +463,9 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		} else if !d.Allow {
 			return refusal(d), nil
 		}
-		res, err := next(ctx, method, req)
+		rctx, run := telemetry.Start(ctx, spanRun)
+		res, err := next(rctx, method, req)
+		run.End()
 		if approved != "" {
 			g.cfg.Approvals.Finish(approved, resultSummary(res, err))
 		}
@@ -485,26 +501,34 @@ func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result,
 		_, refused = ctr.Meta["cordon/refusal"].(toolpolicy.Decision)
 	}
 	var shownBytes []byte
+	var found, foundLabels []string
 	if err == nil && ctr != nil {
+		ctr, res = g.cutResult(ctr, res)
 		shownBytes, _ = json.Marshal(ctr.Content)
+		found, foundLabels = scanResult(shownBytes)
 	}
 	s.mu.Lock()
+	secret := s.carriesSecret()
 	s.policy.Record(step, c, failed, !refused)
 	s.policy.Received(len(shownBytes))
 	labels := s.policy.ResultLabels(c)
+	if !refused && len(foundLabels) > 0 {
+		// A credential in a result labels it as if its tool returned it.
+		s.policy.AddLabels(step, c, foundLabels)
+		labels = slices.Compact(slices.Sorted(slices.Values(append(labels, foundLabels...))))
+	}
 	s.mu.Unlock()
 	shown := map[string]any{"tool": name, "step": step, "session": s.id, "failed": failed}
 	if !refused && len(labels) > 0 {
 		shown["labels"] = labels
 	}
+	if !refused && len(foundLabels) > 0 {
+		shown["found"] = foundLabels
+	}
 	if err != nil {
 		shown["error"] = err.Error()
 	} else if ctr != nil {
-		b := shownBytes
-		sum := sha256.Sum256(b)
-		shown["bytes"] = len(b)
-		shown["sha256"] = hex.EncodeToString(sum[:])
-		shown["content"] = preview(b)
+		withContent(shown, shownBytes, labels, found, secret)
 	}
 	if rerr := g.record(s, audit.Event{Kind: audit.Input, Type: "tool_result", Data: shown}); rerr != nil {
 		return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the result could not be recorded (%v), so it is not shown", rerr)}), nil

@@ -315,10 +315,10 @@ func TestEverythingIsRecorded(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %s %s", e.Kind, e.Type, b))
 	}
 	want := []string{
-		`action tool_call {"args":{"path":"/ws/secrets/key"},"files":{"path":{"path":"/ws/secrets/key","exists":true,"dev":1,"ino":`,
+		`action tool_call {"args":{"path":"/ws/secrets/key"},"args_bytes":`,
 		`decision tool_decision {"allow":true,"reason":"read_file (read) is allowed by the profile","rule":"tools.read_file","session":"session-1","step":1,"tool":"read_file"}`,
-		`input tool_result {"bytes":59,"content":"[{\"type\":\"text\",\"text\":\"{\\\"content\\\":\\\"from read_file\\\"}\"}]","failed":false,"labels":["secret"],"session":"session-1","sha256":"`,
-		`action tool_call {"args":{"url":"https://example.org/"},"session":"session-1","step":2,"tool":"fetch"}`,
+		`input tool_result {"bytes":59,"failed":false,"labels":["secret"],"redacted":"labelled secret","session":"session-1","sha256":"`,
+		`action tool_call {"args":{"url":"[redacted: \"http\"…, 20 bytes]"},"args_bytes":30,"args_redacted":"the session carries secret","args_sha256":"`,
 		`decision tool_decision {"allow":false,"because":1,"reason":"the session carries \"secret\", brought in by call 1 (read_file {\"path\":\"/ws/secrets/key\"}), and fetch accepts nothing labelled","rule":"tools.fetch.accepts","session":"session-1","step":2,"tool":"fetch"}`,
 	}
 	if len(got) != len(want) {

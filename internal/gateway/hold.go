@@ -70,9 +70,9 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 	if err != nil {
 		return refuse("%s needs approval, and the request could not be stored: %v", c.Tool, err)
 	}
-	if err := g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_request", Data: map[string]any{
-		"id": id, "tool": c.Tool, "args": raw, "class": class, "rule": d.Rule, "reason": d.Reason, "step": step, "session": s.id, "labels": labels, "expires": req.Expires,
-	}}); err != nil {
+	if err := g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_request", Data: withArgs(map[string]any{
+		"id": id, "tool": c.Tool, "class": class, "rule": d.Rule, "reason": d.Reason, "step": step, "session": s.id, "labels": labels, "expires": req.Expires,
+	}, raw, slices.Contains(labels, secretLabel))}); err != nil {
 		g.cfg.Approvals.Expire(id, "the request could not be recorded")
 		return refuse("the approval request could not be recorded (%v)", err)
 	}
@@ -127,7 +127,7 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 		s.policy.Grant(c)
 	}
 	s.mu.Unlock()
-	g.record(s, audit.Event{Kind: audit.Action, Type: "approved_call", Data: map[string]any{"id": id, "tool": c.Tool, "args": raw, "by": it.By, "scope": it.Scope, "step": step, "session": s.id}})
+	g.record(s, audit.Event{Kind: audit.Action, Type: "approved_call", Data: withArgs(map[string]any{"id": id, "tool": c.Tool, "by": it.By, "scope": it.Scope, "step": step, "session": s.id}, raw, slices.Contains(labels, secretLabel))})
 	return req, nil
 }
 
@@ -197,7 +197,7 @@ func (g *Gateway) gate(h mcp.ToolHandler) mcp.ToolHandler {
 		pa.sess.mu.Lock()
 		pa.sess.policy.Commit(pa.call)
 		pa.sess.mu.Unlock()
-		g.record(pa.sess, audit.Event{Kind: audit.Action, Type: "approved_call", Data: map[string]any{"id": pa.id, "tool": pa.req.Tool, "args": pa.req.Args, "by": by, "scope": approvals.ScopeCall, "step": pa.req.Step, "session": pa.sess.id}})
+		g.record(pa.sess, audit.Event{Kind: audit.Action, Type: "approved_call", Data: withArgs(map[string]any{"id": pa.id, "tool": pa.req.Tool, "by": by, "scope": approvals.ScopeCall, "step": pa.req.Step, "session": pa.sess.id}, pa.req.Args, slices.Contains(pa.req.Labels, secretLabel))})
 		res, err := h(ctx, req)
 		g.cfg.Approvals.Finish(pa.id, resultSummary(res, err))
 		g.mu.Lock()
@@ -304,7 +304,7 @@ func (g *Gateway) recoverOnce(ctx context.Context) {
 			continue
 		}
 		s := &session{id: it.Session}
-		g.record(s, audit.Event{Kind: audit.Action, Type: "approved_call", Data: map[string]any{"id": it.ID, "tool": it.Tool, "args": it.Args, "by": it.By, "scope": it.Scope, "session": it.Session, "recovered": true}})
+		g.record(s, audit.Event{Kind: audit.Action, Type: "approved_call", Data: withArgs(map[string]any{"id": it.ID, "tool": it.Tool, "by": it.By, "scope": it.Scope, "session": it.Session, "recovered": true}, it.Args, slices.Contains(it.Labels, secretLabel))})
 		r := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: it.Tool, Arguments: it.Args}}
 		var res *mcp.CallToolResult
 		g.mu.Lock()
@@ -321,8 +321,10 @@ func (g *Gateway) recoverOnce(ctx context.Context) {
 		summary := resultSummary(res, err)
 		shown := map[string]any{"id": it.ID, "tool": it.Tool, "session": it.Session, "result": summary}
 		if res != nil {
+			res, _ = g.cutResult(res, res)
 			b, _ := json.Marshal(res.Content)
-			shown["content"] = preview(b)
+			rules, found := scanResult(b)
+			withContent(shown, b, found, rules, slices.Contains(it.Labels, secretLabel))
 		}
 		g.record(s, audit.Event{Kind: audit.Input, Type: "tool_result", Data: shown})
 		g.cfg.Logf("approved request %s (%s) ran after its session ended: %s", it.ID, it.Tool, summary)

@@ -1,8 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,7 +36,8 @@ type HTTPOptions struct {
 // handling, a request whose Origin header is present and not allowed is
 // refused (403: a web page the agent's user opened cannot drive the
 // gateway), and one without a client's bearer token (Authorization:
-// Bearer) is refused (401). The token's name is the agent (see
+// Bearer) is refused (401). A request's body is bounded by MessageCap
+// (see bounded). The token's name is the agent (see
 // identity.go): its sessions share labels and budgets, and a session is
 // served only to the client that opened it.
 func (g *Gateway) HTTPHandler(o HTTPOptions) (http.Handler, error) {
@@ -58,7 +63,8 @@ func (g *Gateway) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = time.Hour
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{SessionTimeout: o.SessionTimeout})
+	limit := MessageCap(g.cfg.Profile)
+	h := g.bounded(limit, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{SessionTimeout: o.SessionTimeout}))
 	verify := func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
 		name, ok := o.Identify(tok)
 		if !ok {
@@ -161,4 +167,69 @@ func normOrigin(origin string) (string, bool) {
 		return "", false
 	}
 	return strings.ToLower(u.Scheme + "://" + u.Host), true
+}
+
+// drainBytes is how much of a body over the bound is still read (to hash
+// it, and so that the client, still sending, reads the answer); past it
+// the connection is closed.
+const drainBytes = 256 << 20
+
+// bounded serves h with each request's body bounded by limit (the SDK's
+// own bound, MaxRequestBodyBytes, is not used: it ends the session): a larger one
+// is answered 413 with a JSON-RPC error (which a client takes as the
+// refusal of that one request, not the end of its session), and recorded
+// by its size and digest.
+func (g *Gateway) bounded(limit int64, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		var body []byte
+		if r.ContentLength <= limit {
+			var err error
+			body, err = io.ReadAll(io.LimitReader(r.Body, limit+1))
+			if err != nil {
+				http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if int64(len(body)) <= limit {
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		over := &oversized{h: sha256.New()}
+		over.write(body)
+		n, _ := io.Copy(writerFunc(over.write), io.LimitReader(r.Body, drainBytes))
+		if n == drainBytes {
+			w.Header().Set("Connection", "close")
+		}
+		id := json.RawMessage("null")
+		if v := over.id.value(); v != nil {
+			id = v
+		}
+		msg := fmt.Sprintf("cordon refused this message: it is %d bytes or more, more than the bound of %d bytes (session.max_argument_bytes of the profile, and %d bytes for the rest of the message); the session goes on", over.n, limit, envelopeBytes)
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32600, "message": msg}})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		w.Write(b)
+		g.recordRefused(over, limit, id)
+	})
+}
+
+// writerFunc is a function as an io.Writer.
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(b []byte) (int, error) {
+	f(b)
+	return len(b), nil
+}
+
+// InnerHandler serves the gateway over streamable HTTP, bodies bounded as
+// HTTPHandler's, with no access control of its own: for a server that
+// authenticates its clients before it hands them on (cordon serve).
+func (g *Gateway) InnerHandler() http.Handler {
+	limit := MessageCap(g.cfg.Profile)
+	return g.bounded(limit, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, nil))
 }

@@ -218,8 +218,8 @@ func (g *Gateway) redecide(ctx context.Context, name string, raw json.RawMessage
 // callRecord is the audit record of a decided call: its decided arguments,
 // its files and workspace (what a replay decides on), and the arguments as
 // the agent sent them when they differ.
-func callRecord(c toolpolicy.Call, decided, sent json.RawMessage, step int, session string) map[string]any {
-	rec := map[string]any{"tool": c.Tool, "args": decided, "step": step, "session": session}
+func callRecord(c toolpolicy.Call, decided, sent json.RawMessage, step int, session string, secret bool) map[string]any {
+	rec := withArgs(map[string]any{"tool": c.Tool, "step": step, "session": session}, decided, secret)
 	if c.Workspace != "" {
 		rec["workspace"] = c.Workspace
 	}
@@ -227,7 +227,7 @@ func callRecord(c toolpolicy.Call, decided, sent json.RawMessage, step int, sess
 		rec["files"] = c.Files
 	}
 	if len(sent) > 0 && !sameJSON(sent, decided) {
-		rec["sent"] = sent
+		rec["sent"] = withArgs(map[string]any{}, sent, secret)["args"]
 	}
 	return rec
 }
@@ -236,12 +236,13 @@ func callRecord(c toolpolicy.Call, decided, sent json.RawMessage, step int, sess
 // (its arguments could not be decoded or its paths resolved), and is the
 // refusal the agent gets.
 func (g *Gateway) refuseArguments(s *session, name string, sent json.RawMessage, d toolpolicy.Decision) *mcp.CallToolResult {
-	rec := map[string]any{"tool": name, "session": s.id}
-	if json.Valid(sent) {
-		rec["sent"] = sent
-	} else {
-		rec["sent"] = string(sent)
-	}
+	// What was sent is kept as its text (a key given twice, the case of
+	// each name), bounded and redacted as any arguments are.
+	s.mu.Lock()
+	secret := s.carriesSecret()
+	s.mu.Unlock()
+	r := redactor{secret: secret, budget: previewBytes}
+	rec := map[string]any{"tool": name, "session": s.id, "sent": r.text(strings.ToValidUTF8(string(sent), "\uFFFD")), "sent_bytes": len(sent), "sent_sha256": digest(sent)}
 	g.record(s,
 		audit.Event{Kind: audit.Action, Type: "tool_call", Data: rec},
 		audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: map[string]any{"tool": name, "session": s.id, "allow": false, "rule": d.Rule, "reason": d.Reason}},

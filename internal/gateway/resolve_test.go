@@ -336,7 +336,7 @@ func TestArgumentRefusalsAreRecorded(t *testing.T) {
 		b, _ := json.Marshal(e.Data)
 		got = append(got, string(e.Type)+" "+string(b))
 	}
-	if len(got) != 2 || !strings.Contains(got[0], `tool_call {"sent":{"path":"a","Path":"b"}`) || !strings.Contains(got[1], `"allow":false`) || !strings.Contains(got[1], `"rule":"arguments"`) {
+	if len(got) != 2 || !strings.Contains(got[0], `tool_call {"sent":"{\"path\":\"a\",\"Path\":\"b\"}"`) || !strings.Contains(got[1], `"allow":false`) || !strings.Contains(got[1], `"rule":"arguments"`) {
 		t.Errorf("events:\n%s", strings.Join(got, "\n"))
 	}
 }

@@ -110,12 +110,16 @@ func (p *Profile) PathArgs(name string) []string {
 // Session bounds one agent task: calls allowed, steps taken (every call
 // the agent makes, refused ones included), wall time, and how many times in
 // a row the same call may fail before it is refused as a loop. 0 or empty
-// is no bound.
+// is no bound. The sizes of a call's arguments and of a result are always
+// bounded (see ArgumentCap and ResultCap).
 type Session struct {
 	Calls   int    `yaml:"calls,omitempty" json:"calls,omitempty"`
 	Steps   int    `yaml:"steps,omitempty" json:"steps,omitempty"`
 	Wall    string `yaml:"wall,omitempty" json:"wall,omitempty"`
 	Repeats int    `yaml:"repeats,omitempty" json:"repeats,omitempty"`
+	// MaxArgumentBytes and MaxResultBytes are sizes ("1MiB").
+	MaxArgumentBytes string `yaml:"max_argument_bytes,omitempty" json:"max_argument_bytes,omitempty"`
+	MaxResultBytes   string `yaml:"max_result_bytes,omitempty" json:"max_result_bytes,omitempty"`
 }
 
 // WallTime is the session's wall-time bound, 0 for none. The profile is

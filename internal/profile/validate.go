@@ -168,6 +168,7 @@ func (p *Profile) validate(src *source) Errors {
 	p.validateNetwork(bad)
 	p.validateGovernance(bad)
 	p.validateTools(bad)
+	p.validateCaps(bad)
 	p.validateApproval(bad)
 	p.validateDrift(bad)
 	p.validateTrajectory(bad)

@@ -413,7 +413,9 @@ func (s *Server) runCommand(ctx context.Context, e *entry, c caller, cmd sandbox
 	}
 	caps := [2]*audit.Capture{audit.NewCapture(captureMax), audit.NewCapture(captureMax)}
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, caps[0]), io.MultiWriter(stderr, caps[1])
+	ctx, span := startExec(ctx, e)
 	o, err := e.box.Exec(ctx, cmd)
+	endExec(span, o, err)
 	o.Sandbox = e.id
 	if rerr := s.afterExec(e, c, &o, err, caps); rerr != nil && err == nil {
 		return o, &auditError{fmt.Sprintf("the command ran (%s), but its record could not be written (%v): as with cordon run, that is not success", o.Status, rerr)}

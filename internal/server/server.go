@@ -293,6 +293,7 @@ func (s *Server) handle(pattern string, need role, h handler) {
 	s.routeList = append(s.routeList, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		c := caller{token: s.opts.Config.Identify(bearer(r))}
+		r, span := startRequest(r, pattern)
 		status := 0
 		switch {
 		case need == public:
@@ -308,6 +309,7 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			status = h(w, r, c)
 		}
 		s.metrics.request(r.Pattern, status)
+		endRequest(span, status, c)
 		if need != public || status >= 400 {
 			s.record("", c, audit.Decision, "api_request", map[string]any{
 				"token": c.name(), "method": r.Method, "path": r.URL.Path, "status": status, "remote": r.RemoteAddr,
