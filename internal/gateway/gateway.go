@@ -90,6 +90,7 @@ type tool struct {
 	server   string    // "" for a built-in tool
 	remote   string    // its name on its server
 	hash     string
+	canon    []byte // the definition as pinned (Canonical)
 	withdraw string // why the tool is not offered; "" when it is
 	rule     string // the profile field behind withdraw
 }
@@ -200,21 +201,6 @@ func (g *Gateway) Close() {
 	}
 }
 
-// Hash is the pin of a tool's description: the SHA-256 of what the agent
-// would be shown (name, title, description, schemas, annotations).
-func Hash(t *mcp.Tool) string {
-	b, _ := json.Marshal(struct {
-		Name         string               `json:"name"`
-		Title        string               `json:"title,omitempty"`
-		Description  string               `json:"description,omitempty"`
-		InputSchema  any                  `json:"inputSchema,omitempty"`
-		OutputSchema any                  `json:"outputSchema,omitempty"`
-		Annotations  *mcp.ToolAnnotations `json:"annotations,omitempty"`
-	}{t.Name, t.Title, t.Description, t.InputSchema, t.OutputSchema, t.Annotations})
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // Status is an upstream tool as the gateway sees it, for cordon mcp tools.
 type Status struct {
 	Name        string `json:"name"`
@@ -222,6 +208,9 @@ type Status struct {
 	Hash        string `json:"hash"`
 	Offered     bool   `json:"offered"`
 	Why         string `json:"why,omitempty"`
+	// Definition is the whole definition as pinned (Canonical); absent
+	// when it cannot be pinned.
+	Definition json.RawMessage `json:"definition,omitempty"`
 }
 
 // Upstream lists the upstream tools, offered or withdrawn, by name.
@@ -234,7 +223,7 @@ func (g *Gateway) Upstream() []Status {
 		if t.server == "" {
 			continue
 		}
-		out = append(out, Status{Name: name, Description: t.def.Description, Hash: t.hash, Offered: t.withdraw == "", Why: t.withdraw})
+		out = append(out, Status{Name: name, Description: t.def.Description, Hash: t.hash, Offered: t.withdraw == "", Why: t.withdraw, Definition: t.canon})
 	}
 	return out
 }
@@ -253,6 +242,10 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 		if err != nil {
 			return err
 		}
+		if len(listed) == MaxTools {
+			g.cfg.Logf("server %s: lists more than %d tools; the others are not offered", server, MaxTools)
+			break
+		}
 		listed = append(listed, t)
 	}
 	p := g.cfg.Profile
@@ -264,12 +257,17 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 	for _, t := range listed {
 		name := server + profile.UpstreamSep + t.Name
 		seen[name] = true
-		nt := &tool{server: server, remote: t.Name, hash: Hash(t)}
+		nt := &tool{server: server, remote: t.Name}
 		def := *t
 		def.Name = name
 		nt.def = &def
+		canon, hash, perr := pin(&def)
+		nt.canon, nt.hash = canon, hash
 		decl, declared := p.Tools[name]
 		switch {
+		case perr != nil:
+			nt.def = &mcp.Tool{Name: name}
+			nt.withdraw, nt.rule = fmt.Sprintf("%s cannot be pinned: %v", name, perr), "tools."+name+".pin"
 		case !declared:
 			nt.withdraw, nt.rule = fmt.Sprintf("%s is not declared in the profile (declare it under tools, with its class and pin)", name), "tools"
 		case decl.Deny:
@@ -306,12 +304,16 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 			}
 		}
 	}
+	for _, t := range add {
+		if err := g.offer(t); err != nil {
+			t.withdraw, t.rule = fmt.Sprintf("%s is not offered: its definition is not one the gateway can serve (%v)", t.def.Name, err), "tools."+t.def.Name+".pin"
+			g.cfg.Logf("%s", t.withdraw)
+			remove = append(remove, t.def.Name)
+		}
+	}
 	g.withdraw()
 	if len(remove) > 0 {
 		g.server.RemoveTools(remove...)
-	}
-	for _, t := range add {
-		g.server.AddTool(t.def, g.gate(g.runUpstream))
 	}
 	return nil
 }
