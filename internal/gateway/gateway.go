@@ -49,6 +49,12 @@ type Config struct {
 	Run Runner
 	// Upstreams are the transports to the profile's servers, by name.
 	Upstreams map[string]mcp.Transport
+	// Dial makes a new transport to a server, for its first connection
+	// (when Upstreams has none) and each restart; a server given only in
+	// Upstreams is connected once and not restarted.
+	Dial map[string]func() (mcp.Transport, error)
+	// Restart says how servers that go down are restarted.
+	Restart Restart
 	// Record writes events to the audit log; an error refuses the call.
 	Record func(evs ...audit.Event) error
 	// NewID names a session in the audit log.
@@ -73,6 +79,8 @@ type Gateway struct {
 	mu        sync.Mutex
 	tools     map[string]*tool // enabled and withdrawn, by the agent's name
 	upstreams map[string]*mcp.ClientSession
+	links     map[string]*link // every upstream server's state
+	sup       *supervisor
 	sessions  map[*mcp.ServerSession]*session
 	stop      chan struct{} // ends tick
 	// waiting are the approval requests a live session waits for.
@@ -111,6 +119,8 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, tools: map[string]*tool{}, upstreams: map[string]*mcp.ClientSession{}, sessions: map[*mcp.ServerSession]*session{}, waiting: map[string]bool{}, hash: cfg.Profile.Hash()}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "cordon decides every tool call against its profile. A refused call returns an error that names the rule that refused it and what would be allowed instead.",
+		// Tools only, advertised even while no tool is offered yet.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	p := cfg.Profile
 	for _, name := range p.ToolNames() {
@@ -124,28 +134,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		g.server.AddTool(&def, g.gate(g.runBuiltin))
 	}
 	g.withdraw()
-	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
-		client := mcp.NewClient(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ClientOptions{
-			ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-				if err := g.refresh(ctx, name); err != nil {
-					cfg.Logf("server %s: listing its tools again: %v", name, err)
-				}
-			},
-		})
-		cs, err := client.Connect(ctx, cfg.Upstreams[name], nil)
-		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("server %s: %w", name, err)
-		}
-		g.mu.Lock()
-		g.upstreams[name] = cs
-		g.mu.Unlock()
-		if err := g.refresh(ctx, name); err != nil {
-			g.Close()
-			return nil, fmt.Errorf("server %s: listing its tools: %w", name, err)
-		}
-	}
+	g.startUpstreams(ctx)
 	g.server.AddReceivingMiddleware(g.enforce)
+	g.server.AddReceivingMiddleware(g.unproxied)
 	if every := cfg.Profile.CheckpointEvery(); every > 0 {
 		g.stop = make(chan struct{})
 		go g.tick(every, g.stop)
@@ -188,6 +179,7 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 // Close ends the connections to the upstream servers (and so stops their
 // sandboxes).
 func (g *Gateway) Close() {
+	g.stopUpstreams()
 	g.mu.Lock()
 	if g.stop != nil {
 		close(g.stop)
@@ -251,6 +243,9 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 	p := g.cfg.Profile
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.upstreams[server] != cs {
+		return nil // the server went down meanwhile
+	}
 	var add []*tool
 	var remove, undeclared []string
 	seen := map[string]bool{}
@@ -330,7 +325,7 @@ func (g *Gateway) withdraw() {
 	p := g.cfg.Profile
 	for _, name := range p.ToolNames() {
 		if g.tools[name] == nil && !p.Tools[name].Deny {
-			w[name] = toolpolicy.Withdrawn{Rule: "tools." + name, Reason: fmt.Sprintf("%s is in the profile, but it is not a built-in tool and no server offers it", name)}
+			w[name] = g.unoffered(name)
 		}
 	}
 	g.withdrawn = w
@@ -585,15 +580,10 @@ func (g *Gateway) runBuiltin(ctx context.Context, req *mcp.CallToolRequest) (*mc
 
 // runUpstream forwards a call to the tool's server.
 func (g *Gateway) runUpstream(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	g.mu.Lock()
-	t := g.tools[req.Params.Name]
-	var cs *mcp.ClientSession
-	if t != nil {
-		cs = g.upstreams[t.server]
+	t, cs, refused := g.upstreamOf(req.Params.Name)
+	if refused != nil {
+		return refused, nil
 	}
-	g.mu.Unlock()
-	if t == nil || cs == nil || t.withdraw != "" {
-		return nil, fmt.Errorf("cordon: %s is not offered", req.Params.Name)
-	}
-	return cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: req.Params.Arguments})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: req.Params.Arguments})
+	return g.upstreamResult(ctx, t, res, err)
 }
