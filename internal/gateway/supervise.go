@@ -127,10 +127,14 @@ func (g *Gateway) startUpstreams(ctx context.Context) {
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g.sup = &supervisor{cancel: cancel}
+	g.mu.Lock()
 	g.links = map[string]*link{}
+	for name := range names {
+		g.links[name] = &link{down: fmt.Sprintf("unavailable: server %s is starting", name)}
+	}
+	g.mu.Unlock()
 	var tried sync.WaitGroup
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		g.links[name] = &link{down: fmt.Sprintf("unavailable: server %s is starting", name)}
 		tried.Add(1)
 		g.sup.wg.Add(1)
 		go func() {
