@@ -585,5 +585,5 @@ func (g *Gateway) runUpstream(ctx context.Context, req *mcp.CallToolRequest) (*m
 		return refused, nil
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: req.Params.Arguments})
-	return g.upstreamResult(ctx, t, res, err)
+	return g.upstreamResult(ctx, t, cs, res, err)
 }

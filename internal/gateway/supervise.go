@@ -195,18 +195,18 @@ func (g *Gateway) supervise(ctx context.Context, name string, tried func()) {
 		restarts = slices.DeleteFunc(restarts, func(t time.Time) bool { return now.Sub(t) >= r.Window })
 		switch {
 		case r.Once:
-			g.down(name, err, fmt.Sprintf("unavailable: server %s is down (%v)", name, err), true)
+			g.down(name, nil, err, fmt.Sprintf("unavailable: server %s is down (%v)", name, err), true)
 			return
 		case g.cfg.Dial[name] == nil:
-			g.down(name, err, fmt.Sprintf("unavailable: server %s is down, and cordon cannot restart it", name), true)
+			g.down(name, nil, err, fmt.Sprintf("unavailable: server %s is down, and cordon cannot restart it", name), true)
 			g.cfg.Logf("server %s: %v; it cannot be restarted", name, err)
 			return
 		case len(restarts) >= r.Limit:
-			g.down(name, err, fmt.Sprintf("unavailable: server %s is down: it went down %d times within %s, and cordon no longer restarts it", name, len(restarts)+1, r.Window), true)
+			g.down(name, nil, err, fmt.Sprintf("unavailable: server %s is down: it went down %d times within %s, and cordon no longer restarts it", name, len(restarts)+1, r.Window), true)
 			g.cfg.Logf("server %s: %v; it went down %d times within %s: cordon no longer restarts it", name, err, len(restarts)+1, r.Window)
 			return
 		}
-		g.down(name, err, fmt.Sprintf("unavailable: server %s is down (restarting)", name), false)
+		g.down(name, nil, err, fmt.Sprintf("unavailable: server %s is down (restarting)", name), false)
 		g.cfg.Logf("server %s: %v; restarting it in %s", name, err, wait)
 		if r.Wait(ctx, wait) != nil {
 			return
@@ -269,10 +269,15 @@ func (g *Gateway) connect(ctx context.Context, r Restart, name string, first boo
 }
 
 // down withdraws the tools of the server name, which went down for err;
-// its declared tools are refused with why.
-func (g *Gateway) down(name string, err error, why string, stopped bool) {
+// its declared tools are refused with why. With only, it does so only
+// while only is the server's connection.
+func (g *Gateway) down(name string, only *mcp.ClientSession, err error, why string, stopped bool) {
 	g.mu.Lock()
 	cs := g.upstreams[name]
+	if only != nil && cs != only {
+		g.mu.Unlock()
+		return
+	}
 	delete(g.upstreams, name)
 	l := g.links[name]
 	l.down, l.err, l.stopped = why, err.Error(), stopped
@@ -329,10 +334,13 @@ func (g *Gateway) upstreamOf(name string) (*tool, *mcp.ClientSession, *mcp.CallT
 // upstreamResult is what a call made on the server of t returns: an error
 // of the connection (the server went down during the call) is a tool error
 // that says so.
-func (g *Gateway) upstreamResult(ctx context.Context, t *tool, res *mcp.CallToolResult, err error) (*mcp.CallToolResult, error) {
+func (g *Gateway) upstreamResult(ctx context.Context, t *tool, cs *mcp.ClientSession, res *mcp.CallToolResult, err error) (*mcp.CallToolResult, error) {
 	if err == nil || ctx.Err() != nil || !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, io.EOF) {
 		return res, err
 	}
+	// Withdrawn now, not when the supervisor sees it: the agent's next
+	// look at its tools must not find them.
+	g.down(t.server, cs, err, fmt.Sprintf("unavailable: server %s is down (restarting)", t.server), false)
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
 		Text: fmt.Sprintf("unavailable: server %s went down during the call (%v); whether the call took effect is unknown", t.server, err),
 	}}}, nil

@@ -240,7 +240,6 @@ func TestCallInFlightWhenTheServerDies(t *testing.T) {
 	}()
 	<-sv.entered
 	sv.crash()
-	<-waits
 	select {
 	case r := <-done:
 		if !r.isErr || !strings.Contains(r.text, "server up went down during the call") {
@@ -249,6 +248,12 @@ func TestCallInFlightWhenTheServerDies(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the call in flight hangs")
 	}
+	// Its tools are withdrawn by the time the agent knows, whether or not
+	// the supervisor has seen the server go.
+	if got := toolNames(t, cs); len(got) != 0 {
+		t.Errorf("tools after the failed call = %v", got)
+	}
+	<-waits
 }
 
 // A server that cannot start does not stop the gateway or the other

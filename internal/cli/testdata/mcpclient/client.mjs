@@ -6,7 +6,9 @@
 //   node client.mjs CALLS-JSON http URL
 //
 // CALLS-JSON is a list of [tool, arguments] pairs; ["#session"] closes the
-// session and opens a new one.
+// session and opens a new one; ["#wait", TOOL] lists the tools until TOOL
+// is among them (a minute at most); ["#resources"] asks for the resources
+// and the prompts.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -47,6 +49,34 @@ for (const [name, args] of JSON.parse(calls)) {
   if (name === "#session") {
     await client.close();
     client = await connect();
+    continue;
+  }
+  if (name === "#wait") {
+    const deadline = Date.now() + 60000;
+    for (;;) {
+      const { tools } = await client.listTools();
+      if (tools.some((t) => t.name === args)) {
+        console.log("listed: " + args);
+        break;
+      }
+      if (Date.now() > deadline) {
+        console.log("not listed: " + args);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    continue;
+  }
+  if (name === "#resources") {
+    console.log("capabilities: " + Object.keys(client.getServerCapabilities()).sort().join(" "));
+    for (const [what, ask] of [["resources/list", () => client.listResources()], ["prompts/list", () => client.listPrompts()]]) {
+      try {
+        await ask();
+        console.log(`${what} ok`);
+      } catch (err) {
+        console.log(`${what} failed: ${err.message}`);
+      }
+    }
     continue;
   }
   let res;
