@@ -180,11 +180,11 @@ func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, al
 		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
 			return runBuiltin(r, p, tool, args)
 		},
-		Dial:      ups,
-		Restart:   restart,
-		Record:    record,
-		NewID:     newSessionID,
-		Version:   Version,
+		Dial:    ups,
+		Restart: restart,
+		Record:  record,
+		NewID:   newSessionID,
+		Version: Version,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Line(fmt.Sprintf(format, args...)))
 		},
