@@ -56,7 +56,7 @@ func mcpTools(e *env, p *profile.Profile, g *gateway.Gateway, out toolsOutput) i
 	case out.json:
 		c = printToolsJSON(e, ts)
 	default:
-		c = printTools(e, ts)
+		c = printTools(e, ts, code != 0)
 	}
 	return max(code, c)
 }
@@ -76,8 +76,12 @@ func printToolsJSON(e *env, ts []gateway.Status) int {
 // printTools prints the upstream tools, offered or not, each with every
 // field of its definition (what its pin covers) and the pin that would
 // approve it as it is now.
-func printTools(e *env, ts []gateway.Status) int {
-	if len(ts) == 0 {
+func printTools(e *env, ts []gateway.Status, unreached bool) int {
+	switch {
+	case len(ts) == 0 && unreached:
+		fmt.Fprintln(e.stdout, "no upstream tools could be listed")
+		return 1
+	case len(ts) == 0:
 		fmt.Fprintln(e.stdout, "no upstream tools (the profile names no servers, or they offer none)")
 		return 0
 	}
@@ -341,12 +345,12 @@ func unifiedDiff(nameA, nameB string, a, b []string) []string {
 			case i < len(ma) && j < len(mb) && ma[i] == mb[j]:
 				ops = append(ops, op{' ', ma[i], pre + i, pre + j})
 				i, j = i+1, j+1
-			case j < len(mb) && (i == len(ma) || lcs[i][j+1] >= lcs[i+1][j]):
-				ops = append(ops, op{'+', mb[j], pre + i, pre + j})
-				j++
-			default:
+			case i < len(ma) && (j == len(mb) || lcs[i+1][j] >= lcs[i][j+1]):
 				ops = append(ops, op{'-', ma[i], pre + i, pre + j})
 				i++
+			default:
+				ops = append(ops, op{'+', mb[j], pre + i, pre + j})
+				j++
 			}
 		}
 	}

@@ -268,9 +268,9 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 		case decl.Deny:
 			nt.withdraw, nt.rule = fmt.Sprintf("the profile denies %s", name), "tools."+name+".deny"
 		case decl.Pin == "":
-			nt.withdraw, nt.rule = fmt.Sprintf("%s is not approved: its description has no pin in the profile (it is %s)", name, nt.hash), "tools."+name+".pin"
+			nt.withdraw, nt.rule = fmt.Sprintf("%s is not approved: its definition has no pin in the profile (it is %s)", name, nt.hash), "tools."+name+".pin"
 		case decl.Pin != nt.hash:
-			nt.withdraw, nt.rule = fmt.Sprintf("%s is disabled: its description changed since it was approved (pinned %s, now %s); review it and pin it again", name, short(decl.Pin), short(nt.hash)), "tools."+name+".pin"
+			nt.withdraw, nt.rule = fmt.Sprintf("%s is disabled: its definition changed since it was approved (pinned %s, now %s); review it and pin it again", name, short(decl.Pin), short(nt.hash)), "tools."+name+".pin"
 		}
 		old := g.tools[name]
 		g.tools[name] = nt
