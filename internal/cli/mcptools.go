@@ -249,7 +249,9 @@ func diffPins(e *env, p *profile.Profile, ts []gateway.Status, file string) int 
 		name := termsafe.Line(t.Name)
 		decl, declared := p.Tools[t.Name]
 		switch {
-		case !declared || decl.Pin == "":
+		case !declared:
+			fmt.Fprintf(e.stdout, "%s: not declared in the profile (not offered)\n", name)
+		case decl.Pin == "":
 			fmt.Fprintf(e.stdout, "%s: not pinned in the profile; all of its definition is new:\n", name)
 			printDefinition(e, t.Name, t.Definition, "  ")
 			fmt.Fprintf(e.stdout, "  pin: %s\n", t.Hash)
