@@ -39,6 +39,17 @@ func addTool(s *mcp.Server, t *mcp.Tool) {
 // declared, pinned to pin.
 func pinGateway(t *testing.T, s *mcp.Server, pin string) *gateway.Gateway {
 	t.Helper()
+	a, b := mcp.NewInMemoryTransports()
+	if _, err := s.Connect(context.Background(), a, nil); err != nil {
+		t.Fatal(err)
+	}
+	return newRawGateway(t, b, pin)
+}
+
+// newRawGateway is a gateway in front of the server at the other end of
+// tr, with the tool up__t declared, pinned to pin.
+func newRawGateway(t *testing.T, tr mcp.Transport, pin string) *gateway.Gateway {
+	t.Helper()
 	yaml := "version: 1\nagent: tester\ntools:\n  up__t:\n    class: read\n"
 	if pin != "" {
 		yaml += "    pin: " + pin + "\n"
@@ -48,11 +59,7 @@ func pinGateway(t *testing.T, s *mcp.Server, pin string) *gateway.Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := mcp.NewInMemoryTransports()
-	if _, err := s.Connect(context.Background(), a, nil); err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(context.Background(), gateway.Config{Profile: p, Upstreams: map[string]mcp.Transport{"up": b}})
+	g, err := gateway.New(context.Background(), gateway.Config{Profile: p, Upstreams: map[string]mcp.Transport{"up": tr}})
 	if err != nil {
 		t.Fatal(err)
 	}
