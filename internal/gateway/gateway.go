@@ -6,9 +6,11 @@
 // list_files, fetch; the caller runs each in a sandbox built from the
 // profile) and the tools of upstream MCP servers, named SERVER__TOOL. An
 // upstream tool is offered only when the profile declares it and pins its
-// description by hash: a tool whose description changed since it was
-// approved (a "rug pull") is withdrawn, and its new description never
-// reaches the agent. Every call goes through the profile's tool policy
+// whole definition by hash (pin.go): a tool whose definition changed since
+// it was approved (a "rug pull") is withdrawn, and its new definition never
+// reaches the agent. Each server is supervised (supervise.go): restarted
+// when it goes down, its tools refused as unavailable meanwhile. Only tools
+// are proxied: resources and prompts are refused (unproxied.go). Every call goes through the profile's tool policy
 // (toolpolicy: argument constraints, budgets, loops, flow rules between
 // labelled data and sinks); a refusal is a tool error that says which rule
 // refused and what would be allowed. Every call, decision and result shown
