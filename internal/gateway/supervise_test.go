@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +28,8 @@ type server struct {
 	fail  error
 	// entered is told when a call of slow has begun.
 	entered chan struct{}
+	// remote, when set, makes the transports instead.
+	remote func() (mcp.Transport, error)
 }
 
 func newServer() *server {
@@ -47,6 +51,9 @@ func (sv *server) dial() (mcp.Transport, error) {
 	sv.dials++
 	if sv.fail != nil {
 		return nil, sv.fail
+	}
+	if sv.remote != nil {
+		return sv.remote()
 	}
 	a, b := mcp.NewInMemoryTransports()
 	ss, err := sv.s.Connect(context.Background(), a, nil)
@@ -374,5 +381,43 @@ func TestResourcesAndPromptsAreRefused(t *testing.T) {
 	}
 	if text, isErr := call(t, cs, "up__t", `{}`); isErr || text != "done" {
 		t.Errorf("tools still work: %v %q", isErr, text)
+	}
+}
+
+// A remote server whose connection breaks is reached again once it is
+// back, and its tools with it.
+func TestRemoteServerReconnects(t *testing.T) {
+	sv := newServer()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return sv.s }, nil)
+	serve := func(addr string) (*http.Server, string) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h}
+		go srv.Serve(ln)
+		return srv, ln.Addr().String()
+	}
+	srv, addr := serve("127.0.0.1:0")
+	sv.remote = func() (mcp.Transport, error) {
+		return &mcp.StreamableClientTransport{Endpoint: "http://" + addr, MaxRetries: -1}, nil
+	}
+	r, waits, release := stepWaits()
+	g := superviseGateway(t, map[string]*server{"up": sv}, r)
+	cs := (&fixture{g: g}).connect(t)
+	if text, isErr := call(t, cs, "up__t", `{}`); isErr || text != "done" {
+		t.Fatalf("up__t: %v %q", isErr, text)
+	}
+	srv.Close()
+	<-waits
+	if text, isErr := call(t, cs, "up__t", `{}`); !isErr || !strings.Contains(text, "unavailable: server up is down (restarting)") {
+		t.Errorf("while it is away: %v %q", isErr, text)
+	}
+	again, _ := serve(addr)
+	defer again.Close()
+	close(release)
+	waitTools(t, cs, "up__t", true)
+	if text, isErr := call(t, cs, "up__t", `{}`); isErr || text != "done" {
+		t.Errorf("up__t when it is back: %v %q", isErr, text)
 	}
 }
