@@ -173,6 +173,8 @@ func (g *Gateway) supervise(ctx context.Context, name string, tried func()) {
 	wait := r.First
 	var restarts []time.Time
 	for first := true; ; first = false {
+		// Up since it was started: time spent starting counts too.
+		since := r.Now()
 		cs, err := g.connect(ctx, r, name, first)
 		if first {
 			tried()
@@ -181,7 +183,6 @@ func (g *Gateway) supervise(ctx context.Context, name string, tried func()) {
 			return
 		}
 		if err == nil {
-			since := r.Now()
 			cs.Wait()
 			if ctx.Err() != nil {
 				return

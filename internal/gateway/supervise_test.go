@@ -421,3 +421,32 @@ func TestRemoteServerReconnects(t *testing.T) {
 		t.Errorf("up__t when it is back: %v %q", isErr, text)
 	}
 }
+
+// The wait doubles while a server keeps going down, and starts again from
+// the first once it stayed up longer than the longest wait.
+func TestBackoffStartsAgainAfterAWhileUp(t *testing.T) {
+	sv := newServer()
+	r, waits, release := stepWaits()
+	var mu sync.Mutex
+	clock := time.Unix(1e9, 0)
+	r.Now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return clock
+	}
+	g := superviseGateway(t, map[string]*server{"up": sv}, r)
+	cs := (&fixture{g: g}).connect(t)
+	var got []time.Duration
+	for _, upFor := range []time.Duration{0, time.Second, 31 * time.Second} {
+		waitTools(t, cs, "up__t", true)
+		mu.Lock()
+		clock = clock.Add(upFor)
+		mu.Unlock()
+		sv.crash()
+		got = append(got, <-waits)
+		release <- struct{}{}
+	}
+	if fmt.Sprint(got) != "[500ms 1s 500ms]" {
+		t.Errorf("waits %v, want [500ms 1s 500ms]", got)
+	}
+}
