@@ -10,11 +10,12 @@
 // it was approved (a "rug pull") is withdrawn, and its new definition never
 // reaches the agent. Each server is supervised (supervise.go): restarted
 // when it goes down, its tools refused as unavailable meanwhile. Only tools
-// are proxied: resources and prompts are refused (unproxied.go). Every call goes through the profile's tool policy
-// (toolpolicy: argument constraints, budgets, loops, flow rules between
-// labelled data and sinks); a refusal is a tool error that says which rule
-// refused and what would be allowed. Every call, decision and result shown
-// to the agent is recorded.
+// are proxied: resources and prompts are refused (unproxied.go). Every call
+// goes through the profile's tool policy (toolpolicy: argument
+// constraints, budgets, loops, flow rules between labelled data and
+// sinks); a refusal is a tool error that says which rule refused and what
+// would be allowed. Every call, decision and result shown to the agent is
+// recorded.
 package gateway
 
 import (
