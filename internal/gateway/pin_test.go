@@ -191,3 +191,16 @@ func TestUnservableDefinitionsAreWithdrawn(t *testing.T) {
 		t.Errorf("a large definition: %+v", st.Why)
 	}
 }
+
+// The gateway keeps at most MaxTools tools of one server.
+func TestToolsOfAServerAreCapped(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, &mcp.ServerOptions{PageSize: 500})
+	for i := range gateway.MaxTools + 5 {
+		tl := fullTool()
+		tl.Name = fmt.Sprintf("t%04d", i)
+		addTool(s, tl)
+	}
+	if n := len(pinGateway(t, s, "").Upstream()); n != gateway.MaxTools {
+		t.Errorf("%d tools kept, want %d", n, gateway.MaxTools)
+	}
+}
