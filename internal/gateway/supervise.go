@@ -259,12 +259,12 @@ func (g *Gateway) connect(ctx context.Context, r Restart, name string, first boo
 	l.down, l.err = "", ""
 	g.withdraw()
 	g.mu.Unlock()
+	if wasDown {
+		g.cfg.Logf("server %s is up again", name)
+	}
 	if err := g.refresh(cctx, name); err != nil {
 		cs.Close()
 		return nil, fmt.Errorf("listing its tools: %w", err)
-	}
-	if wasDown {
-		g.cfg.Logf("server %s is up again", name)
 	}
 	return cs, nil
 }
