@@ -254,18 +254,23 @@ func (g *Gateway) connect(ctx context.Context, r Restart, name string, first boo
 		return nil, ctx.Err()
 	}
 	g.upstreams[name] = cs
-	l := g.links[name]
-	wasDown := !first && l.down != ""
-	l.down, l.err = "", ""
-	g.withdraw()
 	g.mu.Unlock()
-	if wasDown {
+	if !first {
 		g.cfg.Logf("server %s is up again", name)
 	}
 	if err := g.refresh(cctx, name); err != nil {
 		cs.Close()
 		return nil, fmt.Errorf("listing its tools: %w", err)
 	}
+	// Up once its tools are known: until then, its declared tools are
+	// refused as the server's.
+	g.mu.Lock()
+	if g.upstreams[name] == cs {
+		l := g.links[name]
+		l.down, l.err = "", ""
+		g.withdraw()
+	}
+	g.mu.Unlock()
 	return cs, nil
 }
 

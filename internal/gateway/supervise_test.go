@@ -221,8 +221,11 @@ func TestCrashedServerIsRestarted(t *testing.T) {
 	if sv.dialed() != 2 {
 		t.Errorf("dialed %d times, want 2", sv.dialed())
 	}
-	if st := g.Servers(); len(st) != 1 || !st[0].Up {
-		t.Errorf("servers after the restart: %+v", st)
+	for deadline := time.Now().Add(10 * time.Second); !g.Servers()[0].Up; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("servers after the restart: %+v", g.Servers())
+			break
+		}
 	}
 }
 
