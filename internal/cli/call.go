@@ -43,7 +43,7 @@ func callCmd(e *env, args []string) int {
 	// The arguments are decoded as the gateway decodes them: once,
 	// strictly, by the tool's schema; what the policy decides is what runs.
 	c := toolpolicy.Call{Tool: name}
-	if c.Args, _, err = gateway.Canonical(name, []byte(operands[1]), gateway.BuiltinDeclared(name)); err != nil {
+	if c.Args, _, err = gateway.CanonicalArgs(name, []byte(operands[1]), gateway.BuiltinDeclared(name)); err != nil {
 		return fail(e, fmt.Errorf("call: %v", err))
 	}
 	if name == runTool {

@@ -55,6 +55,8 @@ func mcpCmd(e *env, args []string) int {
 	var origins list
 	fs.Var(&origins, "allow-origin", "--http: also serve browsers on the web `ORIGIN` (scheme://host:port); repeatable")
 	jsonOut := fs.Bool("json", false, "mcp tools: print JSON")
+	saveFile := fs.String("save", "", "mcp tools: keep the tools' definitions, by pin, in `FILE` (beside the profile), for --diff")
+	diffFile := fs.String("diff", "", "mcp tools: show what changed in each tool since the definition its pin approved, kept in `FILE` by --save")
 	storeDir := fs.String("approval-store", "", "hold calls that need approval in `STORE`: a directory, an SQLite database or a postgres:// URL (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
@@ -106,13 +108,21 @@ func mcpCmd(e *env, args []string) int {
 		return fail(e, err)
 	}
 	defer flush()
-	g, err := gatewayFor(ctx, e, p, file, allow, degraded, al, store, al.log.Append)
+	if !listOnly && (*saveFile != "" || *diffFile != "") {
+		return fail(e, fmt.Errorf("mcp: --save and --diff are for cordon mcp tools"))
+	}
+	// Listing tries each server once; serving keeps them up.
+	restart := gateway.Restart{KeepAlive: 30 * time.Second}
+	if listOnly {
+		restart = gateway.Restart{Once: true}
+	}
+	g, err := newGateway(ctx, e, p, file, allow, degraded, al, store, al.log.Append, restart)
 	if err != nil {
 		return fail(e, err)
 	}
 	defer g.Close()
 	if listOnly {
-		return printUpstream(e, g.Upstream(), *jsonOut)
+		return mcpTools(e, p, g, toolsOutput{json: *jsonOut, save: *saveFile, diff: *diffFile})
 	}
 	// Approved calls whose session is gone (a restart) run once, here.
 	go g.Recover(ctx)
@@ -182,6 +192,13 @@ func outsideViews(e *env, p *profile.Profile, file, path string) error {
 // wait in store, and record receives the audit events.
 func gatewayFor(ctx context.Context, e *env, p *profile.Profile, file string, allow map[string]bool, degraded list, al *auditLog,
 	store *approvals.Store, record func(...audit.Event) error) (*gateway.Gateway, error) {
+	return newGateway(ctx, e, p, file, allow, degraded, al, store, record, gateway.Restart{KeepAlive: 30 * time.Second})
+}
+
+// newGateway is gatewayFor with restart saying how its upstream servers
+// are kept up.
+func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, allow map[string]bool, degraded list, al *auditLog,
+	store *approvals.Store, record func(...audit.Event) error, restart gateway.Restart) (*gateway.Gateway, error) {
 	ups, err := upstreamTransports(e, file, p, degraded)
 	if err != nil {
 		return nil, err
@@ -198,7 +215,8 @@ func gatewayFor(ctx context.Context, e *env, p *profile.Profile, file string, al
 		},
 		Resolve:   resolver(e, p, file, r),
 		Workspace: viewWorkspace(e, p),
-		Upstreams: ups,
+		Dial:      ups,
+		Restart:   restart,
 		Record:    record,
 		NewID:     newSessionID,
 		Version:   Version,
@@ -251,11 +269,11 @@ func serveHTTP(ctx context.Context, e *env, g *gateway.Gateway, addr string, cli
 }
 
 // upstreamTransports starts nothing yet: it returns, for each server of p,
-// how to reach it. A command runs as `cordon run` with the server's own
-// profile (a file beside p's); a URL is reached through an egress proxy
-// with p's network rules.
-func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) (map[string]mcp.Transport, error) {
-	out := map[string]mcp.Transport{}
+// how to reach it, anew for each start. A command runs as `cordon run` with
+// the server's own profile (a file beside p's); a URL is reached through an
+// egress proxy with p's network rules.
+func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) (map[string]func() (mcp.Transport, error), error) {
+	out := map[string]func() (mcp.Transport, error){}
 	if len(p.Servers) == 0 {
 		return out, nil
 	}
@@ -273,7 +291,10 @@ func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) 
 			if err != nil {
 				return nil, err
 			}
-			out[name] = &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: client, MaxRetries: -1}
+			endpoint := srv.URL
+			out[name] = func() (mcp.Transport, error) {
+				return &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: client, MaxRetries: -1}, nil
+			}
 			continue
 		}
 		file := srv.Profile
@@ -291,10 +312,13 @@ func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) 
 		}
 		argv = append(argv, "--")
 		argv = append(argv, srv.Command...)
-		cmd := exec.Command(self, argv...)
-		cmd.Dir = e.cwd
-		cmd.Stderr = prefixWriter{w: e.stderr, prefix: "cordon: server " + name + ": "}
-		out[name] = &mcp.CommandTransport{Command: cmd}
+		stderr := prefixWriter{w: e.stderr, prefix: "cordon: server " + name + ": "}
+		out[name] = func() (mcp.Transport, error) {
+			cmd := exec.Command(self, argv...)
+			cmd.Dir = e.cwd
+			cmd.Stderr = stderr
+			return &mcp.CommandTransport{Command: cmd}, nil
+		}
 	}
 	return out, nil
 }
@@ -337,42 +361,6 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
-}
-
-// printUpstream prints the upstream tools, offered or not, with the pin
-// that would approve each as it is now.
-func printUpstream(e *env, ts []gateway.Status, asJSON bool) int {
-	if asJSON {
-		if ts == nil {
-			ts = []gateway.Status{}
-		}
-		b, _ := json.MarshalIndent(ts, "", "  ")
-		fmt.Fprintln(e.stdout, string(b))
-		return 0
-	}
-	if len(ts) == 0 {
-		fmt.Fprintln(e.stdout, "no upstream tools (the profile names no servers, or they offer none)")
-		return 0
-	}
-	// What a tool server wrote is shown whole (what is pinned is what was
-	// read) and escaped: a description whose text a terminal would hide or
-	// rewrite is shown as its bytes, and said to be so.
-	for _, t := range ts {
-		state := "offered"
-		if !t.Offered {
-			state = "withdrawn: " + termsafe.Line(t.Why)
-		}
-		fmt.Fprintf(e.stdout, "%s\n", termsafe.Line(t.Name))
-		if termsafe.HasControl(t.Name + t.Description) {
-			fmt.Fprintf(e.stdout, "  warning: its name or description holds control characters (shown escaped), which can hide or rewrite text on a terminal\n")
-		}
-		for line := range strings.SplitSeq(strings.TrimRight(termsafe.Text(t.Description), "\n"), "\n") {
-			fmt.Fprintf(e.stdout, "  | %s\n", line)
-		}
-		fmt.Fprintf(e.stdout, "  pin: %s\n  %s\n", t.Hash, state)
-	}
-	fmt.Fprintln(e.stdout, "\nTo approve a tool as it is now, read its description, then set its pin under tools in the profile.")
-	return 0
 }
 
 func newSessionID() string {

@@ -35,7 +35,9 @@ func BenchmarkCall(b *testing.B) {
 	}
 	for _, t := range res.Tools {
 		if t.Name == "echo" {
-			pin = gateway.Hash(t)
+			served := *t
+			served.Name = "up__echo"
+			pin = gateway.Hash(&served)
 		}
 	}
 	p, err := profile.Parse("bench.yaml", []byte("version: 1\nagent: bench\ntools:\n  up__echo:\n    class: read\n    pin: "+pin+"\nservers:\n  up:\n    command: [unused]\n    profile: unused.yaml\n"))

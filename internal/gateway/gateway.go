@@ -6,20 +6,21 @@
 // list_files, fetch; the caller runs each in a sandbox built from the
 // profile) and the tools of upstream MCP servers, named SERVER__TOOL. An
 // upstream tool is offered only when the profile declares it and pins its
-// description by hash: a tool whose description changed since it was
-// approved (a "rug pull") is withdrawn, and its new description never
-// reaches the agent. Every call goes through the profile's tool policy
-// (toolpolicy: argument constraints, budgets, loops, flow rules between
-// labelled data and sinks); a refusal is a tool error that says which rule
-// refused and what would be allowed. Every call, decision and result shown
-// to the agent is recorded.
+// whole definition by hash (pin.go): a tool whose definition changed since
+// it was approved (a "rug pull") is withdrawn, and its new definition never
+// reaches the agent. Each server is supervised (supervise.go): restarted
+// when it goes down, its tools refused as unavailable meanwhile. Only tools
+// are proxied: resources and prompts are refused (unproxied.go). Every call
+// goes through the profile's tool policy (toolpolicy: argument
+// constraints, budgets, loops, flow rules between labelled data and
+// sinks); a refusal is a tool error that says which rule refused and what
+// would be allowed. Every call, decision and result shown to the agent is
+// recorded.
 package gateway
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -49,6 +50,12 @@ type Config struct {
 	Run Runner
 	// Upstreams are the transports to the profile's servers, by name.
 	Upstreams map[string]mcp.Transport
+	// Dial makes a new transport to a server, for its first connection
+	// (when Upstreams has none) and each restart; a server given only in
+	// Upstreams is connected once and not restarted.
+	Dial map[string]func() (mcp.Transport, error)
+	// Restart says how servers that go down are restarted.
+	Restart Restart
 	// Record writes events to the audit log; an error refuses the call.
 	Record func(evs ...audit.Event) error
 	// NewID names a session in the audit log.
@@ -80,6 +87,8 @@ type Gateway struct {
 	mu        sync.Mutex
 	tools     map[string]*tool // enabled and withdrawn, by the agent's name
 	upstreams map[string]*mcp.ClientSession
+	links     map[string]*link // every upstream server's state
+	sup       *supervisor
 	sessions  map[string]*session
 	stop      chan struct{} // ends tick
 	// waiting are the approval requests a live session waits for.
@@ -103,6 +112,7 @@ type tool struct {
 	server   string    // "" for a built-in tool
 	remote   string    // its name on its server
 	hash     string
+	canon    []byte // the definition as pinned (Canonical)
 	withdraw string // why the tool is not offered; "" when it is
 	rule     string // the profile field behind withdraw
 	// declared are its arguments, by its input schema; nil until read.
@@ -128,6 +138,8 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, tools: map[string]*tool{}, upstreams: map[string]*mcp.ClientSession{}, sessions: map[string]*session{}, waiting: map[string]bool{}, hash: cfg.Profile.Hash()}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "cordon decides every tool call against its profile. A refused call returns an error that names the rule that refused it and what would be allowed instead.",
+		// Tools only, advertised even while no tool is offered yet.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	p := cfg.Profile
 	for _, name := range p.ToolNames() {
@@ -141,28 +153,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		g.server.AddTool(&def, g.gate(g.runBuiltin))
 	}
 	g.withdraw()
-	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
-		client := mcp.NewClient(&mcp.Implementation{Name: "cordon", Version: cfg.Version}, &mcp.ClientOptions{
-			ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-				if err := g.refresh(ctx, name); err != nil {
-					cfg.Logf("server %s: listing its tools again: %v", name, err)
-				}
-			},
-		})
-		cs, err := client.Connect(ctx, cfg.Upstreams[name], nil)
-		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("server %s: %w", name, err)
-		}
-		g.mu.Lock()
-		g.upstreams[name] = cs
-		g.mu.Unlock()
-		if err := g.refresh(ctx, name); err != nil {
-			g.Close()
-			return nil, fmt.Errorf("server %s: listing its tools: %w", name, err)
-		}
-	}
+	g.startUpstreams(ctx)
 	g.server.AddReceivingMiddleware(g.enforce)
+	g.server.AddReceivingMiddleware(g.unproxied)
 	if every := cfg.Profile.CheckpointEvery(); every > 0 {
 		g.stop = make(chan struct{})
 		go g.tick(every, g.stop)
@@ -205,6 +198,7 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 // Close ends the connections to the upstream servers (and so stops their
 // sandboxes).
 func (g *Gateway) Close() {
+	g.stopUpstreams()
 	g.mu.Lock()
 	if g.stop != nil {
 		close(g.stop)
@@ -218,21 +212,6 @@ func (g *Gateway) Close() {
 	}
 }
 
-// Hash is the pin of a tool's description: the SHA-256 of what the agent
-// would be shown (name, title, description, schemas, annotations).
-func Hash(t *mcp.Tool) string {
-	b, _ := json.Marshal(struct {
-		Name         string               `json:"name"`
-		Title        string               `json:"title,omitempty"`
-		Description  string               `json:"description,omitempty"`
-		InputSchema  any                  `json:"inputSchema,omitempty"`
-		OutputSchema any                  `json:"outputSchema,omitempty"`
-		Annotations  *mcp.ToolAnnotations `json:"annotations,omitempty"`
-	}{t.Name, t.Title, t.Description, t.InputSchema, t.OutputSchema, t.Annotations})
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // Status is an upstream tool as the gateway sees it, for cordon mcp tools.
 type Status struct {
 	Name        string `json:"name"`
@@ -240,6 +219,9 @@ type Status struct {
 	Hash        string `json:"hash"`
 	Offered     bool   `json:"offered"`
 	Why         string `json:"why,omitempty"`
+	// Definition is the whole definition as pinned (Canonical); absent
+	// when it cannot be pinned.
+	Definition json.RawMessage `json:"definition,omitempty"`
 }
 
 // Upstream lists the upstream tools, offered or withdrawn, by name.
@@ -252,7 +234,7 @@ func (g *Gateway) Upstream() []Status {
 		if t.server == "" {
 			continue
 		}
-		out = append(out, Status{Name: name, Description: t.def.Description, Hash: t.hash, Offered: t.withdraw == "", Why: t.withdraw})
+		out = append(out, Status{Name: name, Description: t.def.Description, Hash: t.hash, Offered: t.withdraw == "", Why: t.withdraw, Definition: t.canon})
 	}
 	return out
 }
@@ -271,31 +253,43 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 		if err != nil {
 			return err
 		}
+		if len(listed) == MaxTools {
+			g.cfg.Logf("server %s: lists more than %d tools; the others are not offered", server, MaxTools)
+			break
+		}
 		listed = append(listed, t)
 	}
 	p := g.cfg.Profile
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.upstreams[server] != cs {
+		return nil // the server went down meanwhile
+	}
 	var add []*tool
 	var remove, undeclared []string
 	seen := map[string]bool{}
 	for _, t := range listed {
 		name := server + profile.UpstreamSep + t.Name
 		seen[name] = true
-		nt := &tool{server: server, remote: t.Name, hash: Hash(t)}
+		nt := &tool{server: server, remote: t.Name}
 		def := *t
 		def.Name = name
 		nt.def = &def
+		canon, hash, perr := pin(&def)
+		nt.canon, nt.hash = canon, hash
 		decl, declared := p.Tools[name]
 		switch {
+		case perr != nil:
+			nt.def = &mcp.Tool{Name: name}
+			nt.withdraw, nt.rule = fmt.Sprintf("%s cannot be pinned: %v", name, perr), "tools."+name+".pin"
 		case !declared:
 			nt.withdraw, nt.rule = fmt.Sprintf("%s is not declared in the profile (declare it under tools, with its class and pin)", name), "tools"
 		case decl.Deny:
 			nt.withdraw, nt.rule = fmt.Sprintf("the profile denies %s", name), "tools."+name+".deny"
 		case decl.Pin == "":
-			nt.withdraw, nt.rule = fmt.Sprintf("%s is not approved: its description has no pin in the profile (it is %s)", name, nt.hash), "tools."+name+".pin"
+			nt.withdraw, nt.rule = fmt.Sprintf("%s is not approved: its definition has no pin in the profile (it is %s)", name, nt.hash), "tools."+name+".pin"
 		case decl.Pin != nt.hash:
-			nt.withdraw, nt.rule = fmt.Sprintf("%s is disabled: its description changed since it was approved (pinned %s, now %s); review it and pin it again", name, short(decl.Pin), short(nt.hash)), "tools."+name+".pin"
+			nt.withdraw, nt.rule = fmt.Sprintf("%s is disabled: its definition changed since it was approved (pinned %s, now %s); review it and pin it again", name, short(decl.Pin), short(nt.hash)), "tools."+name+".pin"
 		}
 		old := g.tools[name]
 		g.tools[name] = nt
@@ -324,12 +318,16 @@ func (g *Gateway) refresh(ctx context.Context, server string) error {
 			}
 		}
 	}
+	for _, t := range add {
+		if err := g.offer(t); err != nil {
+			t.withdraw, t.rule = fmt.Sprintf("%s is not offered: its definition is not one the gateway can serve (%v)", t.def.Name, err), "tools."+t.def.Name+".pin"
+			g.cfg.Logf("%s", t.withdraw)
+			remove = append(remove, t.def.Name)
+		}
+	}
 	g.withdraw()
 	if len(remove) > 0 {
 		g.server.RemoveTools(remove...)
-	}
-	for _, t := range add {
-		g.server.AddTool(t.def, g.gate(g.runUpstream))
 	}
 	return nil
 }
@@ -346,7 +344,7 @@ func (g *Gateway) withdraw() {
 	p := g.cfg.Profile
 	for _, name := range p.ToolNames() {
 		if g.tools[name] == nil && !p.Tools[name].Deny {
-			w[name] = toolpolicy.Withdrawn{Rule: "tools." + name, Reason: fmt.Sprintf("%s is in the profile, but it is not a built-in tool and no server offers it", name)}
+			w[name] = g.unoffered(name)
 		}
 	}
 	g.withdrawn = w
@@ -597,15 +595,10 @@ func (g *Gateway) runBuiltin(ctx context.Context, req *mcp.CallToolRequest) (*mc
 
 // runUpstream forwards a call to the tool's server.
 func (g *Gateway) runUpstream(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	g.mu.Lock()
-	t := g.tools[req.Params.Name]
-	var cs *mcp.ClientSession
-	if t != nil {
-		cs = g.upstreams[t.server]
+	t, cs, refused := g.upstreamOf(req.Params.Name)
+	if refused != nil {
+		return refused, nil
 	}
-	g.mu.Unlock()
-	if t == nil || cs == nil || t.withdraw != "" {
-		return nil, fmt.Errorf("cordon: %s is not offered", req.Params.Name)
-	}
-	return cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: req.Params.Arguments})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: req.Params.Arguments})
+	return g.upstreamResult(ctx, t, cs, res, err)
 }

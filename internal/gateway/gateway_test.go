@@ -294,7 +294,7 @@ func TestRugPullWithdrawsTheTool(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	text, isErr := call(t, cs, "up__echo", `{"text":"hi"}`)
-	if !isErr || !strings.Contains(text, "rule tools.up__echo.pin") || !strings.Contains(text, "its description changed since it was approved") {
+	if !isErr || !strings.Contains(text, "rule tools.up__echo.pin") || !strings.Contains(text, "its definition changed since it was approved") {
 		t.Errorf("echo after the change: %v %q", isErr, text)
 	}
 	for _, s := range f.g.Upstream() {

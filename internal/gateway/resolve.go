@@ -39,12 +39,12 @@ func WithDecidedFiles(ctx context.Context, files map[string]toolpolicy.File) con
 	return context.WithValue(ctx, decidedKey{}, files)
 }
 
-// Canonical decodes a call's arguments once, strictly, as the policy will
+// CanonicalArgs decodes a call's arguments once, strictly, as the policy will
 // decide them and the tool will receive them: field names exactly as the
 // input schema spells them, no key given twice at any depth, no field the
 // schema does not declare (declared nil: no check). It returns the
 // arguments and their encoding, the bytes the tool is sent.
-func Canonical(name string, raw []byte, declared map[string]bool) (map[string]any, json.RawMessage, error) {
+func CanonicalArgs(name string, raw []byte, declared map[string]bool) (map[string]any, json.RawMessage, error) {
 	if len(raw) == 0 {
 		raw = []byte("{}")
 	}
@@ -174,7 +174,7 @@ func (g *Gateway) canonical(ctx context.Context, name string, raw json.RawMessag
 	}
 	g.mu.Unlock()
 	c := toolpolicy.Call{Tool: name, Workspace: g.cfg.Workspace}
-	args, _, err := Canonical(name, raw, declared)
+	args, _, err := CanonicalArgs(name, raw, declared)
 	if err != nil {
 		return c, nil, &toolpolicy.Decision{Rule: "arguments", Reason: err.Error()}
 	}
@@ -199,7 +199,7 @@ func (g *Gateway) redecide(ctx context.Context, name string, raw json.RawMessage
 	if ctx.Value(decidedKey{}) != nil {
 		return ctx, nil
 	}
-	args, _, err := Canonical(name, raw, nil)
+	args, _, err := CanonicalArgs(name, raw, nil)
 	if err != nil {
 		return ctx, err
 	}

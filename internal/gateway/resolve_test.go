@@ -125,7 +125,9 @@ func newBuiltinFixture(t *testing.T, links map[string]string) *builtinFixture {
 	direct.Close()
 	hashes := map[string]string{}
 	for _, tl := range listed.Tools {
-		hashes[tl.Name] = gateway.Hash(tl)
+		served := *tl
+		served.Name = "up__" + tl.Name // the pin is of the tool as served
+		hashes[tl.Name] = gateway.Hash(&served)
 	}
 	var pins []any
 	for _, name := range []string{"echo", "leak", "open"} {

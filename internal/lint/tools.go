@@ -109,7 +109,7 @@ func init() {
 	register(Rule{
 		Code: "CL905", Name: "upstream-undeclared", Severity: Warning,
 		Summary: "an upstream server's tool is used without being declared and approved",
-		Why:     "the gateway offers an upstream tool only when the profile declares it with a pin of its description; an undeclared or unpinned tool is withdrawn, and a server with no declared tool is started for nothing",
+		Why:     "the gateway offers an upstream tool only when the profile declares it with a pin of its definition; an undeclared or unpinned tool is withdrawn, and a server with no declared tool is started for nothing",
 		Fix:     "run cordon mcp tools, read each description, and declare the tools the agent needs with their class and pin",
 		Check: func(c *Context, t *Target, r *Reporter) {
 			p := t.Profile
@@ -121,7 +121,7 @@ func init() {
 				}
 				declared[server] = true
 				if p.Tools[name].Pin == "" && !p.Tools[name].Deny {
-					r.At(t, "tools."+name, fmt.Sprintf("%s has no pin: the gateway withdraws it until its description is approved", name), "")
+					r.At(t, "tools."+name, fmt.Sprintf("%s has no pin: the gateway withdraws it until its definition is approved", name), "")
 				}
 			}
 			for _, server := range slices.Sorted(maps.Keys(p.Servers)) {

@@ -39,9 +39,9 @@ type Tool struct {
 	// Deletes marks a tool whose calls delete: trajectory rules count them
 	// (session.deletes).
 	Deletes bool `yaml:"deletes,omitempty" json:"deletes,omitempty"`
-	// Pin is the SHA-256 of an upstream tool's description as it was
-	// approved ("sha256:HEX"); a tool whose description no longer matches
-	// is disabled.
+	// Pin is the SHA-256 of an upstream tool's whole definition as it was
+	// approved ("sha256:HEX", see gateway.Canonical); a tool whose
+	// definition no longer matches is disabled.
 	Pin string `yaml:"pin,omitempty" json:"pin,omitempty"`
 	// Paths name the arguments of an upstream tool that are file paths:
 	// the gateway resolves them (symlinks included) in the server's view

@@ -144,7 +144,7 @@ func openDecided(f File, flags int, perm uint32) (*os.File, error) {
 		if err := unix.Fstat(pfd, &st); err != nil {
 			return nil, err
 		}
-		if uint64(st.Dev) != f.Dev || st.Ino != f.Ino {
+		if (uint64(st.Dev) != f.Dev || st.Ino != f.Ino) && !private(pfd) {
 			return nil, changed(f, nil)
 		}
 		if flags&unix.O_CREAT != 0 {
@@ -158,7 +158,7 @@ func openDecided(f File, flags int, perm uint32) (*os.File, error) {
 		if err := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return nil, changed(f, err)
 		}
-		if uint64(st.Dev) != f.Dev || st.Ino != f.Ino {
+		if (uint64(st.Dev) != f.Dev || st.Ino != f.Ino) && !private(pfd) {
 			return nil, changed(f, nil)
 		}
 		flags &^= unix.O_CREAT
@@ -173,7 +173,7 @@ func openDecided(f File, flags int, perm uint32) (*os.File, error) {
 		file.Close()
 		return nil, err
 	}
-	if f.Exists && (uint64(st.Dev) != f.Dev || st.Ino != f.Ino) {
+	if f.Exists && (uint64(st.Dev) != f.Dev || st.Ino != f.Ino) && !private(fd) {
 		file.Close()
 		return nil, changed(f, nil)
 	}
@@ -182,6 +182,33 @@ func openDecided(f File, flags int, perm uint32) (*os.File, error) {
 		return nil, err
 	}
 	return file, nil
+}
+
+// private reports whether fd is on a file system the sandbox made for
+// itself (a tmpfs of cordon's, mounted with the source "none": the root,
+// home, /tmp, /dev/shm), which every sandbox makes anew: what is there was
+// made in this sandbox, so its identity cannot match the one the resolving
+// sandbox saw, and nothing of the agent's persists there to be swapped in.
+// Anything else, a bind of the host's in particular, is compared.
+func private(fd int) bool {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	id := strconv.FormatUint(stx.Mnt_id, 10)
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 10 || fields[0] != id {
+			continue
+		}
+		i := len(fields) - 3 // FSTYPE SOURCE OPTIONS, after the "-"
+		return fields[i-1] == "-" && fields[i] == "tmpfs" && fields[i+1] == "none" && fields[3] == "/"
+	}
+	return false
 }
 
 // changed is the error of a path that no longer names the decided file.

@@ -8,7 +8,10 @@
 // Over http, the client presents the token MCP_TOKEN, when set.
 //
 // CALLS-JSON is a list of [tool, arguments] pairs; ["#session"] closes the
-// session and opens a new one.
+// session and opens a new one; ["#as", TOKEN] opens one with another
+// client's token; ["#wait", TOOL] lists the tools until TOOL
+// is among them (a minute at most); ["#resources"] asks for the resources
+// and the prompts.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -16,12 +19,13 @@ import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const [calls, mode, ...rest] = process.argv.slice(2);
 
+let token = process.env.MCP_TOKEN;
+
 function transport() {
   if (mode === "stdio") {
     return new StdioClientTransport({ command: rest[0], args: rest.slice(1), env: process.env, stderr: "inherit" });
   }
   if (mode === "http") {
-    const token = process.env.MCP_TOKEN;
     return new StreamableHTTPClientTransport(new URL(rest[0]), token ? { requestInit: { headers: { Authorization: `Bearer ${token}` } } } : undefined);
   }
   throw new Error(`unknown mode ${mode}`);
@@ -47,9 +51,43 @@ async function connect() {
 
 let client = await connect();
 for (const [name, args] of JSON.parse(calls)) {
+  if (name === "#as") {
+    await client.close();
+    token = args;
+    client = await connect();
+    continue;
+  }
   if (name === "#session") {
     await client.close();
     client = await connect();
+    continue;
+  }
+  if (name === "#wait") {
+    const deadline = Date.now() + 60000;
+    for (;;) {
+      const { tools } = await client.listTools();
+      if (tools.some((t) => t.name === args)) {
+        console.log("listed: " + args);
+        break;
+      }
+      if (Date.now() > deadline) {
+        console.log("not listed: " + args);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    continue;
+  }
+  if (name === "#resources") {
+    console.log("capabilities: " + Object.keys(client.getServerCapabilities()).sort().join(" "));
+    for (const [what, ask] of [["resources/list", () => client.listResources()], ["prompts/list", () => client.listPrompts()]]) {
+      try {
+        await ask();
+        console.log(`${what} ok`);
+      } catch (err) {
+        console.log(`${what} failed: ${err.message}`);
+      }
+    }
     continue;
   }
   let res;

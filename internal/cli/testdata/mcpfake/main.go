@@ -1,7 +1,10 @@
 // Command mcpfake is an MCP tool server for cordon's tests, speaking MCP on
 // its standard input and output: read returns a file's content, echo its
-// text, over stdio or (-http) streamable HTTP. The description of echo is read from the file given with
-// -describe, so that a test can change it between runs.
+// text, over stdio or (-http) streamable HTTP. The description of echo is
+// read from the file given with -describe, that of its parameter from the
+// file given with -param, so that a test can change them between runs;
+// echo of the text given with -exit-on exits without an answer, as a
+// crash would.
 package main
 
 import (
@@ -21,7 +24,18 @@ func main() {
 	describe := flag.String("describe", "", "file with the description of echo")
 	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
 	vault := flag.Bool("vault", false, "also offer vault, which reads a file as read does")
+	param := flag.String("param", "", "file with the description of echo's parameter")
+	exitOn := flag.String("exit-on", "", "exit when echo is called with this text")
 	flag.Parse()
+	paramDesc := "The text."
+	if *param != "" {
+		b, err := os.ReadFile(*param)
+		if err != nil {
+			log.Fatal(err)
+		}
+		paramDesc = strings.TrimSpace(string(b))
+	}
+	echoSchema, _ := json.Marshal(map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string", "description": paramDesc}}})
 	desc := "Echo the text back."
 	if *describe != "" {
 		b, err := os.ReadFile(*describe)
@@ -44,10 +58,13 @@ func main() {
 	if *vault {
 		s.AddTool(&mcp.Tool{Name: "vault", Description: "Read a secret.", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}, read)
 	}
-	s.AddTool(&mcp.Tool{Name: "echo", Description: desc, InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)},
+	s.AddTool(&mcp.Tool{Name: "echo", Description: desc, InputSchema: json.RawMessage(echoSchema)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var a struct{ Text string }
 			json.Unmarshal(req.Params.Arguments, &a)
+			if *exitOn != "" && a.Text == *exitOn {
+				os.Exit(3)
+			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil
 		})
 	if *addr != "" {
