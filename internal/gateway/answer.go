@@ -89,14 +89,17 @@ func (g *Gateway) answered(state string, ss *mcp.ServerSession, tool string, raw
 // gateway put to this session for this call.
 func (g *Gateway) answer(r *mcp.CallToolRequest, s *session, c toolpolicy.Call, raw json.RawMessage) (*pendingApproval, *mcp.CallToolResult) {
 	refuse := func(rule, why, said string) (*pendingApproval, *mcp.CallToolResult) {
-		state := r.Params.RequestState
-		if len(state) > 64 {
-			state = state[:64]
-		}
-		g.cfg.Logf("session %s: the agent answered an approval itself (%s, call of %s); refused", s.id, why, c.Tool)
-		g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_self_answer", Data: map[string]any{
-			"tool": c.Tool, "args": raw, "session": s.id, "client": s.who, "state": state, "executed": false, "reason": why,
-		}})
+		s.mu.Lock()
+		secret := s.carriesSecret()
+		s.mu.Unlock()
+		// What the agent sent is kept as any arguments are.
+		rd := redactor{secret: secret, budget: previewBytes}
+		state := rd.text(cutUTF8(r.Params.RequestState, 64))
+		name := g.logName(c.Tool, secret)
+		g.cfg.Logf("session %s: the agent answered an approval itself (%s, call of %s); refused", s.id, why, name)
+		g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_self_answer", Data: withArgs(map[string]any{
+			"tool": name, "session": s.id, "client": s.who, "state": state, "executed": false, "reason": why,
+		}, raw, secret)})
 		return nil, refusal(toolpolicy.Decision{Rule: rule, Reason: said + "; the call was not made"})
 	}
 	if g.cfg.Profile.ApprovalPolicy().Via != "elicitation" {

@@ -426,7 +426,15 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 			g.cfg.Logf("session %s: at step %d, %s held (%s): %s", s.id, cp.Step, cp.Rule, cp.Action, cp.Reason)
 			g.record(s, audit.Event{Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
 		}
-		decision := map[string]any{"tool": name, "step": step, "session": s.id, "allow": d.Allow, "rule": d.Rule, "reason": d.Reason}
+		// The policy's reasons are cordon's words, quoting labels and the
+		// call that brought one in (logged as it was when made); a name of
+		// no tool is the agent's, kept as its arguments are.
+		logged := g.logName(name, secret)
+		reason := d.Reason
+		if logged != name {
+			reason = strings.Replace(reason, name, logged, 1)
+		}
+		decision := map[string]any{"tool": logged, "step": step, "session": s.id, "allow": d.Allow, "rule": d.Rule, "reason": logReason(reason, false)}
 		if d.Because > 0 {
 			decision["because"] = d.Because
 		}
@@ -437,7 +445,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 			decision["held"] = true
 		}
 		if err := g.record(s,
-			audit.Event{Kind: audit.Action, Type: "tool_call", Data: callRecord(c, raw, sent, step, s.id, secret)},
+			audit.Event{Kind: audit.Action, Type: "tool_call", Data: callRecord(c, logged, raw, sent, step, s.id, secret)},
 			audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: decision},
 		); err != nil {
 			return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the call could not be recorded (%v), so it was not made", err)}), nil
@@ -498,17 +506,25 @@ func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result,
 	if ctr != nil {
 		_, refused = ctr.Meta["cordon/refusal"].(toolpolicy.Decision)
 	}
-	var shownBytes []byte
+	// What the agent is shown: an error's text, or the result's content,
+	// its structured content and the bytes of its blobs; all of it is
+	// scanned for credentials.
+	var shownBytes, structured []byte
 	var found, foundLabels []string
-	if err == nil && ctr != nil {
+	if err != nil {
+		found, foundLabels = scanResult([]byte(err.Error()))
+	} else if ctr != nil {
 		ctr, res = g.cutResult(ctr, res)
 		shownBytes, _ = json.Marshal(ctr.Content)
-		found, foundLabels = scanResult(shownBytes)
+		if ctr.StructuredContent != nil {
+			structured, _ = json.Marshal(ctr.StructuredContent)
+		}
+		found, foundLabels = scanResult(append([][]byte{shownBytes, structured}, blobs(ctr.Content)...)...)
 	}
 	s.mu.Lock()
 	secret := s.carriesSecret()
 	s.policy.Record(step, c, failed, !refused)
-	s.policy.Received(len(shownBytes))
+	s.policy.Received(len(shownBytes) + len(structured))
 	labels := s.policy.ResultLabels(c)
 	if !refused && len(foundLabels) > 0 {
 		// A credential in a result labels it as if its tool returned it.
@@ -524,9 +540,16 @@ func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result,
 		shown["found"] = foundLabels
 	}
 	if err != nil {
-		shown["error"] = err.Error()
+		// The error's text reaches the agent too: kept as arguments are,
+		// cut, its credentials replaced, and all of it when it is secret.
+		r := redactor{secret: secret || slices.Contains(labels, secretLabel), budget: previewBytes}
+		shown["error"] = r.text(strings.ToValidUTF8(err.Error(), "\uFFFD"))
 	} else if ctr != nil {
 		withContent(shown, shownBytes, labels, found, secret)
+		if structured != nil {
+			shown["structured_bytes"] = len(structured)
+			shown["structured_sha256"] = digest(structured)
+		}
 	}
 	if rerr := g.record(s, audit.Event{Kind: audit.Input, Type: "tool_result", Data: shown}); rerr != nil {
 		return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the result could not be recorded (%v), so it is not shown", rerr)}), nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -146,31 +147,36 @@ func (r *redactor) text(s string) string {
 	if len(scanned) > leafBytes+scanMargin {
 		scanned = scanned[:leafBytes+scanMargin]
 	}
-	fs := secretscan.Scan([]byte(scanned), 0)
-	if len(fs) == secretscan.MaxFindings {
-		fs = []secretscan.Finding{{Rule: "many", Start: 0, End: len(s)}}
-	}
-	if len(fs) > 0 {
-		if r.found == nil {
-			r.found = map[string]bool{}
-		}
-		var b strings.Builder
-		at := 0
-		for _, f := range fs {
-			r.found[f.Rule] = true
-			b.WriteString(s[at:f.Start])
-			b.WriteString(mask(s[f.Start:f.End], f.Rule))
-			at = f.End
-		}
-		b.WriteString(s[at:])
-		s = b.String()
-	}
+	s = r.replace(s, secretscan.Scan([]byte(scanned), 0))
 	if len(s) > leafBytes {
 		r.cut = true
 		s = cutUTF8(s, leafBytes) + fmt.Sprintf("…[cut: %d bytes]", len(s))
 	}
 	r.budget -= len(s)
 	return s
+}
+
+// replace is s with the credentials fs found in it replaced by marks.
+func (r *redactor) replace(s string, fs []secretscan.Finding) string {
+	if len(fs) == secretscan.MaxFindings {
+		fs = []secretscan.Finding{{Rule: "many", Start: 0, End: len(s)}}
+	}
+	if len(fs) == 0 {
+		return s
+	}
+	if r.found == nil {
+		r.found = map[string]bool{}
+	}
+	var b strings.Builder
+	at := 0
+	for _, f := range fs {
+		r.found[f.Rule] = true
+		b.WriteString(s[at:f.Start])
+		b.WriteString(mask(s[f.Start:f.End], f.Rule))
+		at = f.End
+	}
+	b.WriteString(s[at:])
+	return b.String()
 }
 
 // mask stands for a secret value in the log: its length and, when it is
@@ -199,18 +205,81 @@ func cutUTF8(s string, n int) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-// scanResult returns the rules of the credentials in a result (its
-// content as JSON) and the labels they give it.
-func scanResult(b []byte) (rules, labels []string) {
-	for _, f := range secretscan.Scan(b, 0) {
-		if !slices.Contains(rules, f.Rule) {
-			rules = append(rules, f.Rule)
+// scanResult returns the rules of the credentials in what a result shows
+// (its content as JSON, its structured content, its blobs) and the labels
+// they give it.
+func scanResult(parts ...[]byte) (rules, labels []string) {
+	for _, b := range parts {
+		for _, f := range secretscan.Scan(b, 0) {
+			if !slices.Contains(rules, f.Rule) {
+				rules = append(rules, f.Rule)
+			}
 		}
 	}
 	if len(rules) > 0 {
 		labels = []string{secretLabel}
 	}
 	return rules, labels
+}
+
+// blobs are the decoded bytes of a result's binary content, which its JSON
+// shows only as base64.
+func blobs(content []mcp.Content) [][]byte {
+	var out [][]byte
+	for _, c := range content {
+		switch c := c.(type) {
+		case *mcp.ImageContent:
+			out = append(out, c.Data)
+		case *mcp.AudioContent:
+			out = append(out, c.Data)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				out = append(out, c.Resource.Blob)
+			}
+		}
+	}
+	return out
+}
+
+// logReason is what the audit log keeps of a decision's reason: the
+// values it quotes (an argument's name, a path, as the agent sent them)
+// are kept as arguments are, and a credential anywhere in it is replaced.
+func logReason(reason string, secret bool) string {
+	r := redactor{secret: secret, budget: previewBytes}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(reason, '"')
+		if i < 0 {
+			break
+		}
+		q, err := strconv.QuotedPrefix(reason[i:])
+		if err != nil {
+			b.WriteString(reason[:i+1])
+			reason = reason[i+1:]
+			continue
+		}
+		v, _ := strconv.Unquote(q)
+		b.WriteString(reason[:i])
+		b.WriteString(strconv.Quote(r.text(v)))
+		reason = reason[i+len(q):]
+	}
+	b.WriteString(reason)
+	out := b.String()
+	return r.replace(out, secretscan.Scan([]byte(out), 0))
+}
+
+// logName is what the audit log keeps of the name of a called tool: a
+// tool of the profile, or one a server offers, by its name; any other
+// name the agent sent as it keeps arguments.
+func (g *Gateway) logName(name string, secret bool) string {
+	g.mu.Lock()
+	_, served := g.tools[name]
+	g.mu.Unlock()
+	if _, ok := g.cfg.Profile.Tools[name]; ok || served {
+		return name
+	}
+	r := redactor{secret: secret, budget: previewBytes}
+	return r.text(strings.ToValidUTF8(name, "\uFFFD"))
 }
 
 // withContent sets in shown what the audit log keeps of a result b: its

@@ -218,8 +218,8 @@ func (g *Gateway) redecide(ctx context.Context, name string, raw json.RawMessage
 // callRecord is the audit record of a decided call: its decided arguments,
 // its files and workspace (what a replay decides on), and the arguments as
 // the agent sent them when they differ.
-func callRecord(c toolpolicy.Call, decided, sent json.RawMessage, step int, session string, secret bool) map[string]any {
-	rec := withArgs(map[string]any{"tool": c.Tool, "step": step, "session": session}, decided, secret)
+func callRecord(c toolpolicy.Call, name string, decided, sent json.RawMessage, step int, session string, secret bool) map[string]any {
+	rec := withArgs(map[string]any{"tool": name, "step": step, "session": session}, decided, secret)
 	if c.Workspace != "" {
 		rec["workspace"] = c.Workspace
 	}
@@ -242,10 +242,13 @@ func (g *Gateway) refuseArguments(s *session, name string, sent json.RawMessage,
 	secret := s.carriesSecret()
 	s.mu.Unlock()
 	r := redactor{secret: secret, budget: previewBytes}
+	name = g.logName(name, secret)
 	rec := map[string]any{"tool": name, "session": s.id, "sent": r.text(strings.ToValidUTF8(string(sent), "\uFFFD")), "sent_bytes": len(sent), "sent_sha256": digest(sent)}
+	// The reason quotes what the agent sent (a name, a path): the log
+	// keeps it as it keeps arguments; the agent is told it as it is.
 	g.record(s,
 		audit.Event{Kind: audit.Action, Type: "tool_call", Data: rec},
-		audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: map[string]any{"tool": name, "session": s.id, "allow": false, "rule": d.Rule, "reason": d.Reason}},
+		audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: map[string]any{"tool": name, "session": s.id, "allow": false, "rule": d.Rule, "reason": logReason(d.Reason, secret)}},
 	)
 	return refusal(d)
 }
