@@ -519,11 +519,23 @@ func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result,
 		if ctr.StructuredContent != nil {
 			structured, _ = json.Marshal(ctr.StructuredContent)
 		}
-		found, foundLabels = scanResult(append([][]byte{shownBytes, structured}, blobs(ctr.Content)...)...)
+		found, foundLabels = scanResult(shownParts(ctr)...)
+	}
+	var created *toolpolicy.Call
+	if !failed && !refused {
+		s.mu.Lock()
+		labelled := len(s.policy.Labels()) > 0
+		s.mu.Unlock()
+		if labelled {
+			created = g.created(c)
+		}
 	}
 	s.mu.Lock()
 	secret := s.carriesSecret()
 	s.policy.Record(step, c, failed, !refused)
+	if created != nil {
+		s.policy.LabelCreated(*created)
+	}
 	s.policy.Received(len(shownBytes) + len(structured))
 	labels := s.policy.ResultLabels(c)
 	if !refused && len(foundLabels) > 0 {

@@ -71,7 +71,7 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 		return refuse("%s needs approval, and the request could not be stored: %v", c.Tool, err)
 	}
 	if err := g.record(s, audit.Event{Kind: audit.Decision, Type: "approval_request", Data: withArgs(map[string]any{
-		"id": id, "tool": c.Tool, "class": class, "rule": d.Rule, "reason": d.Reason, "step": step, "session": s.id, "labels": labels, "expires": req.Expires,
+		"id": id, "tool": c.Tool, "class": class, "rule": d.Rule, "reason": logReason(d.Reason, slices.Contains(labels, secretLabel)), "step": step, "session": s.id, "labels": labels, "expires": req.Expires,
 	}, raw, slices.Contains(labels, secretLabel))}); err != nil {
 		g.cfg.Approvals.Expire(id, "the request could not be recorded")
 		return refuse("the approval request could not be recorded (%v)", err)
@@ -186,7 +186,7 @@ func (g *Gateway) gate(h mcp.ToolHandler) mcp.ToolHandler {
 			g.cfg.Logf("request %s: %v", pa.id, err)
 			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("the approval failed: %v; the call was not made", withoutID(err, pa.id))}), nil
 		}
-		g.record(pa.sess, audit.Event{Kind: audit.Decision, Type: "approval_decision", Data: map[string]any{"id": pa.id, "approve": approve, "by": by, "reason": why, "scope": approvals.ScopeCall}})
+		g.record(pa.sess, audit.Event{Kind: audit.Decision, Type: "approval_decision", Data: map[string]any{"id": pa.id, "approve": approve, "by": logReason(by, false), "reason": logReason(why, false), "scope": approvals.ScopeCall}})
 		if !approve {
 			return refusal(toolpolicy.Decision{Rule: pa.req.Rule, Reason: fmt.Sprintf("the request was denied by %s: %s; the call was not made", by, why)}), nil
 		}

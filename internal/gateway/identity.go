@@ -16,9 +16,10 @@ import (
 // spent. An agent is the token its client presented (auth.TokenInfo's
 // UserID, set by the HTTP transport that checked the token); a client
 // without one (stdio: one client per process) is the one agent of the
-// gateway. The state lasts the profile's session.wall from its first
-// call, then the agent's next call starts anew; without session.wall it
-// lasts as long as the gateway.
+// gateway. The budgets last the profile's session.wall from the first
+// call, then the agent's next call starts them anew, its labels and a stop
+// rule that held carried over (the agent still holds what it read);
+// without session.wall they last as long as the gateway.
 
 // maxStates bounds the agents whose state a gateway keeps. Past it, the
 // states whose session.wall is over are dropped; when none is, a new
@@ -62,7 +63,14 @@ func (g *Gateway) session(r *mcp.CallToolRequest) (*session, toolpolicy.Decision
 	if g.cfg.NewID != nil {
 		id = g.cfg.NewID()
 	}
+	prev := s
 	s = &session{id: id, who: who, start: now, policy: toolpolicy.NewSession(g.cfg.Profile, nil)}
+	if prev != nil {
+		// A new session.wall renews the budgets, not what the agent read.
+		prev.mu.Lock()
+		s.policy.Carry(prev.policy)
+		prev.mu.Unlock()
+	}
 	g.sessions[who] = s
 	return s, toolpolicy.Decision{}
 }

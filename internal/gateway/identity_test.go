@@ -143,10 +143,11 @@ func TestSessionsOfAnAgentShareLabelsAndBudgets(t *testing.T) {
 	}
 }
 
-// The state of an agent lasts the profile's session.wall; then its next
-// call starts anew.
+// The budgets of an agent last the profile's session.wall; then its next
+// call starts them anew, with the labels it carried (the agent still holds
+// what it read).
 func TestAgentStateLastsTheWall(t *testing.T) {
-	p, err := profile.Parse("wall.yaml", []byte("version: 1\nagent: tester\nsession:\n  wall: 300ms\ntools:\n  read_file:\n    class: read\n    labels:\n      - arg: path\n        prefix: secrets/\n        labels: [secret]\n  fetch:\n    class: external\n"))
+	p, err := profile.Parse("wall.yaml", []byte("version: 1\nagent: tester\nsession:\n  wall: 300ms\n  steps: 3\ntools:\n  read_file:\n    class: read\n    labels:\n      - arg: path\n        prefix: secrets/\n        labels: [secret]\n  fetch:\n    class: external\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,9 +163,16 @@ func TestAgentStateLastsTheWall(t *testing.T) {
 	if _, isErr := call(t, f.connect(t), "fetch", `{"url": "https://example.org/"}`); !isErr {
 		t.Error("fetch within the wall, after a secret, was allowed")
 	}
+	call(t, f.connect(t), "read_file", `{"path": "x"}`)
+	if text, isErr := call(t, f.connect(t), "read_file", `{"path": "x"}`); !isErr || !strings.Contains(text, "session.steps") {
+		t.Errorf("a fourth step of three: %v %q", isErr, text)
+	}
 	time.Sleep(400 * time.Millisecond)
-	if text, isErr := call(t, f.connect(t), "fetch", `{"url": "https://example.org/"}`); isErr {
-		t.Errorf("fetch after the wall: %q", text)
+	if text, isErr := call(t, f.connect(t), "read_file", `{"path": "x"}`); isErr {
+		t.Errorf("a step after the wall: %q", text)
+	}
+	if text, isErr := call(t, f.connect(t), "fetch", `{"url": "https://example.org/"}`); !isErr || !strings.Contains(text, `carries "secret"`) {
+		t.Errorf("fetch after the wall, the secret read before it: %v %q", isErr, text)
 	}
 }
 

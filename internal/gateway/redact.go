@@ -222,6 +222,58 @@ func scanResult(parts ...[]byte) (rules, labels []string) {
 	return rules, labels
 }
 
+// shownParts is what a result shows the agent, as the scan reads it: the
+// text of its items decoded (a JSON encoding would escape "&", "<" and ">"
+// and cut a password at the escape), joined so that a credential split
+// across items is whole, the strings of its structured content and of its
+// _meta, and the decoded bytes of its blobs.
+func shownParts(ctr *mcp.CallToolResult) [][]byte {
+	var texts []string
+	for _, c := range ctr.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			texts = append(texts, c.Text)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				texts = append(texts, c.Resource.URI, c.Resource.Text)
+			}
+		case *mcp.ResourceLink:
+			texts = append(texts, c.URI, c.Name, c.Title, c.Description)
+		}
+	}
+	parts := [][]byte{
+		[]byte(strings.Join(texts, "")),
+		[]byte(strings.Join(texts, "\n")),
+		jsonStrings(ctr.StructuredContent),
+		jsonStrings(ctr.Meta),
+	}
+	return append(parts, blobs(ctr.Content)...)
+}
+
+// jsonStrings is every key and string of v's JSON, decoded, one per line.
+func jsonStrings(v any) []byte {
+	if v == nil {
+		return nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return nil
+	}
+	var out []byte
+	dec := json.NewDecoder(&buf)
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		if s, ok := t.(string); ok {
+			out = append(append(out, s...), '\n')
+		}
+	}
+}
+
 // blobs are the decoded bytes of a result's binary content, which its JSON
 // shows only as base64.
 func blobs(content []mcp.Content) [][]byte {
@@ -318,10 +370,16 @@ func (g *Gateway) oversized(ctx context.Context, s *session, name string, raw js
 		Reason: fmt.Sprintf("the arguments of %s are %d bytes, more than the profile's bound of %d bytes", name, len(raw), limit),
 		Hint:   "pass large data by a file in the workspace, and its path as the argument"}
 	traceDecision(ctx, 0, d, nil)
-	data := map[string]any{"tool": name, "session": s.id, "args_bytes": len(raw), "args_sha256": digest(raw), "args_cut": true}
+	s.mu.Lock()
+	secret := s.carriesSecret()
+	s.mu.Unlock()
+	// The name is the agent's: kept as its arguments would be.
+	logged := g.logName(name, secret)
+	data := map[string]any{"tool": logged, "session": s.id, "args_bytes": len(raw), "args_sha256": digest(raw), "args_cut": true}
+	reason := strings.Replace(d.Reason, name, logged, 1)
 	if err := g.record(s,
 		audit.Event{Kind: audit.Action, Type: "tool_call", Data: data},
-		audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: map[string]any{"tool": name, "session": s.id, "allow": false, "rule": d.Rule, "limit": d.Limit, "reason": d.Reason}},
+		audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: map[string]any{"tool": logged, "session": s.id, "allow": false, "rule": d.Rule, "limit": d.Limit, "reason": logReason(reason, secret)}},
 	); err != nil {
 		d.Reason += fmt.Sprintf("; and the refusal could not be recorded (%v)", err)
 	}

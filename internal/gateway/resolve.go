@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -220,11 +221,18 @@ func (g *Gateway) redecide(ctx context.Context, name string, raw json.RawMessage
 // the agent sent them when they differ.
 func callRecord(c toolpolicy.Call, name string, decided, sent json.RawMessage, step int, session string, secret bool) map[string]any {
 	rec := withArgs(map[string]any{"tool": name, "step": step, "session": session}, decided, secret)
+	// Paths are the agent's text too: kept as its arguments are.
+	r := redactor{secret: secret, budget: previewBytes}
 	if c.Workspace != "" {
-		rec["workspace"] = c.Workspace
+		rec["workspace"] = r.text(c.Workspace)
 	}
 	if len(c.Files) > 0 {
-		rec["files"] = c.Files
+		files := make(map[string]toolpolicy.File, len(c.Files))
+		for arg, f := range c.Files {
+			f.Path = r.text(f.Path)
+			files[r.text(arg)] = f
+		}
+		rec["files"] = files
 	}
 	if len(sent) > 0 && !sameJSON(sent, decided) {
 		rec["sent"] = withArgs(map[string]any{}, sent, secret)["args"]
@@ -251,4 +259,35 @@ func (g *Gateway) refuseArguments(s *session, name string, sent json.RawMessage,
 		audit.Event{Kind: audit.Decision, Type: "tool_decision", Data: map[string]any{"tool": name, "session": s.id, "allow": false, "rule": d.Rule, "reason": logReason(d.Reason, secret)}},
 	)
 	return refusal(d)
+}
+
+// created is the files a successful write named that did not exist when
+// it was decided, resolved now that the write made them (nil: none, or
+// they cannot be resolved): a file labelled only by its path would lose
+// its labels when renamed.
+func (g *Gateway) created(c toolpolicy.Call) *toolpolicy.Call {
+	if g.cfg.Profile.Tools[c.Tool].Class != "write" || g.cfg.Resolve == nil {
+		return nil
+	}
+	n := toolpolicy.Call{Tool: c.Tool, Args: map[string]any{}, Workspace: c.Workspace}
+	for arg, f := range c.Files {
+		if !f.Exists {
+			n.Args[arg] = f.Path
+		}
+	}
+	if len(n.Args) == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	server := ""
+	if t := g.tools[c.Tool]; t != nil {
+		server = t.server
+	}
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ResolveFiles(ctx, g.cfg.Profile, g.cfg.Resolve, server, &n); err != nil {
+		return nil
+	}
+	return &n
 }

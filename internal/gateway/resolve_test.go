@@ -180,17 +180,17 @@ func TestCanonicalArgumentsOfBuiltins(t *testing.T) {
 	f := newBuiltinFixture(t, nil)
 	cs := f.connect(t)
 	for _, tt := range []struct{ tool, args, want string }{
-		{"run", `{"argv":["git","status"],"ARGV":["sh","-c","id"]}`, `has no argument "ARGV"`},
+		{"run", `{"argv":["git","status"],"ARGV":["sh","-c","id"]}`, `fields "argv" and "ARGV" differ only in case`},
 		{"run", `{"argv":["git","status"],"argv":["sh","-c","id"]}`, `field "argv" given twice`},
 		{"run", `{"argv":["git"],"path":"x"}`, `has no argument "path"`},
-		{"read_file", `{"path":"README.md","Path":".env"}`, `has no argument "Path"`},
+		{"read_file", `{"path":"README.md","Path":".env"}`, `fields "path" and "Path" differ only in case`},
 		{"read_file", `{"path":"README.md","path":".env"}`, `given twice`},
 		{"read_file", `{"path":"README.md","content":"x"}`, `has no argument "content"`},
-		{"write_file", `{"path":"notes/ok.md","PATH":"pwned.sh","content":"x"}`, `has no argument "PATH"`},
+		{"write_file", `{"path":"notes/ok.md","PATH":"pwned.sh","content":"x"}`, `fields "path" and "PATH" differ only in case`},
 		{"write_file", `{"path":"notes/ok.md","path":"pwned.sh","content":"x"}`, `given twice`},
-		{"list_files", `{"path":".","Path":"/"}`, `has no argument "Path"`},
+		{"list_files", `{"path":".","Path":"/"}`, `fields "path" and "Path" differ only in case`},
 		{"list_files", `{"path":".","path":"/"}`, `given twice`},
-		{"fetch", `{"url":"https://example.org/","URL":"http://169.254.169.254/"}`, `has no argument "URL"`},
+		{"fetch", `{"url":"https://example.org/","URL":"http://169.254.169.254/"}`, `fields "url" and "URL" differ only in case`},
 		{"fetch", `{"url":"https://example.org/","url":"http://169.254.169.254/"}`, `given twice`},
 		{"fetch", `{"url":"https://example.org/","x":{"a":1,"a":2}}`, `field "a" given twice`},
 	} {
@@ -223,7 +223,7 @@ func TestToolsReceiveTheDecidedBytes(t *testing.T) {
 		t.Errorf("the upstream received %q (%v), not the decided bytes", text, isErr)
 	}
 	text, isErr = call(t, cs, "up__echo", `{"text":"hi","Text":"x"}`)
-	if !isErr || !strings.Contains(text, `has no argument "Text"`) {
+	if !isErr || !strings.Contains(text, `fields "text" and "Text" differ only in case`) {
 		t.Errorf("a case variant reached the upstream: %q", text)
 	}
 	// An upstream tool's path argument is sent resolved.

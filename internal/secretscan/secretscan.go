@@ -96,7 +96,17 @@ const MaxFindings = 4096
 // Scan returns the credentials in text, in order, at most limit of them (0
 // is MaxFindings). Where findings overlap, the rule of a known format wins
 // over the generic ones, and each credential is reported once.
-func Scan(text []byte, limit int) []Finding {
+func Scan(text []byte, limit int) []Finding { return scan(text, limit, true) }
+
+// minEncoded is the shortest base64 run decoded to be scanned itself: a
+// credential with its name (password=12345678) encodes to about 24.
+const minEncoded = 24
+
+// scan is Scan; nested says whether base64 runs that decode to text are
+// decoded and scanned too (once: what they decode to is not decoded
+// again). A credential found inside one reports the whole run, by the
+// rule "base64:" and the inner rule.
+func scan(text []byte, limit int, nested bool) []Finding {
 	if limit <= 0 || limit > MaxFindings {
 		limit = MaxFindings
 	}
@@ -155,6 +165,13 @@ func Scan(text []byte, limit int) []Finding {
 		}
 		if j-i >= minToken && randomToken(s[i:j]) && add("high-entropy-token", i, j) {
 			return kept
+		}
+		if nested && j-i >= minEncoded {
+			if b, ok := decodeText(s[i:j]); ok {
+				if fs := scan(b, 1, false); len(fs) > 0 && add("base64:"+fs[0].Rule, i, j) {
+					return kept
+				}
+			}
 		}
 		i = j
 	}
@@ -268,6 +285,13 @@ func randomToken(v string) bool {
 
 // base64Text reports whether v decodes, as base64, to readable text.
 func base64Text(v string) bool {
+	_, ok := decodeText(v)
+	return ok
+}
+
+// decodeText decodes v as base64 (standard or URL alphabet, padded or
+// not) and returns what it decodes to when that is readable text.
+func decodeText(v string) ([]byte, bool) {
 	v = strings.TrimRight(v, "=")
 	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
 		// A token cut out of a longer one may not end on a boundary.
@@ -282,10 +306,10 @@ func base64Text(v string) bool {
 					printable++
 				}
 			}
-			return len(b) > 0 && printable*100 >= len(b)*95
+			return b, len(b) > 0 && printable*100 >= len(b)*95
 		}
 	}
-	return false
+	return nil, false
 }
 
 // entropy is the Shannon entropy of v, in bits per character.

@@ -118,3 +118,18 @@ func TestScanLimitAndOverlap(t *testing.T) {
 		t.Error("Found a credential in plain words")
 	}
 }
+
+// A credential in base64 inside text (a config blob, a data: URL) is found,
+// as the whole encoded run; base64 of ordinary text is not a credential.
+func TestScanDecodesBase64(t *testing.T) {
+	enc := base64.StdEncoding.EncodeToString([]byte("token=ghp_" + "R7uXbq2mWk9LpZt4Vn6Hs8Dc1Jy3Fa5Ge0Qo"))
+	text := "config: " + enc + " end"
+	fs := Scan([]byte(text), 0)
+	if len(fs) != 1 || !strings.HasPrefix(fs[0].Rule, "base64:") || text[fs[0].Start:fs[0].End] != enc {
+		t.Errorf("base64 of a token: %+v", fs)
+	}
+	plain := base64.StdEncoding.EncodeToString([]byte("the quick brown fox jumps over the lazy dog"))
+	if fs := Scan([]byte(plain), 0); len(fs) != 0 {
+		t.Errorf("base64 of plain text: %+v", fs)
+	}
+}

@@ -11,3 +11,27 @@ func (s *Session) AddLabels(step int, c Call, labels []string) {
 		}
 	}
 }
+
+// Carry starts s where prev left what no new session may undo: the labels
+// prev carried (the agent still holds what it read) and a stop rule that
+// held. Budgets and counts start anew.
+func (s *Session) Carry(prev *Session) {
+	for l, o := range prev.labels {
+		if _, ok := s.labels[l]; !ok {
+			s.labels[l] = o
+		}
+	}
+	if prev.tripped != nil && prev.tripped.Action == "stop" && s.tripped == nil {
+		cp := *prev.tripped
+		s.tripped = &cp
+	}
+}
+
+// LabelCreated gives the files a write created, named once they exist (c's
+// files, resolved after the call), the labels the session carries, as
+// Record gave them by path: their labels follow them through a rename.
+func (s *Session) LabelCreated(c Call) {
+	if len(s.labels) > 0 {
+		s.fileLabels().add(c, s.Labels())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"unicode"
 )
 
 // DecodeStrict decodes one JSON object into the struct v as the policy saw
@@ -50,6 +51,18 @@ func fieldNames(t reflect.Type) map[string]bool {
 	return out
 }
 
+// foldKey is s with each letter replaced by the least of its Unicode
+// case folds: "Kind", "kind" and "\u212aind" (the Kelvin sign) are one key.
+func foldKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, s)
+}
+
 // noDuplicates reads one JSON value and refuses an object that names a
 // key twice, at any depth.
 func noDuplicates(dec *json.Decoder) error {
@@ -59,17 +72,22 @@ func noDuplicates(dec *json.Decoder) error {
 	}
 	switch tok {
 	case json.Delim('{'):
-		seen := map[string]bool{}
+		seen := map[string]string{} // by folded key
 		for dec.More() {
 			k, err := dec.Token()
 			if err != nil {
 				return err
 			}
 			key, _ := k.(string)
-			if seen[key] {
-				return fmt.Errorf("field %q given twice", key)
+			if prev, ok := seen[foldKey(key)]; ok {
+				if prev == key {
+					return fmt.Errorf("field %q given twice", key)
+				}
+				// Go's decoder (and others) match names whatever their
+				// case, Unicode's folds included: either may be taken.
+				return fmt.Errorf("fields %q and %q differ only in case", prev, key)
 			}
-			seen[key] = true
+			seen[foldKey(key)] = key
 			if err := noDuplicates(dec); err != nil {
 				return err
 			}

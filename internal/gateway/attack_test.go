@@ -1,7 +1,8 @@
 package gateway_test
 
-// Attacks on the gateway's promises. Each TestAttack_ fails on the code as
-// it is and passes once the flaw it names is fixed.
+// Attacks on the gateway's promises: decided on exactly what runs, labels
+// for everything shown, secrets kept out of the log. Each TestAttack_ is
+// one way an agent or a server tries to get past them.
 
 import (
 	"bytes"
@@ -227,11 +228,10 @@ func fetchRefused(t *testing.T, cs *mcp.ClientSession) (bool, string) {
 	return isErr && strings.Contains(text, `carries "secret"`), text
 }
 
-// Promise 2: a credential the agent is shown in base64 (a config blob, a
-// Kubernetes secret, a data: URL) is a credential shown. The scanner
-// drops a random-looking token that decodes to readable text, and the
-// gateway does not decode base64 in text: the session stays clean and
-// the audit log keeps the result's preview, the token in it.
+// A credential the agent is shown in base64 (a config blob, a Kubernetes
+// secret, a data: URL) is a credential shown: base64 runs in text that
+// decode to text are scanned too, the session is labelled, and the log's
+// preview is masked.
 func TestAttack_Base64CredentialInResult(t *testing.T) {
 	if _, ok := secretscan.Found([]byte("token=" + atkToken)); !ok {
 		t.Fatal("the scanner does not know the token in clear")
@@ -251,11 +251,9 @@ func TestAttack_Base64CredentialInResult(t *testing.T) {
 	}
 }
 
-// Promise 2 and 3: what the agent is shown is scanned as the JSON of the
-// content, not as the text: encoding/json writes '&', '<' and '>' as
-// \u0026, \u003c, \u003e, and the generic rule stops a value at a
-// backslash. A password with one of them in its first eight characters
-// passes as no credential: no label, and its preview is logged.
+// What the agent is shown is scanned as the text it reads, not as its JSON:
+// encoding/json writes '&', '<' and '>' as \u0026, \u003c, \u003e, which
+// would cut a password at the escape and pass it as no credential.
 func TestAttack_JSONEscapingHidesCredential(t *testing.T) {
 	if _, ok := secretscan.Found([]byte(atkPassword)); !ok {
 		t.Fatal("the scanner does not find the password in the text")
@@ -273,7 +271,7 @@ func TestAttack_JSONEscapingHidesCredential(t *testing.T) {
 	}
 }
 
-// Promise 2: the result's _meta reaches the agent's client unscanned.
+// The result's _meta reaches the agent's client: it is scanned too.
 func TestAttack_ResultMetaNotScanned(t *testing.T) {
 	a := newAtk(t, "")
 	cs := a.connect(t)
@@ -289,9 +287,8 @@ func TestAttack_ResultMetaNotScanned(t *testing.T) {
 	}
 }
 
-// Promise 2: the content items are scanned as one JSON array, so a token
-// split over two text items (which the agent reads one after the other)
-// is found in neither.
+// A token split over two text items (which the agent reads one after the
+// other) is found: the items are scanned joined.
 func TestAttack_CredentialSplitAcrossContentItems(t *testing.T) {
 	a := newAtk(t, "")
 	cs := a.connect(t)
@@ -303,12 +300,10 @@ func TestAttack_CredentialSplitAcrossContentItems(t *testing.T) {
 	}
 }
 
-// Promise 1: keys are checked exactly at the top level only; below it, a
-// key that differs from another only by Unicode case folding (the Kelvin
-// sign K folds to k in Go's encoding/json, as ſ does to s) is kept.
-// The policy reads args.opts.kind == "safe"; the re-encoded arguments
-// sort "\u212aind" after "kind", and a server decoding with encoding/json
-// takes the last: it runs "evil".
+// Below the top level too, a key that differs from another only by Unicode
+// case folding (the Kelvin sign K folds to k in Go's encoding/json, as ſ
+// does to s) is refused: the policy would read args.opts.kind == "safe"
+// while a server decoding with encoding/json takes the last, "evil".
 func TestAttack_NestedCaseFoldedKey(t *testing.T) {
 	a := newAtk(t, "")
 	cs := a.connect(t)
@@ -322,10 +317,9 @@ func TestAttack_NestedCaseFoldedKey(t *testing.T) {
 	}
 }
 
-// Promise 3: the decided files of a call are logged as they are, beside
-// the redacted arguments: a path that holds a credential is in the log in
-// clear (callRecord's "files"), and in a session that carries secret,
-// where every argument string is masked, the path is kept too.
+// The decided files of a call are logged as its arguments are: a path
+// that holds a credential is masked, and in a session that carries secret
+// every path is.
 func TestAttack_ResolvedFilesLoggedInClear(t *testing.T) {
 	a := newAtk(t, "")
 	cs := a.connect(t)
@@ -341,8 +335,8 @@ func TestAttack_ResolvedFilesLoggedInClear(t *testing.T) {
 	}
 }
 
-// Promise 3: a call over the argument bound is recorded before the name
-// is redacted: the name the agent sent (no tool's) is logged whole, in
+// A call over the argument bound is refused before it is decoded; the name
+// the agent sent (no tool's) is still logged as its arguments would be, in
 // "tool" and in the reason.
 func TestAttack_OversizedCallLogsToolNameInClear(t *testing.T) {
 	a := newAtk(t, "session:\n  max_argument_bytes: 1KiB\n")
@@ -357,10 +351,9 @@ func TestAttack_OversizedCallLogsToolNameInClear(t *testing.T) {
 	}
 }
 
-// Promise 3: the approval request is recorded with the policy's reason as
-// it is; a flow's reason quotes the call that brought the label in, with
-// its arguments, so a credential in them is logged in clear (the
-// tool_decision of the same call is redacted by logReason).
+// A flow's reason quotes the call that brought the label in, with its
+// arguments: the approval request's record keeps the reason redacted, as
+// the decision's record does.
 func TestAttack_ApprovalRequestReasonLogsCredential(t *testing.T) {
 	a := newAtk(t, "approval:\n  flows: true\n  timeout: 1s\n")
 	cs := a.connect(t)
@@ -387,10 +380,9 @@ func TestAttack_ApprovalRequestReasonLogsCredential(t *testing.T) {
 	}
 }
 
-// Promise 2: labels are the agent's, and a new session does not launder
-// them; but once session.wall is over, the agent's next call starts a new
-// state without the labels it carried (identity.go), while the model
-// still holds what it read: a wait launders the taint.
+// Labels are the agent's, and a new session does not launder them, nor
+// does waiting out session.wall: the budgets start anew, the labels stay
+// (the model still holds what it read).
 func TestAttack_SessionWallLaundersTaint(t *testing.T) {
 	a := newAtk(t, "session:\n  wall: 300ms\n")
 	cs := a.connect(t)
@@ -410,6 +402,10 @@ func TestAttack_SessionWallLaundersTaint(t *testing.T) {
 type atkFS struct {
 	mu    sync.Mutex
 	files map[string]uint64
+	// later are files that exist from the second time they are resolved
+	// on (a write creates them after its call was decided).
+	later map[string]uint64
+	seen  map[string]bool
 }
 
 func (f *atkFS) resolve(ctx context.Context, server string, paths []string) (string, []tools.Resolved, error) {
@@ -421,6 +417,16 @@ func (f *atkFS) resolve(ctx context.Context, server string, paths []string) (str
 			p = filepath.Join("/ws", p)
 		}
 		p = filepath.Clean(p)
+		if ino, ok := f.later[p]; ok {
+			if f.seen[p] {
+				f.files[p] = ino
+				delete(f.later, p)
+			}
+			if f.seen == nil {
+				f.seen = map[string]bool{}
+			}
+			f.seen[p] = true
+		}
 		ino, ok := f.files[p]
 		if !ok {
 			out = append(out, tools.Resolved{File: tools.File{Path: p, Dev: 1, Ino: 1}})
@@ -431,13 +437,11 @@ func (f *atkFS) resolve(ctx context.Context, server string, paths []string) (str
 	return "/ws", out, nil
 }
 
-// Promise 2 (labels of written files, shared by every session): a file
-// a labelled session writes is labelled by its path and, when it exists
-// already, its identity. A file it creates is labelled by its path only:
-// once it is renamed (mv in the run tool, or by any tool), another agent
-// reads the secret copy unlabelled and sends it out.
+// A file a labelled session creates is labelled by its identity too, found
+// once the write made it: renamed (mv in the run tool, or by any tool), it
+// keeps its labels, and another agent that reads it may not send it out.
 func TestAttack_NewFileLabelLostOnRename(t *testing.T) {
-	fsys := &atkFS{files: map[string]uint64{"/ws/.env": 10}}
+	fsys := &atkFS{files: map[string]uint64{"/ws/.env": 10}, later: map[string]uint64{"/ws/notes/copy.md": 77}}
 	a := newAtk(t, "", fsys.resolve)
 	f := &fixture{g: a.g}
 	alice := f.connectAs(t, "alice")
@@ -447,6 +451,7 @@ func TestAttack_NewFileLabelLostOnRename(t *testing.T) {
 	}
 	// The file is created (inode 77), then renamed.
 	fsys.mu.Lock()
+	delete(fsys.files, "/ws/notes/copy.md")
 	fsys.files["/ws/notes/plain.md"] = 77
 	fsys.mu.Unlock()
 	bob := f.connectAs(t, "bob")
