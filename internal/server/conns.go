@@ -27,9 +27,11 @@ func (s *Server) HTTPServer() *http.Server {
 
 // Listener bounds the connections ln accepts: at most max_connections
 // open, at most max_connections_per_remote of one remote address. A
-// connection past a bound is answered at once (503, or 429 for one remote)
-// and closed, its descriptor given back; when every connection is taken,
-// an idle kept-alive one is closed first to make room.
+// connection past the remote's bound is answered at once (429) and
+// closed, its descriptor given back. When every connection is taken, the
+// one that has waited longest without a request under way (idle, or
+// still sending its headers) is closed to make room; when every one is
+// serving a request, the new one is answered 503 and closed.
 func (s *Server) Listener(ln net.Listener) net.Listener {
 	s.conns.Listener = ln
 	return s.conns
@@ -97,10 +99,16 @@ func (l *connLimiter) admit(c net.Conn, remote string) (lc *limitedConn, refusal
 		return nil, refusedRemote, nil
 	}
 	if len(l.open) >= l.max {
+		// Room is made by closing the connection that has waited longest
+		// without a request under way: idle between requests, or still
+		// sending its first request's headers (slowloris). One whose
+		// request is being answered is never closed.
 		for o := range l.open {
-			if o.state.Load() == int32(http.StateIdle) {
+			if st := http.ConnState(o.state.Load()); st != http.StateIdle && st != http.StateNew {
+				continue
+			}
+			if evict == nil || o.since.Load() < evict.since.Load() {
 				evict = o
-				break
 			}
 		}
 		if evict == nil {
@@ -109,6 +117,7 @@ func (l *connLimiter) admit(c net.Conn, remote string) (lc *limitedConn, refusal
 		l.forget(evict)
 	}
 	lc = &limitedConn{Conn: c, l: l, remote: remote}
+	lc.since.Store(time.Now().UnixNano())
 	l.open[lc] = struct{}{}
 	l.byRemote[remote]++
 	return lc, "", evict
@@ -139,6 +148,7 @@ func (l *connLimiter) state(c net.Conn, st http.ConnState) {
 	if !ok {
 		return
 	}
+	lc.since.Store(time.Now().UnixNano())
 	lc.state.Store(int32(st))
 }
 
@@ -148,6 +158,7 @@ type limitedConn struct {
 	l      *connLimiter
 	remote string
 	state  atomic.Int32
+	since  atomic.Int64 // when it entered its state, Unix ns
 	once   sync.Once
 }
 

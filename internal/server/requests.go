@@ -23,8 +23,6 @@ type bounds struct {
 	tokens, remotes, records *limiter
 	recordMu                 sync.Mutex
 	recordTotal              bucket
-	// now is the limits' clock (time.Now; tests set their own).
-	now func() time.Time
 
 	mu         sync.Mutex
 	unrecorded map[string]int // by remote address
@@ -34,7 +32,7 @@ type bounds struct {
 }
 
 func newBounds() *bounds {
-	return &bounds{tokens: newLimiter(), remotes: newLimiter(), records: newLimiter(), now: time.Now,
+	return &bounds{tokens: newLimiter(), remotes: newLimiter(), records: newLimiter(),
 		unrecorded: map[string]int{}, reasons: map[string]int{}}
 }
 
@@ -73,10 +71,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, c caller) int {
 		if c.token.RateLimit != nil {
 			rate = *c.token.RateLimit
 		}
-		if ok, wait = b.tokens.allow(c.token.Name, rate, b.now()); !ok {
+		if ok, wait = b.tokens.allow(c.token.Name, rate, s.opts.Now()); !ok {
 			s.metrics.add(1, "cordon_rate_limited_total", "limit", "token", "token", c.token.Name)
 		}
-	} else if ok, wait = b.remotes.allow(remoteKey(r.RemoteAddr), cfg.RateLimit.Remote, b.now()); !ok {
+	} else if ok, wait = b.remotes.allow(remoteKey(r.RemoteAddr), cfg.RateLimit.Remote, s.opts.Now()); !ok {
 		s.metrics.add(1, "cordon_rate_limited_total", "limit", "remote", "token", "")
 	}
 	if !ok {
@@ -111,7 +109,7 @@ func (s *Server) recordRequest(r *http.Request, c caller, status int) {
 // recorded now; when not, it is counted for the next summary.
 func (s *Server) recordAnonymous(r *http.Request) bool {
 	b, cfg := s.bounds, s.opts.Config
-	remote, now := remoteKey(r.RemoteAddr), b.now()
+	remote, now := remoteKey(r.RemoteAddr), s.opts.Now()
 	ok, _ := b.records.allow(remote, cfg.RateLimit.Record, now)
 	if ok {
 		b.recordMu.Lock()
@@ -171,7 +169,7 @@ func (s *Server) summarize() {
 	}
 	top = top[:min(named, len(top))]
 	s.record("", caller{}, audit.Decision, "api_requests_unrecorded", map[string]any{
-		"since": since.UTC(), "until": b.now().UTC(), "requests": total, "reasons": reasons,
+		"since": since.UTC(), "until": s.opts.Now().UTC(), "requests": total, "reasons": reasons,
 		"remotes": top, "remotes_counted": len(remotes), "other_requests": others,
 	})
 	if err := s.recorded(); err != nil {

@@ -34,7 +34,7 @@ func (s *Server) retainer() {
 // are forgotten.
 func (s *Server) retain() error {
 	r := s.opts.Config.AuditRetention
-	now := s.bounds.now()
+	now := s.opts.Now()
 	gone, err := s.opts.Audit.Retain(audit.Retention{MaxBytes: r.bytes, MaxAge: r.age, Archive: r.Archive}, now)
 	for _, g := range gone {
 		s.metrics.add(1, "cordon_audit_files_removed_total", "reason", g.Reason)
