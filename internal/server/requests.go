@@ -217,7 +217,9 @@ func (s *Server) bound(w http.ResponseWriter, r *http.Request) (http.ResponseWri
 
 // deadlineBody is a request body each read of which waits at most d; once
 // it is read to its end, reads have no deadline (the server then watches
-// the connection for a close, through a long answer).
+// the connection for a close, through a long answer). After another error
+// the deadline stays: what the server then reads of the rest of the body
+// waits no longer.
 type deadlineBody struct {
 	io.ReadCloser
 	rc *http.ResponseController
@@ -227,7 +229,7 @@ type deadlineBody struct {
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	b.rc.SetReadDeadline(time.Now().Add(b.d))
 	n, err := b.ReadCloser.Read(p)
-	if err != nil {
+	if err == io.EOF {
 		b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
