@@ -278,6 +278,7 @@ func TestRequestDeadlines(t *testing.T) {
 	})
 	f.srv.handle("POST /test/pause", public, func(w http.ResponseWriter, r *http.Request, c caller) int {
 		io.Copy(io.Discard, r.Body)
+		r.Body.Read(make([]byte, 1)) // past the end again
 		w.Write([]byte("before\n"))
 		http.NewResponseController(w).Flush()
 		time.Sleep(3 * d) // longer than either deadline
@@ -286,6 +287,7 @@ func TestRequestDeadlines(t *testing.T) {
 			return 200
 		}
 		w.Write([]byte("after\n"))
+		w.Write(make([]byte, 1<<20)) // more than the server buffers
 		return 200
 	})
 	addr := realServer(t, f)
@@ -315,8 +317,8 @@ func TestRequestDeadlines(t *testing.T) {
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if string(got) != "before\nafter\n" {
-		t.Errorf("an answer that paused: %q", got)
+	if !strings.HasPrefix(string(got), "before\nafter\n") || len(got) != 13+1<<20 {
+		t.Errorf("an answer that paused: %d bytes: %.20q", len(got), got)
 	}
 
 	// An answer nobody reads.

@@ -222,14 +222,21 @@ func (s *Server) bound(w http.ResponseWriter, r *http.Request) (http.ResponseWri
 // waits no longer.
 type deadlineBody struct {
 	io.ReadCloser
-	rc *http.ResponseController
-	d  time.Duration
+	rc  *http.ResponseController
+	d   time.Duration
+	eof bool
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
+	if b.eof {
+		// The server reads the connection now (for a close): a deadline
+		// would end the request.
+		return 0, io.EOF
+	}
 	b.rc.SetReadDeadline(time.Now().Add(b.d))
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
+		b.eof = true
 		b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
