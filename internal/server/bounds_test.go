@@ -396,3 +396,44 @@ func TestAuditRetention(t *testing.T) {
 }
 
 func statedbQuery(typ string) statedb.Query { return statedb.Query{Type: typ, Limit: 1 << 20} }
+
+// The limits' defaults, a token's own rate, and errors placed in the file.
+func TestConfigLimits(t *testing.T) {
+	dir := t.TempDir()
+	_, sum := NewToken()
+	path := filepath.Join(dir, "serve.yaml")
+	base := "agents:\n  a:\n    profile: default\ntokens:\n  - name: t\n    agent: a\n    sha256: " + sum + "\n"
+	os.WriteFile(path, []byte(base+"    rate_limit: {rate: 5}\naudit_retention:\n  archive: old\n  max_age: 30d\n"), 0o644)
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.HTTP
+	if h.readHeader != DefaultReadHeaderTimeout || h.body != DefaultBodyTimeout || h.write != DefaultWriteTimeout || h.idle != DefaultHTTPIdleTimeout ||
+		h.headerBytes != DefaultMaxHeaderBytes || h.urlBytes != DefaultMaxURLBytes || h.MaxConnections != DefaultMaxConnections || h.MaxConnectionsPerRemote != DefaultMaxConnectionsPerRemote {
+		t.Errorf("http defaults: %+v", h)
+	}
+	if c.RateLimit.Token != DefaultTokenRate || c.RateLimit.Remote != DefaultRemoteRate || *c.Tokens[0].RateLimit != (Rate{Rate: 5, Burst: 10}) {
+		t.Errorf("rates: %+v, the token's %+v", c.RateLimit, c.Tokens[0].RateLimit)
+	}
+	if r := c.AuditRetention; r.bytes != DefaultRetentionBytes || r.age != 30*24*time.Hour || r.Archive != filepath.Join(dir, "old") {
+		t.Errorf("retention: %+v", r)
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{"http:\n  read_header_timeout: never\n", "http.read_header_timeout: want a duration"},
+		{"http:\n  max_header_bytes: 10\n", "http.max_header_bytes: want a size from 4KiB to 16MiB"},
+		{"http:\n  max_connections: 10\n  max_connections_per_remote: 20\n", "http.max_connections_per_remote: want 1 to max_connections (10)"},
+		{"rate_limit:\n  token: {rate: -1}\n", "rate_limit.token: want rate"},
+		{"audit_retention:\n  max_bytes: 10\n", "audit_retention.max_bytes: want a size of at least 1MiB"},
+		{"audit_retention:\n  max_age: 5m\n", "audit_retention.max_age: want an age of at least 1h"},
+	} {
+		os.WriteFile(path, []byte(base+tt.yaml), 0o644)
+		if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: got %v, want %q", tt.yaml, err, tt.want)
+		}
+	}
+	os.WriteFile(path, []byte(base+"audit_retention: {max_bytes: \"off\", max_age: \"off\"}\n"), 0o644)
+	if c, err := LoadConfig(path); err != nil || c.AuditRetention.bytes != 0 || c.AuditRetention.age != 0 {
+		t.Errorf("retention off: %+v %v", c, err)
+	}
+}
