@@ -5,8 +5,9 @@
 // them alive or kills them; an admin's token sees every sandbox, decides
 // approvals and reads the audit log, and creates nothing. Sandboxes are
 // pre-warmed per agent, claimed once, never reused, and ended by idle and
-// absolute timeouts. Every request is recorded in the audit log with the
-// identity of its token.
+// absolute timeouts. Every request with a valid token is recorded in the
+// audit log with the identity of its token; those without one, within a
+// rate, the rest counted and summed up.
 package server
 
 import (
