@@ -30,6 +30,10 @@ type Summary struct {
 	// Incomplete describes an incomplete last line (a write cut off by a
 	// crash), which is not part of the chain; empty when there is none.
 	Incomplete string
+	// From is the chain's first record when the files before it were
+	// removed by a retention that the chain records (RetainedBy, the seq
+	// of its record); 0 when the chain starts at record 1.
+	From, RetainedBy int64
 }
 
 // Verify checks files (oldest first) as one chain: every record's hash,
@@ -82,10 +86,25 @@ func Verify(files []string, pub ed25519.PublicKey, head *Checkpoint) (Summary, e
 		f.Close()
 	}
 	later := map[int64]bool{}
+	removed := map[string]removal{}
 	for _, p := range all {
 		later[p.r.Seq] = true
+		if p.r.Type == RetentionType {
+			for _, f := range removedFiles(p.r) {
+				removed[f.LastHash] = removal{f.LastSeq, p.r.Seq}
+			}
+		}
 	}
 	prev := &Record{}
+	if len(all) > 0 {
+		// A chain may start after files a retention removed, when one of
+		// its own records names the record before its first.
+		first := all[0].r
+		if rm, ok := removed[first.Prev]; ok && first.Seq > 1 && rm.lastSeq == first.Seq-1 {
+			prev = &Record{Seq: rm.lastSeq, Hash: first.Prev}
+			s.From, s.RetainedBy = first.Seq, rm.by
+		}
+	}
 	seen := map[int64]string{}
 	for _, p := range all {
 		r := p.r
@@ -125,6 +144,20 @@ func Verify(files []string, pub ed25519.PublicKey, head *Checkpoint) (Summary, e
 		}
 	}
 	return s, nil
+}
+
+// removal is a removed file's last record, and the retention record that
+// names it.
+type removal struct{ lastSeq, by int64 }
+
+// removedFiles reads the files a retention record names.
+func removedFiles(r *Record) []RemovedFile {
+	b, _ := json.Marshal(r.Data)
+	var d struct {
+		Removed []RemovedFile `json:"removed"`
+	}
+	json.Unmarshal(b, &d)
+	return d.Removed
 }
 
 // link says what is wrong with r following prev, or "".

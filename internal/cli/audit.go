@@ -100,6 +100,9 @@ func auditVerify(e *env, args []string) int {
 		headText = fmt.Sprintf("last record %d (%s)", s.Head.Seq, s.Head.Hash[:16])
 	}
 	fmt.Fprintf(e.stdout, "ok: %d records in %d files, %s; %d checkpoints, %d signatures checked\n", s.Records, len(files), headText, s.Checkpoints, s.Signed)
+	if s.From > 0 {
+		fmt.Fprintf(e.stdout, "note: the chain starts at record %d: records 1 to %d were removed by the retention that record %d names\n", s.From, s.From-1, s.RetainedBy)
+	}
 	if head != nil && pub == nil {
 		fmt.Fprintln(e.stdout, "note: checkpoints were not checked: no public key (--key)")
 	}

@@ -169,7 +169,11 @@ func serveCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("listen: %w", err))
 	}
 	fmt.Fprintf(e.stderr, "cordon: serving http://%s%s (agents: %d, tokens: %d)\n", ln.Addr(), "/v1", len(cfg.Agents), len(cfg.Tokens))
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer()
+	ln = srv.Listener(ln)
+	if w := fdBudget(cfg.HTTP.MaxConnections); w != "" {
+		fmt.Fprintf(e.stderr, "cordon: warning: %s\n", w)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	flush, err := traced(ctx, e, "cordon-serve")
@@ -246,4 +250,18 @@ func openApprovalStore(where string) (*approvals.Store, error) {
 		return nil, err
 	}
 	return approvals.OpenJournal(db.Approvals(), nil)
+}
+
+// fdBudget warns when max_connections leaves too few of the process's
+// descriptors for the rest (sandboxes, the audit log, the database).
+func fdBudget(maxConns int) string {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return ""
+	}
+	const reserve = 256
+	if uint64(maxConns)+reserve > lim.Cur {
+		return fmt.Sprintf("http.max_connections (%d) leaves fewer than %d of the %d open files this process may have for its sandboxes, audit log and database: lower it or raise the limit (ulimit -n)", maxConns, reserve, lim.Cur)
+	}
+	return ""
 }

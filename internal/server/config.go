@@ -48,6 +48,11 @@ type Config struct {
 	ProbeEvery string            `yaml:"probe_every"`
 	Agents     map[string]*Agent `yaml:"agents"`
 	Tokens     []*Token          `yaml:"tokens"`
+	// HTTP, RateLimit and AuditRetention bound what clients may take of
+	// the server: see limits.go.
+	HTTP           HTTPLimits `yaml:"http"`
+	RateLimit      RateLimits `yaml:"rate_limit"`
+	AuditRetention Retention  `yaml:"audit_retention"`
 
 	File       string        `yaml:"-"`
 	SyncEvery  time.Duration `yaml:"-"` // 0: each
@@ -132,6 +137,8 @@ type Token struct {
 	// SHA256 is the hex SHA-256 of the token; the token itself is never
 	// stored.
 	SHA256 string `yaml:"sha256"`
+	// RateLimit is this token's rate (default: rate_limit.token).
+	RateLimit *Rate `yaml:"rate_limit"`
 }
 
 // Defaults of an agent.
@@ -255,6 +262,9 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	if len(c.Tokens) == 0 {
 		return nil, at("$", "tokens", "name at least one token: the API refuses every request without one")
+	}
+	if err := c.loadLimits(at); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -167,6 +167,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 	}
 	s.probeGauges(gauges)
+	gauges["cordon_connections_open"] = float64(s.conns.count())
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.write(w, gauges)
 	return http.StatusOK

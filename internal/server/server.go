@@ -5,8 +5,9 @@
 // them alive or kills them; an admin's token sees every sandbox, decides
 // approvals and reads the audit log, and creates nothing. Sandboxes are
 // pre-warmed per agent, claimed once, never reused, and ended by idle and
-// absolute timeouts. Every request is recorded in the audit log with the
-// identity of its token.
+// absolute timeouts. Every request with a valid token is recorded in the
+// audit log with the identity of its token; those without one, within a
+// rate, the rest counted and summed up.
 package server
 
 import (
@@ -83,6 +84,9 @@ type Server struct {
 	opts    Options
 	mux     *http.ServeMux
 	metrics *metrics
+	// bounds and conns bound what clients take: requests.go, conns.go.
+	bounds *bounds
+	conns  *connLimiter
 	// routeList is every pattern handled, for the OpenAPI check.
 	routeList []string
 
@@ -115,6 +119,11 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{}, claiming: map[string]int{},
 		stop: make(chan struct{}), metrics: newMetrics(), pending: pending{changed: map[string]*entry{}}}
 	s.gatewayCtx, s.stopGateways = context.WithCancel(context.Background())
+	if err := opts.Config.loadLimits(plainError); err != nil {
+		return nil, err
+	}
+	s.bounds = newBounds()
+	s.conns = newConnLimiter(opts.Config.HTTP.MaxConnections, opts.Config.HTTP.MaxConnectionsPerRemote, s.connRefused)
 	opts.Audit.OnWrite(s.queueIndex)
 	for name, a := range opts.Config.Agents {
 		p := newPool(s, a)
@@ -130,9 +139,11 @@ func New(opts Options) (*Server, error) {
 	if every == 0 {
 		every = time.Second
 	}
-	s.wg.Add(2)
+	s.wg.Add(4)
 	go s.syncer(every)
 	go s.indexer()
+	go s.summarizer()
+	go s.retainer()
 	s.routes()
 	return s, nil
 }
@@ -294,8 +305,11 @@ func (s *Server) handle(pattern string, need role, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		c := caller{token: s.opts.Config.Identify(bearer(r))}
 		r, span := startRequest(r, pattern)
-		status := 0
+		w, r, done := s.bound(w, r)
+		defer done()
+		status := s.admit(w, r, c)
 		switch {
+		case status != 0:
 		case need == public:
 		case c.token == nil:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cordon"`)
@@ -311,9 +325,7 @@ func (s *Server) handle(pattern string, need role, h handler) {
 		s.metrics.request(r.Pattern, status)
 		endRequest(span, status, c)
 		if need != public || status >= 400 {
-			s.record("", c, audit.Decision, "api_request", map[string]any{
-				"token": c.name(), "method": r.Method, "path": r.URL.Path, "status": status, "remote": r.RemoteAddr,
-			})
+			s.recordRequest(r, c, status)
 		}
 	})
 }

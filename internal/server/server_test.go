@@ -96,7 +96,10 @@ func newFixtureWith(t *testing.T, pool int, p *profile.Profile, result func([]st
 	f := &fixture{tokens: map[string]string{}, boxes: map[string]*fakeBox{}}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.now.Store(&start)
-	cfg := &Config{Agents: map[string]*Agent{}}
+	// Tests poll, on a clock that stands still: the rate limits are
+	// tested by tests of their own.
+	lots := Rate{Rate: 1000, Burst: 100000}
+	cfg := &Config{Agents: map[string]*Agent{}, RateLimit: RateLimits{Token: lots, Remote: lots, Record: lots, RecordTotal: lots}}
 	for _, name := range []string{"a", "b"} {
 		cfg.Agents[name] = &Agent{Name: name, Profile: "default", Loaded: p, Pool: pool,
 			Idle: time.Minute, Lifetime: time.Hour, MaxSandboxes: 4}

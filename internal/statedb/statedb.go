@@ -386,3 +386,26 @@ func (d *DB) SessionByID(ctx context.Context, id string) (Session, error) {
 	s.Info = info
 	return s, nil
 }
+
+// PruneAudit drops the index's records older than before: of node alone,
+// or of every node when node is "". It returns how many it dropped.
+func (d *DB) PruneAudit(ctx context.Context, node string, before time.Time) (int64, error) {
+	res, err := d.exec(ctx, "DELETE FROM cordon_audit WHERE time < $1 AND ($2 = '' OR node = $2)", d.d.when(before), node)
+	if err != nil {
+		return 0, fmt.Errorf("audit index: pruning: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// PruneSessions forgets the sandboxes of every node last described before
+// before (ended long ago, or of a node that is gone). It returns how many
+// it forgot.
+func (d *DB) PruneSessions(ctx context.Context, before time.Time) (int64, error) {
+	res, err := d.exec(ctx, "DELETE FROM cordon_sandboxes WHERE updated < $1", d.d.when(before))
+	if err != nil {
+		return 0, fmt.Errorf("sessions: pruning: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
