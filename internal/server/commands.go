@@ -189,10 +189,11 @@ func (s *Server) running(agent, id string) (sandbox, ofAgent, total int) {
 }
 
 // sendGuard is a response writer for a client that may stop reading:
-// each write must complete within the send timeout; once one did not, or
-// failed, the rest is dropped, reported as written, so that the command
-// whose output it is runs on to its end, and to its record, instead of
-// waiting on the client.
+// each write must complete within the send timeout. Once one did not, or
+// failed, the client is taken as gone: the server cancels the request's
+// context, which stops a command still running as a disconnect does, and
+// the rest is dropped, reported as written, so that nothing waits on the
+// client and the outcome is recorded.
 type sendGuard struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
