@@ -466,6 +466,16 @@ func TestCommandCaps(t *testing.T) {
 		<-r.done
 	}
 	waitRunning("a", s1.ID, 0, 0, 0)
+	// Files take slots and give them back.
+	for i := range 3 {
+		if err := a.Upload(ctx, s1.ID, "/tmp/x", strings.NewReader("x"), 0); err != nil {
+			t.Errorf("upload %d: %v", i, err)
+		}
+		if err := a.Download(ctx, s1.ID, "/tmp/x", io.Discard); err != nil {
+			t.Errorf("download %d: %v", i, err)
+		}
+	}
+	waitRunning("a", s1.ID, 0, 0, 0)
 	data, _ := os.ReadFile(f.log)
 	if got := strings.Count(string(data), "the command was cancelled") + strings.Count(string(data), `"type":"outcome"`); got < 6 {
 		t.Errorf("%d outcomes recorded, want 6", got)
