@@ -180,14 +180,6 @@ func (s *Server) slot(w http.ResponseWriter, agent, id string) (func(), int) {
 	return release, 0
 }
 
-// running returns the commands counted now: in sandbox id, of agent, and
-// in all.
-func (s *Server) running(agent, id string) (sandbox, ofAgent, total int) {
-	s.slots.mu.Lock()
-	defer s.slots.mu.Unlock()
-	return s.slots.sandbox[id], s.slots.agent[agent], s.slots.total
-}
-
 // sendGuard is a response writer for a client that may stop reading:
 // each write must complete within the send timeout. Once one did not, or
 // failed, the client is taken as gone: the server cancels the request's
@@ -235,9 +227,11 @@ func (g *sendGuard) Flush() {
 // Unwrap is for http.ResponseController.
 func (g *sendGuard) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
-// done lifts the deadline, which would otherwise stay on the connection
-// for the requests that follow on it.
+// done sends what is still buffered, within the send timeout, and lifts
+// the deadline, which would otherwise stay on the connection for the
+// requests that follow on it.
 func (g *sendGuard) done() {
+	g.Flush()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.rc.SetWriteDeadline(time.Time{})

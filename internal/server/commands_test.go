@@ -63,6 +63,14 @@ func newCmdFixture(t *testing.T, p *profile.Profile, cmds Commands, run func(ctx
 	return f, spool
 }
 
+// running returns the commands counted now: in sandbox id, of agent, and
+// in all.
+func (s *Server) running(agent, id string) (sandbox, ofAgent, total int) {
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
+	return s.slots.sandbox[id], s.slots.agent[agent], s.slots.total
+}
+
 // pattern is the bytes a command of the tests writes: a stream of its own
 // for each seed.
 func pattern(seed uint64) io.Reader {
