@@ -92,7 +92,7 @@ func serveCmd(e *env, args []string) int {
 	for _, a := range cfg.Agents {
 		// An agent that could write any of these could approve its own
 		// calls, give itself a token, or rewrite what it is recorded doing.
-		for _, f := range []struct{ what, path string }{{"audit log", al.log.Path()}, {"database", statedb.File(cfg.Database)}, {"configuration", cfg.File}} {
+		for _, f := range []struct{ what, path string }{{"audit log", al.log.Path()}, {"database", statedb.File(cfg.Database)}, {"configuration", cfg.File}, {"spool directory", filepath.Join(state, "spool")}} {
 			if f.path == "" {
 				continue
 			}
@@ -154,6 +154,7 @@ func serveCmd(e *env, args []string) int {
 	srv, err := server.New(server.Options{
 		Config: cfg, Start: start, Audit: al.log, Approvals: store,
 		Log: e.stderr, Version: Version, Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway,
+		SpoolDir: filepath.Join(state, "spool"), // made private by the server
 	})
 	if err != nil {
 		return fail(e, err)

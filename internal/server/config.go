@@ -54,6 +54,10 @@ type Config struct {
 	RateLimit      RateLimits `yaml:"rate_limit"`
 	AuditRetention Retention  `yaml:"audit_retention"`
 
+	// Commands bounds the commands running at once and what each may
+	// cost the server.
+	Commands Commands `yaml:"commands"`
+
 	File       string        `yaml:"-"`
 	SyncEvery  time.Duration `yaml:"-"` // 0: each
 	ProbeSched time.Duration `yaml:"-"` // 0: none
@@ -205,6 +209,9 @@ func LoadConfig(path string) (*Config, error) {
 		if p := statedb.File(c.Database); !filepath.IsAbs(p) {
 			c.Database = filepath.Join(filepath.Dir(abs), p)
 		}
+	}
+	if err := c.Commands.check(at); err != nil {
+		return nil, err
 	}
 	if len(c.Agents) == 0 {
 		return nil, at("$.agents", "agents", "name at least one agent")

@@ -122,13 +122,28 @@ func fileArgs(r *http.Request) (string, error) {
 	return p, nil
 }
 
-// fileStep starts a files request as a step of the sandbox's session:
-// the sandbox, the path, and the status already answered when it cannot.
-func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, kind, action string) (*entry, string, int) {
+// fileStep starts a files request as a step of the sandbox's session,
+// in a command's slot: the sandbox, the path, and the status already
+// answered when it cannot. The caller releases the slot.
+func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, kind, action string) (*entry, string, func(), int) {
 	e, status := s.live(w, r, c)
 	if e == nil {
-		return nil, "", status
+		return nil, "", nil, status
 	}
+	release, status := s.slot(w, e.agent.Name, e.id)
+	if release == nil {
+		return nil, "", nil, status
+	}
+	e, p, status := s.startFileStep(w, r, c, e, kind, action)
+	if e == nil {
+		release()
+		return nil, "", nil, status
+	}
+	return e, p, release, 0
+}
+
+// startFileStep is fileStep once the slot is taken.
+func (s *Server) startFileStep(w http.ResponseWriter, r *http.Request, c caller, e *entry, kind, action string) (*entry, string, int) {
 	p, err := fileArgs(r)
 	if err != nil {
 		return nil, "", fail(w, http.StatusBadRequest, "%v", err)
@@ -149,11 +164,16 @@ func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, kind
 }
 
 func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int {
-	e, p, status := s.fileStep(w, r, c, "files.read", "file_read")
+	e, p, release, status := s.fileStep(w, r, c, "files.read", "file_read")
 	if e == nil {
 		return status
 	}
-	body := &lazyBody{w: w}
+	defer release()
+	// A client that stops reading cannot hold the command: past the send
+	// timeout, the rest is dropped and the answer cut short.
+	g := newSendGuard(w, s.cmdLimits.Send)
+	defer g.done()
+	body := &lazyBody{w: g}
 	var stderr bytes.Buffer
 	o, err := e.box.Exec(r.Context(), sandbox.ExecOptions{Args: []string{"cordon", FileArg, "read", p}, SelfExec: true, Stdout: body, Stderr: &stderr})
 	switch {
@@ -172,10 +192,12 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int 
 }
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
-	e, p, status := s.fileStep(w, r, c, "files.write", "file_write")
+	e, p, release, status := s.fileStep(w, r, c, "files.write", "file_write")
 	if e == nil {
 		return status
 	}
+	defer release()
+	defer guardBody(w, r, s.cmdLimits.Send)()
 	args := []string{"cordon", FileArg, "write", p}
 	if m := r.URL.Query().Get("mode"); m != "" {
 		args = append(args, m)

@@ -111,6 +111,7 @@ var help = map[string][2]string{
 	"cordon_approvals_pending":           {"gauge", "Approval requests waiting for a person."},
 	"cordon_probe_results":               {"gauge", "Escape probes of each agent's latest run, by status."},
 	"cordon_http_requests_total":         {"counter", "API requests, by route and status code."},
+	"cordon_commands_refused_total":      {"counter", "Commands refused because a cap on commands running at once was reached, by agent and cap."},
 }
 
 // write prints every series, with the gauges the server computes now.

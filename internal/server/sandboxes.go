@@ -28,9 +28,6 @@ var (
 	errUnavailable = errors.New("no sandboxes for this agent now")
 )
 
-// maxExecBody bounds an exec request (its stdin, base64, included).
-const maxExecBody = 48 << 20
-
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	s.handle("GET "+api.Version+"/health", public, s.health)
@@ -71,9 +68,24 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, c caller) int {
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
+	// The body may carry a first command: it takes a command's slot
+	// before it is read.
+	release, status := s.slot(w, c.token.Agent, "")
+	if release == nil {
+		return status
+	}
+	defer release()
 	var req api.CreateRequest
-	if err := decode(r, w, maxExecBody, &req); err != nil {
-		return fail(w, http.StatusBadRequest, "%v", err)
+	if status := s.decodeCommand(w, r, &req, func() []byte {
+		if req.Exec == nil {
+			return nil
+		}
+		return req.Exec.Stdin
+	}); status != 0 {
+		return status
+	}
+	if req.Exec == nil {
+		release()
 	}
 	var cmd sandbox.ExecOptions
 	if req.Exec != nil {
@@ -109,14 +121,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		}
 		return reply(w, http.StatusCreated, e.info())
 	}
-	res, err := s.runBuffered(r.Context(), e, c, cmd)
+	defer s.inSandbox(e.id)()
+	out, o, err := s.runBuffered(r.Context(), e, c, cmd)
 	info := e.info()
 	if err != nil {
 		info.ExecError = execError(e, err)
-	} else {
-		info.Result = &res
+		return reply(w, http.StatusCreated, info)
 	}
-	return reply(w, http.StatusCreated, info)
+	defer out.Close()
+	return s.sendResult(w, http.StatusCreated, &info, out, o)
 }
 
 // visible returns the sandboxes the caller may see: its agent's, or all
@@ -330,25 +343,35 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	if e == nil {
 		return status
 	}
+	release, status := s.slot(w, e.agent.Name, e.id)
+	if release == nil {
+		return status
+	}
+	defer release()
 	var req api.ExecRequest
-	if err := decode(r, w, maxExecBody, &req); err != nil {
-		return fail(w, http.StatusBadRequest, "%v", err)
+	if status := s.decodeCommand(w, r, &req, func() []byte { return req.Stdin }); status != 0 {
+		return status
 	}
 	cmd, err := checkExec(req)
 	if err != nil {
 		return fail(w, http.StatusBadRequest, "%v", err)
 	}
 	if !req.Stream {
-		res, err := s.runBuffered(r.Context(), e, c, cmd)
+		out, o, err := s.runBuffered(r.Context(), e, c, cmd)
 		if err != nil {
-			return fail(w, stepStatus(err), "%s", execError(e, err))
+			return fail(w, execStatus(err), "%s", execError(e, err))
 		}
-		return reply(w, http.StatusOK, res)
+		defer out.Close()
+		return s.sendResult(w, http.StatusOK, nil, out, o)
 	}
 	if err := s.begin(e, c, "exec", execWhat(cmd)); err != nil {
 		return fail(w, stepStatus(err), "%v", err)
 	}
-	sw := newStreamWriter(w)
+	// A client that stops reading cannot hold the command: past the send
+	// timeout, its output is dropped (still counted and recorded).
+	g := newSendGuard(w, s.cmdLimits.Send)
+	defer g.done()
+	sw := newStreamWriter(g)
 	o, err := s.runCommand(r.Context(), e, c, cmd, sw.stream(false), sw.stream(true))
 	if err != nil {
 		sw.send(api.ExecEvent{Error: execError(e, err)})
@@ -381,17 +404,24 @@ func checkExec(req api.ExecRequest) (sandbox.ExecOptions, error) {
 	return opts, nil
 }
 
-// runBuffered runs a command as one step, its output kept for the answer.
-func (s *Server) runBuffered(ctx context.Context, e *entry, c caller, cmd sandbox.ExecOptions) (api.ExecResult, error) {
+// runBuffered runs a command as one step, its output kept for the answer
+// (see output; the caller closes it).
+func (s *Server) runBuffered(ctx context.Context, e *entry, c caller, cmd sandbox.ExecOptions) (*output, outcome.Outcome, error) {
 	if err := s.begin(e, c, "exec", execWhat(cmd)); err != nil {
-		return api.ExecResult{}, err
+		return nil, outcome.Outcome{}, err
 	}
-	var stdout, stderr bytes.Buffer
-	o, err := s.runCommand(ctx, e, c, cmd, &stdout, &stderr)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := s.newOutput(e.profile, cancel)
+	o, err := s.runCommand(ctx, e, c, cmd, out.stream(0), out.stream(1))
+	if err == nil {
+		err = out.failed()
+	}
 	if err != nil {
-		return api.ExecResult{}, err
+		out.Close()
+		return nil, o, err
 	}
-	return api.ExecResult{Stdout: append([]byte{}, stdout.Bytes()...), Stderr: append([]byte{}, stderr.Bytes()...), Outcome: o}, nil
+	return out, o, nil
 }
 
 // runCommand runs a command in e, as the step begin started, its output
@@ -417,6 +447,11 @@ func (s *Server) runCommand(ctx context.Context, e *entry, c caller, cmd sandbox
 	o, err := e.box.Exec(ctx, cmd)
 	endExec(span, o, err)
 	o.Sandbox = e.id
+	if k, ok := stdout.(interface{ outputNote() string }); ok && err == nil {
+		if note := k.outputNote(); note != "" {
+			o.Notes = append(o.Notes, note)
+		}
+	}
 	if rerr := s.afterExec(e, c, &o, err, caps); rerr != nil && err == nil {
 		return o, &auditError{fmt.Sprintf("the command ran (%s), but its record could not be written (%v): as with cordon run, that is not success", o.Status, rerr)}
 	}

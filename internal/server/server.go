@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -77,6 +78,10 @@ type Options struct {
 	Gateway func(ctx context.Context, a *Agent, p *profile.Profile, record func(...audit.Event) error) (http.Handler, func(), error)
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// SpoolDir is where the output of commands that do not stream waits
+	// for its answer (made private); "": a directory of its own in the
+	// system's temporary directory.
+	SpoolDir string
 }
 
 // Server serves the API.
@@ -103,6 +108,12 @@ type Server struct {
 	closed       bool
 	stop         chan struct{}
 	wg           sync.WaitGroup
+	// slots counts the commands running; cmdLimits bounds them, and what
+	// they cost (see Commands); spoolDir holds their output.
+	slots     slots
+	cmdLimits Commands
+	spoolDir  string
+	dropSpool bool // spoolDir is the server's own, removed by Close
 }
 
 // New makes a server and starts filling its pools.
@@ -124,6 +135,10 @@ func New(opts Options) (*Server, error) {
 	}
 	s.bounds = newBounds()
 	s.conns = newConnLimiter(opts.Config.HTTP.MaxConnections, opts.Config.HTTP.MaxConnectionsPerRemote, s.connRefused)
+	s.cmdLimits = opts.Config.Commands.limits()
+	if err := s.makeSpool(opts.SpoolDir); err != nil {
+		return nil, err
+	}
 	opts.Audit.OnWrite(s.queueIndex)
 	for name, a := range opts.Config.Agents {
 		p := newPool(s, a)
@@ -192,6 +207,9 @@ func (s *Server) Close() {
 	s.opts.Audit.Seal()
 	if err := s.index(); err != nil { // the records of the ends
 		s.logf("%v", err)
+	}
+	if s.dropSpool {
+		os.RemoveAll(s.spoolDir)
 	}
 }
 
