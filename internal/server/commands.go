@@ -32,13 +32,12 @@ type Commands struct {
 	// that does not stream, below the profile's output limit (default
 	// 64MiB): a command that writes more is stopped there.
 	MaxOutput string `yaml:"max_output"`
-	// SendTimeout is how long a client may take none of the answer being
-	// sent to it before the server stops sending (default 1m).
-	SendTimeout string `yaml:"send_timeout"`
 
 	Stdin  int64         `yaml:"-"`
 	Output int64         `yaml:"-"`
-	Send   time.Duration `yaml:"-"`
+	// Send is how long a client may take none of the answer being sent
+	// to it before the server stops sending: http.write_timeout.
+	Send time.Duration `yaml:"-"`
 }
 
 // Defaults of commands. A command costs the server little besides its
@@ -57,7 +56,6 @@ const (
 	DefaultCommandsPerServer  = 128
 	DefaultMaxStdin           = 8 << 20
 	DefaultMaxOutput          = 64 << 20
-	DefaultSendTimeout        = time.Minute
 )
 
 // check fills in the defaults and checks the values; at makes the error
@@ -91,10 +89,6 @@ func (c *Commands) check(at func(p, field, msg string) error) error {
 			return at("$.commands."+s.name, "commands."+s.name, fmt.Sprintf("want a size from %s to 1TiB, such as 8MiB, found %q", profile.FormatSize(s.min), s.text))
 		}
 		*s.v = n
-	}
-	var err error
-	if c.Send, err = duration(c.SendTimeout, DefaultSendTimeout); err != nil {
-		return at("$.commands.send_timeout", "commands.send_timeout", err.Error())
 	}
 	return nil
 }

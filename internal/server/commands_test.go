@@ -51,10 +51,18 @@ func okOutcome() outcome.Outcome {
 // newCmdFixture is a fixture whose sandboxes run run, with the commands'
 // bounds cmds; it returns the spool directory too.
 func newCmdFixture(t *testing.T, p *profile.Profile, cmds Commands, run func(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error)) (*fixture, string) {
+	return newCmdFixtureHTTP(t, p, cmds, HTTPLimits{}, run)
+}
+
+// newCmdFixtureHTTP is newCmdFixture with the HTTP server's limits h.
+func newCmdFixtureHTTP(t *testing.T, p *profile.Profile, cmds Commands, h HTTPLimits, run func(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error)) (*fixture, string) {
 	t.Helper()
 	spool := filepath.Join(t.TempDir(), "spool")
 	f := newFixtureWith(t, 0, p, nil, nil, func(o *Options) {
 		o.Config.Commands = cmds
+		if h.WriteTimeout != "" {
+			o.Config.HTTP.WriteTimeout = h.WriteTimeout
+		}
 		o.SpoolDir = spool
 		o.Start = func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
 			return &cmdBox{run: run, done: make(chan struct{})}, nil
@@ -557,7 +565,7 @@ func TestStalledReader(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ended := make(chan error, 1)
-			f, _ := newCmdFixture(t, nil, Commands{SendTimeout: "200ms"}, func(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error) {
+			f, _ := newCmdFixtureHTTP(t, nil, Commands{}, HTTPLimits{WriteTimeout: "200ms"}, func(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error) {
 				if e.SelfExec {
 					e.Args = []string{"big", "1", fmt.Sprint(n), "0"}
 				}
@@ -596,18 +604,17 @@ func TestCommandsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Commands; got.PerSandbox != 8 || got.PerAgent != 32 || got.PerServer != 128 || got.Stdin != 8<<20 || got.Output != 64<<20 || got.Send != DefaultSendTimeout {
+	if got := c.Commands; got.PerSandbox != 8 || got.PerAgent != 32 || got.PerServer != 128 || got.Stdin != 8<<20 || got.Output != 64<<20 {
 		t.Errorf("defaults: %+v", got)
 	}
-	c, err = load("commands:\n  per_sandbox: 2\n  max_stdin: 1MiB\n  max_output: 2MiB\n  send_timeout: 5s\n")
-	if err != nil || c.Commands.PerSandbox != 2 || c.Commands.Stdin != 1<<20 || c.Commands.Output != 2<<20 || c.Commands.Send.String() != "5s" {
+	c, err = load("commands:\n  per_sandbox: 2\n  max_stdin: 1MiB\n  max_output: 2MiB\n")
+	if err != nil || c.Commands.PerSandbox != 2 || c.Commands.Stdin != 1<<20 || c.Commands.Output != 2<<20 {
 		t.Errorf("set: %+v %v", c.Commands, err)
 	}
 	for _, tt := range []struct{ yaml, want string }{
 		{"commands:\n  per_agent: -1\n", "serve.yaml:2:14: commands.per_agent: want a number of commands of at least 1"},
 		{"commands:\n  max_stdin: lots\n", `serve.yaml:2:14: commands.max_stdin: want a size`},
 		{"commands:\n  max_output: 1\n", `commands.max_output: want a size from 1KiB`},
-		{"commands:\n  send_timeout: never\n", "commands.send_timeout: want a duration"},
 		{"commands:\n  per_host: 1\n", `unknown field "per_host"`},
 	} {
 		if _, err := load(tt.yaml); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -136,6 +136,8 @@ func New(opts Options) (*Server, error) {
 	s.bounds = newBounds()
 	s.conns = newConnLimiter(opts.Config.HTTP.MaxConnections, opts.Config.HTTP.MaxConnectionsPerRemote, s.connRefused)
 	s.cmdLimits = opts.Config.Commands.limits()
+	// An answer's writes wait at most what any write of the server waits.
+	s.cmdLimits.Send = opts.Config.HTTP.write
 	if err := s.makeSpool(opts.SpoolDir); err != nil {
 		return nil, err
 	}
