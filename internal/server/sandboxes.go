@@ -73,13 +73,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, c caller) int {
 func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	var req api.CreateRequest
 	if err := decode(r, w, maxExecBody, &req); err != nil {
-		return fail(w, http.StatusBadRequest, "%v", err)
+		return fail(w, bodyStatus(err), "%v", err)
 	}
 	var cmd sandbox.ExecOptions
 	if req.Exec != nil {
 		var err error
 		if cmd, err = checkExec(*req.Exec); err != nil {
-			return fail(w, http.StatusBadRequest, "exec.%v", err)
+			return fail(w, bodyStatus(err), "exec.%v", err)
 		}
 		if req.Exec.Stream {
 			return fail(w, http.StatusBadRequest, "exec.stream: the first command's output comes whole with the sandbox; stream later commands")
@@ -332,11 +332,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	}
 	var req api.ExecRequest
 	if err := decode(r, w, maxExecBody, &req); err != nil {
-		return fail(w, http.StatusBadRequest, "%v", err)
+		return fail(w, bodyStatus(err), "%v", err)
 	}
 	cmd, err := checkExec(req)
 	if err != nil {
-		return fail(w, http.StatusBadRequest, "%v", err)
+		return fail(w, bodyStatus(err), "%v", err)
 	}
 	if !req.Stream {
 		res, err := s.runBuffered(r.Context(), e, c, cmd)
@@ -363,6 +363,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 func checkExec(req api.ExecRequest) (sandbox.ExecOptions, error) {
 	if len(req.Args) == 0 {
 		return sandbox.ExecOptions{}, errors.New("args: name the command to run")
+	}
+	if err := checkSize(req); err != nil {
+		return sandbox.ExecOptions{}, err
 	}
 	if req.Dir != "" && !path.IsAbs(req.Dir) {
 		return sandbox.ExecOptions{}, fmt.Errorf("dir: want an absolute path inside the sandbox, found %q", req.Dir)
