@@ -34,6 +34,7 @@ const (
 	fileDenied   = 3
 	fileInvalid  = 4
 	fileUsage    = 5
+	fileTooLarge = 6
 )
 
 // FileMain runs `cordon __file read|write PATH [MODE]` inside a sandbox:
@@ -86,6 +87,9 @@ func FileMain(args []string) int {
 	case errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS):
 		fmt.Fprintln(os.Stderr, err)
 		return fileDenied
+	case errors.Is(err, unix.EFBIG):
+		fmt.Fprintln(os.Stderr, err)
+		return fileTooLarge
 	default:
 		fmt.Fprintln(os.Stderr, err)
 		return fileInvalid
@@ -105,6 +109,8 @@ func fileStatus(o outcome.Outcome) int {
 			return http.StatusForbidden
 		case fileInvalid, fileUsage:
 			return http.StatusBadRequest
+		case fileTooLarge:
+			return http.StatusRequestEntityTooLarge
 		}
 	}
 	if o.Status == outcome.FileSizeLimit {
@@ -122,9 +128,9 @@ func fileArgs(r *http.Request) (string, error) {
 	return p, nil
 }
 
-// fileStep starts a files request as a step of the sandbox's session:
-// the sandbox, the path, and the status already answered when it cannot.
-func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, kind, action string) (*entry, string, int) {
+// fileTarget is the sandbox and the path of a files request, or the
+// status already answered when there is none.
+func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, c caller) (*entry, string, int) {
 	e, status := s.live(w, r, c)
 	if e == nil {
 		return nil, "", status
@@ -133,24 +139,41 @@ func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, kind
 	if err != nil {
 		return nil, "", fail(w, http.StatusBadRequest, "%v", err)
 	}
-	what := map[string]string{"path": p}
-	if m := r.URL.Query().Get("mode"); m != "" {
-		what["mode"] = m
-	}
-	if err := s.begin(e, c, kind, what); err != nil {
-		return nil, "", fail(w, stepStatus(err), "%v", err)
-	}
-	s.record(e.id, c, audit.Action, action, map[string]any{"path": p, "token": c.name()})
-	if err := s.recordAction(); err != nil {
-		s.finish(e, kind, p, nil, true)
-		return nil, "", fail(w, stepStatus(err), "%v", err)
-	}
 	return e, p, 0
 }
 
+// fileStep starts a files request on p in e as a step of the sandbox's
+// session, body describing an upload's content (nil for a download): the
+// status already answered when it cannot.
+func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, e *entry, p, kind, action string, body *content) int {
+	what := map[string]any{"path": p}
+	if m := r.URL.Query().Get("mode"); m != "" {
+		what["mode"] = m
+	}
+	if body != nil {
+		what["content"] = *body
+	}
+	if err := s.begin(e, c, kind, func() (any, error) { return what, nil }); err != nil {
+		return fail(w, stepStatus(err), "%v", err)
+	}
+	rec := map[string]any{"path": p, "token": c.name()}
+	if body != nil {
+		rec["bytes"], rec["sha256"] = body.Bytes, body.SHA256
+	}
+	s.record(e.id, c, audit.Action, action, rec)
+	if err := s.recordAction(); err != nil {
+		s.finish(e, kind, p, nil, true)
+		return fail(w, stepStatus(err), "%v", err)
+	}
+	return 0
+}
+
 func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int {
-	e, p, status := s.fileStep(w, r, c, "files.read", "file_read")
+	e, p, status := s.fileTarget(w, r, c)
 	if e == nil {
+		return status
+	}
+	if status := s.fileStep(w, r, c, e, p, "files.read", "file_read", nil); status != 0 {
 		return status
 	}
 	body := &lazyBody{w: w}
@@ -171,16 +194,48 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int 
 	return status
 }
 
+// maxUpload bounds an upload whatever the profile's file_size.
+const maxUpload = 1 << 30
+
+// uploadMax is the most an upload to e may hold: the profile's file_size,
+// at most maxUpload.
+func uploadMax(e *entry) int64 {
+	if q := e.profile.Resources.FileSize; q.Set() && q.N < maxUpload {
+		return q.N
+	}
+	return maxUpload
+}
+
+// upload writes a file in a sandbox. Its body is known whole before the
+// step is decided: spooled (see spool), refused with 413 over the file
+// size limit, described to an approver by size, SHA-256 and beginning,
+// and what the sandbox is fed is the spooled body, exactly.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
-	e, p, status := s.fileStep(w, r, c, "files.write", "file_write")
+	e, p, status := s.fileTarget(w, r, c)
 	if e == nil {
+		return status
+	}
+	max := uploadMax(e)
+	if r.ContentLength > max {
+		return fail(w, http.StatusRequestEntityTooLarge, "the upload is %d bytes, over the sandbox's file size limit of %d", r.ContentLength, max)
+	}
+	body, err := s.spool.take(r.Body, max)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return fail(w, http.StatusRequestEntityTooLarge, "the upload is over the sandbox's file size limit of %d bytes", max)
+	case err != nil:
+		s.logf("%v", err)
+		return fail(w, http.StatusInternalServerError, "%v; nothing was written", err)
+	}
+	defer body.Close()
+	if status := s.fileStep(w, r, c, e, p, "files.write", "file_write", &body.content); status != 0 {
 		return status
 	}
 	args := []string{"cordon", FileArg, "write", p}
 	if m := r.URL.Query().Get("mode"); m != "" {
 		args = append(args, m)
 	}
-	counted := &countingReader{r: r.Body}
+	counted := &countingReader{r: body.reader()}
 	var stderr bytes.Buffer
 	o, err := e.box.Exec(r.Context(), sandbox.ExecOptions{Args: args, SelfExec: true, Stdin: counted, Stderr: &stderr})
 	switch {

@@ -246,9 +246,10 @@ func (s *Server) keepalive(w http.ResponseWriter, r *http.Request, c caller) int
 }
 
 // begin starts a step of the sandbox's session (kind, and what it does,
-// which a person approving it sees): refused when a trajectory rule stopped
-// the session; held when one asked for a person (see hold).
-func (s *Server) begin(e *entry, c caller, kind string, what any) error {
+// which a person approving it sees, described only when it is held):
+// refused when a trajectory rule stopped the session; held when one asked
+// for a person (see hold).
+func (s *Server) begin(e *entry, c caller, kind string, what func() (any, error)) error {
 	e.mu.Lock()
 	cp := e.session.stopped
 	if cp == nil {

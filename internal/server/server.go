@@ -83,6 +83,7 @@ type Server struct {
 	opts    Options
 	mux     *http.ServeMux
 	metrics *metrics
+	spool   *spool // upload bodies waiting for their step
 	// routeList is every pattern handled, for the OpenAPI check.
 	routeList []string
 
@@ -114,6 +115,10 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{}, claiming: map[string]int{},
 		stop: make(chan struct{}), metrics: newMetrics(), pending: pending{changed: map[string]*entry{}}}
+	var err error
+	if s.spool, err = openSpool(opts.Config.State); err != nil {
+		return nil, err
+	}
 	s.gatewayCtx, s.stopGateways = context.WithCancel(context.Background())
 	opts.Audit.OnWrite(s.queueIndex)
 	for name, a := range opts.Config.Agents {
@@ -184,6 +189,7 @@ func (s *Server) Close() {
 	}
 	s.gateways = nil
 	s.mu.Unlock()
+	s.spool.close()
 	s.opts.Audit.Seal()
 	if err := s.index(); err != nil { // the records of the ends
 		s.logf("%v", err)

@@ -168,3 +168,12 @@ func TestOversizedCommandsRefusedUnrecorded(t *testing.T) {
 		t.Fatalf("%d oversized commands ran", ran.Load())
 	}
 }
+
+// A write the file size limit stopped (EFBIG) answers 413, as any
+// upload over it.
+func TestFileStatusTooLarge(t *testing.T) {
+	code := fileTooLarge
+	if got := fileStatus(outcome.Outcome{Status: outcome.ExitNonzero, CommandExitCode: &code}); got != http.StatusRequestEntityTooLarge {
+		t.Fatalf("EFBIG: %d", got)
+	}
+}
