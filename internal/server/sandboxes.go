@@ -28,6 +28,10 @@ var (
 	errUnavailable = errors.New("no sandboxes for this agent now")
 )
 
+// endFirstCommand is why a sandbox whose first command, sent with its
+// create, could not be run was ended.
+const endFirstCommand = "first_command"
+
 // maxExecBody bounds an exec request (its stdin, base64, included).
 const maxExecBody = 48 << 20
 
@@ -110,12 +114,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		return reply(w, http.StatusCreated, e.info())
 	}
 	res, err := s.runBuffered(r.Context(), e, c, cmd)
-	info := e.info()
 	if err != nil {
-		info.ExecError = execError(e, err)
-	} else {
-		info.Result = &res
+		// The first command could not be run (refused, held, unrecorded,
+		// or the sandbox failed): no sandbox is handed over as if all went
+		// well. It is ended, and the answer is the step's own status, with
+		// the sandbox's id (a command that ran and failed is a result).
+		why := execError(e, err)
+		s.end(e, endFirstCommand)
+		return reply(w, stepStatus(err), api.Error{Error: fmt.Sprintf("sandbox %s was ended: its first command could not be run: %s", e.id, why), Sandbox: e.id})
 	}
+	info := e.info()
+	info.Result = &res
 	return reply(w, http.StatusCreated, info)
 }
 
