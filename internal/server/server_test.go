@@ -149,7 +149,7 @@ func newFixtureWith(t *testing.T, pool int, p *profile.Profile, result func([]st
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(conform(t, srv.Handler()))
 	t.Cleanup(func() {
 		ts.Close()
 		srv.Close()
