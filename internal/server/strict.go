@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -35,25 +34,29 @@ func bodyStatus(err error) int {
 // JSON value and nothing after it, no key twice in an object at any depth,
 // and every key of a struct spelled exactly as its field (encoding/json
 // alone would take "ARGS" for "args", and keep the last of two "args").
-// An empty body leaves v as it is.
+// An empty body leaves v as it is. The body is read once and checked in
+// place: a large stdin is not copied again.
 func readStrict(r *http.Request, w http.ResponseWriter, max int64, v any) error {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
-	if err != nil {
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= max {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max)); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return &bodyError{http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is over %d bytes", max)}
 		}
 		return &bodyError{http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err)}
 	}
+	data := buf.Bytes()
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
 	if err := checkStrict(data, reflect.TypeOf(v)); err != nil {
 		return &bodyError{http.StatusBadRequest, fmt.Errorf("the request body: %w", err)}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	// checkStrict refused every key that is not a field's.
+	if err := json.Unmarshal(data, v); err != nil {
 		return &bodyError{http.StatusBadRequest, fmt.Errorf("the request body: %w", err)}
 	}
 	return nil
@@ -64,35 +67,60 @@ func readStrict(r *http.Request, w http.ResponseWriter, max int64, v any) error 
 // of type t is one of its fields' names exactly (not one differing in
 // case only).
 func checkStrict(data []byte, t reflect.Type) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := walkStrict(dec, t, "$", 0); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	if !json.Valid(data) {
+		// Say why: the JSON error, or data after the value.
+		dec := json.NewDecoder(bytes.NewReader(data))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
 		return errors.New("data after the JSON value: send one JSON value")
 	}
-	return nil
+	sc := &scanner{b: data}
+	return sc.value(t, "$", 0)
 }
 
 // maxDepth bounds how deep a body's values nest.
 const maxDepth = 64
 
-// walkStrict reads one value from dec, as decoded into type t (nil: any),
-// at path p, depth levels down.
-func walkStrict(dec *json.Decoder, t reflect.Type, p string, depth int) error {
+// scanner walks valid JSON without decoding its values: only keys are
+// decoded (as encoding/json decodes them, escapes included).
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\t' || s.b[s.i] == '\n' || s.b[s.i] == '\r') {
+		s.i++
+	}
+}
+
+// str skips a string and returns it as written, quotes included.
+func (s *scanner) str() []byte {
+	start := s.i
+	for s.i++; s.b[s.i] != '"'; s.i++ {
+		if s.b[s.i] == '\\' {
+			s.i++
+		}
+	}
+	s.i++
+	return s.b[start:s.i]
+}
+
+// value reads one value, as decoded into type t (nil: any), at path p,
+// depth levels down.
+func (s *scanner) value(t reflect.Type, p string, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%s: nested deeper than %d", p, maxDepth)
 	}
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	switch tok {
-	case json.Delim('{'):
+	s.space()
+	switch s.b[s.i] {
+	case '{':
+		s.i++
 		var fields map[string]reflect.Type
 		var elem reflect.Type
 		switch {
@@ -102,12 +130,16 @@ func walkStrict(dec *json.Decoder, t reflect.Type, p string, depth int) error {
 			elem = t.Elem()
 		}
 		seen := map[string]bool{}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
+		for {
+			s.space()
+			if s.b[s.i] == '}' {
+				s.i++
+				return nil
+			}
+			var key string
+			if err := json.Unmarshal(s.str(), &key); err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
-			key := tok.(string)
 			if seen[key] {
 				return fmt.Errorf("%s: the key %q is given twice", p, key)
 			}
@@ -125,24 +157,46 @@ func walkStrict(dec *json.Decoder, t reflect.Type, p string, depth int) error {
 				}
 				next = ft
 			}
-			if err := walkStrict(dec, next, p+"."+key, depth+1); err != nil {
+			s.space()
+			s.i++ // ':'
+			if err := s.value(next, p+"."+key, depth+1); err != nil {
 				return err
 			}
+			s.space()
+			if s.b[s.i] == ',' {
+				s.i++
+			}
 		}
-		_, err = dec.Token() // '}'
-		return err
-	case json.Delim('['):
+	case '[':
+		s.i++
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for i := 0; dec.More(); i++ {
-			if err := walkStrict(dec, elem, fmt.Sprintf("%s[%d]", p, i), depth+1); err != nil {
+		for n := 0; ; n++ {
+			s.space()
+			if s.b[s.i] == ']' {
+				s.i++
+				return nil
+			}
+			if c := s.b[s.i]; c == '{' || c == '[' {
+				if err := s.value(elem, fmt.Sprintf("%s[%d]", p, n), depth+1); err != nil {
+					return err
+				}
+			} else if err := s.value(elem, p, depth+1); err != nil {
 				return err
 			}
+			s.space()
+			if s.b[s.i] == ',' {
+				s.i++
+			}
 		}
-		_, err = dec.Token() // ']'
-		return err
+	case '"':
+		s.str()
+	default: // a number, true, false or null
+		for s.i < len(s.b) && !strings.ContainsRune(",]} \t\n\r", rune(s.b[s.i])) {
+			s.i++
+		}
 	}
 	return nil
 }

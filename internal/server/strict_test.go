@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,6 +68,11 @@ func TestStrictBodies(t *testing.T) {
 		{exec, `{"Args":["sh"]}`, `the key "Args" is not "args"`},
 		{exec, `{"args":["true"],"env":{"A":"1","A":"2"}}`, `$.env: the key "A" is given twice`},
 		{exec, `{"args":["true"],"what":1}`, `unknown key "what"`},
+		{exec, `{"\u0061rgs":["sh"],"args":["true"]}`, `the key "args" is given twice`},
+		{exec, `{"args":["true"],"\u0041RGS":["sh"]}`, `the key "ARGS" is not "args"`},
+		{exec, `{"args":["true"],"env":{"a\"b":"1","a\"b":"2"}}`, `the key "a\"b" is given twice`},
+		{exec, `{"args":["true"]`, `unexpected EOF`},
+		{exec, `{"args":["true"],"env":` + strings.Repeat(`{"a":`, 70) + `1` + strings.Repeat(`}`, 70) + `}`, `nested deeper than 64`},
 		{"/v1/sandboxes", `{"exec":{"args":["true"],"Stdin":"eA=="}}`, `$.exec: the key "Stdin" is not "stdin"`},
 		{"/v1/sandboxes", `{"exec":{"args":["true"],"dir":"/a","dir":"/b"}}`, `$.exec: the key "dir" is given twice`},
 	} {
@@ -176,4 +182,18 @@ func TestFileStatusTooLarge(t *testing.T) {
 	if got := fileStatus(outcome.Outcome{Status: outcome.ExitNonzero, CommandExitCode: &code}); got != http.StatusRequestEntityTooLarge {
 		t.Fatalf("EFBIG: %d", got)
 	}
+}
+
+// The strict check never panics, and agrees with encoding/json on what is
+// JSON.
+func FuzzCheckStrict(f *testing.F) {
+	for _, seed := range []string{`{"args":["a","b"],"env":{"A":"1"},"dir":"/","stdin":"eA==","stream":true}`, `{"exec":{"args":[]}}`, `[1,{"a":[{}]}]`, `"x"`, `null`, ` {"a" : [ 1 , 2.5e3 , true , null ] } `, `{"\u0041":"\\\""}`, `{}{}`, `{"a":1,}`} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		err := checkStrict([]byte(body), reflect.TypeOf(&api.CreateRequest{}))
+		if err == nil && !json.Valid([]byte(body)) {
+			t.Fatalf("%q is not JSON, and was taken", body)
+		}
+	})
 }
