@@ -237,7 +237,7 @@ func serveRounds(cordon string, n int, sync string) (map[string][]time.Duration,
 
 func ranFirst(sb api.Sandbox) error {
 	if sb.Result == nil {
-		return fmt.Errorf("%s", sb.ExecError)
+		return fmt.Errorf("sandbox %s: no result of its first command", sb.ID)
 	}
 	return ran(*sb.Result, nil)
 }

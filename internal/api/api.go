@@ -37,7 +37,8 @@ type Sandbox struct {
 	Warm        bool  `json:"warm"`
 	ColdStartMS int64 `json:"cold_start_ms,omitempty"`
 	// State is "running", or "ended" with Ended saying why: "killed",
-	// "idle_timeout", "max_lifetime", a limit's name, or "drift".
+	// "idle_timeout", "max_lifetime", a limit's name, "drift", or
+	// "first_command" (its first command could not be run).
 	State string `json:"state"`
 	Ended string `json:"ended,omitempty"`
 	// Commands counts the commands run in it; Running those running now.
@@ -49,10 +50,9 @@ type Sandbox struct {
 	Expires     time.Time `json:"expires"`
 	// Session holds the session's counters (see docs/SERVER.md).
 	Session *Session `json:"session,omitempty"`
-	// Result is the first command's, for a create that asked for one;
-	// ExecError says why it could not run.
-	Result    *ExecResult `json:"result,omitempty"`
-	ExecError string      `json:"exec_error,omitempty"`
+	// Result is the first command's, for a create that asked for one (a
+	// first command that could not be run answers an Error instead).
+	Result *ExecResult `json:"result,omitempty"`
 }
 
 // Session is the counters of the task a sandbox serves.
@@ -93,9 +93,12 @@ type ExecResult struct {
 	Outcome outcome.Outcome `json:"outcome"`
 }
 
-// Error is the body of every answer that is not a success.
+// Error is the body of every answer that is not a success. Sandbox names
+// the sandbox a create made and ended because its first command could not
+// be run.
 type Error struct {
-	Error string `json:"error"`
+	Error   string `json:"error"`
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // Health is the answer of GET /v1/health.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,7 +135,14 @@ func showRequest(e *env, it approvals.Item) {
 	fmt.Fprintf(w, "request %s: %s\n", it.ID, it.State)
 	// What the agent and its tools chose is shown whole and escaped: an
 	// approver decides on exactly these bytes.
-	fmt.Fprintf(w, "call:      %s %s\n", termsafe.Line(it.Tool), termsafe.Text(string(it.Args)))
+	// Indented, one field a line: a held command's stdin or an upload's
+	// content shows its size, SHA-256 and beginning on lines of their own.
+	args := string(it.Args)
+	var indented bytes.Buffer
+	if json.Indent(&indented, it.Args, "           ", "  ") == nil {
+		args = indented.String()
+	}
+	fmt.Fprintf(w, "call:      %s %s\n", termsafe.Line(it.Tool), termsafe.Text(args))
 	fmt.Fprintf(w, "class:     %s (can be undone: %v)\n", it.Class, it.Reversible)
 	fmt.Fprintf(w, "asked by:  %s: %s\n", termsafe.Line(it.Rule), termsafe.Line(it.Reason))
 	fmt.Fprintf(w, "agent:     %s, profile %s (sha256 %.16s), session %s\n", it.Agent, it.Profile, it.ProfileHash, it.Session)

@@ -153,7 +153,6 @@ func auditShow(e *env, args []string) int {
 	if !*asJSON {
 		fmt.Fprintln(tw, "TIME\tSANDBOX\tKIND\tTYPE\tWHAT")
 	}
-	enc := json.NewEncoder(e.stdout)
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -170,10 +169,14 @@ func auditShow(e *env, args []string) int {
 				continue
 			}
 			if *asJSON {
-				enc.Encode(r)
+				// What a terminal would obey or reorder (control
+				// characters, bidirectional controls) as \u escapes:
+				// the same JSON.
+				b, _ := json.Marshal(r)
+				e.stdout.Write(append(termsafe.JSON(b), '\n'))
 				continue
 			}
-			id := r.Sandbox
+			id := termsafe.Line(r.Sandbox)
 			if id == "" {
 				id = "-"
 			}

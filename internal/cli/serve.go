@@ -79,6 +79,7 @@ func serveCmd(e *env, args []string) int {
 	if err := os.MkdirAll(state, 0o711); err != nil {
 		return fail(e, fmt.Errorf("state directory: %w", err))
 	}
+	cfg.State = state
 	al, err := openAudit(e, *auditLog, nil)
 	if err != nil {
 		return fail(e, fmt.Errorf("audit log: %w", err))

@@ -195,7 +195,7 @@ func TestServeSandboxKeptAlive(t *testing.T) {
   greedy:
     profile: greedy.yaml
 `, map[string]string{
-		"builder.yaml": testProfile("builder", "  wall: 2s\n  output: 4KiB\n"),
+		"builder.yaml": testProfile("builder", "  wall: 2s\n  output: 4KiB\n  file_size: 1MiB\n"),
 		"greedy.yaml":  testProfile("greedy", "  memory: 64MiB\n"),
 	})
 	ctx := context.Background()
@@ -249,10 +249,19 @@ func TestServeSandboxKeptAlive(t *testing.T) {
 		{c.Download(ctx, sb.ID, "/proc/1/environ", &got), 403},
 		{c.Upload(ctx, sb.ID, "/usr/bin/evil", strings.NewReader("x"), 0), 403},
 		{c.Upload(ctx, sb.ID, "/workspace/../../etc/passwd", strings.NewReader("x"), 0), 403},
+		// Over the file size limit, refused before anything is written.
+		{c.Upload(ctx, sb.ID, "/workspace/big", strings.NewReader(strings.Repeat("x", 1<<20+1)), 0), 413},
+		{c.Upload(ctx, sb.ID, "/workspace/big", io.MultiReader(strings.NewReader(strings.Repeat("x", 1<<20+1))), 0), 413},
 	} {
 		if !client.IsStatus(tt.err, tt.status) {
 			t.Errorf("got %v, want status %d", tt.err, tt.status)
 		}
+	}
+	if _, err := c.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"echo", strings.Repeat("a", 200<<10)}}); !client.IsStatus(err, 413) {
+		t.Errorf("an argument over 128 KiB: %v", err)
+	}
+	if out, _ := run("sh", "-c", "ls /workspace"); strings.Contains(out, "big") {
+		t.Errorf("an upload over the limit was written: %q", out)
 	}
 	// Per-command limits end the command, and the sandbox goes on.
 	if _, o := run("sh", "-c", "yes | head -c 100000"); o.Status != outcome.OutputLimit {

@@ -138,8 +138,9 @@ func (c *Client) Create(ctx context.Context, agent string) (api.Sandbox, error) 
 }
 
 // CreateAndRun claims a sandbox of the token's agent and runs a first
-// command in it, in one round trip; the answer's Result (or ExecError) is
-// the command's.
+// command in it, in one round trip; the answer's Result is the command's.
+// A first command that could not be run is an error (the server ended the
+// sandbox).
 func (c *Client) CreateAndRun(ctx context.Context, req api.ExecRequest) (api.Sandbox, error) {
 	req.Stream = false
 	var sb api.Sandbox

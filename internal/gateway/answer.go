@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -71,12 +72,19 @@ func (g *Gateway) ask(pa *pendingApproval, ss *mcp.ServerSession) string {
 }
 
 // answered takes (once) the question whose state a call echoes, if it
-// was put to the session ss for the call tool(raw); nil otherwise.
+// was put to the session ss for the call tool(raw): the same tool, with
+// the same pinned definition, still offered, and the very same canonical
+// arguments (raw and the held call's are both CanonicalArgs' encoding,
+// compared byte for byte: no decoding that could take two numbers for
+// one); nil otherwise.
 func (g *Gateway) answered(state string, ss *mcp.ServerSession, tool string, raw json.RawMessage) *pendingApproval {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	q := g.asked[state]
-	if q == nil || q.ss != ss || ss == nil || q.pa.req.Tool != tool || !sameJSON(q.pa.req.Args, raw) || time.Now().After(q.expires) {
+	if q == nil || q.ss != ss || ss == nil || q.pa.req.Tool != tool || !bytes.Equal(q.pa.req.Args, raw) || time.Now().After(q.expires) {
+		return nil
+	}
+	if def := g.definitionLocked(tool); def == "-" || def != q.pa.def {
 		return nil
 	}
 	delete(g.asked, state)

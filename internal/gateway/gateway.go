@@ -459,7 +459,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 				return refused, nil
 			}
 			if g.cfg.Profile.ApprovalPolicy().Via == "elicitation" {
-				ctx = context.WithValue(ctx, approvalKey{}, &pendingApproval{id: req.ID, req: req, sess: s, call: c})
+				ctx = context.WithValue(ctx, approvalKey{}, &pendingApproval{id: req.ID, req: req, sess: s, call: c, def: g.definition(c.Tool)})
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithDeadline(ctx, req.Expires)
 				defer cancel()
@@ -479,15 +479,38 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// sameJSON compares two JSON values.
+// sameJSON compares two JSON values; numbers are compared as written (a
+// float64 would take 9007199254740993 for 9007199254740992).
 func sameJSON(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
+	decode := func(b []byte) ([]byte, bool) {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) != nil {
+			return nil, false
+		}
+		out, err := json.Marshal(v)
+		return out, err == nil
 	}
-	ja, _ := json.Marshal(x)
-	jb, _ := json.Marshal(y)
-	return bytes.Equal(ja, jb)
+	ja, ok := decode(a)
+	jb, ok2 := decode(b)
+	return ok && ok2 && bytes.Equal(ja, jb)
+}
+
+// definition is the hash of the pinned definition of the tool offered as
+// name, "" for a built-in tool, or "-" when it is not offered.
+func (g *Gateway) definition(name string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.definitionLocked(name)
+}
+
+func (g *Gateway) definitionLocked(name string) string {
+	t := g.tools[name]
+	if t == nil || t.withdraw != "" {
+		return "-"
+	}
+	return t.hash
 }
 
 // after records what a call's result shows the agent, and brings its

@@ -139,6 +139,9 @@ type pendingApproval struct {
 	req  approvals.Request
 	sess *session
 	call toolpolicy.Call
+	// def is the hash of the tool's pinned definition when the call was
+	// held (see definition): an answer counts only for that definition.
+	def string
 	// answered: the call carries the answer to this request's question,
 	// put to its session (see answer.go).
 	answered bool

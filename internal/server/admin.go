@@ -70,7 +70,7 @@ func (s *Server) approvalDecide(approve bool) handler {
 		}
 		var d api.Decision
 		if err := decode(r, w, 64<<10, &d); err != nil {
-			return fail(w, http.StatusBadRequest, "%v", err)
+			return fail(w, bodyStatus(err), "%v", err)
 		}
 		if !approve && d.Reason == "" {
 			return fail(w, http.StatusBadRequest, "reason: a denial says why")

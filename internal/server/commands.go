@@ -308,7 +308,7 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, v any, st
 		if errors.As(err, &big) {
 			return tooLarge()
 		}
-		return fail(w, http.StatusBadRequest, "%v", err)
+		return fail(w, bodyStatus(err), "%v", err)
 	}
 	if int64(len(stdin())) > max {
 		return tooLarge()

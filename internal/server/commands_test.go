@@ -197,7 +197,7 @@ func sameStream(got, want io.Reader, n int64) error {
 
 // checkAnswer reads an answer of a command of bigRun as it comes, without
 // holding it, and checks every byte.
-func checkAnswer(br *bufio.Reader, seed uint64, nOut, nErr int64) (outcome.Outcome, error) {
+func checkOutput(br *bufio.Reader, seed uint64, nOut, nErr int64) (outcome.Outcome, error) {
 	var o outcome.Outcome
 	if err := expect(br, `{"stdout":"`); err != nil {
 		return o, err
@@ -273,7 +273,7 @@ func TestBufferedOutputMemory(t *testing.T) {
 				return
 			}
 			<-gate
-			o, err := checkAnswer(br, seed, nOut, nErr)
+			o, err := checkOutput(br, seed, nOut, nErr)
 			if err == nil && o.Status != outcome.OK {
 				err = fmt.Errorf("outcome %+v", o)
 			}

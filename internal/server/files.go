@@ -34,6 +34,7 @@ const (
 	fileDenied   = 3
 	fileInvalid  = 4
 	fileUsage    = 5
+	fileTooLarge = 6
 )
 
 // FileMain runs `cordon __file read|write PATH [MODE]` inside a sandbox:
@@ -86,6 +87,9 @@ func FileMain(args []string) int {
 	case errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS):
 		fmt.Fprintln(os.Stderr, err)
 		return fileDenied
+	case errors.Is(err, unix.EFBIG):
+		fmt.Fprintln(os.Stderr, err)
+		return fileTooLarge
 	default:
 		fmt.Fprintln(os.Stderr, err)
 		return fileInvalid
@@ -105,6 +109,8 @@ func fileStatus(o outcome.Outcome) int {
 			return http.StatusForbidden
 		case fileInvalid, fileUsage:
 			return http.StatusBadRequest
+		case fileTooLarge:
+			return http.StatusRequestEntityTooLarge
 		}
 	}
 	if o.Status == outcome.FileSizeLimit {
@@ -122,10 +128,10 @@ func fileArgs(r *http.Request) (string, error) {
 	return p, nil
 }
 
-// fileStep starts a files request as a step of the sandbox's session,
-// in a command's slot: the sandbox, the path, and the status already
-// answered when it cannot. The caller releases the slot.
-func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, kind, action string) (*entry, string, func(), int) {
+// fileTarget is the sandbox and the path of a files request, in a
+// command's slot, or the status already answered when there is none. The
+// caller releases the slot.
+func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, c caller) (*entry, string, func(), int) {
 	e, status := s.live(w, r, c)
 	if e == nil {
 		return nil, "", nil, status
@@ -134,41 +140,49 @@ func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, kind
 	if release == nil {
 		return nil, "", nil, status
 	}
-	e, p, status := s.startFileStep(w, r, c, e, kind, action)
-	if e == nil {
+	p, err := fileArgs(r)
+	if err != nil {
 		release()
-		return nil, "", nil, status
+		return nil, "", nil, fail(w, http.StatusBadRequest, "%v", err)
 	}
 	return e, p, release, 0
 }
 
-// startFileStep is fileStep once the slot is taken.
-func (s *Server) startFileStep(w http.ResponseWriter, r *http.Request, c caller, e *entry, kind, action string) (*entry, string, int) {
-	p, err := fileArgs(r)
-	if err != nil {
-		return nil, "", fail(w, http.StatusBadRequest, "%v", err)
-	}
-	what := map[string]string{"path": p}
+// fileStep starts a files request on p in e as a step of the sandbox's
+// session, body describing an upload's content (nil for a download): the
+// status already answered when it cannot.
+func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, e *entry, p, kind, action string, body *content) int {
+	what := map[string]any{"path": p}
 	if m := r.URL.Query().Get("mode"); m != "" {
 		what["mode"] = m
 	}
-	if err := s.begin(e, c, kind, what); err != nil {
-		return nil, "", fail(w, stepStatus(err), "%v", err)
+	if body != nil {
+		what["content"] = *body
 	}
-	s.record(e.id, c, audit.Action, action, map[string]any{"path": p, "token": c.name()})
+	if err := s.begin(e, c, kind, func() (any, error) { return what, nil }); err != nil {
+		return fail(w, stepStatus(err), "%v", err)
+	}
+	rec := map[string]any{"path": p, "token": c.name()}
+	if body != nil {
+		rec["bytes"], rec["sha256"] = body.Bytes, body.SHA256
+	}
+	s.record(e.id, c, audit.Action, action, rec)
 	if err := s.recordAction(); err != nil {
 		s.finish(e, kind, p, nil, true)
-		return nil, "", fail(w, stepStatus(err), "%v", err)
+		return fail(w, stepStatus(err), "%v", err)
 	}
-	return e, p, 0
+	return 0
 }
 
 func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int {
-	e, p, release, status := s.fileStep(w, r, c, "files.read", "file_read")
+	e, p, release, status := s.fileTarget(w, r, c)
 	if e == nil {
 		return status
 	}
 	defer release()
+	if status := s.fileStep(w, r, c, e, p, "files.read", "file_read", nil); status != 0 {
+		return status
+	}
 	// A client that stops reading cannot hold the command: past the send
 	// timeout, the rest is dropped and the answer cut short.
 	g := newSendGuard(w, s.cmdLimits.Send)
@@ -191,18 +205,50 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int 
 	return status
 }
 
+// maxUpload bounds an upload whatever the profile's file_size.
+const maxUpload = 1 << 30
+
+// uploadMax is the most an upload to e may hold: the profile's file_size,
+// at most maxUpload.
+func uploadMax(e *entry) int64 {
+	if q := e.profile.Resources.FileSize; q.Set() && q.N < maxUpload {
+		return q.N
+	}
+	return maxUpload
+}
+
+// upload writes a file in a sandbox. Its body is known whole before the
+// step is decided: spooled (see spool), refused with 413 over the file
+// size limit, described to an approver by size, SHA-256 and beginning,
+// and what the sandbox is fed is the spooled body, exactly.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
-	e, p, release, status := s.fileStep(w, r, c, "files.write", "file_write")
+	e, p, release, status := s.fileTarget(w, r, c)
 	if e == nil {
 		return status
 	}
 	defer release()
 	defer guardBody(w, r, s.cmdLimits.Send)()
+	max := uploadMax(e)
+	if r.ContentLength > max {
+		return fail(w, http.StatusRequestEntityTooLarge, "the upload is %d bytes, over the sandbox's file size limit of %d", r.ContentLength, max)
+	}
+	body, err := s.uploads.take(r.Body, max)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return fail(w, http.StatusRequestEntityTooLarge, "the upload is over the sandbox's file size limit of %d bytes", max)
+	case err != nil:
+		s.logf("%v", err)
+		return fail(w, http.StatusInternalServerError, "%v; nothing was written", err)
+	}
+	defer body.Close()
+	if status := s.fileStep(w, r, c, e, p, "files.write", "file_write", &body.content); status != 0 {
+		return status
+	}
 	args := []string{"cordon", FileArg, "write", p}
 	if m := r.URL.Query().Get("mode"); m != "" {
 		args = append(args, m)
 	}
-	counted := &countingReader{r: r.Body}
+	counted := &countingReader{r: body.reader()}
 	var stderr bytes.Buffer
 	o, err := e.box.Exec(r.Context(), sandbox.ExecOptions{Args: args, SelfExec: true, Stdin: counted, Stderr: &stderr})
 	switch {

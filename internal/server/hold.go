@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -34,9 +36,25 @@ func stepStatus(err error) int {
 	return http.StatusConflict
 }
 
-// execWhat is what an approver sees of a command.
-func execWhat(cmd sandbox.ExecOptions) any {
-	return map[string]any{"args": cmd.Args, "dir": cmd.Dir, "env": cmd.Env}
+// execWhat is what an approver sees of a command, and what its retry
+// must match: the whole of it (argv, the environment's names and values,
+// the directory, and its stdin's size, SHA-256 and beginning).
+func execWhat(cmd sandbox.ExecOptions) func() (any, error) {
+	return func() (any, error) {
+		what := map[string]any{"args": cmd.Args, "dir": cmd.Dir, "env": envMap(cmd.Env)}
+		switch in := cmd.Stdin.(type) {
+		case nil:
+		case *bytes.Reader: // as checkExec makes it
+			d, err := describe(io.NewSectionReader(in, 0, in.Size()))
+			if err != nil {
+				return nil, fmt.Errorf("reading the command's stdin: %w", err)
+			}
+			what["stdin"] = d
+		default:
+			return nil, errors.New("the command's stdin cannot be shown to an approver")
+		}
+		return what, nil
+	}
 }
 
 // hold lets a step of a session that a trajectory rule holds for a person
@@ -45,10 +63,14 @@ func execWhat(cmd sandbox.ExecOptions) any {
 // that the step is held; asked again after the approval, the step is
 // claimed, once, and runs. A denial, an expiry or a store that cannot be
 // read refuses it.
-func (s *Server) hold(e *entry, c caller, cp *toolpolicy.Checkpoint, kind string, what any) error {
+func (s *Server) hold(e *entry, c caller, cp *toolpolicy.Checkpoint, kind string, describe func() (any, error)) error {
+	what, err := describe()
+	if err != nil {
+		return fmt.Errorf("the session of sandbox %s is held for a person, and %v; the step was not run", e.id, err)
+	}
 	args, err := json.Marshal(what)
 	if err != nil {
-		return err
+		return fmt.Errorf("the session of sandbox %s is held for a person, and its step cannot be shown (%v); the step was not run", e.id, err)
 	}
 	st := s.opts.Approvals
 	items, err := st.List()

@@ -28,6 +28,10 @@ var (
 	errUnavailable = errors.New("no sandboxes for this agent now")
 )
 
+// endFirstCommand is why a sandbox whose first command, sent with its
+// create, could not be run was ended.
+const endFirstCommand = "first_command"
+
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	s.handle("GET "+api.Version+"/health", public, s.health)
@@ -91,7 +95,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	if req.Exec != nil {
 		var err error
 		if cmd, err = checkExec(*req.Exec); err != nil {
-			return fail(w, http.StatusBadRequest, "exec.%v", err)
+			return fail(w, bodyStatus(err), "exec.%v", err)
 		}
 		if req.Exec.Stream {
 			return fail(w, http.StatusBadRequest, "exec.stream: the first command's output comes whole with the sandbox; stream later commands")
@@ -123,12 +127,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	}
 	defer s.inSandbox(e.id)()
 	out, o, err := s.runBuffered(r.Context(), e, c, cmd)
-	info := e.info()
 	if err != nil {
-		info.ExecError = execError(e, err)
-		return reply(w, http.StatusCreated, info)
+		// The first command could not be run (refused, held, unrecorded,
+		// or the sandbox failed): no sandbox is handed over as if all went
+		// well. It is ended, and the answer is the step's own status, with
+		// the sandbox's id (a command that ran and failed is a result).
+		why := execError(e, err)
+		s.end(e, endFirstCommand)
+		return reply(w, execStatus(err), api.Error{Error: fmt.Sprintf("sandbox %s was ended: its first command could not be run: %s", e.id, why), Sandbox: e.id})
 	}
 	defer out.Close()
+	info := e.info()
 	return s.sendResult(w, http.StatusCreated, &info, out, o)
 }
 
@@ -259,9 +268,10 @@ func (s *Server) keepalive(w http.ResponseWriter, r *http.Request, c caller) int
 }
 
 // begin starts a step of the sandbox's session (kind, and what it does,
-// which a person approving it sees): refused when a trajectory rule stopped
-// the session; held when one asked for a person (see hold).
-func (s *Server) begin(e *entry, c caller, kind string, what any) error {
+// which a person approving it sees, described only when it is held):
+// refused when a trajectory rule stopped the session; held when one asked
+// for a person (see hold).
+func (s *Server) begin(e *entry, c caller, kind string, what func() (any, error)) error {
 	e.mu.Lock()
 	cp := e.session.stopped
 	if cp == nil {
@@ -354,7 +364,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	}
 	cmd, err := checkExec(req)
 	if err != nil {
-		return fail(w, http.StatusBadRequest, "%v", err)
+		return fail(w, bodyStatus(err), "%v", err)
 	}
 	if !req.Stream {
 		out, o, err := s.runBuffered(r.Context(), e, c, cmd)
@@ -386,6 +396,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 func checkExec(req api.ExecRequest) (sandbox.ExecOptions, error) {
 	if len(req.Args) == 0 {
 		return sandbox.ExecOptions{}, errors.New("args: name the command to run")
+	}
+	if err := checkSize(req); err != nil {
+		return sandbox.ExecOptions{}, err
 	}
 	if req.Dir != "" && !path.IsAbs(req.Dir) {
 		return sandbox.ExecOptions{}, fmt.Errorf("dir: want an absolute path inside the sandbox, found %q", req.Dir)

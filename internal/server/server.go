@@ -92,6 +92,8 @@ type Server struct {
 	// bounds and conns bound what clients take: requests.go, conns.go.
 	bounds *bounds
 	conns  *connLimiter
+	// uploads are upload bodies waiting for their step.
+	uploads *uploads
 	// routeList is every pattern handled, for the OpenAPI check.
 	routeList []string
 
@@ -141,6 +143,7 @@ func New(opts Options) (*Server, error) {
 	if err := s.makeSpool(opts.SpoolDir); err != nil {
 		return nil, err
 	}
+	s.uploads = openUploads(s.spoolDir)
 	opts.Audit.OnWrite(s.queueIndex)
 	for name, a := range opts.Config.Agents {
 		p := newPool(s, a)
@@ -165,8 +168,14 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the HTTP handler of the API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the HTTP handler of the API. Every answer, the mux's
+// own redirects included, tells browsers not to guess its content type.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		s.mux.ServeHTTP(w, r)
+	})
+}
 
 // Close ends every sandbox, pooled or claimed, and stops the pools.
 func (s *Server) Close() {
@@ -350,9 +359,11 @@ func (s *Server) handle(pattern string, need role, h handler) {
 	})
 }
 
+// bearer is the token of the request's Authorization header; its scheme
+// is matched in any case (RFC 7235).
 func bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+	scheme, t, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") {
 		return strings.TrimSpace(t)
 	}
 	return ""
@@ -465,15 +476,10 @@ func fail(w http.ResponseWriter, status int, format string, args ...any) int {
 	return reply(w, status, api.Error{Error: fmt.Sprintf(format, args...)})
 }
 
-// decode reads a JSON body of at most max bytes into v, refusing unknown
-// fields.
+// decode reads a JSON body of at most max bytes into v, strictly (see
+// readStrict); bodyStatus is the status of its error.
 func decode(r *http.Request, w http.ResponseWriter, max int64, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("the request body: %w", err)
-	}
-	return nil
+	return readStrict(r, w, max, v)
 }
 
 func newID() string {

@@ -37,6 +37,7 @@ type fakeBox struct {
 	mu     sync.Mutex
 	closed bool
 	done   chan struct{}
+	inputs []string // the stdin of each command that had one
 }
 
 func (b *fakeBox) Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error) {
@@ -45,6 +46,12 @@ func (b *fakeBox) Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outc
 	b.mu.Unlock()
 	if closed {
 		return outcome.Outcome{}, sandbox.ErrEnded
+	}
+	if e.Stdin != nil {
+		in, _ := io.ReadAll(e.Stdin)
+		b.mu.Lock()
+		b.inputs = append(b.inputs, string(in))
+		b.mu.Unlock()
 	}
 	if e.Stdout != nil {
 		fmt.Fprintf(e.Stdout, "%s ran %s\n", b.id, strings.Join(e.Args, " "))
@@ -145,7 +152,7 @@ func newFixtureWith(t *testing.T, pool int, p *profile.Profile, result func([]st
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(conform(t, srv.Handler()))
 	t.Cleanup(func() {
 		ts.Close()
 		srv.Close()

@@ -3,13 +3,18 @@
 // tool's name or description, a line of a tool server's output, a file name
 // found in a workspace. Control characters (an escape sequence can rewrite
 // the screen, retitle the window, hide text or forge a line that looks like
-// cordon's) are shown as Go escapes, invalid UTF-8 as bytes.
+// cordon's), and invisible format characters (among them the Unicode
+// bidirectional controls U+202A-U+202E, U+2066-U+2069, U+200E, U+200F and
+// U+061C, which reorder what is shown), are shown as Go escapes, invalid
+// UTF-8 as bytes.
 package termsafe
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -60,6 +65,33 @@ func escape(s string, keepLines bool) string {
 		i += n
 	}
 	return b.String()
+}
+
+// JSON returns the JSON text b with every character that Line escapes
+// written as a JSON \u escape instead: the same JSON value, safe to print.
+// Line feeds between values are kept (inside a string, encoding/json
+// escapes them already); b is expected to be valid UTF-8, as encoding/json
+// writes it.
+func JSON(b []byte) []byte {
+	if clean(string(b), true) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r != utf8.RuneError && printable(r, true):
+			out = append(out, b[i:i+n]...)
+		case r == utf8.RuneError && n <= 1:
+			out = append(out, `\ufffd`...)
+		default:
+			for _, u := range utf16.Encode([]rune{r}) {
+				out = append(out, fmt.Sprintf(`\u%04x`, u)...)
+			}
+		}
+		i += n
+	}
+	return out
 }
 
 func printable(r rune, keepLines bool) bool {
