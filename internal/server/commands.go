@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -33,8 +32,8 @@ type Commands struct {
 	// 64MiB): a command that writes more is stopped there.
 	MaxOutput string `yaml:"max_output"`
 
-	Stdin  int64         `yaml:"-"`
-	Output int64         `yaml:"-"`
+	Stdin  int64 `yaml:"-"`
+	Output int64 `yaml:"-"`
 	// Send is how long a client may take none of the answer being sent
 	// to it before the server stops sending: http.write_timeout.
 	Send time.Duration `yaml:"-"`
@@ -231,37 +230,6 @@ func (g *sendGuard) done() {
 	g.rc.SetWriteDeadline(time.Time{})
 }
 
-// recvGuard reads a request's body, each read within the send timeout:
-// a client that stops sending does not hold a command's slot for ever.
-// The deadline is lifted at the body's end (the server then waits on the
-// connection to see the client go, which must not time out) and by done.
-type recvGuard struct {
-	r       io.ReadCloser
-	rc      *http.ResponseController
-	timeout time.Duration
-}
-
-// guardBody puts a recvGuard on r's body; the function returned lifts
-// the deadline.
-func guardBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) func() {
-	g := &recvGuard{r: r.Body, rc: http.NewResponseController(w), timeout: timeout}
-	r.Body = g
-	return g.done
-}
-
-func (g *recvGuard) Read(p []byte) (int, error) {
-	g.rc.SetReadDeadline(time.Now().Add(g.timeout))
-	n, err := g.r.Read(p)
-	if err != nil {
-		g.done()
-	}
-	return n, err
-}
-
-func (g *recvGuard) Close() error { return g.r.Close() }
-
-func (g *recvGuard) done() { g.rc.SetReadDeadline(time.Time{}) }
-
 // inSandbox counts a command of a sandbox just built in its sandbox's
 // slots (its agent's and the server's were taken before): returns the
 // release.
@@ -302,7 +270,6 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, v any, st
 	if r.ContentLength > limit {
 		return tooLarge()
 	}
-	defer guardBody(w, r, s.cmdLimits.Send)()
 	if err := decode(r, w, limit, v); err != nil {
 		var big *http.MaxBytesError
 		if errors.As(err, &big) {

@@ -227,7 +227,6 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
 		return status
 	}
 	defer release()
-	defer guardBody(w, r, s.cmdLimits.Send)()
 	max := uploadMax(e)
 	if r.ContentLength > max {
 		return fail(w, http.StatusRequestEntityTooLarge, "the upload is %d bytes, over the sandbox's file size limit of %d", r.ContentLength, max)
