@@ -98,12 +98,21 @@ type Error struct {
 	Error string `json:"error"`
 }
 
-// Health is the answer of GET /v1/health.
+// Health is the answer of GET /v1/health. Status is "ok", "degraded"
+// (Reasons say why) or "stopping".
 type Health struct {
-	Status    string `json:"status"`
-	Version   string `json:"version"`
-	Sandboxes int    `json:"sandboxes"`
-	Warm      int    `json:"warm"`
+	Status    string         `json:"status"`
+	Version   string         `json:"version"`
+	Sandboxes int            `json:"sandboxes"`
+	Warm      int            `json:"warm"`
+	Reasons   []HealthReason `json:"reasons,omitempty"`
+}
+
+// HealthReason is one reason a server is degraded: Reason is
+// "audit_log", "database", "disk" or "builds"; Detail says what failed.
+type HealthReason struct {
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
 }
 
 // Decision is the body of an approval's approve or deny.

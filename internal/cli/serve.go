@@ -153,7 +153,7 @@ func serveCmd(e *env, args []string) int {
 	}
 	srv, err := server.New(server.Options{
 		Config: cfg, Start: start, Audit: al.log, Approvals: store,
-		Log: e.stderr, Version: Version, Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway,
+		Log: e.stderr, Version: Version, Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway, StateDir: state,
 	})
 	if err != nil {
 		return fail(e, err)

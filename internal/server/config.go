@@ -45,13 +45,18 @@ type Config struct {
 	Node     string `yaml:"node"`
 	// ProbeEvery runs the escape probes on every agent's profile at start,
 	// when the profile changes, and this often ("6h"); empty: never.
-	ProbeEvery string            `yaml:"probe_every"`
-	Agents     map[string]*Agent `yaml:"agents"`
-	Tokens     []*Token          `yaml:"tokens"`
+	ProbeEvery string `yaml:"probe_every"`
+	// MinFreeSpace is the free space under the audit log and the state
+	// directory below which /v1/health reports the server degraded
+	// (default 256MiB).
+	MinFreeSpace string            `yaml:"min_free_space"`
+	Agents       map[string]*Agent `yaml:"agents"`
+	Tokens       []*Token          `yaml:"tokens"`
 
 	File       string        `yaml:"-"`
 	SyncEvery  time.Duration `yaml:"-"` // 0: each
 	ProbeSched time.Duration `yaml:"-"` // 0: none
+	MinFree    int64         `yaml:"-"` // 0: DefaultMinFree
 }
 
 // Agent is one agent the server builds sandboxes for.
@@ -189,6 +194,11 @@ func LoadConfig(path string) (*Config, error) {
 	if c.ProbeEvery != "" {
 		if c.ProbeSched, err = duration(c.ProbeEvery, 0); err != nil || c.ProbeSched < time.Minute {
 			return nil, at("$.probe_every", "probe_every", fmt.Sprintf("want an interval of at least 1m, such as 6h, found %q", c.ProbeEvery))
+		}
+	}
+	if c.MinFreeSpace != "" {
+		if c.MinFree, err = profile.ParseSize(c.MinFreeSpace); err != nil || c.MinFree <= 0 {
+			return nil, at("$.min_free_space", "min_free_space", fmt.Sprintf("want a size such as 256MiB or 2GiB, found %q", c.MinFreeSpace))
 		}
 	}
 	if c.Database != "" && !statedb.IsPostgres(c.Database) {

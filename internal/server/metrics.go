@@ -111,6 +111,7 @@ var help = map[string][2]string{
 	"cordon_approvals_pending":           {"gauge", "Approval requests waiting for a person."},
 	"cordon_probe_results":               {"gauge", "Escape probes of each agent's latest run, by status."},
 	"cordon_http_requests_total":         {"counter", "API requests, by route and status code."},
+	"cordon_health_degraded":             {"gauge", "1 for each reason the server is degraded for (audit_log, database, disk, builds), else 0."},
 }
 
 // write prints every series, with the gauges the server computes now.
@@ -167,6 +168,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 	}
 	s.probeGauges(gauges)
+	s.healthGauges(gauges)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.write(w, gauges)
 	return http.StatusOK

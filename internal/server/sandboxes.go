@@ -52,24 +52,6 @@ func (s *Server) routes() {
 	})
 }
 
-func (s *Server) health(w http.ResponseWriter, r *http.Request, c caller) int {
-	h := api.Health{Status: "ok", Version: s.opts.Version}
-	s.mu.Lock()
-	for _, e := range s.entries {
-		if e.state() == "" {
-			h.Sandboxes++
-		}
-	}
-	if s.closed {
-		h.Status = "stopping"
-	}
-	s.mu.Unlock()
-	for _, p := range s.pools {
-		h.Warm += len(p.ready)
-	}
-	return reply(w, http.StatusOK, h)
-}
-
 func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	var req api.CreateRequest
 	if err := decode(r, w, maxExecBody, &req); err != nil {
@@ -101,12 +83,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		return fail(w, http.StatusInternalServerError, "building a sandbox of agent %s: %v", a.Name, err)
 	}
 	s.metrics.claimed(a.Name, e.warm)
+	// No record, no sandbox: its start is written now (on the disk with
+	// its first command), or it is ended and the create refused.
+	if err := s.recordNow(); err != nil {
+		s.end(e, "unrecorded")
+		return unrecorded(w, "the sandbox's start", err)
+	}
 	if req.Exec == nil {
-		// Written now, on the disk with the sandbox's first command (a
-		// first command sent with the create writes it with its own).
-		if err := s.opts.Audit.Write(); err != nil {
-			s.logf("audit log: %v", err)
-		}
 		return reply(w, http.StatusCreated, e.info())
 	}
 	res, err := s.runBuffered(r.Context(), e, c, cmd)
@@ -230,7 +213,17 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c caller) int {
 	if e == nil {
 		return status
 	}
-	s.end(e, "killed")
+	if e.state() == "" {
+		// The kill is written before it is done: a sandbox is not
+		// ended unrecorded on request.
+		s.record(e.id, c, audit.Action, "kill", map[string]any{"token": c.name()})
+		if err := s.recordNow(); err != nil {
+			return unrecorded(w, "the kill", err)
+		}
+	}
+	if err := s.end(e, "killed"); err != nil {
+		return fail(w, http.StatusInternalServerError, "sandbox %s was killed, but its end could not be recorded: %v", e.id, err)
+	}
 	return reply(w, http.StatusOK, e.info())
 }
 
@@ -238,6 +231,10 @@ func (s *Server) keepalive(w http.ResponseWriter, r *http.Request, c caller) int
 	e, status := s.live(w, r, c)
 	if e == nil {
 		return status
+	}
+	s.record(e.id, c, audit.Action, "keepalive", map[string]any{"token": c.name()})
+	if err := s.recordNow(); err != nil {
+		return unrecorded(w, "the keep-alive", err)
 	}
 	e.mu.Lock()
 	e.touched = s.opts.Now()

@@ -70,6 +70,11 @@ type Options struct {
 	// required. Node names this node in it.
 	DB   *statedb.DB
 	Node string
+	// StateDir is the directory the sandboxes' private workspaces are
+	// made in (under sandboxes/): its free space is watched, and what a
+	// node that stopped uncleanly left there is removed at start. "":
+	// neither.
+	StateDir string
 	// Gateway builds the MCP tool gateway of an agent's profile, served
 	// to that agent's tokens at /v1/mcp; record takes its audit events.
 	// nil: no MCP endpoint.
@@ -96,6 +101,8 @@ type Server struct {
 	stopGateways context.CancelFunc
 	pending      pending
 	indexMu      sync.Mutex // one index at a time
+	hstate       healthState
+	draining     bool // Drain began: new requests are refused
 	closed       bool
 	stop         chan struct{}
 	wg           sync.WaitGroup
@@ -130,9 +137,10 @@ func New(opts Options) (*Server, error) {
 	if every == 0 {
 		every = time.Second
 	}
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.syncer(every)
 	go s.indexer()
+	go s.watchHealth()
 	s.routes()
 	return s, nil
 }
@@ -197,7 +205,7 @@ func (s *Server) recorded() error {
 	if err != nil {
 		s.logf("audit log: %v", err)
 	}
-	return err
+	return s.auditWritten(err)
 }
 
 // auditError is a step that could not be recorded: not run, or run and
@@ -208,11 +216,20 @@ func (e *auditError) Error() string { return e.msg }
 
 // recordAction writes a step's action before it runs: no record, no run.
 func (s *Server) recordAction() error {
-	if err := s.opts.Audit.Write(); err != nil {
-		s.logf("audit log: %v", err)
+	if err := s.recordNow(); err != nil {
 		return &auditError{fmt.Sprintf("the audit log cannot be written (%v); the step was not run", err)}
 	}
 	return nil
+}
+
+// recordNow writes what is queued for the audit log (on the disk within
+// audit_sync, or with the next flush).
+func (s *Server) recordNow() error {
+	err := s.auditWritten(s.opts.Audit.Write())
+	if err != nil {
+		s.logf("audit log: %v", err)
+	}
+	return err
 }
 
 // syncer puts what was written on the disk every interval.
@@ -226,7 +243,7 @@ func (s *Server) syncer(every time.Duration) {
 			return
 		case <-t.C:
 		}
-		if err := s.opts.Audit.Flush(); err != nil {
+		if err := s.auditWritten(s.opts.Audit.Flush()); err != nil {
 			s.logf("audit log: %v", err)
 		}
 	}
@@ -401,10 +418,14 @@ func (s *Server) index() error {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	recs, changed := s.pending.take()
+	if len(recs) == 0 && len(changed) == 0 {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.opts.DB.Index(ctx, s.opts.Node, recs); err != nil {
 		s.pending.putBack(recs, changed)
+		s.indexed(err)
 		return err
 	}
 	for _, e := range changed {
@@ -412,9 +433,11 @@ func (s *Server) index() error {
 		info.Node = s.opts.Node
 		if err := s.opts.DB.PutSession(ctx, e.id, s.opts.Node, e.agent.Name, info); err != nil {
 			s.pending.putBack(nil, changed)
+			s.indexed(err)
 			return err
 		}
 	}
+	s.indexed(nil)
 	return nil
 }
 

@@ -169,6 +169,14 @@ func Open(ctx context.Context, where string) (*DB, error) {
 // Name names the database in messages (without credentials).
 func (d *DB) Name() string { return d.name }
 
+// Ping checks that the database answers.
+func (d *DB) Ping(ctx context.Context) error {
+	if err := d.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("database %s: %w", d.name, err)
+	}
+	return nil
+}
+
 // Close closes the database.
 func (d *DB) Close() error { return d.db.Close() }
 
