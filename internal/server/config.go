@@ -49,14 +49,19 @@ type Config struct {
 	// MinFreeSpace is the free space under the audit log and the state
 	// directory below which /v1/health reports the server degraded
 	// (default 256MiB).
-	MinFreeSpace string            `yaml:"min_free_space"`
-	Agents       map[string]*Agent `yaml:"agents"`
-	Tokens       []*Token          `yaml:"tokens"`
+	MinFreeSpace string `yaml:"min_free_space"`
+	// DrainGrace is how long a stopping server (SIGTERM, SIGINT) lets
+	// running commands finish before it ends their sandboxes (default
+	// 30s).
+	DrainGrace string            `yaml:"drain_grace"`
+	Agents     map[string]*Agent `yaml:"agents"`
+	Tokens     []*Token          `yaml:"tokens"`
 
 	File       string        `yaml:"-"`
 	SyncEvery  time.Duration `yaml:"-"` // 0: each
 	ProbeSched time.Duration `yaml:"-"` // 0: none
 	MinFree    int64         `yaml:"-"` // 0: DefaultMinFree
+	Grace      time.Duration `yaml:"-"`
 }
 
 // Agent is one agent the server builds sandboxes for.
@@ -195,6 +200,9 @@ func LoadConfig(path string) (*Config, error) {
 		if c.ProbeSched, err = duration(c.ProbeEvery, 0); err != nil || c.ProbeSched < time.Minute {
 			return nil, at("$.probe_every", "probe_every", fmt.Sprintf("want an interval of at least 1m, such as 6h, found %q", c.ProbeEvery))
 		}
+	}
+	if c.Grace, err = duration(c.DrainGrace, DefaultDrainGrace); err != nil {
+		return nil, at("$.drain_grace", "drain_grace", err.Error())
 	}
 	if c.MinFreeSpace != "" {
 		if c.MinFree, err = profile.ParseSize(c.MinFreeSpace); err != nil || c.MinFree <= 0 {

@@ -102,7 +102,9 @@ type Server struct {
 	pending      pending
 	indexMu      sync.Mutex // one index at a time
 	hstate       healthState
-	draining     bool // Drain began: new requests are refused
+	draining     bool          // Drain began: new requests are refused
+	inflight     int           // requests running (see enter)
+	drained      chan struct{} // closed when inflight falls to 0 while draining
 	closed       bool
 	stop         chan struct{}
 	wg           sync.WaitGroup
@@ -312,7 +314,15 @@ func (s *Server) handle(pattern string, need role, h handler) {
 		c := caller{token: s.opts.Config.Identify(bearer(r))}
 		r, span := startRequest(r, pattern)
 		status := 0
+		if need != public {
+			if s.enter() {
+				defer s.leave()
+			} else {
+				status = refuseDraining(w)
+			}
+		}
 		switch {
+		case status != 0:
 		case need == public:
 		case c.token == nil:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cordon"`)
