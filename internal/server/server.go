@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -102,6 +103,7 @@ type Server struct {
 	pending      pending
 	indexMu      sync.Mutex // one index at a time
 	hstate       healthState
+	stateLock    *os.File      // the state directory's, when this server holds it
 	draining     bool          // Drain began: new requests are refused
 	inflight     int           // requests running (see enter)
 	drained      chan struct{} // closed when inflight falls to 0 while draining
@@ -124,7 +126,9 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{}, claiming: map[string]int{},
 		stop: make(chan struct{}), metrics: newMetrics(), pending: pending{changed: map[string]*entry{}}}
 	s.gatewayCtx, s.stopGateways = context.WithCancel(context.Background())
-	opts.Audit.OnWrite(s.queueIndex)
+	if err := s.recoverAtStart(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	for name, a := range opts.Config.Agents {
 		p := newPool(s, a)
 		s.pools[name] = p
@@ -191,6 +195,9 @@ func (s *Server) Close() {
 	s.opts.Audit.Seal()
 	if err := s.index(); err != nil { // the records of the ends
 		s.logf("%v", err)
+	}
+	if s.stateLock != nil {
+		s.stateLock.Close()
 	}
 }
 
