@@ -166,13 +166,16 @@ func (s *Server) watchHealth() {
 	defer s.wg.Done()
 	t := time.NewTicker(healthEvery)
 	defer t.Stop()
-	for {
+	for round := 0; ; round++ {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
 		s.checkHealth()
+		if round%600 == 0 {
+			s.pruneKeys() // every 10 minutes
+		}
 	}
 }
 

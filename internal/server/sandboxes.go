@@ -72,33 +72,51 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		s.metrics.denial(c.token.Agent, "access.agent")
 		return fail(w, http.StatusForbidden, "token %s is bound to agent %s; it cannot create sandboxes of agent %s", c.token.Name, c.token.Agent, req.Agent)
 	}
+	k, ctx, status := s.beginKey(w, r, c, "create", digestable(req))
+	if ctx == nil {
+		return status
+	}
 	a := s.opts.Config.Agents[c.token.Agent]
 	e, err := s.claim(a, c)
 	switch {
 	case errors.Is(err, errTooMany):
-		return fail(w, http.StatusTooManyRequests, "%v", err)
+		status = fail(w, http.StatusTooManyRequests, "%v", err)
 	case errors.Is(err, errStopping), errors.Is(err, errUnavailable):
-		return fail(w, http.StatusServiceUnavailable, "%v", err)
+		status = fail(w, http.StatusServiceUnavailable, "%v", err)
 	case err != nil:
-		return fail(w, http.StatusInternalServerError, "building a sandbox of agent %s: %v", a.Name, err)
+		status = fail(w, http.StatusInternalServerError, "building a sandbox of agent %s: %v", a.Name, err)
+	}
+	if err != nil {
+		k.done(status, false, nil)
+		return status
 	}
 	s.metrics.claimed(a.Name, e.warm)
 	// No record, no sandbox: its start is written now (on the disk with
 	// its first command), or it is ended and the create refused.
 	if err := s.recordNow(); err != nil {
 		s.end(e, "unrecorded")
+		k.done(0, false, nil)
 		return unrecorded(w, "the sandbox's start", err)
 	}
+	markStarted(ctx)
 	if req.Exec == nil {
-		return reply(w, http.StatusCreated, e.info())
+		info := e.info()
+		k.done(http.StatusCreated, false, info)
+		return reply(w, http.StatusCreated, info)
 	}
-	res, err := s.runBuffered(r.Context(), e, c, cmd)
+	res, err := s.runBuffered(ctx, e, c, cmd)
 	info := e.info()
 	if err != nil {
 		info.ExecError = execError(e, err)
 	} else {
 		info.Result = &res
 	}
+	kept := info
+	if info.Result != nil {
+		r := keptResult(r.Header.Get(KeyHeader), res)
+		kept.Result = &r
+	}
+	k.done(http.StatusCreated, false, kept)
 	return reply(w, http.StatusCreated, info)
 }
 
@@ -323,10 +341,6 @@ func (s *Server) checkpointed(e *entry, cps []toolpolicy.Checkpoint, due bool) {
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
-	e, status := s.live(w, r, c)
-	if e == nil {
-		return status
-	}
 	var req api.ExecRequest
 	if err := decode(r, w, maxExecBody, &req); err != nil {
 		return fail(w, http.StatusBadRequest, "%v", err)
@@ -335,23 +349,42 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	if err != nil {
 		return fail(w, http.StatusBadRequest, "%v", err)
 	}
+	// The key first: a command of a sandbox gone with its node is
+	// answered from the key.
+	k, ctx, status := s.beginKey(w, r, c, "exec "+r.PathValue("id"), digestable(api.CreateRequest{Exec: &req}))
+	if ctx == nil {
+		return status
+	}
+	e, status := s.live(w, r, c)
+	if e == nil {
+		k.done(status, false, nil)
+		return status
+	}
+	key := r.Header.Get(KeyHeader)
 	if !req.Stream {
-		res, err := s.runBuffered(r.Context(), e, c, cmd)
+		res, err := s.runBuffered(ctx, e, c, cmd)
 		if err != nil {
-			return fail(w, stepStatus(err), "%s", execError(e, err))
+			status, msg := stepStatus(err), execError(e, err)
+			k.done(status, false, api.Error{Error: msg})
+			return fail(w, status, "%s", msg)
 		}
+		k.done(http.StatusOK, false, keptResult(key, res))
 		return reply(w, http.StatusOK, res)
 	}
 	if err := s.begin(e, c, "exec", execWhat(cmd)); err != nil {
+		k.done(0, false, nil)
 		return fail(w, stepStatus(err), "%v", err)
 	}
 	sw := newStreamWriter(w)
-	o, err := s.runCommand(r.Context(), e, c, cmd, sw.stream(false), sw.stream(true))
+	stdout, stderr := newDigestWriter(sw.stream(false)), newDigestWriter(sw.stream(true))
+	o, err := s.runCommand(ctx, e, c, cmd, stdout, stderr)
+	last := api.ExecEvent{Outcome: &o}
 	if err != nil {
-		sw.send(api.ExecEvent{Error: execError(e, err)})
-	} else {
-		sw.send(api.ExecEvent{Outcome: &o})
+		last = api.ExecEvent{Error: execError(e, err)}
 	}
+	sw.send(last)
+	last.Replay = &api.Replay{Key: key, StdoutBytes: stdout.n, StdoutSHA256: stdout.sum(), StderrBytes: stderr.n, StderrSHA256: stderr.sum(), Note: replayNote}
+	k.done(http.StatusOK, true, last)
 	return http.StatusOK
 }
 
@@ -408,6 +441,7 @@ func (s *Server) runCommand(ctx context.Context, e *entry, c caller, cmd sandbox
 		s.finish(e, "exec", "", nil, true)
 		return outcome.Outcome{}, err
 	}
+	markStarted(ctx)
 	caps := [2]*audit.Capture{audit.NewCapture(captureMax), audit.NewCapture(captureMax)}
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, caps[0]), io.MultiWriter(stderr, caps[1])
 	ctx, span := startExec(ctx, e)
