@@ -53,9 +53,13 @@ type Config struct {
 	// DrainGrace is how long a stopping server (SIGTERM, SIGINT) lets
 	// running commands finish before it ends their sandboxes (default
 	// 30s).
-	DrainGrace string            `yaml:"drain_grace"`
-	Agents     map[string]*Agent `yaml:"agents"`
-	Tokens     []*Token          `yaml:"tokens"`
+	DrainGrace string `yaml:"drain_grace"`
+	// MaxSandboxes bounds the live sandboxes of every agent on every node
+	// sharing the database (0, the default: no bound but each agent's
+	// max_sandboxes on each node).
+	MaxSandboxes int               `yaml:"max_sandboxes"`
+	Agents       map[string]*Agent `yaml:"agents"`
+	Tokens       []*Token          `yaml:"tokens"`
 
 	File       string        `yaml:"-"`
 	SyncEvery  time.Duration `yaml:"-"` // 0: each
@@ -203,6 +207,9 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	if c.Grace, err = duration(c.DrainGrace, DefaultDrainGrace); err != nil {
 		return nil, at("$.drain_grace", "drain_grace", err.Error())
+	}
+	if c.MaxSandboxes < 0 {
+		return nil, at("$.max_sandboxes", "max_sandboxes", "want 0 (no bound) or more")
 	}
 	if c.MinFreeSpace != "" {
 		if c.MinFree, err = profile.ParseSize(c.MinFreeSpace); err != nil || c.MinFree <= 0 {

@@ -216,6 +216,12 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	}
 	s.claiming[a.Name]++
 	s.mu.Unlock()
+	if err := s.clusterFull(); err != nil {
+		s.mu.Lock()
+		s.claiming[a.Name]--
+		s.mu.Unlock()
+		return nil, err
+	}
 	e := s.pools[a.Name].take()
 	if e == nil {
 		var err error
@@ -230,6 +236,13 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	e.mu.Lock()
 	e.claimed, e.touched = now, now
 	e.mu.Unlock()
+	if err := s.reserveCluster(e); err != nil {
+		s.end(e, "cluster_full")
+		s.mu.Lock()
+		s.claiming[a.Name]--
+		s.mu.Unlock()
+		return nil, err
+	}
 	// The reservation becomes the entry in one step.
 	s.mu.Lock()
 	s.entries[e.id] = e

@@ -5,12 +5,14 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -118,5 +120,50 @@ func TestMigrateVersions(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), where); err == nil || !strings.Contains(err.Error(), "upgrade cordon") {
 		t.Fatalf("a database of a later version: %v", err)
+	}
+}
+
+// Reservations from many nodes at once pass the bound by none.
+func TestReserveSession(t *testing.T) { each(t, testReserveSession) }
+
+func testReserveSession(t *testing.T, db *DB, where string) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, full := 0, 0
+	expires := time.Now().Add(time.Hour)
+	handles := make([]*DB, 8)
+	for i := range handles {
+		h, err := Open(context.Background(), where)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		handles[i] = h
+	}
+	start := make(chan struct{})
+	for i, other := range handles {
+		wg.Go(func() {
+			<-start
+			info := map[string]any{"state": "running", "expires": expires}
+			err := other.ReserveSession(context.Background(), fmt.Sprintf("sb-%d", i), fmt.Sprintf("n%d", i), "a", info, 3, time.Hour, time.Now())
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrFull):
+				full++
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if ok != 3 || full != 5 {
+		t.Fatalf("reserved %d, refused %d; want 3 and 5", ok, full)
+	}
+	if n, _ := db.LiveSessions(context.Background(), time.Hour, time.Now()); n != 3 {
+		t.Fatalf("live: %d", n)
 	}
 }
