@@ -84,6 +84,20 @@ type ExecEvent struct {
 	Outcome *outcome.Outcome `json:"outcome,omitempty"`
 	// Error is set, last, when the command could not be run.
 	Error string `json:"error,omitempty"`
+	// Replay is set when the event is the kept answer of an earlier
+	// request with the same idempotency key.
+	Replay *Replay `json:"replay,omitempty"`
+}
+
+// Replay describes an answer given again for an idempotency key: the
+// outcome is the one kept, the output is not (only its size and SHA-256).
+type Replay struct {
+	Key          string `json:"key"`
+	StdoutBytes  int64  `json:"stdout_bytes"`
+	StdoutSHA256 string `json:"stdout_sha256"`
+	StderrBytes  int64  `json:"stderr_bytes"`
+	StderrSHA256 string `json:"stderr_sha256"`
+	Note         string `json:"note"`
 }
 
 // ExecResult is the answer to an exec that did not stream.
@@ -91,6 +105,9 @@ type ExecResult struct {
 	Stdout  []byte          `json:"stdout"`
 	Stderr  []byte          `json:"stderr"`
 	Outcome outcome.Outcome `json:"outcome"`
+	// Replay is set when this is the kept answer of an earlier request
+	// with the same idempotency key: Stdout and Stderr are then empty.
+	Replay *Replay `json:"replay,omitempty"`
 }
 
 // Error is the body of every answer that is not a success. Sandbox names
@@ -101,12 +118,21 @@ type Error struct {
 	Sandbox string `json:"sandbox,omitempty"`
 }
 
-// Health is the answer of GET /v1/health.
+// Health is the answer of GET /v1/health. Status is "ok", "degraded"
+// (Reasons say why) or "stopping".
 type Health struct {
-	Status    string `json:"status"`
-	Version   string `json:"version"`
-	Sandboxes int    `json:"sandboxes"`
-	Warm      int    `json:"warm"`
+	Status    string         `json:"status"`
+	Version   string         `json:"version"`
+	Sandboxes int            `json:"sandboxes"`
+	Warm      int            `json:"warm"`
+	Reasons   []HealthReason `json:"reasons,omitempty"`
+}
+
+// HealthReason is one reason a server is degraded: Reason is
+// "audit_log", "database", "disk" or "builds"; Detail says what failed.
+type HealthReason struct {
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
 }
 
 // Decision is the body of an approval's approve or deny.

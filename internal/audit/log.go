@@ -51,6 +51,12 @@ type Log struct {
 	// written, when set, receives the records of each write once they are
 	// in the file (see OnWrite).
 	written func([]Record)
+	// lost counts, by type, the events of writes that failed since the
+	// last one that succeeded, and lostWhy says why the first failed: the
+	// next write says so in the chain (see gap).
+	lost    map[string]int
+	lostWhy string
+	lostAt  time.Time
 }
 
 // OnWrite has f called with the records of every later write, in the
@@ -159,6 +165,9 @@ func (l *Log) flush(checkpoint, sync bool) error {
 		l.queue, l.waiters, l.checkpoint, l.sync = nil, nil, false, false
 		l.mu.Unlock()
 		err := l.write(batch, cp, sync)
+		if err != nil {
+			l.lose(batch, err)
+		}
 		for _, w := range waiters {
 			w <- err
 		}
@@ -226,6 +235,9 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 		add(Event{Time: time.Now().UTC(), Kind: Decision, Type: "recovered",
 			Data: map[string]any{"dropped_bytes": dropped, "reason": "an incomplete last line, from a write that was cut off, was removed"}})
 	}
+	if gap := l.gap(); gap != nil {
+		add(*gap)
+	}
 	for _, ev := range batch {
 		if ev.Time.IsZero() {
 			ev.Time = time.Now().UTC()
@@ -246,11 +258,20 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 		}
 		l.file = f
 	}
+	before, statErr := f.Stat()
 	if _, err := f.Write(buf.Bytes()); err != nil {
 		l.lastHead = nil
+		// A write cut off by a full disk leaves no partial line behind:
+		// the gap is recorded by the next write instead (see gap).
+		if statErr == nil {
+			f.Truncate(before.Size())
+		}
 		return fmt.Errorf("audit log: %w", err)
 	}
 	l.lastHead = nil
+	l.mu.Lock()
+	l.lost, l.lostWhy = nil, ""
+	l.mu.Unlock()
 	if fi, err := f.Stat(); err == nil {
 		l.last, l.lastHead = stateOf(fi), head
 	}
@@ -281,6 +302,39 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 	}
 	l.dirty = false
 	return nil
+}
+
+// lose counts the events of a write that failed, for the record of the
+// gap the next write adds.
+func (l *Log) lose(batch []Event, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost == nil {
+		l.lost, l.lostWhy, l.lostAt = map[string]int{}, err.Error(), time.Now().UTC()
+	}
+	for _, ev := range batch {
+		l.lost[ev.Type]++
+	}
+}
+
+// gap returns the record of the events lost since the last write that
+// succeeded (nil when none were): how many of each type, since when and
+// why. They are not written late: the requests they describe were
+// answered as failed (see cordon serve), or ran unrecorded, and the
+// chain says so rather than hiding the hole.
+func (l *Log) gap() *Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lost) == 0 {
+		return nil
+	}
+	n := 0
+	types := map[string]int{}
+	for t, c := range l.lost {
+		types[t], n = c, n+c
+	}
+	return &Event{Time: time.Now().UTC(), Kind: Decision, Type: "records_lost",
+		Data: map[string]any{"events": n, "types": types, "since": l.lostAt, "error": l.lostWhy}}
 }
 
 // tail returns the last record of the chain (a zero record for a new

@@ -154,7 +154,7 @@ func serveCmd(e *env, args []string) int {
 	}
 	srv, err := server.New(server.Options{
 		Config: cfg, Start: start, Audit: al.log, Approvals: store,
-		Log: e.stderr, Version: Version, Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway,
+		Log: e.stderr, Version: Version, Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway, StateDir: state,
 		SpoolDir: filepath.Join(state, "spool"), // made private by the server
 	})
 	if err != nil {
@@ -176,24 +176,49 @@ func serveCmd(e *env, args []string) int {
 	if w := fdBudget(cfg.HTTP.MaxConnections); w != "" {
 		fmt.Fprintf(e.stderr, "cordon: warning: %s\n", w)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	flush, err := traced(ctx, e, "cordon-serve")
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	flush, err := traced(context.Background(), e, "cordon-serve")
 	if err != nil {
 		return fail(e, err)
 	}
 	defer flush()
+	stopped := make(chan struct{})
 	go func() {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(shut)
+		defer close(stopped)
+		<-sigs
+		drain(e, srv, hs, cfg.Grace, sigs)
 	}()
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fail(e, err)
 	}
-	fmt.Fprintln(e.stderr, "cordon: stopping: ending every sandbox")
+	<-stopped
 	return 0
+}
+
+// drain stops cordon serve on a signal: no new connections or requests
+// (503), the running commands finish within grace, then every sandbox
+// ends; another signal on sigs cuts the grace short.
+func drain(e *env, srv *server.Server, hs *http.Server, grace time.Duration, sigs <-chan os.Signal) {
+	fmt.Fprintf(e.stderr, "cordon: stopping: no new requests; running commands have %s to finish (a second signal ends them now)\n", grace)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	go func() {
+		select {
+		case <-sigs:
+			fmt.Fprintln(e.stderr, "cordon: stopping now")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	go hs.Shutdown(ctx) // closes the listener; idle connections close
+	if err := srv.Drain(ctx); err != nil {
+		fmt.Fprintf(e.stderr, "cordon: %v: their sandboxes are ended\n", err)
+	}
+	fmt.Fprintln(e.stderr, "cordon: stopping: ending every sandbox")
+	srv.Close()
+	hs.Close()
 }
 
 // probeAgent returns the server's probe runner: cordon probe on the

@@ -82,6 +82,12 @@ func (s *Server) approvalDecide(approve bool) handler {
 		if d.Session {
 			scope = approvals.ScopeSession
 		}
+		// The decision is written before it is taken: none is taken
+		// unrecorded.
+		s.record("", c, audit.Action, "approval_decide", map[string]any{"id": r.PathValue("id"), "approve": approve, "token": c.name()})
+		if err := s.recordNow(); err != nil {
+			return unrecorded(w, "the decision", err)
+		}
 		it, err := st.Decide(r.PathValue("id"), approve, c.token.Name, d.Reason, scope)
 		switch {
 		case errors.Is(err, approvals.ErrDecided):
@@ -91,7 +97,7 @@ func (s *Server) approvalDecide(approve bool) handler {
 		}
 		s.event(audit.Event{Sandbox: it.Session, Agent: it.Agent, Kind: audit.Decision, Type: "approval_decision",
 			Data: map[string]any{"id": it.ID, "tool": it.Tool, "approve": approve, "by": it.By, "reason": it.Why, "scope": it.Scope}})
-		if err := s.opts.Audit.Flush(); err != nil {
+		if err := s.auditWritten(s.opts.Audit.Flush()); err != nil {
 			return fail(w, http.StatusInternalServerError, "the decision is taken, but not in the audit log: %v", err)
 		}
 		if err := s.index(); err != nil {

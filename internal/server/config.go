@@ -48,6 +48,18 @@ type Config struct {
 	ProbeEvery string            `yaml:"probe_every"`
 	Agents     map[string]*Agent `yaml:"agents"`
 	Tokens     []*Token          `yaml:"tokens"`
+	// MinFreeSpace is the free space under the audit log and the state
+	// directory below which /v1/health reports the server degraded
+	// (default 256MiB).
+	MinFreeSpace string `yaml:"min_free_space"`
+	// DrainGrace is how long a stopping server (SIGTERM, SIGINT) lets
+	// running commands finish before it ends their sandboxes (default
+	// 30s).
+	DrainGrace string `yaml:"drain_grace"`
+	// MaxSandboxes bounds the live sandboxes of every agent on every node
+	// sharing the database (0, the default: no bound but each agent's
+	// max_sandboxes on each node).
+	MaxSandboxes int `yaml:"max_sandboxes"`
 	// HTTP, RateLimit and AuditRetention bound what clients may take of
 	// the server: see limits.go.
 	HTTP           HTTPLimits `yaml:"http"`
@@ -61,6 +73,8 @@ type Config struct {
 	File       string        `yaml:"-"`
 	SyncEvery  time.Duration `yaml:"-"` // 0: each
 	ProbeSched time.Duration `yaml:"-"` // 0: none
+	MinFree    int64         `yaml:"-"` // 0: DefaultMinFree
+	Grace      time.Duration `yaml:"-"`
 }
 
 // Agent is one agent the server builds sandboxes for.
@@ -200,6 +214,17 @@ func LoadConfig(path string) (*Config, error) {
 	if c.ProbeEvery != "" {
 		if c.ProbeSched, err = duration(c.ProbeEvery, 0); err != nil || c.ProbeSched < time.Minute {
 			return nil, at("$.probe_every", "probe_every", fmt.Sprintf("want an interval of at least 1m, such as 6h, found %q", c.ProbeEvery))
+		}
+	}
+	if c.Grace, err = duration(c.DrainGrace, DefaultDrainGrace); err != nil {
+		return nil, at("$.drain_grace", "drain_grace", err.Error())
+	}
+	if c.MaxSandboxes < 0 {
+		return nil, at("$.max_sandboxes", "max_sandboxes", "want 0 (no bound) or more")
+	}
+	if c.MinFreeSpace != "" {
+		if c.MinFree, err = profile.ParseSize(c.MinFreeSpace); err != nil || c.MinFree <= 0 {
+			return nil, at("$.min_free_space", "min_free_space", fmt.Sprintf("want a size such as 256MiB or 2GiB, found %q", c.MinFreeSpace))
 		}
 	}
 	if c.Database != "" && !statedb.IsPostgres(c.Database) {

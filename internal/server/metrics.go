@@ -112,6 +112,7 @@ var help = map[string][2]string{
 	"cordon_probe_results":               {"gauge", "Escape probes of each agent's latest run, by status."},
 	"cordon_http_requests_total":         {"counter", "API requests, by route and status code."},
 	"cordon_commands_refused_total":      {"counter", "Commands refused because a cap on commands running at once was reached, by agent and cap."},
+	"cordon_health_degraded":             {"gauge", "1 for each reason the server is degraded for (audit_log, database, disk, builds), else 0."},
 }
 
 // write prints every series, with the gauges the server computes now.
@@ -169,6 +170,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, c caller) 
 	}
 	s.probeGauges(gauges)
 	gauges["cordon_connections_open"] = float64(s.conns.count())
+	s.healthGauges(gauges)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.write(w, gauges)
 	return http.StatusOK

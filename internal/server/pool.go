@@ -181,6 +181,7 @@ func (s *Server) build(a *Agent, warm bool) (*entry, error) {
 	box, err := s.opts.Start(a, p, id)
 	took := time.Since(t0)
 	s.metrics.started(a.Name, warm, err, took)
+	s.built(a.Name, err)
 	if err != nil {
 		s.event(audit.Event{Sandbox: id, Agent: a.Name, Kind: audit.Decision, Type: "start_failed", Data: map[string]any{"error": err.Error()}})
 		return nil, err
@@ -215,6 +216,12 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	}
 	s.claiming[a.Name]++
 	s.mu.Unlock()
+	if err := s.clusterFull(); err != nil {
+		s.mu.Lock()
+		s.claiming[a.Name]--
+		s.mu.Unlock()
+		return nil, err
+	}
 	e := s.pools[a.Name].take()
 	if e == nil {
 		var err error
@@ -229,6 +236,13 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	e.mu.Lock()
 	e.claimed, e.touched = now, now
 	e.mu.Unlock()
+	if err := s.reserveCluster(e); err != nil {
+		s.end(e, "cluster_full")
+		s.mu.Lock()
+		s.claiming[a.Name]--
+		s.mu.Unlock()
+		return nil, err
+	}
 	// The reservation becomes the entry in one step.
 	s.mu.Lock()
 	s.entries[e.id] = e
@@ -247,8 +261,9 @@ func (e *entry) state() string {
 	return e.ended
 }
 
-// end stops a sandbox once, and records why.
-func (s *Server) end(e *entry, why string) {
+// end stops a sandbox once, and records why; it returns the error of
+// that record (nil when the sandbox had ended before).
+func (s *Server) end(e *entry, why string) (err error) {
 	e.endOnce.Do(func() {
 		e.box.Close()
 		if own := e.box.Why(); own != "" && why == "ended" {
@@ -263,8 +278,9 @@ func (s *Server) end(e *entry, why string) {
 		s.metrics.ended(e.agent.Name, why)
 		s.touch(e)
 		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "end", Data: map[string]any{"reason": why}})
-		s.recorded()
+		err = s.recorded()
 	})
+	return err
 }
 
 // janitor ends the sandboxes that ended by themselves (a limit, drift),

@@ -53,24 +53,6 @@ func (s *Server) routes() {
 	})
 }
 
-func (s *Server) health(w http.ResponseWriter, r *http.Request, c caller) int {
-	h := api.Health{Status: "ok", Version: s.opts.Version}
-	s.mu.Lock()
-	for _, e := range s.entries {
-		if e.state() == "" {
-			h.Sandboxes++
-		}
-	}
-	if s.closed {
-		h.Status = "stopping"
-	}
-	s.mu.Unlock()
-	for _, p := range s.pools {
-		h.Warm += len(p.ready)
-	}
-	return reply(w, http.StatusOK, h)
-}
-
 func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	// The body may carry a first command: it takes a command's slot
 	// before it is read.
@@ -106,27 +88,40 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		s.metrics.denial(c.token.Agent, "access.agent")
 		return fail(w, http.StatusForbidden, "token %s is bound to agent %s; it cannot create sandboxes of agent %s", c.token.Name, c.token.Agent, req.Agent)
 	}
+	k, ctx, status := s.beginKey(w, r, c, "create", digestable(req))
+	if ctx == nil {
+		return status
+	}
 	a := s.opts.Config.Agents[c.token.Agent]
 	e, err := s.claim(a, c)
 	switch {
 	case errors.Is(err, errTooMany):
-		return fail(w, http.StatusTooManyRequests, "%v", err)
+		status = fail(w, http.StatusTooManyRequests, "%v", err)
 	case errors.Is(err, errStopping), errors.Is(err, errUnavailable):
-		return fail(w, http.StatusServiceUnavailable, "%v", err)
+		status = fail(w, http.StatusServiceUnavailable, "%v", err)
 	case err != nil:
-		return fail(w, http.StatusInternalServerError, "building a sandbox of agent %s: %v", a.Name, err)
+		status = fail(w, http.StatusInternalServerError, "building a sandbox of agent %s: %v", a.Name, err)
+	}
+	if err != nil {
+		k.done(status, false, nil)
+		return status
 	}
 	s.metrics.claimed(a.Name, e.warm)
+	// No record, no sandbox: its start is written now (on the disk with
+	// its first command), or it is ended and the create refused.
+	if err := s.recordNow(); err != nil {
+		s.end(e, "unrecorded")
+		k.done(0, false, nil)
+		return unrecorded(w, "the sandbox's start", err)
+	}
+	markStarted(ctx)
 	if req.Exec == nil {
-		// Written now, on the disk with the sandbox's first command (a
-		// first command sent with the create writes it with its own).
-		if err := s.opts.Audit.Write(); err != nil {
-			s.logf("audit log: %v", err)
-		}
-		return reply(w, http.StatusCreated, e.info())
+		info := e.info()
+		k.done(http.StatusCreated, false, info)
+		return reply(w, http.StatusCreated, info)
 	}
 	defer s.inSandbox(e.id)()
-	out, o, err := s.runBuffered(r.Context(), e, c, cmd)
+	out, o, err := s.runBuffered(ctx, e, c, cmd)
 	if err != nil {
 		// The first command could not be run (refused, held, unrecorded,
 		// or the sandbox failed): no sandbox is handed over as if all went
@@ -134,10 +129,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		// the sandbox's id (a command that ran and failed is a result).
 		why := execError(e, err)
 		s.end(e, endFirstCommand)
+		k.done(0, false, nil)
 		return reply(w, execStatus(err), api.Error{Error: fmt.Sprintf("sandbox %s was ended: its first command could not be run: %s", e.id, why), Sandbox: e.id})
 	}
 	defer out.Close()
 	info := e.info()
+	kept := info
+	r2 := keptOutput(r.Header.Get(KeyHeader), out, o)
+	kept.Result = &r2
+	k.done(http.StatusCreated, false, kept)
 	return s.sendResult(w, http.StatusCreated, &info, out, o)
 }
 
@@ -252,7 +252,17 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c caller) int {
 	if e == nil {
 		return status
 	}
-	s.end(e, "killed")
+	if e.state() == "" {
+		// The kill is written before it is done: a sandbox is not
+		// ended unrecorded on request.
+		s.record(e.id, c, audit.Action, "kill", map[string]any{"token": c.name()})
+		if err := s.recordNow(); err != nil {
+			return unrecorded(w, "the kill", err)
+		}
+	}
+	if err := s.end(e, "killed"); err != nil {
+		return fail(w, http.StatusInternalServerError, "sandbox %s was killed, but its end could not be recorded: %v", e.id, err)
+	}
 	return reply(w, http.StatusOK, e.info())
 }
 
@@ -260,6 +270,10 @@ func (s *Server) keepalive(w http.ResponseWriter, r *http.Request, c caller) int
 	e, status := s.live(w, r, c)
 	if e == nil {
 		return status
+	}
+	s.record(e.id, c, audit.Action, "keepalive", map[string]any{"token": c.name()})
+	if err := s.recordNow(); err != nil {
+		return unrecorded(w, "the keep-alive", err)
 	}
 	e.mu.Lock()
 	e.touched = s.opts.Now()
@@ -349,11 +363,10 @@ func (s *Server) checkpointed(e *entry, cps []toolpolicy.Checkpoint, due bool) {
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
-	e, status := s.live(w, r, c)
-	if e == nil {
-		return status
-	}
-	release, status := s.slot(w, e.agent.Name, e.id)
+	// A command's slot is taken before its body is read: the sandbox by
+	// the id the request names (a sandbox gone with its node is answered
+	// from the key below).
+	release, status := s.slot(w, c.token.Agent, r.PathValue("id"))
 	if release == nil {
 		return status
 	}
@@ -366,15 +379,31 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	if err != nil {
 		return fail(w, bodyStatus(err), "%v", err)
 	}
+	// The key first: a command of a sandbox gone with its node is
+	// answered from the key.
+	k, ctx, status := s.beginKey(w, r, c, "exec "+r.PathValue("id"), digestable(api.CreateRequest{Exec: &req}))
+	if ctx == nil {
+		return status
+	}
+	e, status := s.live(w, r, c)
+	if e == nil {
+		k.done(status, false, nil)
+		return status
+	}
+	key := r.Header.Get(KeyHeader)
 	if !req.Stream {
-		out, o, err := s.runBuffered(r.Context(), e, c, cmd)
+		out, o, err := s.runBuffered(ctx, e, c, cmd)
 		if err != nil {
-			return fail(w, execStatus(err), "%s", execError(e, err))
+			status, msg := execStatus(err), execError(e, err)
+			k.done(status, false, api.Error{Error: msg})
+			return fail(w, status, "%s", msg)
 		}
 		defer out.Close()
+		k.done(http.StatusOK, false, keptOutput(key, out, o))
 		return s.sendResult(w, http.StatusOK, nil, out, o)
 	}
 	if err := s.begin(e, c, "exec", execWhat(cmd)); err != nil {
+		k.done(0, false, nil)
 		return fail(w, stepStatus(err), "%v", err)
 	}
 	// A client that stops reading cannot hold the command: past the send
@@ -382,12 +411,15 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	g := newSendGuard(w, s.cmdLimits.Send)
 	defer g.done()
 	sw := newStreamWriter(g)
-	o, err := s.runCommand(r.Context(), e, c, cmd, sw.stream(false), sw.stream(true))
+	stdout, stderr := newDigestWriter(sw.stream(false)), newDigestWriter(sw.stream(true))
+	o, err := s.runCommand(ctx, e, c, cmd, stdout, stderr)
+	last := api.ExecEvent{Outcome: &o}
 	if err != nil {
-		sw.send(api.ExecEvent{Error: execError(e, err)})
-	} else {
-		sw.send(api.ExecEvent{Outcome: &o})
+		last = api.ExecEvent{Error: execError(e, err)}
 	}
+	sw.send(last)
+	last.Replay = &api.Replay{Key: key, StdoutBytes: stdout.n, StdoutSHA256: stdout.sum(), StderrBytes: stderr.n, StderrSHA256: stderr.sum(), Note: replayNote}
+	k.done(http.StatusOK, true, last)
 	return http.StatusOK
 }
 
@@ -426,7 +458,8 @@ func (s *Server) runBuffered(ctx context.Context, e *entry, c caller, cmd sandbo
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := s.newOutput(e.profile, cancel)
-	o, err := s.runCommand(ctx, e, c, cmd, out.stream(0), out.stream(1))
+	out.sums = [2]*digestWriter{newDigestWriter(out.stream(0)), newDigestWriter(out.stream(1))}
+	o, err := s.runCommand(ctx, e, c, cmd, out.sums[0], out.sums[1])
 	if err == nil {
 		err = out.failed()
 	}
@@ -454,6 +487,7 @@ func (s *Server) runCommand(ctx context.Context, e *entry, c caller, cmd sandbox
 		s.finish(e, "exec", "", nil, true)
 		return outcome.Outcome{}, err
 	}
+	markStarted(ctx)
 	caps := [2]*audit.Capture{audit.NewCapture(captureMax), audit.NewCapture(captureMax)}
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, caps[0]), io.MultiWriter(stderr, caps[1])
 	ctx, span := startExec(ctx, e)

@@ -72,6 +72,11 @@ type Options struct {
 	// required. Node names this node in it.
 	DB   *statedb.DB
 	Node string
+	// StateDir is the directory the sandboxes' private workspaces are
+	// made in (under sandboxes/): its free space is watched, and what a
+	// node that stopped uncleanly left there is removed at start. "":
+	// neither.
+	StateDir string
 	// Gateway builds the MCP tool gateway of an agent's profile, served
 	// to that agent's tokens at /v1/mcp; record takes its audit events.
 	// nil: no MCP endpoint.
@@ -107,6 +112,11 @@ type Server struct {
 	stopGateways context.CancelFunc
 	pending      pending
 	indexMu      sync.Mutex // one index at a time
+	hstate       healthState
+	stateLock    *os.File      // the state directory's, when this server holds it
+	draining     bool          // Drain began: new requests are refused
+	inflight     int           // requests running (see enter)
+	drained      chan struct{} // closed when inflight falls to 0 while draining
 	closed       bool
 	stop         chan struct{}
 	wg           sync.WaitGroup
@@ -144,7 +154,9 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.uploads = openUploads(s.spoolDir)
-	opts.Audit.OnWrite(s.queueIndex)
+	if err := s.recoverAtStart(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	for name, a := range opts.Config.Agents {
 		p := newPool(s, a)
 		s.pools[name] = p
@@ -159,11 +171,12 @@ func New(opts Options) (*Server, error) {
 	if every == 0 {
 		every = time.Second
 	}
-	s.wg.Add(4)
+	s.wg.Add(5)
 	go s.syncer(every)
 	go s.indexer()
 	go s.summarizer()
 	go s.retainer()
+	go s.watchHealth()
 	s.routes()
 	return s, nil
 }
@@ -222,6 +235,9 @@ func (s *Server) Close() {
 	if s.dropSpool {
 		os.RemoveAll(s.spoolDir)
 	}
+	if s.stateLock != nil {
+		s.stateLock.Close()
+	}
 }
 
 // recorded makes a request's records durable as the configuration says:
@@ -237,7 +253,7 @@ func (s *Server) recorded() error {
 	if err != nil {
 		s.logf("audit log: %v", err)
 	}
-	return err
+	return s.auditWritten(err)
 }
 
 // auditError is a step that could not be recorded: not run, or run and
@@ -248,11 +264,20 @@ func (e *auditError) Error() string { return e.msg }
 
 // recordAction writes a step's action before it runs: no record, no run.
 func (s *Server) recordAction() error {
-	if err := s.opts.Audit.Write(); err != nil {
-		s.logf("audit log: %v", err)
+	if err := s.recordNow(); err != nil {
 		return &auditError{fmt.Sprintf("the audit log cannot be written (%v); the step was not run", err)}
 	}
 	return nil
+}
+
+// recordNow writes what is queued for the audit log (on the disk within
+// audit_sync, or with the next flush).
+func (s *Server) recordNow() error {
+	err := s.auditWritten(s.opts.Audit.Write())
+	if err != nil {
+		s.logf("audit log: %v", err)
+	}
+	return err
 }
 
 // syncer puts what was written on the disk every interval.
@@ -266,7 +291,7 @@ func (s *Server) syncer(every time.Duration) {
 			return
 		case <-t.C:
 		}
-		if err := s.opts.Audit.Flush(); err != nil {
+		if err := s.auditWritten(s.opts.Audit.Flush()); err != nil {
 			s.logf("audit log: %v", err)
 		}
 	}
@@ -336,7 +361,17 @@ func (s *Server) handle(pattern string, need role, h handler) {
 		r, span := startRequest(r, pattern)
 		w, r, done := s.bound(w, r)
 		defer done()
-		status := s.admit(w, r, c)
+		status := 0
+		if need != public {
+			if s.enter() {
+				defer s.leave()
+			} else {
+				status = refuseDraining(w)
+			}
+		}
+		if status == 0 {
+			status = s.admit(w, r, c)
+		}
 		switch {
 		case status != 0:
 		case need == public:
@@ -444,10 +479,14 @@ func (s *Server) index() error {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	recs, changed := s.pending.take()
+	if len(recs) == 0 && len(changed) == 0 {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.opts.DB.Index(ctx, s.opts.Node, recs); err != nil {
 		s.pending.putBack(recs, changed)
+		s.indexed(err)
 		return err
 	}
 	for _, e := range changed {
@@ -455,9 +494,11 @@ func (s *Server) index() error {
 		info.Node = s.opts.Node
 		if err := s.opts.DB.PutSession(ctx, e.id, s.opts.Node, e.agent.Name, info); err != nil {
 			s.pending.putBack(nil, changed)
+			s.indexed(err)
 			return err
 		}
 	}
+	s.indexed(nil)
 	return nil
 }
 

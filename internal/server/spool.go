@@ -42,6 +42,9 @@ type output struct {
 	cut     bool
 	err     error
 	streams [2]spool
+	// sums count and hash what each stream was given, for an
+	// idempotency key's record.
+	sums [2]*digestWriter
 }
 
 // spool is one stream of an output.

@@ -29,7 +29,8 @@ import (
 // dialect is what differs between the two databases.
 type dialect struct {
 	driver string
-	schema string
+	// postgres selects each migration's PostgreSQL text, else SQLite's.
+	postgres bool
 	// lock is run first in the approval journal's transaction (SQLite's
 	// transactions take the write lock when they begin).
 	lock string
@@ -40,8 +41,23 @@ type dialect struct {
 }
 
 var postgres = dialect{
-	driver: "pgx",
-	schema: `
+	driver:   "pgx",
+	postgres: true,
+	lock:     "SELECT pg_advisory_xact_lock(109330311704430)", // "cordon"
+	param:    func(q string) string { return q },
+	when:     func(t time.Time) any { return t },
+}
+
+var sqlite = dialect{
+	driver: "sqlite3",
+	param:  func(q string) string { return strings.ReplaceAll(q, "$", "?") },
+	when:   func(t time.Time) any { return t.UnixNano() },
+}
+
+// schemaV1 is the schema from before versions were kept, in PostgreSQL's
+// words and SQLite's (every table IF NOT EXISTS: a database made then
+// takes it as version 1).
+var schemaV1 = [2]string{`
 CREATE TABLE IF NOT EXISTS cordon_approval_journal (
 	seq  bigserial PRIMARY KEY,
 	line text NOT NULL
@@ -64,15 +80,7 @@ CREATE TABLE IF NOT EXISTS cordon_sandboxes (
 	agent   text NOT NULL,
 	info    jsonb NOT NULL,
 	updated timestamptz NOT NULL
-);`,
-	lock:  "SELECT pg_advisory_xact_lock(109330311704430)", // "cordon"
-	param: func(q string) string { return q },
-	when:  func(t time.Time) any { return t },
-}
-
-var sqlite = dialect{
-	driver: "sqlite3",
-	schema: `
+);`, `
 CREATE TABLE IF NOT EXISTS cordon_approval_journal (
 	seq  integer PRIMARY KEY AUTOINCREMENT,
 	line text NOT NULL
@@ -95,10 +103,7 @@ CREATE TABLE IF NOT EXISTS cordon_sandboxes (
 	agent   text NOT NULL,
 	info    text NOT NULL,
 	updated integer NOT NULL -- nanoseconds since 1970, UTC
-);`,
-	param: func(q string) string { return strings.ReplaceAll(q, "$", "?") },
-	when:  func(t time.Time) any { return t.UnixNano() },
-}
+);`}
 
 // DB is the state database.
 type DB struct {
@@ -159,15 +164,35 @@ func Open(ctx context.Context, where string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database %s: %w", name, err)
 	}
-	if _, err := db.ExecContext(ctx, d.schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("database %s: creating cordon's tables: %w", name, err)
+	out := &DB{db: db, d: d, name: name}
+	err = out.migrate(ctx)
+	// SQLite turns a new file to WAL on a first connection without
+	// waiting for another process doing the same: that one is waited
+	// for, a bounded number of times.
+	for try := 0; err != nil && !d.postgres && strings.Contains(err.Error(), "database is locked") && try < 100; try++ {
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+		err = out.migrate(ctx)
 	}
-	return &DB{db: db, d: d, name: name}, nil
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("database %s: %w", name, err)
+	}
+	return out, nil
 }
 
 // Name names the database in messages (without credentials).
 func (d *DB) Name() string { return d.name }
+
+// Ping checks that the database answers.
+func (d *DB) Ping(ctx context.Context) error {
+	if err := d.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("database %s: %w", d.name, err)
+	}
+	return nil
+}
 
 // Close closes the database.
 func (d *DB) Close() error { return d.db.Close() }
