@@ -72,9 +72,9 @@ func TestCreateFirstCommandNotRun(t *testing.T) {
 	if err := os.Mkdir(f.log, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// The sandbox's start cannot be recorded: no sandbox, nothing run.
 	status, e = created("true")
-	if status != http.StatusInternalServerError || e.Sandbox == "" || !strings.Contains(e.Error, "the step was not run") {
-		t.Fatalf("a first command that could not be recorded: %d %+v", status, e)
+	if status != http.StatusServiceUnavailable || e.Sandbox != "" || !strings.Contains(e.Error, "nothing was done") {
+		t.Fatalf("a create that could not be recorded: %d %+v", status, e)
 	}
-	ended(e.Sandbox)
 }

@@ -186,6 +186,14 @@ func (d *digestWriter) Write(p []byte) (int, error) {
 
 func (d *digestWriter) sum() string { return hex.EncodeToString(d.h.Sum(nil)) }
 
+// outputNote passes on what the writer it wraps says of a cut output.
+func (d *digestWriter) outputNote() string {
+	if n, ok := d.w.(interface{ outputNote() string }); ok {
+		return n.outputNote()
+	}
+	return ""
+}
+
 // pruneKeys forgets the idempotency keys older than keyKeep.
 func (s *Server) pruneKeys() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
