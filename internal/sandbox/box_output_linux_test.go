@@ -225,7 +225,7 @@ func TestSlowReaderLosesNothing(t *testing.T) {
 				close(out.open)
 			}()
 			o := shTo(t, context.Background(), box, tt.bg+fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a; touch done", size), out)
-				cut := cutNotes(o)
+			cut := cutNotes(o)
 			if o.Status != outcome.OK || out.String() != strings.Repeat("a", size) {
 				t.Errorf("%s, %d bytes of stdout, notes %q; want ok and all %d bytes", o.Status, out.Len(), o.Notes, size)
 			}
