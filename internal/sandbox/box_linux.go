@@ -318,6 +318,9 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 	if err != nil {
 		return outcome.Outcome{}, setupErr("creating pipes", err)
 	}
+	// Identified before anything reads them, so that what identifies them
+	// cannot change how they are read.
+	ids := pipeIDs(outR, errR)
 	stdout, stderr := orDiscard(e.Stdout), orDiscard(e.Stderr)
 	capped := &outputCap{limit: quantity(x.opts.Profile.Resources.Output), marker: stderr, trip: func() { c.trip("output") }}
 	var copies sync.WaitGroup
@@ -400,7 +403,7 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 	if last != nil && last.Event == "exit" {
 		group = last.Pid
 	}
-	if note := c.awaitOutput(ctx, drained, [2]*os.File{outR, errR}, group, wall); note != "" {
+	if note := c.awaitOutput(ctx, drained, [2]*os.File{outR, errR}, ids, group, wall); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
 	// The command's end makes the copy of its input fail, unless a process

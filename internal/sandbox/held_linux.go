@@ -79,9 +79,32 @@ func unread(r *os.File) int {
 // pipeID identifies a pipe (its inode in pipefs).
 type pipeID struct{ dev, ino uint64 }
 
+// noPipe matches no pipe.
+var noPipe = pipeID{^uint64(0), ^uint64(0)}
+
+// pipeIDs identifies the pipes r; one that cannot be is noPipe, of which
+// no process is ever seen holding: no evidence, no cut.
+func pipeIDs(r ...*os.File) [2]pipeID {
+	ids := [2]pipeID{noPipe, noPipe}
+	for i, f := range r[:min(len(r), 2)] {
+		if id, err := pipeOf(f); err == nil {
+			ids[i] = id
+		}
+	}
+	return ids
+}
+
+// pipeOf identifies the pipe f, through its raw descriptor: f.Fd would
+// put it in blocking mode, where a read deadline cannot end a read.
 func pipeOf(f *os.File) (pipeID, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	rc, err := f.SyscallConn()
+	if err == nil {
+		if cerr := rc.Control(func(fd uintptr) { err = unix.Fstat(int(fd), &st) }); cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
 		return pipeID{}, fmt.Errorf("identifying the output pipe: %w", err)
 	}
 	return pipeID{st.Dev, st.Ino}, nil
@@ -256,25 +279,16 @@ func heldBy(hs []holder) string {
 	return fmt.Sprintf("%s, outside the command's process group, still %s its %s open", subject, verb, what)
 }
 
-// awaitOutput waits, once a command has ended, until its output has been
-// read to the end (done closes): its pipes close when the last process
+// awaitOutput waits, once a command has ended, until its output (pipes,
+// identified by ids) has been read to the end (done closes): its pipes close when the last process
 // holding them ends. The output is cut, what already waits in the pipes
 // still read, only for a cause the note returned says: a process outside
 // the command's process group still holds a pipe outputGrace after the
 // command's end; the wall-clock limit (wall, nil without one) passes; the
 // caller stops waiting (ctx). A busy host only makes it wait longer.
-func (c *command) awaitOutput(ctx context.Context, done <-chan struct{}, pipes [2]*os.File, group int, wall <-chan time.Time) string {
+func (c *command) awaitOutput(ctx context.Context, done <-chan struct{}, pipes [2]*os.File, ids [2]pipeID, group int, wall <-chan time.Time) string {
 	x := c.box
 	ended := time.Now()
-	var ids [2]pipeID
-	for i, p := range pipes {
-		id, err := pipeOf(p)
-		if err != nil {
-			ids[i] = pipeID{^uint64(0), ^uint64(0)} // matches no pipe: no evidence
-		} else {
-			ids[i] = id
-		}
-	}
 	search := func() (outside, inside []holder) {
 		select {
 		case <-x.reaped: // the sandbox is gone, and init's pid may be another's
@@ -298,7 +312,7 @@ func (c *command) awaitOutput(ctx context.Context, done <-chan struct{}, pipes [
 		}
 		for _, p := range pipes {
 			if p.SetReadDeadline(time.Now()) != nil {
-				p.Close() // not pollable: what waits in it is lost
+				p.Close() // not pollable: reading ends after the read under way
 			}
 		}
 		<-done

@@ -39,7 +39,6 @@ func TestHoldersAreWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reader.Close()
-	none := pipeID{^uint64(0), ^uint64(0)}
 	// Each holder is below a shell that holds nothing, as a sandbox's
 	// processes are below its init.
 	for _, tt := range []struct {
@@ -48,10 +47,10 @@ func TestHoldersAreWriters(t *testing.T) {
 		held bool
 	}{{"writer", w, true}, {"reader", reader, false}} {
 		root := startHolding(t, tt.f, "sleep 100 & wait")
-		for i := 0; i < 1000 && len(childrenOf(root.Process.Pid)) == 0; i++ {
+		for i := 0; i < 1000 && !sleeping(root.Process.Pid); i++ {
 			time.Sleep(10 * time.Millisecond) // the child is on its way
 		}
-		hs := findHolders(root.Process.Pid, [2]pipeID{none, id})
+		hs := findHolders(root.Process.Pid, [2]pipeID{noPipe, id})
 		if got := len(hs) == 1 && hs[0].streams[1] && !hs[0].streams[0]; got != tt.held {
 			t.Errorf("%s: holders %+v, want held %v", tt.name, hs, tt.held)
 		}
@@ -59,4 +58,14 @@ func TestHoldersAreWriters(t *testing.T) {
 			t.Errorf("%s: %q does not name the holder", tt.name, heldBy(hs))
 		}
 	}
+}
+
+// sleeping reports whether pid's child runs sleep.
+func sleeping(pid int) bool {
+	kids := childrenOf(pid)
+	if len(kids) == 0 {
+		return false
+	}
+	_, _, name := describeProcess(kids[0])
+	return name == "sleep"
 }
