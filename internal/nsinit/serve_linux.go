@@ -63,7 +63,7 @@ func serve(spec *sandbox.Spec) error {
 			delete(groups, c.id)
 			unix.Close(c.pidfd)
 			unix.Kill(-pid, unix.SIGKILL)
-			st := sandbox.Status{ID: c.id, Event: "exit", TmpUsed: tmpUsed(spec)}
+			st := sandbox.Status{ID: c.id, Event: "exit", Pid: pid, TmpUsed: tmpUsed(spec)}
 			if ws.Signaled() {
 				st.Signal = int(ws.Signal())
 			} else {

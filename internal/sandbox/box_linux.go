@@ -292,7 +292,7 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 		}
 		return r, w, err
 	}
-	var stdin *os.File
+	var stdin, stdinWriter *os.File
 	var err error
 	fed := make(chan struct{}) // the copy of Stdin has ended
 	if e.Stdin == nil {
@@ -303,7 +303,7 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 		if err != nil {
 			return outcome.Outcome{}, setupErr("creating pipes", err)
 		}
-		stdin = r
+		stdin, stdinWriter = r, w
 		go func() {
 			defer close(fed)
 			io.Copy(w, e.Stdin)
@@ -318,6 +318,9 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 	if err != nil {
 		return outcome.Outcome{}, setupErr("creating pipes", err)
 	}
+	// Identified before anything reads them, so that what identifies them
+	// cannot change how they are read.
+	ids := pipeIDs(outR, errR)
 	stdout, stderr := orDiscard(e.Stdout), orDiscard(e.Stderr)
 	capped := &outputCap{limit: quantity(x.opts.Profile.Resources.Output), marker: stderr, trip: func() { c.trip("output") }}
 	var copies sync.WaitGroup
@@ -329,9 +332,14 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 		copies.Add(1)
 		go func() {
 			defer copies.Done()
-			io.Copy(capped.writer(p.dst, p.err), p.r)
+			pump(p.r, capped.writer(p.dst, p.err))
 		}()
 	}
+	drained := make(chan struct{}) // both pipes read to their end (or cut)
+	go func() {
+		copies.Wait()
+		close(drained)
+	}()
 
 	before := x.snapshot()
 	start := time.Now()
@@ -350,12 +358,14 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 		}
 		return outcome.Outcome{}, setupErr("handing the command to the sandbox", err)
 	}
+	var wallTimer *time.Timer
 	if w := x.lim.res.Wall; w.Set() {
-		t := time.AfterFunc(w.Duration(), func() { c.trip("wall") })
-		defer t.Stop()
+		wallTimer = time.AfterFunc(w.Duration(), func() { c.trip("wall") })
+		defer wallTimer.Stop()
 	}
-	finished := make(chan struct{})
-	defer close(finished)
+	finished := make(chan struct{}) // the command has ended
+	finish := sync.OnceFunc(func() { close(finished) })
+	defer finish()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -374,28 +384,36 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 		}
 	}
 	res.wall = time.Since(start)
-	// The command's processes are gone: its pipes close, unless something
-	// it started in a session of its own still holds them.
-	drained := make(chan struct{})
-	go func() {
-		copies.Wait()
-		select { // the command's end made the copy of its input fail
-		case <-fed:
-		case <-time.After(500 * time.Millisecond):
+	// The command has ended: neither the caller nor the wall clock kills
+	// it any more, they only stop the wait for its output.
+	finish()
+	var wall <-chan time.Time
+	if wallTimer != nil {
+		// Past the limit, what the command's process group wrote is
+		// still read, for the grace, as a holder's output would be.
+		left := outputGrace
+		if wallTimer.Stop() {
+			left = max(0, x.lim.res.Wall.Duration()-time.Since(start))
 		}
-		close(drained)
-	}()
+		t := time.NewTimer(left)
+		defer t.Stop()
+		wall = t.C
+	}
+	group := 0
+	if last != nil && last.Event == "exit" {
+		group = last.Pid
+	}
+	if note := c.awaitOutput(ctx, drained, [2]*os.File{outR, errR}, ids, group, wall); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	// The command's end makes the copy of its input fail, unless a process
+	// that outlives it holds the input open: closing the pipe ends it.
+	if w := stdinWriter; w != nil {
+		w.Close()
+	}
 	select {
-	case <-drained:
-	case <-time.After(500 * time.Millisecond):
-		// What the command wrote before it ended is still read, however
-		// busy the host: only pipes left empty, and held open, are cut.
-		if !drainUnread(drained, outR, errR) {
-			outR.Close()
-			errR.Close()
-			<-drained
-			res.Notes = append(res.Notes, "output was cut at the command's end: a process it started in a session of its own still held it")
-		}
+	case <-fed:
+	case <-time.After(500 * time.Millisecond): // blocked reading the caller's Stdin
 	}
 	after := x.snapshot()
 	res.stats = after.since(before)
@@ -544,38 +562,4 @@ func (x *Box) Close() {
 		}
 		x.lim.end()
 	})
-}
-
-// drainUnread waits, for at most 5 seconds, while bytes wait in the pipes:
-// it reports whether drained came meanwhile.
-func drainUnread(drained <-chan struct{}, pipes ...*os.File) bool {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		n := 0
-		for _, p := range pipes {
-			n += unread(p)
-		}
-		if n == 0 {
-			break
-		}
-		select {
-		case <-drained:
-			return true
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	select {
-	case <-drained:
-		return true
-	default:
-		return false
-	}
-}
-
-// unread is how many bytes wait in the pipe r (0 once it is closed).
-func unread(r *os.File) int {
-	n := 0
-	if rc, err := r.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
-	}
-	return n
 }

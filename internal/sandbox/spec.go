@@ -139,11 +139,13 @@ type Status struct {
 	Stage string `json:"stage,omitempty"`
 	Error string `json:"error,omitempty"`
 	// Code is the exit code for "exit", and 126 or 127 for "exec-error".
-	Code        int    `json:"code,omitempty"`
-	Signal      int    `json:"signal,omitempty"`
-	LandlockABI int    `json:"landlock_abi,omitempty"`
-	Pid         int    `json:"pid,omitempty"`
-	Note        string `json:"note,omitempty"`
+	Code        int `json:"code,omitempty"`
+	Signal      int `json:"signal,omitempty"`
+	LandlockABI int `json:"landlock_abi,omitempty"`
+	// Pid is the command's, in the sandbox: for "started", and for the
+	// "exit" of a kept-alive sandbox's command (also its process group).
+	Pid  int    `json:"pid,omitempty"`
+	Note string `json:"note,omitempty"`
 	// TmpUsed is, at exit, the most bytes used in any of the size-capped
 	// file systems (/tmp, /dev/shm, home).
 	TmpUsed int64 `json:"tmp_used,omitempty"`
