@@ -20,7 +20,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/approvals"
@@ -72,6 +74,24 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 		hc = http.DefaultClient
 	}
 	resp, err := hc.Do(req)
+	for try := 0; err == nil && resp.StatusCode == http.StatusTooManyRequests && try < maxRetries && (body == nil || req.GetBody != nil); try++ {
+		// Refused before anything was done (a rate, a cap on commands
+		// running at once): sent again once the server says.
+		wait := retryAfter(resp.Header.Get("Retry-After"))
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		if req.GetBody != nil {
+			if req.Body, err = req.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+		resp, err = hc.Do(req)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +108,24 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 		return nil, &Error{Status: resp.StatusCode, Message: e.Error}
 	}
 	return resp, nil
+}
+
+// maxRetries is how many times a request refused with 429 (Too Many
+// Requests: nothing was done) is sent again, each after the wait the
+// server's Retry-After says (at most maxWait).
+const (
+	maxRetries = 8
+	maxWait    = 10 * time.Second
+)
+
+// retryAfter is the wait a Retry-After header (seconds) asks for: 1s
+// when it says nothing usable, at most maxWait.
+func retryAfter(h string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(h))
+	if err != nil || n < 1 {
+		return time.Second
+	}
+	return min(time.Duration(n)*time.Second, maxWait)
 }
 
 // call sends in as JSON (when not nil) and decodes the answer into out
