@@ -88,6 +88,11 @@ func (g *Gateway) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			http.Error(w, fmt.Sprintf("cordon: this client has %d sessions open already; end one (DELETE) or let one idle out", maxClientSessions), http.StatusTooManyRequests)
 			return
 		}
+		if ok && id != "" && r.Method == http.MethodDelete {
+			// Counted as ended before the answer: a client that ends a
+			// session and opens another at once has room for it.
+			live.end(name, id)
+		}
 		authed.ServeHTTP(w, r)
 		if !ok {
 			return
@@ -95,9 +100,7 @@ func (g *Gateway) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 		switch {
 		case id == "":
 			live.seen(name, w.Header().Get("Mcp-Session-Id"))
-		case r.Method == http.MethodDelete:
-			live.end(name, id)
-		default:
+		case r.Method != http.MethodDelete:
 			live.touch(name, id)
 		}
 	}), nil

@@ -261,7 +261,7 @@ func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
 	p := base.Clone()
 	p.SetLimit("wall", probeWall.String())
 	marker := newMarker()
-	mountsBefore := mountCount()
+	mountsBefore := mountEntries()
 	tmpBefore := tempEntries()
 	kidsBefore := children()
 	cgroupsBefore := set(cgroupsOf(os.Getpid()))
@@ -287,8 +287,10 @@ func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
 			break
 		}
 	}
-	if n := mountCount(); n != mountsBefore {
-		left = append(left, fmt.Sprintf("the host's mount table went from %d to %d entries", mountsBefore, n))
+	for m := range mountEntries() {
+		if !mountsBefore[m] && sandboxMount(m) {
+			left = append(left, "a mount in the host's table: "+m)
+		}
 	}
 	for e := range tempEntries() {
 		if !tmpBefore[e] && strings.Contains(e, "cordon") {
@@ -407,9 +409,35 @@ func cgroupsOf(pid int) []string {
 	return out
 }
 
-func mountCount() int {
+func mountEntries() map[string]bool {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
-	return bytes.Count(b, []byte("\n"))
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... - FSTYPE SOURCE ...
+		f := strings.Fields(line)
+		_, after, ok := strings.Cut(line, " - ")
+		if len(f) < 5 || !ok {
+			continue
+		}
+		out[f[4]+" "+strings.Fields(after)[0]] = true
+	}
+	return out
+}
+
+// sandboxMount says whether a mount entry ("MOUNTPOINT FSTYPE") new in
+// the host's table could be the sandbox's: where its root is assembled
+// (over /tmp) or its scratch file systems go, one of cordon's own
+// directories, or a kind of file system only a sandbox's set-up mounts.
+// Other programs of the host mount and unmount as they please meanwhile.
+func sandboxMount(entry string) bool {
+	point, fstype, _ := strings.Cut(entry, " ")
+	switch {
+	case point == "/tmp" || point == "/dev/shm" || strings.HasPrefix(point, "/tmp/proc") || strings.Contains(point, "cordon"):
+		return true
+	case fstype == "proc" || fstype == "sysfs" || fstype == "devpts" || fstype == "mqueue":
+		return true
+	}
+	return false
 }
 
 // tempEntries lists what is in the host's temporary directories.
