@@ -1,0 +1,120 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+// A client with no token fills every connection slot with requests that
+// announce a body and never send it: the server answers 401 at once, but
+// net/http then drains the unread body (up to 256 KiB) under the read
+// deadline bound() set (body_timeout), keeping the connection "active"
+// and so never evictable. Legitimate clients are refused with 503 for a
+// whole body_timeout, and the attacker repeats.
+func TestAttack_UnauthSlowBodyPinsConnections(t *testing.T) {
+	f := newFixtureWith(t, 0, nil, nil, nil, func(o *Options) {
+		o.Config.HTTP.MaxConnections, o.Config.HTTP.MaxConnectionsPerRemote = 4, 2
+		o.Config.HTTP.BodyTimeout = "30s"
+	})
+	addr := realServer(t, f)
+	for _, ip := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"} {
+		c, err := dialFrom(ip, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		// No token, a body announced and never sent.
+		fmt.Fprintf(c, "POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+	}
+	waitFor(t, "four connections", func() bool { return f.srv.conns.count() == 4 })
+	time.Sleep(200 * time.Millisecond) // their handlers answered 401
+	c, err := dialFrom("127.0.0.4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	if strings.TrimSpace(line) != "HTTP/1.1 200 OK" {
+		t.Fatalf("a legitimate client, while 4 tokenless requests that were already answered 401 hold their connections: %q", line)
+	}
+}
+
+// errBox is a sandbox whose commands cannot be run.
+type errBox struct{ fakeBox }
+
+func (b *errBox) Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error) {
+	return outcome.Outcome{}, errors.New("the sandbox failed")
+}
+
+// A create whose first command could not be run, sent under an
+// idempotency key: the key is kept (markStarted ran before the command)
+// with status 0 and a null body. Sent again, the "kept answer" is
+// WriteHeader(0): net/http panics and the client gets no answer at all,
+// for 24 hours, under that key.
+func TestAttack_IdempotentCreateFailedFirstCommandKeepsStatusZero(t *testing.T) {
+	f := newFixtureWith(t, 0, nil, nil, nil, func(o *Options) {
+		o.Start = func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
+			return &errBox{fakeBox{id: id, done: make(chan struct{})}}, nil
+		}
+	})
+	body := `{"exec":{"args":["true"]}}`
+	status, got, _ := f.keyed(t, "alice-a", "POST", api.Version+"/sandboxes", "k-create", body)
+	if status != 409 {
+		t.Fatalf("the first create: %d %s", status, got)
+	}
+	req, _ := http.NewRequest("POST", f.url+api.Version+"/sandboxes", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+f.tokens["alice-a"])
+	req.Header.Set(KeyHeader, "k-create")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the same create sent again under its key gets no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 {
+		t.Fatalf("sent again: status %d", resp.StatusCode)
+	}
+}
+
+// While the database is down, every record the audit log writes is queued
+// for the index, and put back after each failed attempt, without bound:
+// an attacker (even one with no token, within rate_limit.record, or an
+// agent's token) grows the server's memory for as long as the database
+// stays down. The log's file already holds every record (and recovery
+// re-indexes the tail from it), so the queue need not.
+func TestAttack_IndexQueueUnboundedWhileDatabaseDown(t *testing.T) {
+	f := newFixture(t, 0, nil, nil)
+	f.srv.opts.DB.Close()
+	const n = 30000
+	for i := range n {
+		f.srv.record("", caller{}, audit.Decision, "api_request", map[string]any{"path": "/v1/x", "i": i})
+		if i%1000 == 999 {
+			f.srv.recordNow()
+			f.srv.index()
+		}
+	}
+	f.srv.recordNow()
+	f.srv.index()
+	f.srv.pending.mu.Lock()
+	queued := len(f.srv.pending.recs)
+	f.srv.pending.mu.Unlock()
+	if queued > maxKeys {
+		t.Fatalf("%d records queued in memory for a database that is down (no bound)", queued)
+	}
+}
+
+var _ = net.Dial
