@@ -13,6 +13,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/client"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
@@ -118,3 +119,52 @@ func TestAttack_IndexQueueUnboundedWhileDatabaseDown(t *testing.T) {
 }
 
 var _ = net.Dial
+
+// A denied step is not "left refused" (docs/SERVER.md, Sessions): sent
+// again, the very same request files a fresh approval request and is
+// held again, so the agent can re-ask the reviewers for a step they
+// denied as often as its rate limit allows.
+func TestAttack_DeniedStepIsFiledAgain(t *testing.T) {
+	f, sb := heldFixture(t, "")
+	ctx := context.Background()
+	a, admin := f.client("alice-a"), f.client("ops")
+	bad := api.ExecRequest{Args: []string{"rm", "-rf", "/workspace"}}
+	if _, err := a.Run(ctx, sb.ID, bad); !client.IsStatus(err, 423) {
+		t.Fatalf("the held command: %v", err)
+	}
+	pending, err := admin.Approvals(ctx, false)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending: %+v %v", pending, err)
+	}
+	if _, err := admin.Decide(ctx, pending[0].ID, false, api.Decision{Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Run(ctx, sb.ID, bad)
+	again, _ := admin.Approvals(ctx, false)
+	if client.IsStatus(err, 423) || len(again) != 0 {
+		t.Fatalf("the denied command, sent again: %v; %d new approval requests pending", err, len(again))
+	}
+}
+
+// A held session files one approval request per distinct step, without
+// bound: an agent floods the reviewers' queue (and the journal, which
+// every held step reads whole) with requests that differ in one byte of
+// stdin, to bury one among them.
+func TestAttack_HeldSessionFloodsApprovals(t *testing.T) {
+	f, sb := heldFixture(t, "")
+	ctx := context.Background()
+	a, admin := f.client("alice-a"), f.client("ops")
+	const n = 120
+	for i := range n {
+		if _, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"sh"}, Stdin: []byte(fmt.Sprintf("echo %d", i))}); !client.IsStatus(err, 423) {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	pending, err := admin.Approvals(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) > 100 {
+		t.Fatalf("one sandbox's session has %d approval requests pending at once", len(pending))
+	}
+}
