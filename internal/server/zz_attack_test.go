@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/client"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
@@ -166,5 +170,54 @@ func TestAttack_HeldSessionFloodsApprovals(t *testing.T) {
 	}
 	if len(pending) > 100 {
 		t.Fatalf("one sandbox's session has %d approval requests pending at once", len(pending))
+	}
+}
+
+// Trajectory rules are evaluated when a step ends (session.step, called
+// from finish), while begin lets a step start whenever the session is
+// not stopped yet: an agent that sends its steps at once gets every one
+// of them past a rule that holds the session from step 2 on, none held
+// for a person. Here 6 commands run where the rule lets 2 run unapproved.
+func TestAttack_ConcurrentStepsEvadeTrajectoryHold(t *testing.T) {
+	p, err := profile.Parse("t.yaml", []byte("version: 1\nagent: a\ntrajectory:\n  rules:\n    - name: many\n      when: 'session.steps >= 2'\n      action: approve\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := approvals.Open(filepath.Join(t.TempDir(), "approvals"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	var ran atomic.Int64
+	all := make(chan struct{})
+	var once sync.Once
+	f := newFixtureWith(t, 0, p, func(args []string) outcome.Outcome {
+		if ran.Add(1) == n {
+			once.Do(func() { close(all) })
+		}
+		select { // every command waits for the others, a bounded time
+		case <-all:
+		case <-time.After(2 * time.Second):
+		}
+		code := 0
+		return outcome.Outcome{Status: outcome.OK, CommandExitCode: &code}
+	}, nil, func(o *Options) { o.Approvals = store })
+	ctx := context.Background()
+	a := f.client("alice-a")
+	sb, err := a.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"step", fmt.Sprint(i)}})
+		}()
+	}
+	wg.Wait()
+	if got := ran.Load(); got > 2 {
+		t.Fatalf("%d commands ran unapproved in a session that a rule holds from its 2nd step on", got)
 	}
 }
