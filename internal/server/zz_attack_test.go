@@ -221,3 +221,39 @@ func TestAttack_ConcurrentStepsEvadeTrajectoryHold(t *testing.T) {
 		t.Fatalf("%d commands ran unapproved in a session that a rule holds from its 2nd step on", got)
 	}
 }
+
+
+// Recovery takes every "start" without an "end" in the log's tail for a
+// sandbox this node left, but the log's file is shared with other writers
+// (cordon run, cordon mcp: "records other processes append to the same
+// file are in the file only"). A cordon run still running on the same log
+// when the server starts gets an "end node_restarted" record written in
+// its name, and a session of this node in the database: the audit trail
+// says a sandbox ended that runs on, and its later records follow its end.
+func TestAttack_RecoveryEndsAnotherWritersSandbox(t *testing.T) {
+	var logPath string
+	f := newFixtureWith(t, 0, nil, nil, nil, func(o *Options) {
+		o.Node = "n1"
+		logPath = o.Audit.Path()
+		// Another process (cordon run) on the same log, still running.
+		other, err := audit.Open(logPath, audit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Append(audit.Event{Sandbox: "run-7f3a", Agent: "a", Kind: audit.Decision, Type: "start"},
+			audit.Event{Sandbox: "run-7f3a", Agent: "a", Kind: audit.Action, Type: "exec"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	f.srv.opts.Audit.Flush()
+	var ended []string
+	audit.ReadAfter(logPath, 0, "", func(r audit.Record) error {
+		if r.Type == "end" {
+			ended = append(ended, r.Sandbox)
+		}
+		return nil
+	})
+	if len(ended) != 0 {
+		t.Fatalf("the server's start recorded the end of sandboxes it never ran: %v", ended)
+	}
+}
