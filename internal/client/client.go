@@ -35,11 +35,15 @@ type Client struct {
 	token string
 	// HTTP is the client requests go through; nil is a default one.
 	HTTP *http.Client
+	// Retries is how many times a request refused with 429 (Too Many
+	// Requests: nothing was done) is sent again, each after the wait
+	// the server's Retry-After says (at most 10s); New sets 8.
+	Retries int
 }
 
 // New returns a client of the server at base (http://HOST:PORT) with token.
 func New(base, token string) *Client {
-	return &Client{base: strings.TrimRight(base, "/"), token: token, HTTP: &http.Client{}}
+	return &Client{base: strings.TrimRight(base, "/"), token: token, HTTP: &http.Client{}, Retries: maxRetries}
 }
 
 // Error is an answer of the server that is not a success.
@@ -74,7 +78,7 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 		hc = http.DefaultClient
 	}
 	resp, err := hc.Do(req)
-	for try := 0; err == nil && resp.StatusCode == http.StatusTooManyRequests && try < maxRetries && (body == nil || req.GetBody != nil); try++ {
+	for try := 0; err == nil && resp.StatusCode == http.StatusTooManyRequests && try < c.Retries && (body == nil || req.GetBody != nil); try++ {
 		// Refused before anything was done (a rate, a cap on commands
 		// running at once): sent again once the server says.
 		wait := retryAfter(resp.Header.Get("Retry-After"))
@@ -110,9 +114,7 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 	return resp, nil
 }
 
-// maxRetries is how many times a request refused with 429 (Too Many
-// Requests: nothing was done) is sent again, each after the wait the
-// server's Retry-After says (at most maxWait).
+// maxRetries is the Retries of New; maxWait bounds one wait.
 const (
 	maxRetries = 8
 	maxWait    = 10 * time.Second

@@ -57,6 +57,9 @@ func execWhat(cmd sandbox.ExecOptions) func() (any, error) {
 	}
 }
 
+// maxPendingSteps bounds the approval requests one session has pending.
+const maxPendingSteps = 16
+
 // hold lets a step of a session that a trajectory rule holds for a person
 // go on only once a person approved that very step: the first time, it
 // files an approval request (the step, the rule, the session) and answers
@@ -77,11 +80,19 @@ func (s *Server) hold(e *entry, c caller, cp *toolpolicy.Checkpoint, kind string
 	if err != nil {
 		return fmt.Errorf("the session of sandbox %s is held for a person, and the approval store cannot be read (%v); the step was not run", e.id, err)
 	}
+	pending := 0
 	for _, it := range items {
+		if it.Session == e.id && it.State == approvals.Pending {
+			pending++
+		}
 		if it.Session != e.id || it.Tool != kind || string(it.Args) != string(args) {
 			continue
 		}
 		switch it.State {
+		case approvals.Denied, approvals.Expired:
+			// A person said no, or no one said yes in time: that very
+			// step stays refused, and is not asked for again.
+			return fmt.Errorf("the session of sandbox %s is held for a person, and this step's approval %s was %s (%s); it is not run, nor asked for again", e.id, it.ID, it.State, it.Why)
 		case approvals.Approved:
 			won, err := st.Claim(it.ID)
 			if err != nil {
@@ -95,6 +106,10 @@ func (s *Server) hold(e *entry, c caller, cp *toolpolicy.Checkpoint, kind string
 		case approvals.Pending:
 			return &heldError{it.ID, fmt.Sprintf("held for a person: approval %s is pending (%s, at step %d: %s); send the same request again once it is approved", it.ID, cp.Rule, cp.Step, cp.Reason)}
 		}
+	}
+	if pending >= maxPendingSteps {
+		// An agent cannot bury one request among many.
+		return fmt.Errorf("the session of sandbox %s is held for a person, and %d of its steps already wait for one; this step was not run, nor asked for (send it again once those are decided)", e.id, pending)
 	}
 	p := e.profile.ApprovalPolicy()
 	now := time.Now() // the store's clock

@@ -108,6 +108,11 @@ func (s *Server) beginKey(w http.ResponseWriter, r *http.Request, c caller, what
 	if err := json.Unmarshal([]byte(e.Answer), &kept); err != nil {
 		return nil, nil, fail(w, http.StatusInternalServerError, "the kept answer of %s %q cannot be read: %v", KeyHeader, key, err)
 	}
+	if kept.Status < 100 || kept.Status > 599 {
+		// No answer was kept (the request started and then answered
+		// nothing to keep): as good as unknown.
+		return nil, nil, fail(w, http.StatusGone, "the request with %s %q was started, and its outcome was not kept", KeyHeader, key)
+	}
 	w.Header().Set("Idempotent-Replayed", "true")
 	if kept.Stream {
 		w.Header().Set("Content-Type", "application/x-ndjson")

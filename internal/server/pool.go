@@ -30,6 +30,9 @@ type entry struct {
 	ended    string
 	endedAt  time.Time
 	session  session
+	// turn lets one step at a time run when the profile's trajectory
+	// rules can hold or stop the session (see inTurn).
+	turn chan struct{}
 }
 
 // info describes the entry for the API.
@@ -250,7 +253,7 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	s.mu.Unlock()
 	s.touch(e)
 	s.record(e.id, c, audit.Decision, "start", map[string]any{
-		"token": c.name(), "profile": a.Profile, "profile_sha256": e.sha, "warm": e.warm,
+		"token": c.name(), "profile": a.Profile, "profile_sha256": e.sha, "warm": e.warm, "node": s.opts.Node,
 	})
 	return e, nil
 }

@@ -51,7 +51,11 @@ func (s *Server) reindex(ctx context.Context, rec *recovery) (map[string]string,
 	err = audit.ReadAfter(s.opts.Audit.Path(), seq, hash, func(r audit.Record) error {
 		switch r.Type {
 		case "start":
-			started[r.Sandbox] = r.Agent
+			// Only this node's: other processes (cordon run, another
+			// node) write the same log, and end their own.
+			if startedBy(r) == s.opts.Node && validName(r.Sandbox) {
+				started[r.Sandbox] = r.Agent
+			}
 		case "end":
 			delete(started, r.Sandbox)
 		}
@@ -68,6 +72,15 @@ func (s *Server) reindex(ctx context.Context, rec *recovery) (map[string]string,
 		return nil, fmt.Errorf("re-indexing the audit log's tail: %w", err)
 	}
 	return started, nil
+}
+
+// startedBy is the node a start record names ("" when none does).
+func startedBy(r audit.Record) string {
+	if m, ok := r.Data.(map[string]any); ok {
+		node, _ := m["node"].(string)
+		return node
+	}
+	return ""
 }
 
 // endLeftovers ends what this node left running when it stopped
@@ -134,6 +147,9 @@ func (s *Server) endLeftovers(ctx context.Context, started map[string]string, re
 		gone = ids
 	}
 	for _, name := range gone {
+		if !validName(name) || name != filepath.Base(name) {
+			continue // never a path: an id is a plain name
+		}
 		p := filepath.Join(dir, name)
 		if _, err := os.Lstat(p); err != nil {
 			continue

@@ -58,7 +58,7 @@ func TestRecoverAfterUncleanStop(t *testing.T) {
 		}
 		// ... and the tail its indexer never sent.
 		if err := o.Audit.Append(
-			audit.Event{Sandbox: "sb-tail", Agent: "b", Kind: audit.Decision, Type: "start"},
+			audit.Event{Sandbox: "sb-tail", Agent: "b", Kind: audit.Decision, Type: "start", Data: map[string]any{"node": "n1"}},
 			audit.Event{Sandbox: "sb-tail", Agent: "b", Kind: audit.Action, Type: "exec"},
 			audit.Event{Sandbox: "sb-old", Agent: "a", Kind: audit.Action, Type: "exec"},
 		); err != nil {

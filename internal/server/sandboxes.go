@@ -16,6 +16,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/statedb"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
@@ -129,8 +130,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		// the sandbox's id (a command that ran and failed is a result).
 		why := execError(e, err)
 		s.end(e, endFirstCommand)
-		k.done(0, false, nil)
-		return reply(w, execStatus(err), api.Error{Error: fmt.Sprintf("sandbox %s was ended: its first command could not be run: %s", e.id, why), Sandbox: e.id})
+		status, answer := execStatus(err), api.Error{Error: fmt.Sprintf("sandbox %s was ended: its first command could not be run: %s", e.id, why), Sandbox: e.id}
+		k.done(status, false, answer)
+		return reply(w, status, answer)
 	}
 	defer out.Close()
 	info := e.info()
@@ -281,11 +283,53 @@ func (s *Server) keepalive(w http.ResponseWriter, r *http.Request, c caller) int
 	return reply(w, http.StatusOK, e.info())
 }
 
+// inTurn says whether the steps of a session of p run one at a time:
+// when its trajectory rules can hold or stop the session, each step is
+// decided once the one before it was counted and the rules evaluated
+// (steps sent at once would otherwise all pass a rule meant to hold the
+// next one).
+func inTurn(p *profile.Profile) bool {
+	t := p.Trajectory
+	if t == nil {
+		return false
+	}
+	if t.Probing != nil {
+		return true
+	}
+	for _, r := range t.Rules {
+		if r.Action != "warn" {
+			return true
+		}
+	}
+	return false
+}
+
+// takeTurn waits until no other step of e runs, and returns the turn
+// that finish gives back.
+func (e *entry) takeTurn() chan struct{} {
+	e.mu.Lock()
+	if e.turn == nil {
+		e.turn = make(chan struct{}, 1)
+	}
+	turn := e.turn
+	e.mu.Unlock()
+	turn <- struct{}{}
+	return turn
+}
+
 // begin starts a step of the sandbox's session (kind, and what it does,
 // which a person approving it sees, described only when it is held):
 // refused when a trajectory rule stopped the session; held when one asked
 // for a person (see hold).
-func (s *Server) begin(e *entry, c caller, kind string, what func() (any, error)) error {
+func (s *Server) begin(e *entry, c caller, kind string, what func() (any, error)) (err error) {
+	if inTurn(e.profile) {
+		turn := e.takeTurn()
+		defer func() {
+			if err != nil {
+				<-turn // the step did not start: the next may
+			}
+		}()
+	}
 	e.mu.Lock()
 	cp := e.session.stopped
 	if cp == nil {
@@ -317,7 +361,11 @@ func (s *Server) finish(e *entry, kind, file string, o *outcome.Outcome, refused
 	e.running--
 	e.touched = s.opts.Now()
 	cps, due := e.session.step(e.profile, kind, file, o, refused, e.touched)
+	turn := e.turn
 	e.mu.Unlock()
+	if inTurn(e.profile) {
+		<-turn // counted, its rules evaluated: the next step may start
+	}
 	s.touch(e)
 	if o != nil {
 		for _, ev := range o.Egress {

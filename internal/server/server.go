@@ -112,6 +112,7 @@ type Server struct {
 	stopGateways context.CancelFunc
 	pending      pending
 	indexMu      sync.Mutex // one index at a time
+	indexedSeq   int64      // the last record sent to the index; indexMu
 	hstate       healthState
 	stateLock    *os.File      // the state directory's, when this server holds it
 	draining     bool          // Drain began: new requests are refused
@@ -361,6 +362,14 @@ func (s *Server) handle(pattern string, need role, h handler) {
 		r, span := startRequest(r, pattern)
 		w, r, done := s.bound(w, r)
 		defer done()
+		// A request refused before its handler reads its body is
+		// answered on a connection that then closes: kept open, the
+		// server would first read what is left of the body, and a client
+		// that never sends it would hold the connection.
+		unread := r.Body != nil && r.Body != http.NoBody
+		if unread {
+			w.Header().Set("Connection", "close")
+		}
 		status := 0
 		if need != public {
 			if s.enter() {
@@ -384,7 +393,14 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			status = fail(w, http.StatusForbidden, "this needs an admin token")
 		}
 		if status == 0 {
+			if unread {
+				w.Header().Del("Connection")
+			}
 			status = h(w, r, c)
+		} else if unread {
+			// Nor is what is left of the body waited for after the
+			// answer: the connection ends with it.
+			http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
 		s.metrics.request(r.Pattern, status)
 		endRequest(span, status, c)
@@ -431,15 +447,29 @@ type pending struct {
 	mu      sync.Mutex
 	recs    []audit.Record
 	changed map[string]*entry
+	// behind says records were dropped from recs (the database refused
+	// them long enough for maxQueued to pass): the index catches up
+	// from the log, which holds them.
+	behind bool
 }
 
-// take empties the queue.
-func (p *pending) take() ([]audit.Record, map[string]*entry) {
+// maxQueued bounds the records waiting for the database in memory.
+const maxQueued = 10000
+
+// bound drops the queued records past maxQueued; p.mu is held.
+func (p *pending) bound() {
+	if len(p.recs) > maxQueued {
+		p.recs, p.behind = nil, true
+	}
+}
+
+// take empties the queue, and says whether records were dropped from it.
+func (p *pending) take() ([]audit.Record, map[string]*entry, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	recs, changed := p.recs, p.changed
-	p.recs, p.changed = nil, map[string]*entry{}
-	return recs, changed
+	recs, changed, behind := p.recs, p.changed, p.behind
+	p.recs, p.changed, p.behind = nil, map[string]*entry{}, false
+	return recs, changed, behind
 }
 
 // putBack returns what the database refused, ahead of what came since.
@@ -447,6 +477,7 @@ func (p *pending) putBack(recs []audit.Record, changed map[string]*entry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.recs = append(recs, p.recs...)
+	p.bound()
 	for id, e := range changed {
 		p.changed[id] = e
 	}
@@ -456,6 +487,7 @@ func (p *pending) putBack(recs []audit.Record, changed map[string]*entry) {
 func (s *Server) queueIndex(recs []audit.Record) {
 	s.pending.mu.Lock()
 	s.pending.recs = append(s.pending.recs, recs...)
+	s.pending.bound()
 	s.pending.mu.Unlock()
 }
 
@@ -478,16 +510,46 @@ func (s *Server) touch(e *entry) {
 func (s *Server) index() error {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
-	recs, changed := s.pending.take()
-	if len(recs) == 0 && len(changed) == 0 {
+	recs, changed, behind := s.pending.take()
+	if len(recs) == 0 && len(changed) == 0 && !behind {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if behind {
+		// Records were dropped from memory: the index takes the log's
+		// tail past what it holds, as at a start.
+		if _, err := s.reindex(ctx, &recovery{}); err != nil {
+			s.pending.mu.Lock()
+			s.pending.behind = true
+			s.pending.mu.Unlock()
+			s.pending.putBack(nil, changed)
+			s.indexed(err)
+			return err
+		}
+		seq, _, err := s.opts.DB.LastIndexed(ctx, s.opts.Node)
+		if err != nil {
+			s.pending.putBack(nil, changed)
+			s.indexed(err)
+			return err
+		}
+		s.indexedSeq = seq
+	}
+	// What the index took from the log already is not sent again.
+	fresh := recs[:0:0]
+	for _, r := range recs {
+		if r.Seq > s.indexedSeq {
+			fresh = append(fresh, r)
+		}
+	}
+	recs = fresh
 	if err := s.opts.DB.Index(ctx, s.opts.Node, recs); err != nil {
 		s.pending.putBack(recs, changed)
 		s.indexed(err)
 		return err
+	}
+	if len(recs) > 0 {
+		s.indexedSeq = recs[len(recs)-1].Seq
 	}
 	for _, e := range changed {
 		info := e.info()

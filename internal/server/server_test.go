@@ -161,7 +161,13 @@ func newFixtureWith(t *testing.T, pool int, p *profile.Profile, result func([]st
 	return f
 }
 
-func (f *fixture) client(name string) *client.Client { return client.New(f.url, f.tokens[name]) }
+// client is a client of the fixture's server with name's token; it takes
+// a 429 as the answer, as the tests look at refusals.
+func (f *fixture) client(name string) *client.Client {
+	c := client.New(f.url, f.tokens[name])
+	c.Retries = 0
+	return c
+}
 
 // metrics scrapes /metrics with the admin's token.
 func (f *fixture) metrics(t *testing.T) string {
@@ -865,15 +871,15 @@ func TestPendingPutBack(t *testing.T) {
 	p := pending{changed: map[string]*entry{}}
 	p.recs = []audit.Record{{Seq: 1}, {Seq: 2}}
 	p.changed["sb-1"] = &entry{id: "sb-1"}
-	recs, changed := p.take()
+	recs, changed, _ := p.take()
 	p.recs = append(p.recs, audit.Record{Seq: 3})
 	p.changed["sb-2"] = &entry{id: "sb-2"}
 	p.putBack(recs, changed)
-	recs, changed = p.take()
+	recs, changed, _ = p.take()
 	if len(recs) != 3 || recs[0].Seq != 1 || recs[1].Seq != 2 || recs[2].Seq != 3 || len(changed) != 2 {
 		t.Fatalf("after a refusal: %+v %v", recs, changed)
 	}
-	if recs, changed = p.take(); len(recs) != 0 || len(changed) != 0 {
+	if recs, changed, _ = p.take(); len(recs) != 0 || len(changed) != 0 {
 		t.Fatalf("taken twice: %+v %v", recs, changed)
 	}
 }

@@ -23,12 +23,11 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
-// A client with no token fills every connection slot with requests that
-// announce a body and never send it: the server answers 401 at once, but
-// net/http then drains the unread body (up to 256 KiB) under the read
-// deadline bound() set (body_timeout), keeping the connection "active"
-// and so never evictable. Legitimate clients are refused with 503 for a
-// whole body_timeout, and the attacker repeats.
+// A client with no token that fills every connection slot with requests
+// that announce a body and never send it does not lock others out: each
+// is answered 401 at once and its connection ends, without waiting for
+// the body (net/http would read what is left of it, up to 256 KiB, under
+// body_timeout, the connection busy and never evicted meanwhile).
 func TestAttack_UnauthSlowBodyPinsConnections(t *testing.T) {
 	f := newFixtureWith(t, 0, nil, nil, nil, func(o *Options) {
 		o.Config.HTTP.MaxConnections, o.Config.HTTP.MaxConnectionsPerRemote = 4, 2
@@ -43,9 +42,13 @@ func TestAttack_UnauthSlowBodyPinsConnections(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		// No token, a body announced and never sent.
 		fmt.Fprintf(c, "POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if line, _ := bufio.NewReader(c).ReadString('\n'); !strings.Contains(line, "401") {
+			t.Fatalf("a request without a token: %q", line)
+		}
 	}
-	waitFor(t, "four connections", func() bool { return f.srv.conns.count() == 4 })
-	time.Sleep(200 * time.Millisecond) // their handlers answered 401
+	// Answered, their connections end: none holds a slot.
+	waitFor(t, "the refused connections to end", func() bool { return f.srv.conns.count() == 0 })
 	c, err := dialFrom("127.0.0.4", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -67,10 +70,8 @@ func (b *errBox) Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outco
 }
 
 // A create whose first command could not be run, sent under an
-// idempotency key: the key is kept (markStarted ran before the command)
-// with status 0 and a null body. Sent again, the "kept answer" is
-// WriteHeader(0): net/http panics and the client gets no answer at all,
-// for 24 hours, under that key.
+// idempotency key, keeps that answer under the key (not an empty status,
+// which net/http would refuse to write): sent again, the same answer.
 func TestAttack_IdempotentCreateFailedFirstCommandKeepsStatusZero(t *testing.T) {
 	f := newFixtureWith(t, 0, nil, nil, nil, func(o *Options) {
 		o.Start = func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
@@ -95,12 +96,9 @@ func TestAttack_IdempotentCreateFailedFirstCommandKeepsStatusZero(t *testing.T) 
 	}
 }
 
-// While the database is down, every record the audit log writes is queued
-// for the index, and put back after each failed attempt, without bound:
-// an attacker (even one with no token, within rate_limit.record, or an
-// agent's token) grows the server's memory for as long as the database
-// stays down. The log's file already holds every record (and recovery
-// re-indexes the tail from it), so the queue need not.
+// While the database is down, the records waiting for the index are
+// bounded in memory: past the bound they are dropped from the queue, and
+// the index catches up from the log's file, which holds every record.
 func TestAttack_IndexQueueUnboundedWhileDatabaseDown(t *testing.T) {
 	f := newFixture(t, 0, nil, nil)
 	f.srv.opts.DB.Close()
@@ -124,10 +122,8 @@ func TestAttack_IndexQueueUnboundedWhileDatabaseDown(t *testing.T) {
 
 var _ = net.Dial
 
-// A denied step is not "left refused" (docs/SERVER.md, Sessions): sent
-// again, the very same request files a fresh approval request and is
-// held again, so the agent can re-ask the reviewers for a step they
-// denied as often as its rate limit allows.
+// A denied step is left refused (docs/SERVER.md, Sessions): sent again,
+// the very same request files no fresh approval request.
 func TestAttack_DeniedStepIsFiledAgain(t *testing.T) {
 	f, sb := heldFixture(t, "")
 	ctx := context.Background()
@@ -150,17 +146,16 @@ func TestAttack_DeniedStepIsFiledAgain(t *testing.T) {
 	}
 }
 
-// A held session files one approval request per distinct step, without
-// bound: an agent floods the reviewers' queue (and the journal, which
-// every held step reads whole) with requests that differ in one byte of
-// stdin, to bury one among them.
+// A held session has a bounded number of approval requests pending: an
+// agent cannot flood the reviewers' queue with requests that differ in
+// one byte of stdin, to bury one among them.
 func TestAttack_HeldSessionFloodsApprovals(t *testing.T) {
 	f, sb := heldFixture(t, "")
 	ctx := context.Background()
 	a, admin := f.client("alice-a"), f.client("ops")
 	const n = 120
 	for i := range n {
-		if _, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"sh"}, Stdin: []byte(fmt.Sprintf("echo %d", i))}); !client.IsStatus(err, 423) {
+		if _, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"sh"}, Stdin: []byte(fmt.Sprintf("echo %d", i))}); !client.IsStatus(err, 423) && !client.IsStatus(err, 409) {
 			t.Fatalf("step %d: %v", i, err)
 		}
 	}
@@ -168,16 +163,15 @@ func TestAttack_HeldSessionFloodsApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pending) > 100 {
+	if len(pending) > maxPendingSteps {
 		t.Fatalf("one sandbox's session has %d approval requests pending at once", len(pending))
 	}
 }
 
-// Trajectory rules are evaluated when a step ends (session.step, called
-// from finish), while begin lets a step start whenever the session is
-// not stopped yet: an agent that sends its steps at once gets every one
-// of them past a rule that holds the session from step 2 on, none held
-// for a person. Here 6 commands run where the rule lets 2 run unapproved.
+// Trajectory rules are evaluated when a step ends: an agent that sends its
+// steps at once does not get them past a rule that holds the session from
+// step 2 on, since such a session runs one step at a time. Of 6 commands
+// sent together, 2 run unapproved.
 func TestAttack_ConcurrentStepsEvadeTrajectoryHold(t *testing.T) {
 	p, err := profile.Parse("t.yaml", []byte("version: 1\nagent: a\ntrajectory:\n  rules:\n    - name: many\n      when: 'session.steps >= 2'\n      action: approve\n"))
 	if err != nil {
@@ -223,13 +217,10 @@ func TestAttack_ConcurrentStepsEvadeTrajectoryHold(t *testing.T) {
 }
 
 
-// Recovery takes every "start" without an "end" in the log's tail for a
-// sandbox this node left, but the log's file is shared with other writers
-// (cordon run, cordon mcp: "records other processes append to the same
-// file are in the file only"). A cordon run still running on the same log
-// when the server starts gets an "end node_restarted" record written in
-// its name, and a session of this node in the database: the audit trail
-// says a sandbox ended that runs on, and its later records follow its end.
+// Recovery ends only the sandboxes this node started: the log's file is
+// shared with other writers (cordon run, cordon mcp), and a cordon run
+// still running on the same log when the server starts is not ended in
+// its name.
 func TestAttack_RecoveryEndsAnotherWritersSandbox(t *testing.T) {
 	var logPath string
 	f := newFixtureWith(t, 0, nil, nil, nil, func(o *Options) {
