@@ -216,7 +216,6 @@ func TestAttack_ConcurrentStepsEvadeTrajectoryHold(t *testing.T) {
 	}
 }
 
-
 // Recovery ends only the sandboxes this node started: the log's file is
 // shared with other writers (cordon run, cordon mcp), and a cordon run
 // still running on the same log when the server starts is not ended in
