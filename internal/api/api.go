@@ -75,6 +75,10 @@ type ExecRequest struct {
 	// Stream asks for the output as it comes, as JSON lines (ExecEvent),
 	// the outcome last; otherwise one ExecResult.
 	Stream bool `json:"stream,omitempty"`
+	// Timeout ends the command after this long, a duration such as "30s"
+	// or "2m"; at most the profile's wall limit, which applies without it.
+	// A command it ends has the outcome timeout, limit "timeout".
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // ExecEvent is one line of a streamed exec: output, or the outcome last.

@@ -215,6 +215,10 @@ type ExecOptions struct {
 	Stdout, Stderr io.Writer
 	// SelfExec runs cordon itself (see Spec.SelfExec).
 	SelfExec bool
+	// Timeout, when above zero and shorter than the profile's wall limit,
+	// ends the command in its place: the outcome then names the limit
+	// "timeout" with this value.
+	Timeout time.Duration
 }
 
 // Exec runs one command in the sandbox and returns its outcome, decided as
@@ -350,8 +354,9 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 		}
 		return outcome.Outcome{}, setupErr("handing the command to the sandbox", err)
 	}
-	if w := x.lim.res.Wall; w.Set() {
-		t := time.AfterFunc(w.Duration(), func() { c.trip("wall") })
+	clock, d := commandClock(x.lim.res.Wall, e.Timeout)
+	if d > 0 {
+		t := time.AfterFunc(d, func() { c.trip(clock) })
 		defer t.Stop()
 	}
 	finished := make(chan struct{})
@@ -366,6 +371,9 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 
 	res := &Result{LandlockABI: x.res.LandlockABI, Degraded: x.res.Degraded, Notes: append([]string(nil), x.res.Notes...),
 		limiter: x.lim, output: capped}
+	if clock == "timeout" {
+		res.timeout = d
+	}
 	var last *Status
 	for st := range ch {
 		if st.Event == "exit" || st.Event == "exec-error" {

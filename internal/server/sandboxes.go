@@ -91,6 +91,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		return fail(w, http.StatusForbidden, "token %s is bound to agent %s; it cannot create sandboxes of agent %s", c.token.Name, c.token.Agent, req.Agent)
 	}
 	a := s.opts.Config.Agents[c.token.Agent]
+	if p, perr := a.Current(); perr == nil {
+		if err := checkTimeout(cmd.Timeout, p); err != nil {
+			return fail(w, http.StatusBadRequest, "exec.%v", err)
+		}
+	}
 	e, err := s.claim(a, c)
 	switch {
 	case errors.Is(err, errTooMany):
@@ -335,6 +340,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 		return fail(w, http.StatusBadRequest, "%v", err)
 	}
 	cmd, err := checkExec(req)
+	if err == nil {
+		err = checkTimeout(cmd.Timeout, e.profile)
+	}
 	if err != nil {
 		return fail(w, http.StatusBadRequest, "%v", err)
 	}
@@ -367,7 +375,11 @@ func checkExec(req api.ExecRequest) (sandbox.ExecOptions, error) {
 	if req.Dir != "" && !path.IsAbs(req.Dir) {
 		return sandbox.ExecOptions{}, fmt.Errorf("dir: want an absolute path inside the sandbox, found %q", req.Dir)
 	}
-	opts := sandbox.ExecOptions{Args: req.Args, Dir: req.Dir}
+	timeout, err := parseTimeout(req.Timeout)
+	if err != nil {
+		return sandbox.ExecOptions{}, err
+	}
+	opts := sandbox.ExecOptions{Args: req.Args, Dir: req.Dir, Timeout: timeout}
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return sandbox.ExecOptions{}, fmt.Errorf("env: %q is not a variable name", k)
@@ -406,7 +418,11 @@ func (s *Server) runCommand(ctx context.Context, e *entry, c caller, cmd sandbox
 	if r, ok := cmd.Stdin.(*bytes.Reader); ok {
 		stdin = r.Len()
 	}
-	s.record(e.id, c, audit.Action, "exec", map[string]any{"argv": cmd.Args, "cwd": cmd.Dir, "env": names, "token": c.name(), "stdin_bytes": stdin})
+	action := map[string]any{"argv": cmd.Args, "cwd": cmd.Dir, "env": names, "token": c.name(), "stdin_bytes": stdin}
+	if cmd.Timeout > 0 {
+		action["timeout"] = cmd.Timeout.String()
+	}
+	s.record(e.id, c, audit.Action, "exec", action)
 	if err := s.recordAction(); err != nil {
 		s.finish(e, "exec", "", nil, true)
 		return outcome.Outcome{}, err
