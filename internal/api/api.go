@@ -115,3 +115,30 @@ type Decision struct {
 	Reason  string `json:"reason,omitempty"`
 	Session bool   `json:"session,omitempty"`
 }
+
+// DirListing is the answer of GET /v1/sandboxes/{id}/files/list: the
+// entries of one directory inside the sandbox, sorted by name. Truncated
+// says that the directory holds more than were listed.
+type DirListing struct {
+	Path      string     `json:"path"`
+	Entries   []DirEntry `json:"entries"`
+	Truncated bool       `json:"truncated"`
+}
+
+// DirEntry is one entry of a DirListing. Name is the entry's name as text,
+// with every byte that is not UTF-8 replaced by U+FFFD; NameBase64, set
+// only then, holds the exact bytes. Target and TargetBase64 are a
+// symlink's target, likewise (never followed).
+type DirEntry struct {
+	Name       string `json:"name"`
+	NameBase64 []byte `json:"name_base64,omitempty"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type         string `json:"type"`
+	Target       string `json:"target,omitempty"`
+	TargetBase64 []byte `json:"target_base64,omitempty"`
+	Size         int64  `json:"size"`
+	// Mode is the permission bits with setuid, setgid and sticky, in
+	// octal ("0755").
+	Mode     string    `json:"mode"`
+	Modified time.Time `json:"modified"`
+}

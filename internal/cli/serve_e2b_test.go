@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"testing"
 
@@ -54,3 +55,64 @@ func TestServeTimeout(t *testing.T) {
 		t.Errorf("create with a timeout over the wall limit: %v", err)
 	}
 }
+
+// TestServeListDir lists directories inside a sandbox: types, a link's
+// target (not followed), a name that is not UTF-8, the cut at max, and
+// the statuses of what cannot be listed.
+func TestServeListDir(t *testing.T) {
+	s := startServe(t, "  lister:\n    profile: lister.yaml\n", map[string]string{
+		"lister.yaml": testProfile("lister", "  wall: 1m\n"),
+	})
+	ctx := context.Background()
+	c := s.client("lister")
+	sb, err := c.CreateAndRun(ctx, api.ExecRequest{Args: []string{"sh", "-c", `mkdir d d/sub && printf hello > d/a.txt && chmod 640 d/a.txt && ln -s /etc/passwd d/link && touch "d/$(printf 'bad\376')" && mkfifo d/fifo`}})
+	if err != nil || sb.Result == nil || sb.Result.Outcome.Status != outcome.OK {
+		t.Fatalf("%+v %v", sb, err)
+	}
+	l, err := c.ListDir(ctx, sb.ID, "/workspace/d", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range l.Entries {
+		names = append(names, e.Name+":"+e.Type)
+		switch e.Name {
+		case "a.txt":
+			if e.Size != 5 || e.Mode != "0640" || e.Modified.IsZero() {
+				t.Errorf("a.txt: %+v", e)
+			}
+		case "link":
+			if e.Target != "/etc/passwd" {
+				t.Errorf("link: %+v", e)
+			}
+		case "bad\uFFFD":
+			if string(e.NameBase64) != "bad\xfe" {
+				t.Errorf("a name that is not UTF-8: %+v", e)
+			}
+		}
+	}
+	if got := strings.Join(names, " "); l.Path != "/workspace/d" || l.Truncated || got != "a.txt:file bad\uFFFD:file fifo:other link:symlink sub:dir" {
+		t.Errorf("listing: %s %+v", got, l)
+	}
+	if l, err := c.ListDir(ctx, sb.ID, "/workspace/d", 2); err != nil || len(l.Entries) != 2 || !l.Truncated {
+		t.Errorf("max 2: %+v %v", l, err)
+	}
+	for path, status := range map[string]int{"/workspace/nothing": http.StatusNotFound, "/workspace/d/a.txt": http.StatusBadRequest, "relative": http.StatusBadRequest} {
+		if _, err := c.ListDir(ctx, sb.ID, path, 0); !client.IsStatus(err, status) {
+			t.Errorf("%s: %v, want %d", path, err, status)
+		}
+	}
+	if _, err := c.ListDir(ctx, sb.ID, "/workspace", listTooMany); !client.IsStatus(err, http.StatusBadRequest) {
+		t.Errorf("max %d: %v", listTooMany, err)
+	}
+	recs, err := s.client("ops").Audit(ctx, neturl.Values{"sandbox": {sb.ID}, "type": {"files.list"}})
+	found := false
+	for _, rec := range recs {
+		found = found || strings.Contains(strings.Join(strings.Fields(string(rec)), ""), `"entries":5,"path":"/workspace/d","status":200,"truncated":false`)
+	}
+	if err != nil || !found {
+		t.Errorf("the audit log has no record of the listing: %v %s", err, recs)
+	}
+}
+
+const listTooMany = 10001

@@ -36,9 +36,12 @@ const (
 	fileUsage    = 5
 )
 
-// FileMain runs `cordon __file read|write PATH [MODE]` inside a sandbox:
-// read copies the file to stdout, write replaces it with stdin (created
-// with MODE, octal, default 0644). It returns the exit status.
+// FileMain runs `cordon __file read|write|list|tar-out|tar-in PATH [ARG]`
+// inside a sandbox: read copies the file to stdout, write replaces it with
+// stdin (created with MODE, octal, default 0644), list writes the listing
+// of a directory (at most ARG entries) as JSON, tar-out writes a directory
+// as a tar stream and tar-in extracts one from stdin into a directory (see
+// dirOp). It returns the exit status.
 func FileMain(args []string) int {
 	if len(args) < 2 || !path.IsAbs(args[1]) {
 		fmt.Fprintln(os.Stderr, "usage: __file read|write /PATH [MODE]")
@@ -73,8 +76,13 @@ func FileMain(args []string) int {
 				err = cerr
 			}
 		}
+	case "list", "tar-out", "tar-in":
+		if err = dirOp(op, p, args[2:]); errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, err)
+			return fileUsage
+		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: __file read|write /PATH [MODE]")
+		fmt.Fprintln(os.Stderr, "usage: __file read|write|list|tar-out|tar-in /PATH [ARG]")
 		return fileUsage
 	}
 	switch {

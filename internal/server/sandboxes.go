@@ -44,6 +44,7 @@ func (s *Server) routes() {
 	s.handle("POST "+api.Version+"/sandboxes/{id}/exec", agentOnly, s.exec)
 	s.handle("GET "+api.Version+"/sandboxes/{id}/files", agentOnly, s.download)
 	s.handle("PUT "+api.Version+"/sandboxes/{id}/files", agentOnly, s.upload)
+	s.dirRoutes()
 	s.handle(api.Version+"/mcp", agentOnly, s.mcp)
 	s.adminRoutes()
 	s.uiRoutes()
