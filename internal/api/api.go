@@ -142,3 +142,13 @@ type DirEntry struct {
 	Mode     string    `json:"mode"`
 	Modified time.Time `json:"modified"`
 }
+
+// TarResult is the answer of PUT /v1/sandboxes/{id}/files/tar: the
+// entries extracted and the bytes of file content they hold, as the
+// sandbox reported them, and the bytes of the archive received.
+type TarResult struct {
+	Path         string `json:"path"`
+	Entries      int64  `json:"entries"`
+	Bytes        int64  `json:"bytes"`
+	ArchiveBytes int64  `json:"archive_bytes"`
+}

@@ -1,7 +1,11 @@
 package cli_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	neturl "net/url"
 	"strings"
@@ -105,14 +109,113 @@ func TestServeListDir(t *testing.T) {
 	if _, err := c.ListDir(ctx, sb.ID, "/workspace", listTooMany); !client.IsStatus(err, http.StatusBadRequest) {
 		t.Errorf("max %d: %v", listTooMany, err)
 	}
-	recs, err := s.client("ops").Audit(ctx, neturl.Values{"sandbox": {sb.ID}, "type": {"files.list"}})
-	found := false
-	for _, rec := range recs {
-		found = found || strings.Contains(strings.Join(strings.Fields(string(rec)), ""), `"entries":5,"path":"/workspace/d","status":200,"truncated":false`)
-	}
-	if err != nil || !found {
-		t.Errorf("the audit log has no record of the listing: %v %s", err, recs)
+	if !audited(t, s, sb.ID, "files.list", `"entries":5,"path":"/workspace/d","status":200,"truncated":false`) {
+		t.Error("the audit log has no record of the listing")
 	}
 }
 
 const listTooMany = 10001
+
+// TestServeTar moves a directory out of a sandbox and into another as tar
+// streams, made and read inside the sandboxes: links stay links, nothing
+// is written outside the directory, and the profile's file_size holds.
+func TestServeTar(t *testing.T) {
+	s := startServe(t, "  tarred:\n    profile: tarred.yaml\n", map[string]string{
+		"tarred.yaml": testProfile("tarred", "  wall: 1m\n  file_size: 1MiB\n"),
+	})
+	ctx := context.Background()
+	c := s.client("tarred")
+	sb, err := c.CreateAndRun(ctx, api.ExecRequest{Args: []string{"sh", "-c", `mkdir -p d/sub && printf hello > d/sub/a.txt && ln -s /etc/passwd d/link && mkfifo d/fifo`}})
+	if err != nil || sb.Result == nil || sb.Result.Outcome.Status != outcome.OK {
+		t.Fatalf("%+v %v", sb, err)
+	}
+	var archive bytes.Buffer
+	res, err := c.DownloadTar(ctx, sb.ID, "/workspace/d", &archive)
+	if err != nil || res.Entries != 3 || res.Bytes != 5 {
+		t.Fatalf("download: %+v %v", res, err)
+	}
+	var names []string
+	tr := tar.NewReader(bytes.NewReader(archive.Bytes()))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			if err != io.EOF {
+				t.Fatal(err)
+			}
+			break
+		}
+		names = append(names, h.Name+"="+h.Linkname)
+	}
+	if got := strings.Join(names, " "); got != "link=/etc/passwd sub/= sub/a.txt=" {
+		t.Errorf("archive: %s", got)
+	}
+	// Into a second sandbox, with a hostile entry after the good ones.
+	other, err := c.CreateAndRun(ctx, api.ExecRequest{Args: []string{"mkdir", "/workspace/in"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := c.UploadTar(ctx, other.ID, "/workspace/in", bytes.NewReader(archive.Bytes()))
+	if err != nil || up.Entries != 3 || up.Bytes != 5 || up.ArchiveBytes != int64(archive.Len()) {
+		t.Fatalf("upload: %+v %v", up, err)
+	}
+	if !audited(t, s, other.ID, "files.write", fmt.Sprintf(`"archive":"tar","archive_bytes":%d,"bytes":5,"entries":3,`, archive.Len())) {
+		t.Error("the audit log has no record of the upload's entries and bytes")
+	}
+	out, err := c.Run(ctx, other.ID, api.ExecRequest{Args: []string{"sh", "-c", "cat in/sub/a.txt; readlink in/link"}})
+	if err != nil || string(out.Stdout) != "hello/etc/passwd\n" {
+		t.Errorf("extracted: %q %v", out.Stdout, err)
+	}
+	hostile := func(hdrs ...*tar.Header) *bytes.Reader {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, h := range hdrs {
+			tw.WriteHeader(h)
+			if h.Size > 0 {
+				tw.Write(make([]byte, h.Size))
+			}
+		}
+		tw.Close()
+		return bytes.NewReader(b.Bytes())
+	}
+	for name, tc := range map[string]struct {
+		r      *bytes.Reader
+		status int
+	}{
+		"through a link":    {hostile(&tar.Header{Name: "esc", Typeflag: tar.TypeSymlink, Linkname: "/workspace"}, &tar.Header{Name: "esc/owned", Typeflag: tar.TypeReg, Mode: 0o644}), http.StatusBadRequest},
+		"dot dot":           {hostile(&tar.Header{Name: "../owned", Typeflag: tar.TypeReg, Mode: 0o644}), http.StatusBadRequest},
+		"a device":          {hostile(&tar.Header{Name: "null", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3, Mode: 0o666}), http.StatusBadRequest},
+		"over file_size":    {hostile(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: 2 << 20, Mode: 0o644}), http.StatusRequestEntityTooLarge},
+		"not a directory":   {hostile(), http.StatusNotFound},
+		"not a tar archive": {bytes.NewReader([]byte("not a tar archive, not at all, ........................................")), http.StatusBadRequest},
+	} {
+		dir := "/workspace/in"
+		if name == "not a directory" {
+			dir = "/workspace/none"
+		}
+		if _, err := c.UploadTar(ctx, other.ID, dir, tc.r); !client.IsStatus(err, tc.status) {
+			t.Errorf("%s: %v, want %d", name, err, tc.status)
+		}
+	}
+	// What came before a refused entry stays (the answer counts it);
+	// nothing is written outside the directory.
+	if out, _ := c.Run(ctx, other.ID, api.ExecRequest{Args: []string{"sh", "-c", "ls /workspace; ls -A /workspace/in; test -e /workspace/owned || echo clean"}}); string(out.Stdout) != "in\nbig\nesc\nlink\nsub\nclean\n" {
+		t.Errorf("after the refused archives: %q", out.Stdout)
+	}
+}
+
+// audited reports whether a record of type typ of sandbox id holds want
+// (its JSON without spaces).
+func audited(t *testing.T, s *served, id, typ, want string) bool {
+	t.Helper()
+	recs, err := s.client("ops").Audit(context.Background(), neturl.Values{"sandbox": {id}, "type": {typ}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		if strings.Contains(strings.Join(strings.Fields(string(rec)), ""), want) {
+			return true
+		}
+	}
+	t.Logf("records of %s: %s", typ, recs)
+	return false
+}

@@ -255,6 +255,8 @@ func dirOp(op, p string, args []string) error {
 			return errUsage
 		}
 		return listDir(p, max, os.Stdout)
+	case (op == "tar-out" || op == "tar-in") && len(args) == 0:
+		return tarMain(op, p)
 	}
 	return errUsage
 }
@@ -263,4 +265,6 @@ func dirOp(op, p string, args []string) error {
 // in and out.
 func (s *Server) dirRoutes() {
 	s.handle("GET "+api.Version+"/sandboxes/{id}/files/list", agentOnly, s.listFiles)
+	s.handle("GET "+api.Version+"/sandboxes/{id}/files/tar", agentOnly, s.tarDownload)
+	s.handle("PUT "+api.Version+"/sandboxes/{id}/files/tar", agentOnly, s.tarUpload)
 }

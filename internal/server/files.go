@@ -229,13 +229,22 @@ type lazyBody struct {
 	w    http.ResponseWriter
 	sent bool
 	n    int64
+	// contentType is the body's; "" is application/octet-stream.
+	contentType string
+}
+
+func (b *lazyBody) typ() string {
+	if b.contentType == "" {
+		return "application/octet-stream"
+	}
+	return b.contentType
 }
 
 func (b *lazyBody) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.sent {
-		b.w.Header().Set("Content-Type", "application/octet-stream")
+		b.w.Header().Set("Content-Type", b.typ())
 		b.w.WriteHeader(http.StatusOK)
 		b.sent = true
 	}
@@ -252,7 +261,7 @@ func (b *lazyBody) started() bool {
 // finish answers an empty file.
 func (b *lazyBody) finish() int {
 	if !b.started() {
-		b.w.Header().Set("Content-Type", "application/octet-stream")
+		b.w.Header().Set("Content-Type", b.typ())
 		b.w.WriteHeader(http.StatusOK)
 	}
 	return http.StatusOK
