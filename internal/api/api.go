@@ -152,3 +152,18 @@ type TarResult struct {
 	Bytes        int64  `json:"bytes"`
 	ArchiveBytes int64  `json:"archive_bytes"`
 }
+
+// TerminalMessage is a text message of GET /v1/sandboxes/{id}/terminal
+// (a WebSocket; binary messages carry the terminal's bytes both ways).
+// From the client: "input" (Data), "resize" (Rows, Cols) or "signal"
+// (Signal, such as "SIGINT", to the command's process group). From the
+// server, last: "exit" (Outcome) or "error" (Error).
+type TerminalMessage struct {
+	Type    string           `json:"type"`
+	Data    []byte           `json:"data,omitempty"`
+	Rows    uint16           `json:"rows,omitempty"`
+	Cols    uint16           `json:"cols,omitempty"`
+	Signal  string           `json:"signal,omitempty"`
+	Outcome *outcome.Outcome `json:"outcome,omitempty"`
+	Error   string           `json:"error,omitempty"`
+}

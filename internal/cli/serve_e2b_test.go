@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -218,4 +219,105 @@ func audited(t *testing.T, s *served, id, typ, want string) bool {
 	}
 	t.Logf("records of %s: %s", typ, recs)
 	return false
+}
+
+// TestServeTerminal runs commands on a terminal over a WebSocket: a
+// terminal of the sandbox's own, sized and resized, input, a signal, the
+// outcome last, and the audit log's record.
+func TestServeTerminal(t *testing.T) {
+	s := startServe(t, "  typist:\n    profile: typist.yaml\n", map[string]string{
+		"typist.yaml": testProfile("typist", "  wall: 1m\n"),
+	})
+	ctx := context.Background()
+	c := s.client("typist")
+	sb, err := c.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := c.Terminal(ctx, sb.ID, client.TerminalOptions{Rows: 30, Cols: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	done := make(chan outcome.Outcome, 1)
+	go func() {
+		o, err := term.Wait(pw)
+		if err != nil {
+			t.Error(err)
+		}
+		pw.Close()
+		done <- o
+	}()
+	out := bufio.NewReader(pr)
+	expect := func(want string) {
+		t.Helper()
+		var seen strings.Builder
+		for !strings.Contains(seen.String(), want) {
+			b, err := out.ReadByte()
+			if err != nil {
+				t.Fatalf("waiting for %q: %v; the terminal showed %q", want, err, seen.String())
+			}
+			seen.WriteByte(b)
+		}
+	}
+	io.WriteString(term, "tty; stty size; test -t 0 && echo stdin-is-a-tty\n")
+	expect("/dev/pts/")
+	expect("30 100")
+	expect("stdin-is-a-tty")
+	// A resize reaches the terminal (asked again until the shell sees it).
+	if err := term.Resize(40, 120); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		io.WriteString(term, "stty size\n")
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "40 120") {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("the terminal was not resized: %q", line)
+		}
+	}
+	go io.Copy(io.Discard, out)
+	io.WriteString(term, "exit 3\n")
+	if o := <-done; o.Status != outcome.ExitNonzero || o.ExitCode != 3 {
+		t.Errorf("outcome: %+v", o)
+	}
+	// A signal goes to the command's process group.
+	term, err = c.Terminal(ctx, sb.ID, client.TerminalOptions{Args: []string{"sleep", "100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := term.Signal("SIGINT"); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := term.Wait(io.Discard); err != nil || o.Status != outcome.Signaled || o.Signal != "SIGINT" {
+		t.Errorf("signalled: %+v %v", o, err)
+	}
+	// A message outside the protocol ends the command, with an error.
+	term, err = c.Terminal(ctx, sb.ID, client.TerminalOptions{Args: []string{"sleep", "100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := term.Signal("SIGSEGV"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := term.Wait(io.Discard); err == nil || !strings.Contains(err.Error(), "is not one a terminal sends") {
+		t.Errorf("a signal not allowed: %v", err)
+	}
+	if _, err := c.Terminal(ctx, sb.ID, client.TerminalOptions{Rows: 5000}); !client.IsStatus(err, http.StatusBadRequest) {
+		t.Errorf("rows 5000: %v", err)
+	}
+	if _, err := s.client("ops").Terminal(ctx, sb.ID, client.TerminalOptions{}); !client.IsStatus(err, http.StatusForbidden) {
+		t.Errorf("an admin's token: %v", err)
+	}
+	if !audited(t, s, sb.ID, "exec", `"argv":["/bin/sh"]`) || !audited(t, s, sb.ID, "exec", `"terminal":true`) {
+		t.Error("the audit log has no record of the terminal's command")
+	}
+	if !audited(t, s, sb.ID, "result", `stdin-is-a-tty`) {
+		t.Error("the audit log has no capture of the terminal's output")
+	}
 }

@@ -219,6 +219,9 @@ type ExecOptions struct {
 	// ends the command in its place: the outcome then names the limit
 	// "timeout" with this value.
 	Timeout time.Duration
+	// Terminal, when set, runs the command on a pseudo-terminal (see
+	// Terminal): its output comes to Stdout, Stderr gets nothing.
+	Terminal *Terminal
 }
 
 // Exec runs one command in the sandbox and returns its outcome, decided as
@@ -339,7 +342,7 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 
 	before := x.snapshot()
 	start := time.Now()
-	err = x.send(Request{ID: c.id, Op: "exec", Args: e.Args, Env: e.Env, Dir: e.Dir, SelfExec: e.SelfExec}, stdin, outW, errW)
+	err = c.hand(e, stdin, outW, errW)
 	if stdin != x.null {
 		stdin.Close()
 	}

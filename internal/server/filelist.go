@@ -261,10 +261,11 @@ func dirOp(op, p string, args []string) error {
 	return errUsage
 }
 
-// dirRoutes registers the directory endpoints: a listing, and tar streams
-// in and out.
+// dirRoutes registers the endpoints beyond commands and files: a
+// directory's listing, tar streams in and out, the terminal, the ports.
 func (s *Server) dirRoutes() {
 	s.handle("GET "+api.Version+"/sandboxes/{id}/files/list", agentOnly, s.listFiles)
 	s.handle("GET "+api.Version+"/sandboxes/{id}/files/tar", agentOnly, s.tarDownload)
 	s.handle("PUT "+api.Version+"/sandboxes/{id}/files/tar", agentOnly, s.tarUpload)
+	s.handle("GET "+api.Version+"/sandboxes/{id}/terminal", agentOnly, s.terminal)
 }

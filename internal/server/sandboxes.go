@@ -423,6 +423,9 @@ func (s *Server) runCommand(ctx context.Context, e *entry, c caller, cmd sandbox
 	if cmd.Timeout > 0 {
 		action["timeout"] = cmd.Timeout.String()
 	}
+	if cmd.Terminal != nil {
+		action["terminal"] = true
+	}
 	s.record(e.id, c, audit.Action, "exec", action)
 	if err := s.recordAction(); err != nil {
 		s.finish(e, "exec", "", nil, true)
