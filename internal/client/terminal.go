@@ -129,4 +129,3 @@ func (t *Terminal) Wait(w io.Writer) (outcome.Outcome, error) {
 
 // Close ends the terminal (and so its command).
 func (t *Terminal) Close() error { return t.ws.CloseNow() }
-

@@ -190,4 +190,3 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request, c caller) int 
 	ws.Close(code, "")
 	return http.StatusSwitchingProtocols
 }
-
