@@ -6,9 +6,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/coder/websocket"
 	"io"
 	"net/http"
 	neturl "net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -320,4 +324,130 @@ func TestServeTerminal(t *testing.T) {
 	if !audited(t, s, sb.ID, "result", `stdin-is-a-tty`) {
 		t.Error("the audit log has no capture of the terminal's output")
 	}
+}
+
+// TestServePorts reaches a server started inside a sandbox through the
+// forwarded port: HTTP and a WebSocket, the token not forwarded, the
+// answer confined to an opaque origin, other agents kept out, and the
+// connections per sandbox bounded.
+func TestServePorts(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "portserver")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/portserver")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the port server: %v\n%s", err, out)
+	}
+	s := startServe(t, "  web:\n    profile: web.yaml\n  other:\n    profile: other.yaml\n", map[string]string{
+		"web.yaml":   testProfile("web", "  wall: 1m\n"),
+		"other.yaml": testProfile("other", "  wall: 1m\n"),
+	})
+	ctx := context.Background()
+	c := s.client("web")
+	sb, err := c.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := c.Upload(ctx, sb.ID, "/workspace/portserver", f, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Started in a session of its own (which outlives the command), and
+	// listening once its port is in /proc/net/tcp (8000 is 1F40).
+	start := "setsid ./portserver 8000 </dev/null >/dev/null 2>server.log & for i in $(seq 1 3000); do grep -q ':1F40 ' /proc/net/tcp && exit 0; sleep 0.02; done; cat server.log; exit 1"
+	if res, err := c.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"sh", "-c", start}}); err != nil || res.Outcome.Status != outcome.OK {
+		t.Fatalf("the server did not listen: %s %+v %v", res.Stdout, res.Outcome, err)
+	}
+	get := func(c *client.Client, path string) (string, *http.Response, error) {
+		hc := &http.Client{Transport: addCookie{}}
+		c.HTTP = hc
+		resp, err := c.Port(ctx, sb.ID, 8000, "GET", path, nil)
+		if err != nil {
+			return "", nil, err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), resp, nil
+	}
+	var body string
+	var resp *http.Response
+	if body, resp, err = get(c, "hello/x?q=1"); err != nil {
+		t.Fatalf("the server in the sandbox did not answer: %v", err)
+	}
+	if body != `GET /hello/x q=1 authorization="" cookie="" host=127.0.0.1:8000`+"\n" {
+		t.Errorf("forwarded: %q", body)
+	}
+	if resp.Header.Get("Set-Cookie") != "" || !strings.HasPrefix(resp.Header.Get("Content-Security-Policy"), "sandbox ") {
+		t.Errorf("headers of the answer: %v", resp.Header)
+	}
+	if _, _, err := get(s.client("ops"), "hello/admin"); err != nil {
+		t.Errorf("an admin's token: %v", err)
+	}
+	if _, _, err := get(s.client("other"), "hello/other"); !client.IsStatus(err, http.StatusNotFound) {
+		t.Errorf("another agent's token: %v", err)
+	}
+	if _, _, err := get(client.New(s.url, ""), "hello/none"); !client.IsStatus(err, http.StatusUnauthorized) {
+		t.Errorf("no token: %v", err)
+	}
+	for port, status := range map[int]int{8001: http.StatusBadGateway, 0: http.StatusBadRequest, 70000: http.StatusBadRequest} {
+		if resp, err := c.Port(ctx, sb.ID, port, "GET", "", nil); !client.IsStatus(err, status) {
+			if resp != nil {
+				resp.Body.Close()
+			}
+			t.Errorf("port %d: %v, want %d", port, err, status)
+		}
+	}
+	// WebSockets: echoed, and at most 32 forwarded connections at once.
+	dial := func() (*websocket.Conn, error) {
+		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(c.PortURL(sb.ID, 8000, "echo"), "http"),
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + s.tokens["web"]}}})
+		return ws, err
+	}
+	var open []*websocket.Conn
+	defer func() {
+		for _, ws := range open {
+			ws.CloseNow()
+		}
+	}()
+	for i := 0; i < 32; i++ {
+		ws, err := dial()
+		if err != nil {
+			t.Fatalf("WebSocket %d: %v", i, err)
+		}
+		open = append(open, ws)
+	}
+	if err := open[0].Write(ctx, websocket.MessageText, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := open[0].Read(ctx); err != nil || string(b) != "echo: hi" {
+		t.Errorf("echo: %q %v", b, err)
+	}
+	if _, _, err := get(c, "hello/33rd"); !client.IsStatus(err, http.StatusTooManyRequests) {
+		t.Errorf("a 33rd connection: %v", err)
+	}
+	open[0].Close(websocket.StatusNormalClosure, "")
+	open = open[1:]
+	for i := 0; ; i++ {
+		if _, _, err = get(c, "hello/again"); err == nil {
+			break
+		}
+		if i == 500 || !client.IsStatus(err, http.StatusTooManyRequests) {
+			t.Fatalf("after a WebSocket closed: %v", err)
+		}
+	}
+	if !audited(t, s, sb.ID, "port_forward", `"method":"GET","path":"/hello/x","port":8000,"status":200`) {
+		t.Error("the audit log has no record of the forwarded request")
+	}
+}
+
+// addCookie sends every request with a cookie.
+type addCookie struct{}
+
+func (addCookie) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Cookie", "cordon=secret")
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -157,6 +157,9 @@ func (x *Box) Connect(ctx context.Context, port int) (net.Conn, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if err := isTCP(f); err != nil {
+		return nil, err
+	}
 	if err := awaitConnect(ctx, f); err != nil {
 		return nil, &ConnectError{Msg: fmt.Sprintf("connecting to 127.0.0.1:%d: %v", port, err)}
 	}
@@ -219,4 +222,17 @@ func closeRights(oob []byte) {
 			unix.Close(fd)
 		}
 	}
+}
+
+// isTCP checks that what the sandbox passed is a TCP socket over IPv4, as
+// asked, before the host side uses it.
+func isTCP(f *os.File) error {
+	fd := int(f.Fd())
+	domain, err1 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	typ, err2 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	proto, err3 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	if err := errors.Join(err1, err2, err3); err != nil || domain != unix.AF_INET || typ != unix.SOCK_STREAM || proto != unix.IPPROTO_TCP {
+		return fmt.Errorf("the sandbox passed something other than a TCP socket (%d/%d/%d, %v)", domain, typ, proto, err)
+	}
+	return nil
 }

@@ -268,4 +268,5 @@ func (s *Server) dirRoutes() {
 	s.handle("GET "+api.Version+"/sandboxes/{id}/files/tar", agentOnly, s.tarDownload)
 	s.handle("PUT "+api.Version+"/sandboxes/{id}/files/tar", agentOnly, s.tarUpload)
 	s.handle("GET "+api.Version+"/sandboxes/{id}/terminal", agentOnly, s.terminal)
+	s.portRoutes()
 }

@@ -107,3 +107,31 @@ func TestCappedBuffer(t *testing.T) {
 		t.Fatalf("%d %v %v %q", n, err, b.over, b.String())
 	}
 }
+
+// TestForwardBound: a sandbox's forwarded connections are counted and
+// bounded, and released.
+func TestForwardBound(t *testing.T) {
+	s := &Server{}
+	for i := 0; i < maxForwards; i++ {
+		if !s.acquireForward("a") {
+			t.Fatalf("connection %d refused", i)
+		}
+	}
+	if s.acquireForward("a") {
+		t.Error("a connection over the bound was taken")
+	}
+	if !s.acquireForward("b") {
+		t.Error("another sandbox's connection was refused")
+	}
+	s.releaseForward("a")
+	if !s.acquireForward("a") {
+		t.Error("a released connection was not given again")
+	}
+	for i := 0; i < maxForwards; i++ {
+		s.releaseForward("a")
+	}
+	s.releaseForward("b")
+	if len(s.forwards) != 0 {
+		t.Errorf("left: %v", s.forwards)
+	}
+}

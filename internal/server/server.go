@@ -99,6 +99,8 @@ type Server struct {
 	closed       bool
 	stop         chan struct{}
 	wg           sync.WaitGroup
+
+	forwards map[string]int // forwarded connections open, by sandbox (under mu)
 }
 
 // New makes a server and starts filling its pools.
