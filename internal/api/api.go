@@ -75,6 +75,10 @@ type ExecRequest struct {
 	// Stream asks for the output as it comes, as JSON lines (ExecEvent),
 	// the outcome last; otherwise one ExecResult.
 	Stream bool `json:"stream,omitempty"`
+	// Timeout ends the command after this long, a duration such as "30s"
+	// or "2m"; at most the profile's wall limit, which applies without it.
+	// A command it ends has the outcome timeout, limit "timeout".
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // ExecEvent is one line of a streamed exec: output, or the outcome last.
@@ -139,4 +143,56 @@ type HealthReason struct {
 type Decision struct {
 	Reason  string `json:"reason,omitempty"`
 	Session bool   `json:"session,omitempty"`
+}
+
+// DirListing is the answer of GET /v1/sandboxes/{id}/files/list: the
+// entries of one directory inside the sandbox, sorted by name. Truncated
+// says that the directory holds more than were listed.
+type DirListing struct {
+	Path      string     `json:"path"`
+	Entries   []DirEntry `json:"entries"`
+	Truncated bool       `json:"truncated"`
+}
+
+// DirEntry is one entry of a DirListing. Name is the entry's name as text,
+// with every byte that is not UTF-8 replaced by U+FFFD; NameBase64, set
+// only then, holds the exact bytes. Target and TargetBase64 are a
+// symlink's target, likewise (never followed).
+type DirEntry struct {
+	Name       string `json:"name"`
+	NameBase64 []byte `json:"name_base64,omitempty"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type         string `json:"type"`
+	Target       string `json:"target,omitempty"`
+	TargetBase64 []byte `json:"target_base64,omitempty"`
+	Size         int64  `json:"size"`
+	// Mode is the permission bits with setuid, setgid and sticky, in
+	// octal ("0755").
+	Mode     string    `json:"mode"`
+	Modified time.Time `json:"modified"`
+}
+
+// TarResult is the answer of PUT /v1/sandboxes/{id}/files/tar: the
+// entries extracted and the bytes of file content they hold, as the
+// sandbox reported them, and the bytes of the archive received.
+type TarResult struct {
+	Path         string `json:"path"`
+	Entries      int64  `json:"entries"`
+	Bytes        int64  `json:"bytes"`
+	ArchiveBytes int64  `json:"archive_bytes"`
+}
+
+// TerminalMessage is a text message of GET /v1/sandboxes/{id}/terminal
+// (a WebSocket; binary messages carry the terminal's bytes both ways).
+// From the client: "input" (Data), "resize" (Rows, Cols) or "signal"
+// (Signal, such as "SIGINT", to the command's process group). From the
+// server, last: "exit" (Outcome) or "error" (Error).
+type TerminalMessage struct {
+	Type    string           `json:"type"`
+	Data    []byte           `json:"data,omitempty"`
+	Rows    uint16           `json:"rows,omitempty"`
+	Cols    uint16           `json:"cols,omitempty"`
+	Signal  string           `json:"signal,omitempty"`
+	Outcome *outcome.Outcome `json:"outcome,omitempty"`
+	Error   string           `json:"error,omitempty"`
 }

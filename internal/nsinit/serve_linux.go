@@ -112,6 +112,11 @@ func serve(spec *sandbox.Spec) error {
 			// No word of the start: the command's end, or its failure to
 			// start, is the only answer (one message less on the way).
 			running[pid], groups[req.ID] = command{req.ID, pidfd}, pid
+		case "connect":
+			connectRequest(req, files)
+			for _, f := range files {
+				f.Close()
+			}
 		case "signal":
 			if pid, ok := groups[req.ID]; ok && req.Signal > 0 {
 				unix.Kill(-pid, syscall.Signal(req.Signal))
@@ -127,8 +132,8 @@ func serve(spec *sandbox.Spec) error {
 // execRequest starts the command of a request, like startCommand, with the
 // request's descriptors as its stdio.
 func execRequest(spec *sandbox.Spec, req sandbox.Request, files []*os.File) (int, error) {
-	if len(files) != 3 {
-		return 0, fmt.Errorf("exec request with %d descriptors, not 3", len(files))
+	if want := map[bool]int{false: 3, true: 1}[req.TTY]; len(files) != want {
+		return 0, fmt.Errorf("exec request with %d descriptors, not %d", len(files), want)
 	}
 	s := *spec
 	s.Args, s.SelfExec, s.TTY = req.Args, req.SelfExec, false
@@ -140,5 +145,8 @@ func execRequest(spec *sandbox.Spec, req sandbox.Request, files []*os.File) (int
 		s.Env = sandbox.SetEnv(s.Env, name, value)
 	}
 	s.Path = sandbox.PathOf(s.Env)
+	if req.TTY {
+		return startOnTerminal(&s, req, files[0])
+	}
 	return startCommand(&s, files)
 }

@@ -56,6 +56,7 @@ var limitStatus = map[string]struct {
 	exit   int
 }{
 	"wall":      {Timeout, ExitTimeout},
+	"timeout":   {Timeout, ExitTimeout},
 	"output":    {OutputLimit, ExitOutputLimit},
 	"memory":    {MemoryLimit, ExitMemoryLimit},
 	"pids":      {PidsLimit, ExitPidsLimit},
@@ -143,7 +144,7 @@ type Facts struct {
 	// 126 or 127.
 	ExecFailed string
 	// Killed names the limit for which cordon ended the run ("wall",
-	// "output", "memory", "pids", "cpu_time"), or "".
+	// "timeout", "output", "memory", "pids", "cpu_time"), or "".
 	Killed string
 	// OOMKills counts processes the kernel killed for memory.
 	OOMKills int64

@@ -21,6 +21,7 @@ func TestDecide(t *testing.T) {
 		{Name: "cpu_time", Value: "1s", EnforcedBy: "rlimit"},
 		{Name: "file_size", Value: "1MiB", EnforcedBy: "rlimit"},
 		{Name: "output", Value: "1KiB", EnforcedBy: "supervisor"},
+		{Name: "timeout", Value: "500ms", EnforcedBy: "supervisor"},
 	}
 	tests := []struct {
 		name   string
@@ -49,6 +50,7 @@ func TestDecide(t *testing.T) {
 		{"sandbox error", Facts{Err: errors.New("landlock: missing")}, SandboxError, 125, "", "could not run the command: landlock: missing"},
 		{"egress bytes", Facts{Exited: true, Code: 22, EgressUsedUp: "bytes_out", EgressBudget: "1MiB"}, EgressBudget, 118, "egress_bytes_out", "egress budget for bytes out (1MiB) was used up"},
 		{"egress denials", Facts{Exited: true, EgressUsedUp: "max_denied", EgressBudget: "100"}, EgressDenied, 116, "egress_max_denied", "more refused connection attempts than its egress budget allows (max_denied 100)"},
+		{"a command's own timeout", Facts{Signal: 9, SignalName: "SIGKILL", Killed: "timeout"}, Timeout, 124, "timeout", "timeout limit (500ms) was reached"},
 		{"a limit before egress denials", Facts{Signal: 9, Killed: "wall", EgressUsedUp: "max_denied", EgressBudget: "100"}, Timeout, 124, "wall", "wall limit"},
 	}
 	for _, tt := range tests {
@@ -98,12 +100,15 @@ func TestUnsetLimitNotReached(t *testing.T) {
 }
 
 func TestExitCodesAreDistinct(t *testing.T) {
+	// Limits of one status (wall and a command's own timeout: timeout)
+	// share its exit code; statuses never do.
 	seen := map[int]string{}
+	status := map[int]Status{}
 	for name, ls := range limitStatus {
-		if prev, dup := seen[ls.exit]; dup {
+		if prev, dup := seen[ls.exit]; dup && status[ls.exit] != ls.status {
 			t.Errorf("%s and %s share exit code %d", name, prev, ls.exit)
 		}
-		seen[ls.exit] = name
+		seen[ls.exit], status[ls.exit] = name, ls.status
 	}
 	for name, c := range map[string]int{"drift": ExitDrift, "egress_budget": ExitEgressBudget, "egress_denied": ExitEgressDenied} {
 		if prev, dup := seen[c]; dup {

@@ -215,6 +215,13 @@ type ExecOptions struct {
 	Stdout, Stderr io.Writer
 	// SelfExec runs cordon itself (see Spec.SelfExec).
 	SelfExec bool
+	// Timeout, when above zero and shorter than the profile's wall limit,
+	// ends the command in its place: the outcome then names the limit
+	// "timeout" with this value.
+	Timeout time.Duration
+	// Terminal, when set, runs the command on a pseudo-terminal (see
+	// Terminal): its output comes to Stdout, Stderr gets nothing.
+	Terminal *Terminal
 }
 
 // Exec runs one command in the sandbox and returns its outcome, decided as
@@ -343,7 +350,7 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 
 	before := x.snapshot()
 	start := time.Now()
-	err = x.send(Request{ID: c.id, Op: "exec", Args: e.Args, Env: e.Env, Dir: e.Dir, SelfExec: e.SelfExec}, stdin, outW, errW)
+	err = c.hand(e, stdin, outW, errW)
 	if stdin != x.null {
 		stdin.Close()
 	}
@@ -358,9 +365,11 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 		}
 		return outcome.Outcome{}, setupErr("handing the command to the sandbox", err)
 	}
+	// The wall limit, or the request's timeout when it is shorter.
 	var wallTimer *time.Timer
-	if w := x.lim.res.Wall; w.Set() {
-		wallTimer = time.AfterFunc(w.Duration(), func() { c.trip("wall") })
+	clock, d := commandClock(x.lim.res.Wall, e.Timeout)
+	if d > 0 {
+		wallTimer = time.AfterFunc(d, func() { c.trip(clock) })
 		defer wallTimer.Stop()
 	}
 	finished := make(chan struct{}) // the command has ended
@@ -376,6 +385,9 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 
 	res := &Result{LandlockABI: x.res.LandlockABI, Degraded: x.res.Degraded, Notes: append([]string(nil), x.res.Notes...),
 		limiter: x.lim, output: capped}
+	if clock == "timeout" {
+		res.timeout = d
+	}
 	var last *Status
 	for st := range ch {
 		if st.Event == "exit" || st.Event == "exec-error" {
@@ -393,7 +405,7 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 		// still read, for the grace, as a holder's output would be.
 		left := outputGrace
 		if wallTimer.Stop() {
-			left = max(0, x.lim.res.Wall.Duration()-time.Since(start))
+			left = max(0, d-time.Since(start))
 		}
 		t := time.NewTimer(left)
 		defer t.Stop()

@@ -18,14 +18,22 @@ const ControlFD = ConsoleFD
 type Request struct {
 	ID uint64 `json:"id"`
 	// Op is "exec" (three descriptors, the command's stdin, stdout and
-	// stderr, come with it) or "signal" (to the process group of the
-	// command started by the request ID).
+	// stderr, come with it; with TTY, one socket instead, on which init
+	// sends back the master of the pseudo-terminal it allocated for the
+	// command, sized Rows x Cols), "signal" (to the process group of the
+	// command started by the request ID) or "connect" (a socket comes with
+	// it, on which init sends back a TCP socket connecting to
+	// 127.0.0.1:Port inside the sandbox, or why it could not).
 	Op       string   `json:"op"`
 	Args     []string `json:"args,omitempty"`
 	Env      []string `json:"env,omitempty"`
 	Dir      string   `json:"dir,omitempty"`
 	SelfExec bool     `json:"self_exec,omitempty"`
 	Signal   int      `json:"signal,omitempty"`
+	TTY      bool     `json:"tty,omitempty"`
+	Rows     uint16   `json:"rows,omitempty"`
+	Cols     uint16   `json:"cols,omitempty"`
+	Port     int      `json:"port,omitempty"`
 }
 
 // maxMessage bounds one control message.

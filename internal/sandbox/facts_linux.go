@@ -33,6 +33,7 @@ type Result struct {
 	killed      string
 	stats       cgroup.Stats
 	wall        time.Duration
+	timeout     time.Duration // the command's own, when shorter than wall
 	rusage      *unix.Rusage
 
 	proxy           *egress.Proxy
@@ -123,6 +124,9 @@ func (r *Result) facts(err error) outcome.Facts {
 	f.Usage.WallMS = r.wall.Milliseconds()
 	if r.limiter != nil && err == nil {
 		f.Limits = r.limiter.states(f.Usage, r.tmpUsed)
+		if r.timeout > 0 {
+			f.Limits = append(f.Limits, timeoutState(r.timeout, f.Usage.WallMS))
+		}
 	}
 	return f
 }

@@ -37,9 +37,12 @@ const (
 	fileTooLarge = 6
 )
 
-// FileMain runs `cordon __file read|write PATH [MODE]` inside a sandbox:
-// read copies the file to stdout, write replaces it with stdin (created
-// with MODE, octal, default 0644). It returns the exit status.
+// FileMain runs `cordon __file read|write|list|tar-out|tar-in PATH [ARG]`
+// inside a sandbox: read copies the file to stdout, write replaces it with
+// stdin (created with MODE, octal, default 0644), list writes the listing
+// of a directory (at most ARG entries) as JSON, tar-out writes a directory
+// as a tar stream and tar-in extracts one from stdin into a directory (see
+// dirOp). It returns the exit status.
 func FileMain(args []string) int {
 	if len(args) < 2 || !path.IsAbs(args[1]) {
 		fmt.Fprintln(os.Stderr, "usage: __file read|write /PATH [MODE]")
@@ -74,8 +77,13 @@ func FileMain(args []string) int {
 				err = cerr
 			}
 		}
+	case "list", "tar-out", "tar-in":
+		if err = dirOp(op, p, args[2:]); errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, err)
+			return fileUsage
+		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: __file read|write /PATH [MODE]")
+		fmt.Fprintln(os.Stderr, "usage: __file read|write|list|tar-out|tar-in /PATH [ARG]")
 		return fileUsage
 	}
 	switch {
@@ -288,13 +296,22 @@ type lazyBody struct {
 	w    http.ResponseWriter
 	sent bool
 	n    int64
+	// contentType is the body's; "" is application/octet-stream.
+	contentType string
+}
+
+func (b *lazyBody) typ() string {
+	if b.contentType == "" {
+		return "application/octet-stream"
+	}
+	return b.contentType
 }
 
 func (b *lazyBody) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.sent {
-		b.w.Header().Set("Content-Type", "application/octet-stream")
+		b.w.Header().Set("Content-Type", b.typ())
 		b.w.WriteHeader(http.StatusOK)
 		b.sent = true
 	}
@@ -311,7 +328,7 @@ func (b *lazyBody) started() bool {
 // finish answers an empty file.
 func (b *lazyBody) finish() int {
 	if !b.started() {
-		b.w.Header().Set("Content-Type", "application/octet-stream")
+		b.w.Header().Set("Content-Type", b.typ())
 		b.w.WriteHeader(http.StatusOK)
 	}
 	return http.StatusOK

@@ -46,6 +46,7 @@ func (s *Server) routes() {
 	s.handle("POST "+api.Version+"/sandboxes/{id}/exec", agentOnly, s.exec)
 	s.handle("GET "+api.Version+"/sandboxes/{id}/files", agentOnly, s.download)
 	s.handle("PUT "+api.Version+"/sandboxes/{id}/files", agentOnly, s.upload)
+	s.dirRoutes()
 	s.handle(api.Version+"/mcp", agentOnly, s.mcp)
 	s.adminRoutes()
 	s.uiRoutes()
@@ -94,6 +95,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		return status
 	}
 	a := s.opts.Config.Agents[c.token.Agent]
+	if p, perr := a.Current(); perr == nil {
+		if err := checkTimeout(cmd.Timeout, p); err != nil {
+			return fail(w, http.StatusBadRequest, "exec.%v", err)
+		}
+	}
 	e, err := s.claim(a, c)
 	switch {
 	case errors.Is(err, errTooMany):
@@ -438,6 +444,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 		k.done(status, false, nil)
 		return status
 	}
+	if err := checkTimeout(cmd.Timeout, e.profile); err != nil {
+		k.done(0, false, nil)
+		return fail(w, http.StatusBadRequest, "%v", err)
+	}
 	key := r.Header.Get(KeyHeader)
 	if !req.Stream {
 		out, o, err := s.runBuffered(ctx, e, c, cmd)
@@ -483,7 +493,11 @@ func checkExec(req api.ExecRequest) (sandbox.ExecOptions, error) {
 	if req.Dir != "" && !path.IsAbs(req.Dir) {
 		return sandbox.ExecOptions{}, fmt.Errorf("dir: want an absolute path inside the sandbox, found %q", req.Dir)
 	}
-	opts := sandbox.ExecOptions{Args: req.Args, Dir: req.Dir}
+	timeout, err := parseTimeout(req.Timeout)
+	if err != nil {
+		return sandbox.ExecOptions{}, err
+	}
+	opts := sandbox.ExecOptions{Args: req.Args, Dir: req.Dir, Timeout: timeout}
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return sandbox.ExecOptions{}, fmt.Errorf("env: %q is not a variable name", k)
@@ -530,7 +544,14 @@ func (s *Server) runCommand(ctx context.Context, e *entry, c caller, cmd sandbox
 	if r, ok := cmd.Stdin.(*bytes.Reader); ok {
 		stdin = r.Len()
 	}
-	s.record(e.id, c, audit.Action, "exec", map[string]any{"argv": cmd.Args, "cwd": cmd.Dir, "env": names, "token": c.name(), "stdin_bytes": stdin})
+	action := map[string]any{"argv": cmd.Args, "cwd": cmd.Dir, "env": names, "token": c.name(), "stdin_bytes": stdin}
+	if cmd.Timeout > 0 {
+		action["timeout"] = cmd.Timeout.String()
+	}
+	if cmd.Terminal != nil {
+		action["terminal"] = true
+	}
+	s.record(e.id, c, audit.Action, "exec", action)
 	if err := s.recordAction(); err != nil {
 		s.finish(e, "exec", "", nil, true)
 		return outcome.Outcome{}, err

@@ -127,6 +127,8 @@ type Server struct {
 	cmdLimits Commands
 	spoolDir  string
 	dropSpool bool // spoolDir is the server's own, removed by Close
+
+	forwards map[string]int // forwarded connections open, by sandbox (under mu)
 }
 
 // New makes a server and starts filling its pools.

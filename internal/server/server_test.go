@@ -547,6 +547,7 @@ func TestOpenAPICoversTheRoutes(t *testing.T) {
 	f := newFixture(t, 0, nil, nil)
 	served := map[string]bool{}
 	for _, r := range f.srv.routeList {
+		r = strings.ReplaceAll(r, "...}", "}") // a wildcard is one parameter in OpenAPI
 		switch {
 		case r == "/" || r == "GET /{$}" || r == "GET /favicon.ico" || strings.HasPrefix(r, "GET /ui/"):
 		case !strings.Contains(r, " "): // every method of a path

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+// maxForwards bounds the forwarded requests and WebSockets open at once
+// into one sandbox.
+const maxForwards = 32
+
+// forwardCSP is the Content-Security-Policy of every forwarded response:
+// what a sandbox serves runs in an opaque origin, never in the server's
+// own (where the web page keeps an admin's token).
+const forwardCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
+
+// connector is a sandbox that can connect to its own loopback
+// (sandbox.Box).
+type connector interface {
+	Connect(ctx context.Context, port int) (net.Conn, error)
+}
+
+// acquireForward takes one of the sandbox's forwarded connections; false
+// when all are in use.
+func (s *Server) acquireForward(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.forwards == nil {
+		s.forwards = map[string]int{}
+	}
+	if s.forwards[id] >= maxForwards {
+		return false
+	}
+	s.forwards[id]++
+	return true
+}
+
+func (s *Server) releaseForward(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.forwards[id]--; s.forwards[id] <= 0 {
+		delete(s.forwards, id)
+	}
+}
+
+// forward proxies a request to 127.0.0.1:PORT inside the sandbox (HTTP,
+// and WebSocket upgrades), for the sandbox's agent or an admin. The
+// connection is made by the sandbox's init, in the sandbox's network
+// namespace, and passed back: the sandbox gains no way out.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, status := s.live(w, r, c)
+	if e == nil {
+		return status
+	}
+	port, err := strconv.Atoi(r.PathValue("port"))
+	if err != nil || port < 1 || port > 65535 {
+		return fail(w, http.StatusBadRequest, "port: want 1 to 65535, found %q", r.PathValue("port"))
+	}
+	box, ok := e.box.(connector)
+	if !ok {
+		return fail(w, http.StatusNotImplemented, "sandbox %s cannot forward ports", e.id)
+	}
+	if !s.acquireForward(e.id) {
+		return fail(w, http.StatusTooManyRequests, "sandbox %s has %d forwarded connections open already", e.id, maxForwards)
+	}
+	defer s.releaseForward(e.id)
+	e.mu.Lock()
+	e.touched = s.opts.Now() // a request to it is use
+	e.mu.Unlock()
+	status = http.StatusBadGateway
+	sw := &statusWriter{ResponseWriter: w}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Path: "/" + r.PathValue("path"), RawQuery: r.URL.RawQuery}
+			pr.Out.Host = pr.Out.URL.Host
+			pr.Out.Header.Del("Authorization") // the token stays here
+			pr.Out.Header.Del("Cookie")
+			pr.SetXForwarded()
+		},
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return box.Connect(ctx, port)
+			},
+			DisableKeepAlives:      true,
+			MaxResponseHeaderBytes: 64 << 10,
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Del("Set-Cookie")
+			resp.Header.Set("Content-Security-Policy", forwardCSP)
+			resp.Header.Set("X-Content-Type-Options", "nosniff")
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			var ce *sandbox.ConnectError
+			switch {
+			case errors.As(err, &ce):
+				fail(w, http.StatusBadGateway, "sandbox %s: %v", e.id, ce)
+			case errors.Is(err, sandbox.ErrEnded):
+				fail(w, http.StatusGone, "%s", execError(e, err))
+			default:
+				fail(w, http.StatusBadGateway, "forwarding to port %d of sandbox %s: %v", port, e.id, err)
+			}
+		},
+	}
+	proxy.ServeHTTP(sw, r)
+	if sw.status != 0 {
+		status = sw.status
+	}
+	s.record(e.id, c, audit.Decision, "port_forward", map[string]any{"port": port, "method": r.Method, "path": "/" + r.PathValue("path"), "status": status, "token": c.name()})
+	return status
+}
+
+// portRoutes registers the forwarding of a sandbox's ports.
+func (s *Server) portRoutes() {
+	s.handle(api.Version+"/sandboxes/{id}/ports/{port}/{path...}", anyToken, s.forward)
+}
