@@ -364,11 +364,11 @@ func (s *Server) handle(pattern string, need role, h handler) {
 		r, span := startRequest(r, pattern)
 		w, r, done := s.bound(w, r)
 		defer done()
-		// A request refused before its handler reads its body is
-		// answered on a connection that then closes: kept open, the
+		// A request without a valid token refused before its handler
+		// reads its body is answered on a connection that then closes: kept open, the
 		// server would first read what is left of the body, and a client
 		// that never sends it would hold the connection.
-		unread := r.Body != nil && r.Body != http.NoBody
+		unread := r.Body != nil && r.Body != http.NoBody && c.token == nil
 		if unread {
 			w.Header().Set("Connection", "close")
 		}
@@ -401,8 +401,10 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			status = h(w, r, c)
 		} else if unread {
 			// Nor is what is left of the body waited for after the
-			// answer: the connection ends with it.
-			http.NewResponseController(w).SetReadDeadline(time.Now())
+			// answer longer than it takes a body already sent to arrive
+			// (closed with unread input, the connection would be reset,
+			// the answer lost): the connection ends with it.
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(time.Second))
 		}
 		s.metrics.request(r.Pattern, status)
 		endRequest(span, status, c)
