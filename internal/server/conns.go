@@ -99,15 +99,22 @@ func (l *connLimiter) admit(c net.Conn, remote string) (lc *limitedConn, refusal
 		return nil, refusedRemote, nil
 	}
 	if len(l.open) >= l.max {
-		// Room is made by closing the connection that has waited longest
-		// without a request under way: idle between requests, or still
-		// sending its first request's headers (slowloris). One whose
-		// request is being answered is never closed.
+		// Room is made by closing a connection without a request under
+		// way (idle between requests, or still sending its first
+		// request's headers, as slowloris does): of the address that
+		// holds the most connections, the one that waited longest. One
+		// whose request is being answered is never closed, and a client
+		// with a connection or two is the last to lose one.
 		for o := range l.open {
 			if st := http.ConnState(o.state.Load()); st != http.StateIdle && st != http.StateNew {
 				continue
 			}
-			if evict == nil || o.since.Load() < evict.since.Load() {
+			if evict == nil {
+				evict = o
+				continue
+			}
+			mine, theirs := l.byRemote[o.remote], l.byRemote[evict.remote]
+			if mine > theirs || mine == theirs && o.since.Load() < evict.since.Load() {
 				evict = o
 			}
 		}
