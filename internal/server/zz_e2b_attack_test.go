@@ -263,3 +263,61 @@ func TestAttack_TarInSparseExpansion(t *testing.T) {
 		}
 	}
 }
+
+// slowReader hands out at most 512 bytes a read, after a pause: an
+// upload as slow as a sandbox's other processes need it to be.
+type slowReader struct{ r io.Reader }
+
+func (s slowReader) Read(p []byte) (int, error) {
+	time.Sleep(10 * time.Millisecond)
+	return s.r.Read(p[:min(len(p), 512)])
+}
+
+// TestAttack_TarInChmodFollowsSwappedSymlink: tar-in promises that no
+// symlink, in the archive or already there, is ever followed; yet after
+// writing a file it sets its mode with Fchmodat(parent, name, mode, 0),
+// which follows a symlink at name. Another process of the sandbox that
+// swaps the file being written for a symlink (an atomic rename) has the
+// archive's mode (here 0777) applied to whatever the symlink names,
+// outside the directory.
+func TestAttack_TarInChmodFollowsSwappedSymlink(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for i := 0; i < n; i++ {
+		tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("f%d", i), Mode: 0o777, Size: 2048, Typeflag: tar.TypeReg})
+		tw.Write(bytes.Repeat([]byte("x"), 2048))
+	}
+	tw.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		deadline := time.Now().Add(20 * time.Second)
+		for i := 0; i < n && time.Now().Before(deadline); i++ {
+			name := filepath.Join(dir, fmt.Sprintf("f%d", i))
+			for time.Now().Before(deadline) {
+				if _, err := os.Lstat(name); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			tmp := filepath.Join(dir, fmt.Sprintf(".l%d", i))
+			os.Symlink(victim, tmp)
+			os.Rename(tmp, name)
+		}
+	}()
+	_, err := tarIn(dir, slowReader{bytes.NewReader(buf.Bytes())})
+	<-done
+	st, serr := os.Stat(victim)
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("tar-in changed the mode of a file outside its directory through a symlink swapped in: %v (tarIn: %v)", st.Mode().Perm(), err)
+	}
+}
