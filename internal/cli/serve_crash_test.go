@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,7 +42,7 @@ func (s *served) restart(t *testing.T) {
 	t.Helper()
 	cmd := exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
 	cmd.Env, cmd.Dir = s.cmd.Env, s.cmd.Dir
-	s.log = &bytes.Buffer{}
+	s.log = &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

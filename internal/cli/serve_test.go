@@ -37,7 +37,7 @@ type served struct {
 	url    string
 	dir    string
 	tokens map[string]string // name -> token
-	log    *bytes.Buffer
+	log    *lockedBuffer
 }
 
 // startServe writes the configuration (agents, in YAML, indented under
@@ -62,7 +62,7 @@ func startServeWith(t *testing.T, agents string, files map[string]string, top st
 			t.Fatal(err)
 		}
 	}
-	s := &served{dir: dir, tokens: map[string]string{}, log: &bytes.Buffer{}}
+	s := &served{dir: dir, tokens: map[string]string{}, log: &lockedBuffer{}}
 	var cfg strings.Builder
 	cfg.WriteString(top + "agents:\n" + agents + "tokens:\n")
 	names := []string{"ops"}
@@ -746,4 +746,23 @@ func TestServeProbes(t *testing.T) {
 	if len(reports) == 0 {
 		t.Errorf("no report recorded in %s", filepath.Join(s.dir, "state", "probes"))
 	}
+}
+
+// lockedBuffer is a server's output, written by the process's copiers
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -198,6 +198,10 @@ func tarIn(p string, r io.Reader) (tarSummary, error) {
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			continue
 		}
+		if sparse(hdr) {
+			// A few bytes of archive would write a file of any size.
+			return sum, fmt.Errorf("%q: sparse files are refused", hdr.Name)
+		}
 		if sum.Entries++; sum.Entries > tarMaxEntries {
 			return sum, fmt.Errorf("the archive has more than %d entries", tarMaxEntries)
 		}
@@ -206,10 +210,27 @@ func tarIn(p string, r io.Reader) (tarSummary, error) {
 		if lr.N <= 0 {
 			return sum, fmt.Errorf("the archive is over %d bytes", tarMaxBytes)
 		}
+		if sum.Bytes > tarMaxBytes {
+			return sum, fmt.Errorf("the archive's files are over %d bytes", tarMaxBytes)
+		}
 		if err != nil {
 			return sum, fmt.Errorf("%q: %w", hdr.Name, err)
 		}
 	}
+}
+
+// sparse says whether an entry is a sparse file (old GNU, or a PAX
+// GNU.sparse record).
+func sparse(hdr *tar.Header) bool {
+	if hdr.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }
 
 // tarName splits an entry's name into its components, refusing what would
@@ -284,7 +305,14 @@ func extract(root int, hdr *tar.Header, r io.Reader) (int64, error) {
 		if errors.Is(err, unix.EEXIST) {
 			var st unix.Stat_t
 			if unix.Fstatat(parent, last, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				return 0, unix.Fchmodat(parent, last, mode, 0)
+				// Through a descriptor of the directory itself: a link
+				// swapped in meanwhile is not followed.
+				dfd, err := unix.Openat(parent, last, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return 0, err
+				}
+				defer unix.Close(dfd)
+				return 0, unix.Fchmod(dfd, mode)
 			}
 			return 0, fmt.Errorf("exists and is not a directory: %w", fs.ErrInvalid)
 		}
@@ -299,6 +327,11 @@ func extract(root int, hdr *tar.Header, r io.Reader) (int64, error) {
 		}
 		f := os.NewFile(uintptr(fd), last)
 		n, err := io.Copy(f, r)
+		if err == nil {
+			// Past the umask, on the file written (not on whatever has
+			// its name by now).
+			unix.Fchmod(fd, mode)
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -306,7 +339,6 @@ func extract(root int, hdr *tar.Header, r io.Reader) (int64, error) {
 			return n, errFileTooBig
 		}
 		if err == nil {
-			unix.Fchmodat(parent, last, mode, 0) // past the umask
 			ts := []unix.Timespec{unix.NsecToTimespec(hdr.ModTime.UnixNano()), unix.NsecToTimespec(hdr.ModTime.UnixNano())}
 			unix.UtimesNanoAt(parent, last, ts, unix.AT_SYMLINK_NOFOLLOW)
 		}

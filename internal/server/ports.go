@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
@@ -84,7 +85,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 			pr.Out.Host = pr.Out.URL.Host
 			pr.Out.Header.Del("Authorization") // the token stays here
 			pr.Out.Header.Del("Cookie")
-			pr.SetXForwarded()
+			// No X-Forwarded-*: the sandbox learns nothing of its callers
+			// or of the server's name.
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -95,6 +97,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Del("Set-Cookie")
+			resp.Trailer = nil // none announced (see below)
 			resp.Header.Set("Content-Security-Policy", forwardCSP)
 			resp.Header.Set("X-Content-Type-Options", "nosniff")
 			return nil
@@ -111,7 +114,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 			}
 		},
 	}
-	proxy.ServeHTTP(sw, r)
+	// An informational answer (103 Early Hints, say) would reach the
+	// client with the sandbox's headers, past ModifyResponse: only a
+	// WebSocket's 101 goes through.
+	proxy.ServeHTTP(no1xx{sw}, r)
+	// Trailers are the sandbox's words as much (a Set-Cookie, say), and
+	// the proxy sets them once the body is through: none is sent.
+	for k := range w.Header() {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			w.Header().Del(k)
+		}
+	}
 	if sw.status != 0 {
 		status = sw.status
 	}
@@ -123,3 +136,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 func (s *Server) portRoutes() {
 	s.handle(api.Version+"/sandboxes/{id}/ports/{port}/{path...}", anyToken, s.forward)
 }
+
+// no1xx passes an answer on but for its informational (1xx) heads, other
+// than 101 (a WebSocket's), whose headers no filter saw.
+type no1xx struct{ http.ResponseWriter }
+
+func (w no1xx) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets the proxy reach the connection (flushes, a hijack).
+func (w no1xx) Unwrap() http.ResponseWriter { return w.ResponseWriter }

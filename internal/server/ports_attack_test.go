@@ -99,10 +99,9 @@ func portFixture(t *testing.T, h *hostileHTTP) (url, id, token string) {
 
 // TestAttack_PortForward1xxSetCookie: the sandbox's server answers with a
 // 103 Early Hints that carries Set-Cookie (and other headers) before its
-// 200. httputil.ReverseProxy copies a 1xx's headers straight to the
-// client (its Got1xxResponse trace), never through ModifyResponse: the
-// Set-Cookie that the forwarder promises to drop reaches the client on the
-// server's own origin.
+// 200. httputil.ReverseProxy would copy a 1xx's headers straight to the
+// client, past ModifyResponse: no informational answer but a WebSocket's
+// 101 is passed on.
 func TestAttack_PortForward1xxSetCookie(t *testing.T) {
 	h := startHostileHTTP(t, "HTTP/1.1 103 Early Hints\r\nSet-Cookie: cordon-admin=planted; Path=/\r\nLink: </v1/sandboxes>; rel=preload\r\n\r\n"+
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok")
@@ -137,8 +136,8 @@ func TestAttack_PortForward1xxSetCookie(t *testing.T) {
 }
 
 // TestAttack_PortForwardTrailerSetCookie: the sandbox's server declares
-// Set-Cookie as a trailer and sends it after a chunked body; the
-// forwarder drops Set-Cookie only from resp.Header, so the trailer passes.
+// Set-Cookie as a trailer and sends it after a chunked body: no trailer
+// of the sandbox's is passed on.
 func TestAttack_PortForwardTrailerSetCookie(t *testing.T) {
 	h := startHostileHTTP(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: Set-Cookie\r\n\r\n"+
 		"2\r\nok\r\n0\r\nSet-Cookie: cordon-admin=planted; Path=/\r\n\r\n")
@@ -157,9 +156,8 @@ func TestAttack_PortForwardTrailerSetCookie(t *testing.T) {
 }
 
 // TestAttack_PortForwardDisclosesClientAddress: the forwarded request
-// carries X-Forwarded-For (the address of whoever called: an admin's
-// workstation) and X-Forwarded-Host (the server's name) to the hostile
-// sandbox (ports.go: pr.SetXForwarded()).
+// carries no X-Forwarded-For (the address of whoever called: an admin's
+// workstation) nor X-Forwarded-Host (the server's name) to the sandbox.
 func TestAttack_PortForwardDisclosesClientAddress(t *testing.T) {
 	h := startHostileHTTP(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	url, id, token := portFixture(t, h)
@@ -225,13 +223,10 @@ func paxRecord(k, v string) string {
 }
 
 // TestAttack_TarInSparseExpansion: an archive of a few KiB whose one entry
-// is a PAX (GNU 0.1) sparse file extracts, inside the sandbox, as a file
-// of the sparse header's declared size, written out in full: the bound
-// tarMaxBytes holds for the stream only, so an approver shown a 2 KiB
-// archive (its size and digest) approves an arbitrary amount of disk
-// (bounded only by file_size per entry, times 100000 entries), and the
-// summary tar-in then reports is refused by the host (parseSummary: bytes
-// over tarMaxBytes) after the extraction happened. Here tarMaxBytes is
+// is a PAX (GNU 0.1) sparse file would extract as a file of the sparse
+// header's declared size: an approver shown a 2 KiB archive would approve
+// any amount of disk. Sparse entries are refused, and the files written
+// are bounded by tarMaxBytes as the stream is. Here tarMaxBytes is
 // lowered to 64 KiB and the sparse file declares 8 MiB.
 func TestAttack_TarInSparseExpansion(t *testing.T) {
 	old := tarMaxBytes
@@ -274,11 +269,10 @@ func (s slowReader) Read(p []byte) (int, error) {
 }
 
 // TestAttack_TarInChmodFollowsSwappedSymlink: tar-in promises that no
-// symlink, in the archive or already there, is ever followed; yet after
-// writing a file it sets its mode with Fchmodat(parent, name, mode, 0),
-// which follows a symlink at name. Another process of the sandbox that
-// swaps the file being written for a symlink (an atomic rename) has the
-// archive's mode (here 0777) applied to whatever the symlink names,
+// symlink, in the archive or already there, is ever followed: the mode of
+// a file written is set through its descriptor, so another process of the
+// sandbox that swaps the file for a symlink (an atomic rename) does not
+// get the archive's mode (here 0777) applied to whatever the link names,
 // outside the directory.
 func TestAttack_TarInChmodFollowsSwappedSymlink(t *testing.T) {
 	dir, outside := t.TempDir(), t.TempDir()
