@@ -235,17 +235,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
 		return status
 	}
 	defer release()
-	max := uploadMax(e)
-	if r.ContentLength > max {
-		return fail(w, http.StatusRequestEntityTooLarge, "the upload is %d bytes, over the sandbox's file size limit of %d", r.ContentLength, max)
-	}
-	body, err := s.uploads.take(r.Body, max)
-	switch {
-	case errors.Is(err, errTooLarge):
-		return fail(w, http.StatusRequestEntityTooLarge, "the upload is over the sandbox's file size limit of %d bytes", max)
-	case err != nil:
-		s.logf("%v", err)
-		return fail(w, http.StatusInternalServerError, "%v; nothing was written", err)
+	body, status := s.spoolBody(w, r, uploadMax(e), "the upload (limit: the sandbox's file size)")
+	if body == nil {
+		return status
 	}
 	defer body.Close()
 	if status := s.fileStep(w, r, c, e, p, "files.write", "file_write", &body.content); status != 0 {

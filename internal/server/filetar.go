@@ -460,16 +460,9 @@ func (s *Server) tarUpload(w http.ResponseWriter, r *http.Request, c caller) int
 	// Known whole before the step is decided, as an upload (see upload):
 	// an approver sees the archive's size, digest and beginning, and the
 	// sandbox is fed exactly that.
-	if r.ContentLength > tarMaxBytes {
-		return fail(w, http.StatusRequestEntityTooLarge, "the archive is %d bytes, over %d", r.ContentLength, int64(tarMaxBytes))
-	}
-	spooled, err := s.uploads.take(r.Body, tarMaxBytes)
-	switch {
-	case errors.Is(err, errTooLarge):
-		return fail(w, http.StatusRequestEntityTooLarge, "the archive is over %d bytes; nothing was extracted", int64(tarMaxBytes))
-	case err != nil:
-		s.logf("%v", err)
-		return fail(w, http.StatusInternalServerError, "%v; nothing was extracted", err)
+	spooled, status := s.spoolBody(w, r, tarMaxBytes, "the archive")
+	if spooled == nil {
+		return status
 	}
 	defer spooled.Close()
 	if status := s.fileStep(w, r, c, e, p, "files.write", "file_tar_in", &spooled.content); status != 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,4 +127,23 @@ func envMap(env []string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// spoolBody takes a request's body whole into the spool, at most max
+// bytes (what names the body in errors: "the upload"): the spooled body,
+// or the status already answered (413 over max, 500 when it cannot be
+// kept; nothing was done either way).
+func (s *Server) spoolBody(w http.ResponseWriter, r *http.Request, max int64, what string) (*spooled, int) {
+	if r.ContentLength > max {
+		return nil, fail(w, http.StatusRequestEntityTooLarge, "%s is %d bytes, over its limit of %d", what, r.ContentLength, max)
+	}
+	body, err := s.uploads.take(r.Body, max)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, fail(w, http.StatusRequestEntityTooLarge, "%s is over its limit of %d bytes; nothing was written", what, max)
+	case err != nil:
+		s.logf("%v", err)
+		return nil, fail(w, http.StatusInternalServerError, "%v; nothing was written", err)
+	}
+	return body, 0
 }

@@ -42,18 +42,7 @@ func (d *DB) NodeSessions(ctx context.Context, node string) ([]Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
-	defer rows.Close()
-	var out []Session
-	for rows.Next() {
-		var s Session
-		var info []byte
-		if err := rows.Scan(&s.ID, &s.Node, &s.Agent, &info); err != nil {
-			return nil, fmt.Errorf("sessions: %w", err)
-		}
-		s.Info = info
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return scanSessions(rows)
 }
 
 // ErrFull is returned by ReserveSession when the cluster has its maximum

@@ -380,6 +380,11 @@ WHERE node <> $1 AND ($2 = '' OR agent = $2) AND updated > $3 ORDER BY updated`)
 	if err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
+	return scanSessions(rows)
+}
+
+// scanSessions reads rows of (id, node, agent, info) and closes them.
+func scanSessions(rows *sql.Rows) ([]Session, error) {
 	defer rows.Close()
 	var out []Session
 	for rows.Next() {
