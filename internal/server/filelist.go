@@ -18,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
-	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
@@ -216,18 +215,6 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, c caller) int
 	}
 	s.afterStep(e, c, "files.list", p, &o, err, status, map[string]any{"entries": len(l.Entries), "truncated": l.Truncated})
 	return status
-}
-
-// afterStep records a file operation with what it did (data) and counts it
-// in the session.
-func (s *Server) afterStep(e *entry, c caller, kind, p string, o *outcome.Outcome, err error, status int, data map[string]any) {
-	data["path"], data["status"] = p, status
-	if err == nil && o.Status != outcome.OK {
-		data["outcome"] = o
-	}
-	s.record(e.id, c, audit.Decision, kind, data)
-	s.finish(e, kind, p, o, status == http.StatusForbidden || err != nil)
-	s.recorded()
 }
 
 // cappedBuffer keeps the first max bytes written to it and notes that more

@@ -209,7 +209,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) int 
 	default:
 		status = fail(w, fileStatus(o), "reading %s in sandbox %s: %s", p, e.id, fileMessage(o, stderr.String()))
 	}
-	s.afterFile(e, c, "files.read", p, &o, err, status, body.n)
+	s.afterStep(e, c, "files.read", p, &o, err, status, map[string]any{"bytes": body.n})
 	return status
 }
 
@@ -258,7 +258,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
 	default:
 		status = fail(w, fileStatus(o), "writing %s in sandbox %s: %s", p, e.id, fileMessage(o, stderr.String()))
 	}
-	s.afterFile(e, c, "files.write", p, &o, err, status, counted.n.Load())
+	s.afterStep(e, c, "files.write", p, &o, err, status, map[string]any{"bytes": counted.n.Load()})
 	return status
 }
 
@@ -270,9 +270,10 @@ func fileMessage(o outcome.Outcome, stderr string) string {
 	return o.Message
 }
 
-// afterFile records a file operation and counts it in the session.
-func (s *Server) afterFile(e *entry, c caller, kind, p string, o *outcome.Outcome, err error, status int, n int64) {
-	data := map[string]any{"path": p, "status": status, "bytes": n}
+// afterStep records a file operation with what it did (data) and counts it
+// in the session.
+func (s *Server) afterStep(e *entry, c caller, kind, p string, o *outcome.Outcome, err error, status int, data map[string]any) {
+	data["path"], data["status"] = p, status
 	if err == nil && o.Status != outcome.OK {
 		data["outcome"] = o
 	}

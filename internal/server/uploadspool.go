@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -29,13 +27,12 @@ type content struct {
 
 // describe reads r to its end and describes what it read.
 func describe(r io.Reader) (content, error) {
-	h := sha256.New()
-	head := &headWriter{max: previewBytes}
-	n, err := io.Copy(io.MultiWriter(h, head), r)
-	if err != nil {
+	head := &cappedBuffer{max: previewBytes}
+	d := newDigestWriter(head)
+	if _, err := io.Copy(d, r); err != nil {
 		return content{}, err
 	}
-	return content{Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil)), Preview: preview(head.b, n)}, nil
+	return content{Bytes: d.n, SHA256: d.sum(), Preview: preview(head.Bytes(), d.n)}, nil
 }
 
 // preview is the beginning of n bytes, escaped for display: control
@@ -47,19 +44,6 @@ func preview(head []byte, n int64) string {
 		s += "..."
 	}
 	return s
-}
-
-// headWriter keeps the first max bytes written to it.
-type headWriter struct {
-	b   []byte
-	max int
-}
-
-func (w *headWriter) Write(p []byte) (int, error) {
-	if room := w.max - len(w.b); room > 0 {
-		w.b = append(w.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
 }
 
 // uploads are the upload bodies waiting, whole, until their step is
