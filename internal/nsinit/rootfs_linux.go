@@ -72,7 +72,7 @@ func (r *rootfs) build() error {
 	r.root = root
 	// Any directory of the host will do as the place to assemble the root:
 	// it is only visible in this mount namespace, and only until pivot_root.
-	base, err := os.OpenFile("/tmp", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	base, err := os.OpenFile(assembly, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("opening assembly point: %w", err)
 	}
@@ -281,6 +281,9 @@ func (r *rootfs) place(s source) error {
 	defer target.Close()
 	if k, err := kindOf(target); err != nil || (k == mnt.Dir) != (s.src.Kind == mnt.Dir) {
 		return fmt.Errorf("target exists with another file type")
+	}
+	if s.m.Review {
+		return r.placeReview(s, target)
 	}
 	return mnt.Attach(s.src.Tree, target)
 }

@@ -28,26 +28,32 @@ const (
 	PidsLimit     Status = "pids_limit"
 	CPUTimeLimit  Status = "cpu_time_limit"
 	FileSizeLimit Status = "file_size_limit"
-	Signaled      Status = "signaled"
-	ExitNonzero   Status = "exit_nonzero"
-	OK            Status = "ok"
+	// WorkspaceSizeLimit and WorkspaceInodesLimit: a reviewed workspace's
+	// layer was filled.
+	WorkspaceSizeLimit   Status = "workspace_size_limit"
+	WorkspaceInodesLimit Status = "workspace_inodes_limit"
+	Signaled             Status = "signaled"
+	ExitNonzero          Status = "exit_nonzero"
+	OK                   Status = "ok"
 )
 
 // Exit statuses of cordon that are not the command's own.
 const (
-	ExitEgressDenied  = 116
-	ExitDrift         = 117
-	ExitEgressBudget  = 118
-	ExitFileSizeLimit = 119
-	ExitCPUTimeLimit  = 120
-	ExitMemoryLimit   = 121
-	ExitPidsLimit     = 122
-	ExitOutputLimit   = 123
-	ExitTimeout       = 124 // like timeout(1)
-	ExitSandboxError  = 125
-	ExitCannotRun     = 126 // like a shell
-	ExitNotFound      = 127 // like a shell
-	exitSignalBase    = 128 // 128+N: killed by signal N, like a shell
+	ExitWorkspaceInodes = 114
+	ExitWorkspaceSize   = 115
+	ExitEgressDenied    = 116
+	ExitDrift           = 117
+	ExitEgressBudget    = 118
+	ExitFileSizeLimit   = 119
+	ExitCPUTimeLimit    = 120
+	ExitMemoryLimit     = 121
+	ExitPidsLimit       = 122
+	ExitOutputLimit     = 123
+	ExitTimeout         = 124 // like timeout(1)
+	ExitSandboxError    = 125
+	ExitCannotRun       = 126 // like a shell
+	ExitNotFound        = 127 // like a shell
+	exitSignalBase      = 128 // 128+N: killed by signal N, like a shell
 )
 
 // limitStatus maps the limits that end a run to their status and exit code.
@@ -62,6 +68,9 @@ var limitStatus = map[string]struct {
 	"pids":      {PidsLimit, ExitPidsLimit},
 	"cpu_time":  {CPUTimeLimit, ExitCPUTimeLimit},
 	"file_size": {FileSizeLimit, ExitFileSizeLimit},
+
+	"workspace_size":   {WorkspaceSizeLimit, ExitWorkspaceSize},
+	"workspace_inodes": {WorkspaceInodesLimit, ExitWorkspaceInodes},
 }
 
 // Outcome is the whole account of one run.
@@ -94,8 +103,23 @@ type Outcome struct {
 	Error string `json:"error,omitempty"`
 	// Drift names what changed in the running sandbox, for drift.
 	Drift []string `json:"drift,omitempty"`
+	// Changes, for a reviewed workspace, is the change set the run left
+	// waiting for review.
+	Changes *Changes `json:"changes,omitempty"`
 	// Message is one sentence for a person.
 	Message string `json:"message"`
+}
+
+// Changes summarises the change set a run in a reviewed workspace left:
+// `cordon changes SET` lists it, `cordon apply SET` lands it.
+type Changes struct {
+	Set     string `json:"set"`
+	Entries int    `json:"entries"`
+	Bytes   int64  `json:"bytes"`
+	Digest  string `json:"digest,omitempty"`
+	// Error says why the changes could not be kept; the host's workspace
+	// is untouched.
+	Error string `json:"error,omitempty"`
 }
 
 // Limit names a limit and its value.

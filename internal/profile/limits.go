@@ -46,6 +46,8 @@ var Limits = []LimitSpec{
 	{"file_size", Bytes, "1GiB", 1 << 10, true, "size of any file a process writes"},
 	{"tmp_size", Bytes, "256MiB", 1 << 20, false, "size of /tmp, of /dev/shm and of the home directory, each a tmpfs"},
 	{"output", Bytes, "64MiB", 1 << 10, true, "bytes the command writes to stdout and stderr together"},
+	{"workspace_size", Bytes, "1GiB", 1 << 20, false, "bytes the sandbox may write to a workspace in review mode (its copy-on-write layer, a tmpfs)"},
+	{"workspace_inodes", Count, "100000", 64, false, "files, directories and links the sandbox may create in a workspace in review mode"},
 }
 
 // LimitByName returns the spec of a limit.
@@ -198,6 +200,10 @@ type Resources struct {
 	FileSize  Quantity `yaml:"file_size" json:"file_size"`
 	TmpSize   Quantity `yaml:"tmp_size" json:"tmp_size"`
 	Output    Quantity `yaml:"output" json:"output"`
+	// WorkspaceSize and WorkspaceInodes bound the copy-on-write layer of
+	// a workspace in review mode.
+	WorkspaceSize   Quantity `yaml:"workspace_size" json:"workspace_size"`
+	WorkspaceInodes Quantity `yaml:"workspace_inodes" json:"workspace_inodes"`
 }
 
 // Get returns the quantity of the named limit.
@@ -221,6 +227,10 @@ func (r *Resources) Get(name string) *Quantity {
 		return &r.TmpSize
 	case "output":
 		return &r.Output
+	case "workspace_size":
+		return &r.WorkspaceSize
+	case "workspace_inodes":
+		return &r.WorkspaceInodes
 	}
 	return nil
 }

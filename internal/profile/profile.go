@@ -62,6 +62,9 @@ type Profile struct {
 	Drift *Drift `yaml:"drift,omitempty" json:"drift,omitempty"`
 	// Trajectory checks the course of a whole agent session.
 	Trajectory *Trajectory `yaml:"trajectory,omitempty" json:"trajectory,omitempty"`
+	// Review says which changes of a reviewed workspace need a person's
+	// approval before they land on the host.
+	Review *Review `yaml:"review,omitempty" json:"review,omitempty"`
 
 	// src locates fields in the file the profile was read from.
 	src *source
@@ -86,6 +89,12 @@ type Workspace struct {
 	// path as on the host.
 	Target   string `yaml:"target,omitempty" json:"target,omitempty"`
 	Writable bool   `yaml:"writable" json:"writable"`
+	// Mode is ModeDirect (the default: a writable workspace is the host
+	// directory itself, and what the sandbox writes is on the host at
+	// once) or ModeReview (the sandbox writes to a copy-on-write layer of
+	// its own; the changes wait in cordon's state directory until a person
+	// applies or discards them).
+	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
 	// Unprotect opens, by name, protected paths that every writable bind
 	// otherwise keeps read-only (.git/config, .vscode, ...: see cordon's
 	// docs/THREATS.md), relative to the bind's root.
@@ -94,6 +103,16 @@ type Workspace struct {
 	// credentials (.ssh, .aws, ...), be bound writable.
 	AllowSensitive bool `yaml:"allow_sensitive,omitempty" json:"allow_sensitive,omitempty"`
 }
+
+// Workspace modes.
+const (
+	ModeDirect = "direct"
+	ModeReview = "review"
+)
+
+// Reviewed reports whether the sandbox's writes to the workspace wait for
+// review instead of reaching the host.
+func (w Workspace) Reviewed() bool { return w.Path != "" && w.Mode == ModeReview }
 
 // Mount binds one host path into the sandbox.
 type Mount struct {
@@ -192,6 +211,7 @@ func (m Mount) String() string {
 func (p *Profile) Clone() *Profile {
 	c := *p
 	c.Mounts = slices.Clone(p.Mounts)
+	c.Workspace.Unprotect = slices.Clone(p.Workspace.Unprotect)
 	c.Env.Set = maps.Clone(p.Env.Set)
 	c.Env.Pass = slices.Clone(p.Env.Pass)
 	c.Toolchains = slices.Clone(p.Toolchains)
@@ -217,6 +237,11 @@ func (p *Profile) Clone() *Profile {
 	if p.Drift != nil {
 		d := *p.Drift
 		c.Drift = &d
+	}
+	if p.Review != nil {
+		r := *p.Review
+		r.RequireApproval = slices.Clone(r.RequireApproval)
+		c.Review = &r
 	}
 	if p.Approval != nil {
 		a := *p.Approval

@@ -172,6 +172,7 @@ func (p *Profile) validate(src *source) Errors {
 	p.validateApproval(bad)
 	p.validateDrift(bad)
 	p.validateTrajectory(bad)
+	p.validateReview(bad)
 	return errs
 }
 

@@ -49,6 +49,8 @@ type Box struct {
 	gone      chan struct{} // the dispatcher has seen init go
 	stopDrift chan struct{}
 	closeOnce sync.Once
+	// layer is the root of a reviewed workspace's layer; nil otherwise.
+	layer *os.File
 }
 
 // ErrEnded is returned by Exec once the sandbox has ended.
@@ -132,6 +134,13 @@ func Start(opts Options) (*Box, error) {
 	if !ready {
 		return fail(setupErr("sandbox init", errors.New("ended before it was ready")))
 	}
+	var layer *os.File
+	if b.layer != nil {
+		// Init sends the layer before it says it is ready.
+		if layer = <-b.layer; layer == nil {
+			return fail(setupErr("workspace layer", errors.New("init sent none")))
+		}
+	}
 	var drifter *drifter
 	if opts.Profile.DriftEvery() > 0 {
 		// Init is confined before it says it is ready: the baseline is
@@ -148,7 +157,10 @@ func Start(opts Options) (*Box, error) {
 	}
 	now := time.Now()
 	x := &Box{opts: opts, res: res, lim: lim, b: b, null: null, drift: drifter, ctl: conn.(*net.UnixConn), last: now,
-		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{})}
+		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{}), layer: layer}
+	if layer != nil {
+		go watchLayer(layer, lim, x.stopDrift)
+	}
 	built.Store(x)
 	go x.dispatch()
 	go func() {
@@ -558,7 +570,12 @@ func (x *Box) Why() string {
 // Close stops the sandbox: every process in it is killed, its cgroup
 // removed, its proxy's connections ended. It waits for all of that; later
 // calls do nothing.
-func (x *Box) Close() {
+func (x *Box) Close() { x.CloseWith(nil) }
+
+// CloseWith is Close, calling kept, when the workspace is reviewed, with
+// the layer's root once no process of the sandbox runs any more (to keep
+// its changes); kept is not called when an earlier Close ended the box.
+func (x *Box) CloseWith(kept func(layer *os.File)) {
 	x.closeOnce.Do(func() {
 		x.mu.Lock()
 		x.closing = true
@@ -566,6 +583,9 @@ func (x *Box) Close() {
 		x.b.init.signal(syscall.SIGKILL)
 		<-x.reaped
 		close(x.stopDrift)
+		if x.layer != nil && kept != nil {
+			kept(x.layer)
+		}
 		<-x.gone
 		x.ctl.Close()
 		x.null.Close()
@@ -573,5 +593,14 @@ func (x *Box) Close() {
 			x.b.egressDone()
 		}
 		x.lim.end()
+		if x.layer != nil {
+			x.layer.Close()
+		}
 	})
 }
+
+// Layer is the root of the copy-on-write layer of a reviewed workspace
+// (see Options.Review), holding LayerUpper; nil when the workspace is not
+// reviewed. While the sandbox runs, what it holds may change at any
+// moment; it is closed by Close.
+func (x *Box) Layer() *os.File { return x.layer }

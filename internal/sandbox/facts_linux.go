@@ -25,8 +25,10 @@ type Result struct {
 	Degraded []string
 	Notes    []string
 
-	exited      bool
-	tmpUsed     int64
+	exited  bool
+	tmpUsed int64
+	// changes is what became of a reviewed workspace's changes.
+	changes     *outcome.Changes
 	otherSignal int // a limit's signal that killed an orphan
 	limiter     *limiter
 	output      *outputCap

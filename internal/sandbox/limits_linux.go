@@ -51,6 +51,11 @@ type limiter struct {
 	release  func()
 	released sync.Once
 
+	// review: the workspace is reviewed, and layer is how much of its
+	// layer the run used, once known.
+	review bool
+	layer  *layerUse
+
 	mu     sync.Mutex
 	killed string // the limit that ended the run
 	kill   func() // kills the whole sandbox
@@ -69,7 +74,7 @@ func needsCgroup(r profile.Resources) bool {
 // allowed running with the limits that then fall back or go unenforced.
 func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result) (*limiter, error) {
 	r := p.Resources
-	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1)}
+	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil}
 	spec.Rlimits = Rlimits{
 		CPUSeconds: ceilSeconds(r.CPUTime),
 		FileSize:   quantity(r.FileSize),
@@ -321,7 +326,7 @@ func (l *limiter) enforcedBy(name string) string {
 	switch name {
 	case "wall", "output":
 		return "supervisor"
-	case "tmp_size":
+	case "tmp_size", "workspace_size", "workspace_inodes":
 		return "tmpfs"
 	case "open_files", "file_size":
 		return "rlimit"
@@ -353,6 +358,9 @@ func (l *limiter) enforcedBy(name string) string {
 func (l *limiter) states(u outcome.Usage, tmpUsed int64) []outcome.LimitState {
 	var out []outcome.LimitState
 	for _, spec := range profile.Limits {
+		if !l.review && (spec.Name == "workspace_size" || spec.Name == "workspace_inodes") {
+			continue // no layer to bound
+		}
 		q := l.res.Get(spec.Name)
 		st := outcome.LimitState{Name: spec.Name, Value: q.String(), EnforcedBy: l.enforcedBy(spec.Name)}
 		if !q.Set() {
@@ -376,6 +384,14 @@ func (l *limiter) states(u outcome.Usage, tmpUsed int64) []outcome.LimitState {
 			}
 		case "tmp_size":
 			used = float64(tmpUsed) / float64(q.N)
+		case "workspace_size":
+			if l.layer != nil {
+				used = float64(l.layer.bytes) / float64(q.N)
+			}
+		case "workspace_inodes":
+			if l.layer != nil {
+				used = float64(l.layer.inodes) / float64(q.N)
+			}
 		case "output":
 			used = float64(u.StdoutBytes+u.StderrBytes) / float64(q.N)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/cordon-sandbox/cordon/internal/egress"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/toolchain"
 )
@@ -77,6 +78,13 @@ type Options struct {
 	// Log, for a kept-alive sandbox (Start), receives the egress proxy's
 	// refusals and drift reports; nil discards them.
 	Log io.Writer
+
+	// Review, for a workspace in review mode, is called once the sandbox
+	// has ended (no process of it runs any more) with the root of its
+	// copy-on-write layer, which holds LayerUpper, to keep the changes
+	// somewhere the sandbox never saw; what it returns becomes the
+	// outcome's Changes. Without it, the changes are dropped.
+	Review func(layer *os.File) (*outcome.Changes, error)
 
 	keepAlive bool // set by Start
 }

@@ -45,6 +45,7 @@ func Run(opts Options) (outcome.Outcome, error) {
 	err := withContainerHint(run(opts, res))
 	o := outcome.Decide(res.facts(err))
 	o.LandlockABI, o.Notes = res.LandlockABI, res.Notes
+	o.Changes = res.changes
 	return o, err
 }
 
@@ -180,6 +181,18 @@ func run(opts Options, res *Result) error {
 		}
 	}()
 
+	var layer *os.File
+	layerDone, layerStop := make(chan struct{}), make(chan struct{})
+	if b.layer != nil {
+		go func() {
+			defer close(layerDone)
+			if layer = <-b.layer; layer != nil {
+				watchLayer(layer, lim, layerStop)
+			}
+		}()
+	} else {
+		close(layerDone)
+	}
 	statuses := readStatuses(b.status)
 	if tty != nil {
 		if err := tty.start(); err != nil {
@@ -189,6 +202,12 @@ func run(opts Options, res *Result) error {
 		}
 	}
 	ws, ru, waitErr := init.wait()
+	if b.layer != nil {
+		// Init has ended, and every process of the sandbox with it.
+		close(layerStop)
+		<-layerDone
+		keepChanges(opts, res, lim, layer)
+	}
 	copies.Wait()
 	if b.egressDone != nil {
 		b.egressDone()
@@ -273,6 +292,9 @@ type booted struct {
 	// connections to end and records its events.
 	egressDone func()
 	kill       func() // kills init, and so the sandbox
+	// layer yields a reviewed workspace's layer (see layerSocket); nil
+	// otherwise.
+	layer <-chan *os.File
 }
 
 // boot starts the sandbox's init in its namespaces and cgroup, sends it the
@@ -337,7 +359,16 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 	// Descriptors of init: SpecFD, StatusFD, ConsoleFD (or ControlFD),
 	// ProxyFD, then the detached mounts from FirstFD on.
 	extra := []*os.File{specR, statusW, bf.console}
-	extra = append(extra, nil) // ProxyFD
+	extra = append(extra, nil, nil) // ProxyFD, LayerFD
+	var layer <-chan *os.File
+	if spec.Layer != nil {
+		peer, got, err := layerSocket()
+		if err != nil {
+			return nil, setupErr("workspace layer", err)
+		}
+		defer peer.Close()
+		extra[LayerFD-SpecFD], layer = peer, got
+	}
 	var egressDone func()
 	if spec.ProxyAddr != "" {
 		peer, done, err := startProxy(opts, res, bf.stderr, func() { lim.trip(deniedLimit) })
@@ -359,6 +390,12 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 		// to build the root; it drops them before the command starts.
 		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE},
 		Pdeathsig:   unix.SIGKILL,
+	}
+	if spec.Layer != nil {
+		// The overlay of a reviewed workspace copies files up, and writes
+		// whiteouts, with the credentials of init that mounted it; in the
+		// sandbox's user namespace only, over the files it maps.
+		sys.AmbientCaps = append(sys.AmbientCaps, unix.CAP_DAC_OVERRIDE, unix.CAP_CHOWN, unix.CAP_FOWNER, unix.CAP_MKNOD)
 	}
 	if weakened("pdeathsig") {
 		sys.Pdeathsig = 0
@@ -411,6 +448,9 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 	if peer := extra[ProxyFD-SpecFD]; peer != nil {
 		peer.Close() // init holds it now; its closing ends the proxy's loop
 	}
+	if peer := extra[LayerFD-SpecFD]; peer != nil {
+		peer.Close() // init's ending closes it, if it sends nothing
+	}
 	for _, f := range bf.handed {
 		f.Close()
 	}
@@ -436,7 +476,7 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 	io.WriteString(specW, Placed)
 	specW.Close()
 	ok = true
-	return &booted{init: init, status: statusR, egressDone: egressDone, kill: killInit}, nil
+	return &booted{init: init, status: statusR, egressDone: egressDone, kill: killInit, layer: layer}, nil
 }
 
 // finish interprets init's messages and its own exit.
@@ -612,8 +652,12 @@ func buildSpec(opts Options) (*Spec, error) {
 		if prev, dup := targets[target]; dup {
 			return nil, setupErr("workspace", fmt.Errorf("%s is also the target of the mount of %s", target, prev))
 		}
-		spec.Mounts = append(spec.Mounts, Mount{Source: ws, Target: target, Writable: p.Workspace.Writable})
+		review := p.Workspace.Reviewed()
+		spec.Mounts = append(spec.Mounts, Mount{Source: ws, Target: target, Writable: p.Workspace.Writable && !review, Review: review})
 		spec.Workdir = target
+		if review {
+			spec.Layer = &Layer{Size: p.Resources.WorkspaceSize.N, Inodes: p.Resources.WorkspaceInodes.N}
+		}
 	}
 	if err := protectWritable(spec, opts); err != nil {
 		return nil, err
@@ -764,7 +808,7 @@ func openTrees(spec *Spec, ids idMapping, lenient bool) ([]*os.File, error) {
 			m.Link = src.Link
 			continue
 		}
-		if m.Writable && !m.Device {
+		if (m.Writable || m.Review) && !m.Device {
 			var st unix.Stat_t
 			if err := unix.Fstat(int(src.Tree.Fd()), &st); err != nil {
 				src.Close()

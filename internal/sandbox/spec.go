@@ -62,6 +62,8 @@ type Spec struct {
 	// of the workspace's root, which git would otherwise take for
 	// untracked directories (and git clean fail to remove).
 	GitIgnore string `json:"git_ignore,omitempty"`
+	// Layer is set when the workspace is reviewed (Mount.Review).
+	Layer *Layer `json:"layer,omitempty"`
 	// Serve keeps the sandbox alive: instead of starting Args, init waits
 	// for Requests on ControlFD and runs each command it is sent, until the
 	// host side closes the socket.
@@ -111,6 +113,17 @@ type Mount struct {
 	// Protect are the paths of a writable bind that init binds onto
 	// themselves, read-only or pinned in place, shallow first.
 	Protect []protect.Entry `json:"protect,omitempty"`
+	// Review marks the workspace of a reviewed run: the source is bound
+	// read-only as the lower layer of an overlay whose writes go to a
+	// layer of the sandbox's own (see Spec.Layer).
+	Review bool `json:"review,omitempty"`
+}
+
+// Layer bounds the copy-on-write layer of a reviewed workspace: a tmpfs of
+// Size bytes and Inodes files, directories and links.
+type Layer struct {
+	Size   int64 `json:"size"`
+	Inodes int64 `json:"inodes"`
 }
 
 // Fixed descriptor numbers in init.
@@ -123,7 +136,17 @@ const (
 	// ProxyFD is a unix socket on which init passes each connection made to
 	// the proxy's address inside the sandbox; closed without network.
 	ProxyFD = 6
-	FirstFD = 7 // detached mounts
+	// LayerFD is a unix socket on which init sends back a descriptor of
+	// the root of a reviewed workspace's layer (holding LayerUpper and
+	// LayerWork), once the overlay is in place; closed otherwise.
+	LayerFD = 7
+	FirstFD = 8 // detached mounts
+)
+
+// Directories of a reviewed workspace's layer.
+const (
+	LayerUpper = "upper"
+	LayerWork  = "work"
 )
 
 // InitArg is the hidden subcommand that runs the sandbox init.

@@ -1,0 +1,135 @@
+package nsinit
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/mnt"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+)
+
+// assembly is the host directory the new root is attached on while it is
+// built (see rootfs.build); the overlay's layers are named through it.
+const assembly = "/tmp"
+
+// staging is the directory of the new root where the layers of a reviewed
+// workspace are attached while its overlay is made; removed before the
+// root is made read-only.
+const staging = ".cordon-review"
+
+// layerSlack is the inodes the layer's tmpfs needs for itself: its root,
+// the upper and work directories, and overlay's work/work.
+const layerSlack = 4
+
+// placeReview mounts at target the reviewed workspace: an overlay whose
+// lower layer is the host workspace, bound read-only, and whose upper and
+// work directories are on a tmpfs of the sandbox's own, capped in bytes
+// and in inodes, so that nothing the sandbox writes reaches the host tree
+// and what it writes is bounded. The tmpfs's root goes to the host side on
+// LayerFD, which reads the changes from it once the sandbox has ended.
+func (r *rootfs) placeReview(s source, target *os.File) error {
+	l := r.spec.Layer
+	if l == nil {
+		return fmt.Errorf("a reviewed workspace without layer limits")
+	}
+	stage, err := mnt.Walk(r.root, staging, r.creatable)
+	if err != nil {
+		return fmt.Errorf("staging directory: %w", err)
+	}
+	defer stage.Close()
+	defer func() {
+		for _, d := range []string{"lower", "layer"} {
+			unix.Unmount(path.Join(assembly, staging, d), unix.MNT_DETACH)
+			unix.Unlinkat(int(stage.Fd()), d, unix.AT_REMOVEDIR)
+		}
+		unix.Unlinkat(int(r.root.Fd()), staging, unix.AT_REMOVEDIR)
+	}()
+
+	// The lower layer, read-only, as the host side opened (and idmapped) it.
+	lowerAt, err := mnt.Walk(stage, "lower", r.creatable)
+	if err != nil {
+		return err
+	}
+	err = mnt.Attach(s.src.Tree, lowerAt)
+	lowerAt.Close()
+	if err != nil {
+		return fmt.Errorf("placing the workspace: %w", err)
+	}
+	var lower unix.Stat_t
+	if err := unix.Fstat(int(s.src.Tree.Fd()), &lower); err != nil {
+		return err
+	}
+	if lower.Uid == overflowID || lower.Gid == overflowID {
+		return fmt.Errorf("the workspace's owner has no id in the sandbox: its files could be read but not changed")
+	}
+
+	// The layer: a tmpfs with the review limits.
+	layer, err := mnt.New("tmpfs", map[string]string{
+		"mode":      "0700",
+		"size":      strconv.FormatInt(l.Size, 10),
+		"nr_inodes": strconv.FormatInt(l.Inodes+layerSlack, 10),
+	}, scratchAttr)
+	if err != nil {
+		return fmt.Errorf("layer: %w", err)
+	}
+	defer layer.Close()
+	layerAt, err := mnt.Walk(stage, "layer", r.creatable)
+	if err != nil {
+		return err
+	}
+	err = mnt.Attach(layer, layerAt)
+	layerAt.Close()
+	if err != nil {
+		return fmt.Errorf("placing the layer: %w", err)
+	}
+	// The upper directory is the merged root's: it has the workspace
+	// root's owner and mode.
+	if err := unix.Mkdirat(int(layer.Fd()), sandbox.LayerUpper, 0o700); err != nil {
+		return fmt.Errorf("layer: %w", err)
+	}
+	if err := unix.Mkdirat(int(layer.Fd()), sandbox.LayerWork, 0o700); err != nil {
+		return fmt.Errorf("layer: %w", err)
+	}
+	if err := unix.Fchownat(int(layer.Fd()), sandbox.LayerUpper, int(lower.Uid), int(lower.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("layer: %w", err)
+	}
+	if err := unix.Fchmodat(int(layer.Fd()), sandbox.LayerUpper, lower.Mode&0o7777, 0); err != nil {
+		return fmt.Errorf("layer: %w", err)
+	}
+
+	at := path.Join(assembly, staging)
+	ovl, err := mnt.New("overlay", map[string]string{
+		"lowerdir":  path.Join(at, "lower"),
+		"upperdir":  path.Join(at, "layer", sandbox.LayerUpper),
+		"workdir":   path.Join(at, "layer", sandbox.LayerWork),
+		"userxattr": "",
+	}, scratchAttr)
+	if err != nil {
+		return fmt.Errorf("overlay: %w", err)
+	}
+	defer ovl.Close()
+	if err := mnt.Attach(ovl, target); err != nil {
+		return fmt.Errorf("placing the overlay: %w", err)
+	}
+
+	// The host side reads the changes through the layer's root.
+	root, err := unix.Openat(int(layer.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the layer: %w", err)
+	}
+	rootFile := os.NewFile(uintptr(root), "layer")
+	defer rootFile.Close()
+	sock := os.NewFile(sandbox.LayerFD, "layer socket")
+	defer sock.Close()
+	if err := sandbox.SendFD(sock, rootFile); err != nil {
+		return fmt.Errorf("sending the layer: %w", err)
+	}
+	return nil
+}
+
+// overflowID is the id an unmapped owner shows as in a user namespace.
+const overflowID = 65534
