@@ -168,6 +168,9 @@ func (a *auditor) end(o outcome.Outcome, tty bool) error {
 		a.log.Add(a.event(audit.Decision, "limit", map[string]any{"name": o.Limit.Name, "value": o.Limit.Value, "status": o.Status}))
 	}
 	a.log.Add(a.event(audit.Decision, "outcome", o))
+	if c := o.Changes; c != nil {
+		a.log.Add(a.event(audit.Action, "changes", c))
+	}
 	streams := []string{"stdout", "stderr"}
 	if tty {
 		streams = []string{"terminal"}

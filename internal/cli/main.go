@@ -80,6 +80,12 @@ func Main(args []string) int {
 		return mcpCmd(e, rest)
 	case "approvals":
 		return approvalsCmd(e, rest)
+	case "changes":
+		return changesCmd(e, rest)
+	case "apply":
+		return applyCmd(e, rest)
+	case "discard":
+		return discardCmd(e, rest)
 	case "serve":
 		return serveCmd(e, rest)
 	case server.FileArg:
@@ -127,6 +133,9 @@ commands:
   call [flags] TOOL ARGS-JSON    call a built-in tool as the tool gateway does: decided, then run in a sandbox
   mcp [flags]                    serve the profile's tools to an agent over MCP (stdio, or --http ADDR)
   mcp tools [flags]              list the upstream servers' tools with the pins that approve them
+  changes [RUN [PATH...]]        the changes a reviewed workspace's runs left (--diff, --json)
+  apply RUN [PATH...]            land a change set on the host's workspace, once approved where needed
+  discard RUN                    drop a change set
   approvals list|show|approve|deny|serve
                                  the tool calls held for a person's approval: decide them here or on a web page
   serve --config FILE            sandboxes as a service: an HTTP API with tokens per agent, pre-warmed pools

@@ -19,6 +19,7 @@ type profileFlags struct {
 	limits, allow list
 	toolchains    list
 	transparent   bool
+	review        bool
 }
 
 func (pf *profileFlags) register(fs *flag.FlagSet) {
@@ -29,12 +30,13 @@ func (pf *profileFlags) register(fs *flag.FlagSet) {
 	fs.Var(&pf.limits, "limit", "set a resource limit, `NAME=VALUE` (e.g. memory=512MiB, wall=30s); repeatable")
 	fs.BoolVar(&pf.transparent, "transparent", false, "also carry clients that ignore the proxy variables: capture their TCP and answer their DNS (needs nftables in the kernel)")
 	fs.Var(&pf.toolchains, "toolchain", "run the host's `NAME` (python3, go, cargo, ...) as your PATH finds it: its install prefix bound read-only, its directory first on PATH; repeatable")
+	fs.BoolVar(&pf.review, "review", false, "review the workspace's changes: the sandbox writes to a layer of its own, and its changes wait for cordon changes, apply or discard (workspace.mode: review)")
 	fs.Var(&pf.allow, "allow", "let the sandbox reach `DEST` (host[:port], *.suffix[:port], ip[:port], cidr) through cordon's egress proxy; repeatable")
 }
 
 // changed reports whether any of the flags was given.
 func (pf *profileFlags) changed() bool {
-	return pf.file != "" || pf.workspace != "" || len(pf.ro)+len(pf.rw)+len(pf.limits)+len(pf.allow)+len(pf.toolchains) > 0 || pf.transparent
+	return pf.file != "" || pf.workspace != "" || len(pf.ro)+len(pf.rw)+len(pf.limits)+len(pf.allow)+len(pf.toolchains) > 0 || pf.transparent || pf.review
 }
 
 // load reads the profile and applies the command-line adjustments.
@@ -74,6 +76,12 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 	}
 	if pf.transparent {
 		p.Network.Transparent = true
+	}
+	if pf.review {
+		if p.Workspace.Path == "" {
+			return nil, fmt.Errorf("--review: the profile has no workspace (set workspace.path, or give --workspace DIR)")
+		}
+		p.Workspace.Mode = profile.ModeReview
 	}
 	for _, name := range pf.toolchains {
 		if err := p.AddToolchain(name); err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/approval"
 	"github.com/cordon-sandbox/cordon/internal/config"
@@ -75,6 +76,11 @@ func runCmd(e *env, args []string) int {
 		return fail(e, err)
 	}
 	a := al.run(p)
+	if p.Workspace.Reviewed() {
+		if where := visibleIn(p, e.cwd, filepath.Join(changesDir(), "set")); where != "" {
+			return fail(e, fmt.Errorf("cordon's state directory %s, where the changes would wait, is inside %s, which the sandbox can see: set CORDON_STATE_DIR elsewhere", changesDir(), where))
+		}
+	}
 	a.begin(p, pf.file, fs.Args(), e.cwd, e.getenv)
 	opts := sandbox.Options{
 		Profile:       p,
@@ -92,6 +98,10 @@ func runCmd(e *env, args []string) int {
 		opts.ProfileFile = pf.abs(e, pf.file)
 	}
 	opts.Guard = guarded(opts.ProfileFile)
+	if p.Workspace.Reviewed() {
+		// Host files changed from now on are conflicts when applied.
+		opts.Review = keepChanges(e, p, opts.ProfileFile, a.id, time.Now())
+	}
 	a.watch(&opts)
 	o, err := sandbox.Run(opts)
 	if err != nil {
@@ -109,6 +119,16 @@ func runCmd(e *env, args []string) int {
 		writeNotes(e.stderr, o.Notes)
 	}
 	report(e, o, err == nil, *asJSON, out)
+	if c := o.Changes; c != nil && err == nil {
+		if c.Error != "" {
+			return fail(e, fmt.Errorf("%s", c.Error))
+		}
+		if c.Entries == 0 {
+			fmt.Fprintf(e.stderr, "cordon: the run changed nothing in the workspace\n")
+		} else {
+			fmt.Fprintf(e.stderr, "cordon: %d change(s) wait for review: cordon changes %s (then cordon apply %s, or cordon discard %s)\n", c.Entries, c.Set, c.Set, c.Set)
+		}
+	}
 	return o.ExitCode
 }
 

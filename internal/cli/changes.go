@@ -1,0 +1,459 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/changes"
+	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
+)
+
+// Exit statuses of cordon apply that are not cordon's own failure.
+const (
+	// ExitHeld: changes wait for a person's approval (or were denied);
+	// nothing was applied.
+	ExitHeld = 3
+	// ExitConflicts: some changes met a host change made since the run
+	// started, or are never applied (special files); the rest landed.
+	ExitConflicts = 4
+)
+
+// applyTool is how a change set's approval request names what it holds.
+const applyTool = "cordon apply"
+
+// changesDir is where change sets wait: in cordon's state directory, which
+// no sandbox sees.
+func changesDir() string { return filepath.Join(config.StateDir(), "changes") }
+
+// review is what `cordon apply` needs to know of the profile a change set
+// came from, kept beside the set when it is captured.
+type review struct {
+	Agent       string   `json:"agent"`
+	Profile     string   `json:"profile"`
+	ProfileHash string   `json:"profile_sha256"`
+	Require     []string `json:"require_approval"`
+	Approvers   []string `json:"approvers,omitempty"`
+}
+
+const reviewFile = "review.json"
+
+// keepChanges returns the sandbox's Review hook for a run of p: it
+// captures the layer into the change set named by the run's id, with the
+// profile's review policy beside it.
+func keepChanges(e *env, p *profile.Profile, profileFile, run string, started time.Time) func(*os.File) (*outcome.Changes, error) {
+	ws := p.Workspace.Path
+	if !filepath.IsAbs(ws) {
+		ws = filepath.Join(e.cwd, ws)
+	}
+	ws = filepath.Clean(ws)
+	return func(layer *os.File) (*outcome.Changes, error) {
+		dir := changesDir()
+		lim := changes.Limits{MaxEntries: int(p.Resources.WorkspaceInodes.N) + 16, MaxBytes: p.Resources.WorkspaceSize.N}
+		set, err := changes.Capture(layer, ws, dir, run, started, lim)
+		if err != nil {
+			changes.Discard(dir, run)
+			return &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
+		}
+		rv := review{Agent: p.Agent, Profile: profileFile, ProfileHash: p.Hash(), Require: p.ReviewPolicy().RequireApproval}
+		if a := p.Approval; a != nil {
+			rv.Approvers = a.Approvers
+		}
+		b, _ := json.MarshalIndent(rv, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, run, reviewFile), b, 0o600); err != nil {
+			changes.Discard(dir, run)
+			return &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
+		}
+		return &outcome.Changes{Set: run, Entries: len(set.Changes), Bytes: set.Bytes, Digest: set.Digest}, nil
+	}
+}
+
+func loadReview(dir, run string) (review, error) {
+	var rv review
+	b, err := os.ReadFile(filepath.Join(dir, run, reviewFile))
+	if err != nil {
+		return rv, fmt.Errorf("change set %s: its review policy: %w", run, err)
+	}
+	if err := json.Unmarshal(b, &rv); err != nil {
+		return rv, fmt.Errorf("change set %s: its review policy: %w", run, err)
+	}
+	return rv, nil
+}
+
+// held lists the changes among cs that need approval, with the rule that
+// holds each.
+func (rv review) held(cs []changes.Change) []heldChange {
+	pol := profile.Review{RequireApproval: rv.Require}
+	var out []heldChange
+	for _, c := range cs {
+		if rule := pol.NeedsApproval(c.Path, c.Kind, c.Flags); rule != "" {
+			out = append(out, heldChange{Path: c.Path, Kind: c.Kind, Rule: rule, Flags: c.Flags})
+		}
+	}
+	return out
+}
+
+type heldChange struct {
+	Path  string   `json:"path"`
+	Kind  string   `json:"kind"`
+	Rule  string   `json:"rule"`
+	Flags []string `json:"flags,omitempty"`
+}
+
+// changesCmd implements `cordon changes [RUN] [PATH...]`: the change sets
+// waiting for review, or one of them.
+func changesCmd(e *env, args []string) int {
+	fs := newFlags(e, "changes", "changes [--json] [--diff] [RUN [PATH...]]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	diff := fs.Bool("diff", false, "show a unified diff of each change against the host's workspace")
+	operands, err := parseAnywhere(fs, args)
+	if err != nil {
+		return fail(e, err)
+	}
+	dir := changesDir()
+	if len(operands) == 0 {
+		sets, err := changes.List(dir)
+		if err != nil {
+			return fail(e, err)
+		}
+		if *asJSON {
+			return printJSON(e, sets)
+		}
+		if len(sets) == 0 {
+			fmt.Fprintln(e.stdout, "no change sets")
+		}
+		for _, s := range sets {
+			fmt.Fprintf(e.stdout, "%s  %s  %d changes  %s  %s\n", s.Run, s.Captured.Local().Format(time.DateTime), len(s.Changes), setState(s), termsafe.Line(s.Workspace))
+		}
+		return 0
+	}
+	run, paths := operands[0], operands[1:]
+	set, err := changes.Load(dir, run)
+	if err != nil {
+		return fail(e, err)
+	}
+	sel, err := set.Select(paths)
+	if err != nil {
+		return fail(e, err)
+	}
+	rv, err := loadReview(dir, run)
+	if err != nil {
+		return fail(e, err)
+	}
+	held := rv.held(sel)
+	if *asJSON {
+		return printJSON(e, map[string]any{"set": set, "selected": sel, "needs_approval": held})
+	}
+	if *diff {
+		if err := changes.Diff(e.stdout, set, dir, paths); err != nil {
+			return fail(e, err)
+		}
+		return 0
+	}
+	fmt.Fprintf(e.stdout, "change set %s of %s (%s), digest %s\n", set.Run, termsafe.Line(set.Workspace), setState(set), set.Digest)
+	if len(sel) == 0 {
+		fmt.Fprintln(e.stdout, "no changes")
+	}
+	rules := map[string]string{}
+	for _, h := range held {
+		rules[h.Path] = h.Rule
+	}
+	for _, c := range sel {
+		line := fmt.Sprintf("%s %-7s %s", kindMark(c.Kind), c.Type, termsafe.Line(c.Path))
+		if c.Type == "symlink" {
+			line += " -> " + termsafe.Line(c.Target)
+		}
+		if c.Kind == "modified" && c.Mode != c.OldMode && c.OldMode != 0 {
+			line += fmt.Sprintf(" (mode %04o -> %04o)", c.OldMode, c.Mode)
+		}
+		if len(c.Flags) > 0 {
+			line += "  [" + strings.Join(c.Flags, ", ") + "]"
+		}
+		if r := rules[c.Path]; r != "" {
+			line += "  needs approval (" + termsafe.Line(r) + ")"
+		}
+		fmt.Fprintln(e.stdout, line)
+	}
+	return 0
+}
+
+func kindMark(kind string) string {
+	switch kind {
+	case "added":
+		return "A"
+	case "deleted":
+		return "D"
+	}
+	return "M"
+}
+
+func setState(s *changes.Set) string {
+	switch {
+	case len(s.Applied) == 0:
+		return "waiting"
+	case len(s.Applied) >= len(s.Changes):
+		return "applied"
+	}
+	return fmt.Sprintf("%d of %d applied", len(s.Applied), len(s.Changes))
+}
+
+// applyCmd implements `cordon apply RUN [PATH...]`: lands a change set
+// (or the named part of it) on the host's workspace, once the changes
+// that need a person's approval have it.
+func applyCmd(e *env, args []string) int {
+	fs := newFlags(e, "apply", "apply [--wait DURATION] [--json] RUN [PATH...]")
+	wait := fs.Duration("wait", 0, "wait up to `DURATION` for a decision on changes that need approval (default: file the request and exit 3)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	store := fs.String("store", "", "the approval store (default: $CORDON_STATE_DIR/approvals; see cordon approvals)")
+	auditLog := fs.String("audit-log", "", "record what was applied in `FILE` (default: the configuration's)")
+	operands, err := parseAnywhere(fs, args)
+	if err != nil {
+		return fail(e, err)
+	}
+	if len(operands) == 0 {
+		return fail(e, fmt.Errorf("apply: name a change set (cordon changes lists them)"))
+	}
+	run, paths := operands[0], operands[1:]
+	dir := changesDir()
+	set, err := changes.Load(dir, run)
+	if err != nil {
+		return fail(e, err)
+	}
+	sel, err := set.Select(paths)
+	if err != nil {
+		return fail(e, err)
+	}
+	rv, err := loadReview(dir, run)
+	if err != nil {
+		return fail(e, err)
+	}
+	by, err := loginName()
+	if err != nil {
+		return fail(e, fmt.Errorf("apply: %w (nothing was applied)", err))
+	}
+	al, err := openAudit(e, *auditLog, nil)
+	if err != nil {
+		return fail(e, fmt.Errorf("audit log: %w (nothing was applied)", err))
+	}
+	if held := rv.held(sel); len(held) > 0 {
+		if *store == "" {
+			*store = approvals.DefaultDir()
+		}
+		st, err := openApprovalStore(*store)
+		if err != nil {
+			return fail(e, err)
+		}
+		it, err := changeApproval(st, set, rv, held, *wait)
+		if err != nil {
+			return fail(e, err)
+		}
+		switch it.State {
+		case approvals.Approved:
+			fmt.Fprintf(e.stderr, "cordon: the changes that need approval were approved by %s (request %s)\n", termsafe.Line(it.By), it.ID)
+		case approvals.Pending:
+			fmt.Fprintf(e.stderr, "cordon: %d change(s) of %s need approval (%s); nothing was applied. Request %s waits: cordon approvals show %s, then cordon approvals approve %s, and run cordon apply again (or apply --wait)\n",
+				len(held), run, heldSummary(held), it.ID, it.ID, it.ID)
+			return ExitHeld
+		default:
+			fmt.Fprintf(e.stderr, "cordon: the changes of %s that need approval were %s by %s (request %s): nothing was applied; apply the rest by naming their paths, or cordon discard %s\n",
+				run, it.State, termsafe.Line(it.By), it.ID, run)
+			return ExitHeld
+		}
+	}
+	rep, err := changes.Apply(set, dir, paths, changes.ApplyOptions{Owner: workspaceOwner(set.Workspace)})
+	if rep != nil {
+		al.log.Add(audit.Event{Sandbox: run, Agent: rv.Agent, Kind: audit.Action, Type: "changes_apply", Data: applyRecord(set, rep, by, paths)})
+		if aerr := al.log.Seal(); aerr != nil {
+			fmt.Fprintf(e.stderr, "cordon: audit log: %v (what was applied is not recorded)\n", aerr)
+		}
+	}
+	if err != nil {
+		return fail(e, err)
+	}
+	if *asJSON {
+		printJSON(e, rep)
+	} else {
+		fmt.Fprintf(e.stdout, "applied %d, already there %d, conflicts %d, refused %d\n", len(rep.Applied), len(rep.Already), len(rep.Conflicts), len(rep.Refused))
+		for _, c := range rep.Conflicts {
+			fmt.Fprintf(e.stdout, "conflict: %s: %s\n", termsafe.Line(c.Path), termsafe.Line(c.Why))
+		}
+		for _, p := range rep.Refused {
+			fmt.Fprintf(e.stdout, "refused: %s\n", termsafe.Line(p))
+		}
+	}
+	if len(rep.Conflicts)+len(rep.Refused) > 0 {
+		return ExitConflicts
+	}
+	return 0
+}
+
+func heldSummary(held []heldChange) string {
+	var parts []string
+	for i, h := range held {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(held)-3))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s", termsafe.Line(h.Path), h.Rule))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// maxHeldListed bounds the changes an approval request lists one by one.
+const maxHeldListed = 200
+
+// changeApproval finds the approval request for the held changes of set
+// (the same digest), filing one when there is none, and waits up to wait
+// for its decision.
+func changeApproval(st *approvals.Store, set *changes.Set, rv review, held []heldChange, wait time.Duration) (approvals.Item, error) {
+	items, err := st.List()
+	if err != nil {
+		return approvals.Item{}, err
+	}
+	var found *approvals.Item
+	for i := range items {
+		it := &items[i]
+		if it.Tool != applyTool || it.Session != set.Run {
+			continue
+		}
+		var a struct {
+			Digest string `json:"digest"`
+		}
+		if json.Unmarshal(it.Args, &a) == nil && a.Digest == set.Digest && it.State != approvals.Expired {
+			found = it
+		}
+	}
+	if found == nil {
+		listed := held
+		if len(listed) > maxHeldListed {
+			listed = listed[:maxHeldListed]
+		}
+		args, _ := json.Marshal(map[string]any{"set": set.Run, "digest": set.Digest, "workspace": set.Workspace,
+			"changes": len(set.Changes), "held": listed, "held_total": len(held)})
+		rules := map[string]bool{}
+		var ruleList []string
+		for _, h := range held {
+			if !rules[h.Rule] {
+				rules[h.Rule] = true
+				ruleList = append(ruleList, h.Rule)
+			}
+		}
+		now := time.Now()
+		id, err := st.Add(approvals.Request{
+			Expires: now.Add(changeApprovalTimeout), Tool: applyTool, Args: args, Class: "changes",
+			Reversible: false, Rule: "review.require_approval: " + strings.Join(ruleList, ", "),
+			Reason: fmt.Sprintf("%d change(s) of a reviewed workspace need approval before they land on %s: cordon changes %s --diff shows them", len(held), set.Workspace, set.Run),
+			Agent:  rv.Agent, Profile: rv.Profile, ProfileHash: rv.ProfileHash, Session: set.Run, Approvers: rv.Approvers,
+		})
+		if err != nil {
+			return approvals.Item{}, err
+		}
+		it, err := st.Get(id)
+		if err != nil {
+			return it, err
+		}
+		found = &it
+	}
+	if found.State == approvals.Pending && wait > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		it, err := st.Wait(ctx, found.ID, 250*time.Millisecond)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return it, err
+		}
+		return it, nil
+	}
+	return *found, nil
+}
+
+// changeApprovalTimeout is how long a change set's request waits: a
+// review may take a working day.
+const changeApprovalTimeout = 7 * 24 * time.Hour
+
+// maxPathsRecorded bounds the paths an audit record of an apply lists.
+const maxPathsRecorded = 1000
+
+// applyRecord is the audit record of an apply: who, the set's digest, and
+// what landed (the paths, bounded, with a digest of the whole list).
+func applyRecord(set *changes.Set, rep *changes.Report, by string, paths []string) map[string]any {
+	bounded := func(ps []string) any {
+		if len(ps) <= maxPathsRecorded {
+			return ps
+		}
+		return map[string]any{"first": ps[:maxPathsRecorded], "total": len(ps), "sha256": sha256Hex(strings.Join(ps, "\x00"))}
+	}
+	return map[string]any{"set": set.Run, "digest": set.Digest, "by": by, "workspace": set.Workspace, "selected": bounded(paths),
+		"applied": bounded(rep.Applied), "already": len(rep.Already), "conflicts": rep.Conflicts, "refused": bounded(rep.Refused)}
+}
+
+// discardCmd implements `cordon discard RUN`: drops a change set.
+func discardCmd(e *env, args []string) int {
+	fs := newFlags(e, "discard", "discard RUN")
+	auditLog := fs.String("audit-log", "", "record the discard in `FILE` (default: the configuration's)")
+	operands, err := parseAnywhere(fs, args)
+	if err != nil {
+		return fail(e, err)
+	}
+	if len(operands) != 1 {
+		return fail(e, fmt.Errorf("discard: name one change set (cordon changes lists them)"))
+	}
+	dir, run := changesDir(), operands[0]
+	set, err := changes.Load(dir, run)
+	if err != nil {
+		return fail(e, err)
+	}
+	by, err := loginName()
+	if err != nil {
+		return fail(e, fmt.Errorf("discard: %w (nothing was discarded)", err))
+	}
+	al, err := openAudit(e, *auditLog, nil)
+	if err != nil {
+		return fail(e, fmt.Errorf("audit log: %w (nothing was discarded)", err))
+	}
+	rv, _ := loadReview(dir, run)
+	if err := al.log.Append(audit.Event{Sandbox: run, Agent: rv.Agent, Kind: audit.Action, Type: "changes_discard",
+		Data: map[string]any{"set": run, "digest": set.Digest, "by": by, "changes": len(set.Changes), "applied_before": len(set.Applied)}}); err != nil {
+		return fail(e, fmt.Errorf("audit log: %w (nothing was discarded)", err))
+	}
+	if err := changes.Discard(dir, run); err != nil {
+		return fail(e, err)
+	}
+	fmt.Fprintf(e.stdout, "discarded %s (%d changes)\n", run, len(set.Changes))
+	return 0
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// workspaceOwner is, for a cordon running as root, the owner of the
+// workspace's root: what the sandbox user mapped to, and so whom the files
+// it added belong to. nil otherwise (new files are the user's own).
+func workspaceOwner(ws string) *[2]int {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Lstat(ws)
+	if err != nil {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	return &[2]int{int(st.Uid), int(st.Gid)}
+}
