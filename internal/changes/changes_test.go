@@ -16,7 +16,7 @@ import (
 // an overlay would.
 type fixture struct {
 	ws, layer, upper, state string
-	started               time.Time
+	started                 time.Time
 }
 
 func newFixture(t testing.TB) *fixture {
