@@ -40,14 +40,16 @@ func Apply(s *Set, dir string, paths []string, o ApplyOptions) (*Report, error) 
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: %w", s.Run, err)
 	}
+	sel = withParents(s, sel)
 	root, err := openRoot(s.Workspace)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: workspace: %w", s.Run, err)
 	}
 	defer root.Close()
 	a := &applier{set: s, blobs: filepath.Join(rd, blobDir), root: root, o: o,
-		rep: &Report{}, blocked: map[string]string{}, buf: make([]byte, 128<<10)}
+		rep: &Report{}, blocked: map[string]string{}, made: map[string]bool{}, buf: make([]byte, 128<<10)}
 	a.run(sel)
+	a.rep.sort()
 	if err := unix.Syncfs(int(root.Fd())); err != nil {
 		return a.rep, fmt.Errorf("apply %s: sync: %w", s.Run, err)
 	}
@@ -55,6 +57,37 @@ func Apply(s *Set, dir string, paths []string, o ApplyOptions) (*Report, error) 
 		return a.rep, fmt.Errorf("apply %s: %w", s.Run, err)
 	}
 	return a.rep, nil
+}
+
+// withParents adds to sel the added directories above what it holds,
+// without which it cannot land.
+func withParents(s *Set, sel []Change) []Change {
+	if len(sel) == len(s.Changes) {
+		return sel
+	}
+	need := map[string]bool{}
+	for _, c := range sel {
+		for p := path.Dir(c.Path); p != "."; p = path.Dir(p) {
+			need[p] = true
+		}
+	}
+	for _, c := range sel {
+		if c.Kind == Added && c.Type == TypeDir {
+			delete(need, c.Path)
+		}
+	}
+	var out []Change
+	for _, c := range s.Changes {
+		if c.Kind == Added && c.Type == TypeDir && need[c.Path] {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return sel
+	}
+	out = append(out, sel...)
+	sortChanges(out)
+	return out
 }
 
 // applier lands the changes of one set.
@@ -65,6 +98,7 @@ type applier struct {
 	o       ApplyOptions
 	rep     *Report
 	blocked map[string]string // added directories not applied, and why
+	made    map[string]bool   // added directories made now
 	landed  []string
 	buf     []byte
 }
@@ -150,6 +184,21 @@ type conflict struct{ why string }
 
 func (c *conflict) Error() string { return c.why }
 
+// sort orders a report's lists by path.
+func (r *Report) sort() {
+	for _, l := range []*[]string{&r.Applied, &r.Already, &r.Refused} {
+		slices.Sort(*l)
+		*l = slices.Compact(*l)
+	}
+	sort.SliceStable(r.Conflicts, func(i, j int) bool { return r.Conflicts[i].Path < r.Conflicts[j].Path })
+}
+
+// parentError is a conflict on the way to a path, with its cause.
+type parentError struct {
+	conflict
+	err error
+}
+
 func conflictf(format string, args ...any) error {
 	return &conflict{fmt.Sprintf(format, args...)}
 }
@@ -163,6 +212,13 @@ func (a *applier) do(c Change, step func(c Change, d *os.File, name string) (out
 		}
 	}
 	d, name, err := a.parent(c.Path)
+	var pe *parentError
+	if errors.As(err, &pe) && c.Kind == Deleted && (errors.Is(pe.err, unix.ENOENT) || errors.Is(pe.err, unix.ENOTDIR)) {
+		// What would hold it is gone: so is it.
+		a.rep.Already = appendPath(a.rep.Already, c.Path)
+		a.landed = append(a.landed, c.Path)
+		return
+	}
 	if err != nil {
 		a.conflict(c, err.Error())
 		return
@@ -208,7 +264,10 @@ func (a *applier) parent(rel string) (*os.File, string, error) {
 	if dir == "" {
 		dir = "."
 	}
-	d, err := openBeneath(a.root, dir, unix.O_PATH|unix.O_DIRECTORY, resolveBeneath|unix.RESOLVE_NO_XDEV)
+	fd, err := unix.Openat2(int(a.root.Fd()), dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: resolveBeneath | unix.RESOLVE_NO_XDEV,
+	})
 	if err != nil {
 		why := err.Error()
 		switch {
@@ -221,9 +280,9 @@ func (a *applier) parent(rel string) (*os.File, string, error) {
 		case errors.Is(err, unix.ENOTDIR):
 			why = "it is not a directory"
 		}
-		return nil, "", conflictf("directory %q: %s", dir, why)
+		return nil, "", &parentError{conflict{fmt.Sprintf("directory %q: %s", dir, why)}, err}
 	}
-	return d, name, nil
+	return os.NewFile(uintptr(fd), dir), name, nil
 }
 
 // current is the host's state of name in d (nil: absent), and whether it
@@ -351,7 +410,8 @@ func (a *applier) mkdir(c Change, d *os.File, name string) (outcome, error) {
 			return skip, err
 		}
 	}
-	a.wrote()
+	a.made[c.Path] = true
+	a.wrote(c.Path, true)
 	return skip, nil // reported by chmod
 }
 
@@ -364,7 +424,7 @@ func (a *applier) chmod(c Change, d *os.File, name string) (outcome, error) {
 		if st, err = lstatAt(d, name); err != nil || st == nil || typeOf(st.Mode) != TypeDir {
 			return skip, conflictf("the host has changed it since it was made")
 		}
-		if st.Mode&07777 == c.Mode&^0o6000 {
+		if !a.made[c.Path] && st.Mode&07777 == c.Mode&^0o6000 {
 			out = already
 		}
 	} else {
@@ -416,13 +476,14 @@ func (a *applier) write(c Change, d *os.File, name string) (outcome, error) {
 		err = a.file(c, d, tmp, st)
 	}
 	if err == nil {
+		a.wrote(c.Path, false)
 		err = a.rename(c, d, tmp, name)
 	}
 	if err != nil {
 		unix.Unlinkat(int(d.Fd()), tmp, 0)
 		return skip, err
 	}
-	a.wrote()
+	a.wrote(c.Path, true)
 	return done, nil
 }
 
@@ -512,13 +573,13 @@ func (a *applier) chmodFile(c Change, d *os.File, name string, st *unix.Stat_t) 
 	if err := unix.Fchmod(int(f.Fd()), c.Mode&^0o6000); err != nil {
 		return skip, fmt.Errorf("chmod: %w", err)
 	}
-	a.wrote()
+	a.wrote(c.Path, true)
 	return done, nil
 }
 
-func (a *applier) wrote() {
-	if a.o.afterWrite != nil {
-		a.o.afterWrite()
+func (a *applier) wrote(p string, placed bool) {
+	if a.o.hook != nil {
+		a.o.hook(p, placed)
 	}
 }
 

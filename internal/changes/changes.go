@@ -510,9 +510,9 @@ type ApplyOptions struct {
 	// root; nil leaves them cordon's.
 	Owner *[2]int
 
-	// afterWrite, in tests, runs after each file, link or directory is
-	// written.
-	afterWrite func()
+	// hook, in tests, runs when the new content of path is written under
+	// its temporary name (placed false) and when it is in place.
+	hook func(path string, placed bool)
 }
 
 // Report says what became of each selected change.
