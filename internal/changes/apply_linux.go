@@ -99,6 +99,9 @@ type applier struct {
 	rep     *Report
 	blocked map[string]string // added directories not applied, and why
 	made    map[string]bool   // added directories made now
+	keep    bool              // keep the last directory open
+	kept    *os.File          // the directory kept open
+	keptDir string            // its path, as path.Split gives it
 	landed  []string
 	buf     []byte
 }
@@ -137,9 +140,14 @@ func (a *applier) run(sel []Change) {
 	for _, c := range dirs {
 		a.do(c, a.mkdir)
 	}
+	// Files and links neither make nor remove directories: the directory
+	// of one is kept open for the next in it.
+	a.keep = true
 	for _, c := range files {
 		a.do(c, a.write)
 	}
+	a.keep = false
+	a.drop()
 	for _, c := range modes {
 		a.do(c, a.chmod)
 	}
@@ -211,7 +219,7 @@ func (a *applier) do(c Change, step func(c Change, d *os.File, name string) (out
 			return
 		}
 	}
-	d, name, err := a.parent(c.Path)
+	d, name, err := a.parentOf(c.Path)
 	var pe *parentError
 	if errors.As(err, &pe) && c.Kind == Deleted && (errors.Is(pe.err, unix.ENOENT) || errors.Is(pe.err, unix.ENOTDIR)) {
 		// What would hold it is gone: so is it.
@@ -223,7 +231,9 @@ func (a *applier) do(c Change, step func(c Change, d *os.File, name string) (out
 		a.conflict(c, err.Error())
 		return
 	}
-	defer d.Close()
+	if !a.keep {
+		defer d.Close()
+	}
 	out, err := step(c, d, name)
 	var cf *conflict
 	switch {
@@ -255,6 +265,29 @@ func (a *applier) conflict(c Change, why string) {
 }
 
 func (a *applier) refuse(p string) { a.rep.Refused = appendPath(a.rep.Refused, p) }
+
+// parentOf opens the directory that holds rel, or gives the one kept
+// open.
+func (a *applier) parentOf(rel string) (*os.File, string, error) {
+	dir, name := path.Split(rel)
+	if a.kept != nil && a.keptDir == dir {
+		return a.kept, name, nil
+	}
+	a.drop()
+	d, name, err := a.parent(rel)
+	if err == nil && a.keep {
+		a.kept, a.keptDir = d, dir
+	}
+	return d, name, err
+}
+
+// drop closes the directory kept open.
+func (a *applier) drop() {
+	if a.kept != nil {
+		a.kept.Close()
+		a.kept = nil
+	}
+}
 
 // parent opens the directory that holds rel, from the workspace's root,
 // following no link and crossing no mount.
@@ -467,13 +500,18 @@ func (a *applier) write(c Change, d *os.File, name string) (outcome, error) {
 		return a.chmodFile(c, d, name, st)
 	}
 	tmp := a.tmpName(c.Path)
-	if err := unix.Unlinkat(int(d.Fd()), tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return skip, fmt.Errorf("remove %s: %w", tmp, err)
+	create := func() error {
+		if c.Type == TypeSymlink {
+			return a.symlink(c, d, tmp)
+		}
+		return a.file(c, d, tmp, st)
 	}
-	if c.Type == TypeSymlink {
-		err = a.symlink(c, d, tmp)
-	} else {
-		err = a.file(c, d, tmp, st)
+	err = create()
+	if errors.Is(err, unix.EEXIST) { // left by an interrupted apply
+		if err := unix.Unlinkat(int(d.Fd()), tmp, 0); err != nil {
+			return skip, fmt.Errorf("remove %s: %w", tmp, err)
+		}
+		err = create()
 	}
 	if err == nil {
 		a.wrote(c.Path, false)

@@ -4,10 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -382,28 +380,19 @@ func (c *capturer) hashAt(d *os.File, name string, w io.Writer) (int64, string, 
 }
 
 // blob copies the upper's file name in up into the blobs, once per
-// content.
+// content (a second copy of a content replaces the first).
 func (c *capturer) blob(up *os.File, name string) (int64, string, bool, error) {
 	tmp, err := os.CreateTemp(c.blobs.Name(), ".tmp-*")
 	if err != nil {
 		return 0, "", false, err
 	}
-	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	n, sum, binary, err := c.hashAt(up, name, tmp)
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(c.blobs.Name(), sum))
+	}
 	if err != nil {
-		return 0, "", false, err
-	}
-	dst := filepath.Join(c.blobs.Name(), sum)
-	if _, err := os.Lstat(dst); err == nil {
-		return n, sum, binary, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return 0, "", false, err
-	}
-	if err := tmp.Chmod(0o400); err != nil {
-		return 0, "", false, err
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+		os.Remove(tmp.Name())
 		return 0, "", false, err
 	}
 	return n, sum, binary, nil
