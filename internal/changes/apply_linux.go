@@ -499,6 +499,11 @@ func (a *applier) write(c Change, d *os.File, name string) (outcome, error) {
 	if c.Kind == Modified && c.Type == TypeFile && c.OldType == TypeFile && c.SHA256 == c.OldSHA256 {
 		return a.chmodFile(c, d, name, st)
 	}
+	if c.Type == TypeFile && c.Base == nil {
+		if out, err, ok := a.writeUnnamed(c, d, name); ok {
+			return out, err
+		}
+	}
 	tmp := a.tmpName(c.Path)
 	create := func() error {
 		if c.Type == TypeSymlink {
@@ -525,20 +530,57 @@ func (a *applier) write(c Change, d *os.File, name string) (outcome, error) {
 	return done, nil
 }
 
-// file writes c's content from its blob to tmp in d, with c's mode less
-// its set-id bits; the blob must hold what the set says.
-func (a *applier) file(c Change, d *os.File, tmp string, old *unix.Stat_t) error {
-	blob, err := os.OpenFile(filepath.Join(a.blobs, c.SHA256), os.O_RDONLY|noFollow, 0)
+// writeUnnamed lands an added file as an unnamed one in d (O_TMPFILE)
+// linked at name once written: nothing is left behind if Apply is killed,
+// and a name the host has made since is not replaced. ok is false when
+// the file system cannot do it.
+func (a *applier) writeUnnamed(c Change, d *os.File, name string) (out outcome, err error, ok bool) {
+	fd, err := unix.Openat(int(d.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return fmt.Errorf("content: %w", err)
+		return skip, nil, false
 	}
-	defer blob.Close()
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if err := a.fill(c, f, nil); err != nil {
+		return skip, err, true
+	}
+	a.wrote(c.Path, false)
+	err = unix.Linkat(fd, "", int(d.Fd()), name, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) { // without CAP_DAC_READ_SEARCH
+		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), int(d.Fd()), name, unix.AT_SYMLINK_FOLLOW)
+	}
+	if errors.Is(err, unix.EEXIST) {
+		return skip, conflictf("the host has made it since the run started"), true
+	}
+	if err != nil {
+		return skip, fmt.Errorf("link: %w", err), true
+	}
+	a.wrote(c.Path, true)
+	return done, nil, true
+}
+
+// file writes c's content to tmp in d (see fill).
+func (a *applier) file(c Change, d *os.File, tmp string, old *unix.Stat_t) error {
 	fd, err := unix.Openat(int(d.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	defer f.Close()
+	if err := a.fill(c, f, old); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// fill writes c's content from its blob to f, with c's mode less its
+// set-id bits and its owner; the blob must hold what the set says.
+func (a *applier) fill(c Change, f *os.File, old *unix.Stat_t) error {
+	blob, err := os.OpenFile(filepath.Join(a.blobs, c.SHA256), os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return fmt.Errorf("content: %w", err)
+	}
+	defer blob.Close()
 	h := sha256.New()
 	n, err := io.CopyBuffer(io.MultiWriter(f, h), blob, a.buf)
 	if err != nil {
@@ -547,15 +589,15 @@ func (a *applier) file(c Change, d *os.File, tmp string, old *unix.Stat_t) error
 	if n != c.Size || hex.EncodeToString(h.Sum(nil)) != c.SHA256 {
 		return fmt.Errorf("its stored content does not match the set")
 	}
-	if err := unix.Fchmod(fd, c.Mode&^0o6000); err != nil {
+	if err := unix.Fchmod(int(f.Fd()), c.Mode&^0o6000); err != nil {
 		return fmt.Errorf("chmod: %w", err)
 	}
 	if uid, gid, ok := a.owner(c, old); ok {
-		if err := unix.Fchown(fd, uid, gid); err != nil {
+		if err := unix.Fchown(int(f.Fd()), uid, gid); err != nil {
 			return fmt.Errorf("chown: %w", err)
 		}
 	}
-	return f.Close()
+	return nil
 }
 
 // owner is who a new or replaced path of c is given to, if anyone.
