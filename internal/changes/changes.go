@@ -28,9 +28,11 @@
 // with openat2 and RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS (Apply adds
 // RESOLVE_NO_XDEV): no link is followed and nothing outside is touched.
 // Apply checks each path against the state Capture saw and refuses (as a
-// conflict, reported) a path the host changed since, writes each file under
-// a temporary name in its directory and renames it into place, and strips
-// set-id bits. A process killed in the middle of Apply leaves each file old
+// conflict, reported) a path the host changed since, writes an added file
+// unnamed (O_TMPFILE) and links it into place, a modified file or link
+// under a temporary name in its directory and renames it into place, and
+// strips set-id bits. Apply does not refuse protected paths: the approval
+// of what carries FlagProtected is its caller's. A process killed in the middle of Apply leaves each file old
 // or new, never partial, and a second Apply finishes the job: a path
 // already in its new state is reported as such. Apply does not fsync each
 // file, only syncs the workspace's file system once at the end: a power
