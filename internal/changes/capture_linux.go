@@ -73,6 +73,25 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 	}
 	defer blobs.Close()
 	c := &capturer{lim: lim, blobs: blobs, started: started.UnixNano(), buf: make([]byte, 128<<10)}
+	if os.Geteuid() != 0 {
+		// Without privilege, what the sandbox made unreadable to its
+		// owner (chmod 000) is unreadable here too: the layer is the
+		// sandbox user's, and so cordon's, to open up.
+		budget := lim.MaxEntries
+		if budget <= 0 {
+			budget = DefaultMaxEntries
+		}
+		c.modes = map[uint64]uint32{}
+		g, err := openBeneath(layer, "upper", unix.O_RDONLY|unix.O_DIRECTORY, resolveBeneath)
+		if err != nil {
+			return nil, fmt.Errorf("upper layer: %w", err)
+		}
+		err = grant(g, 0, &budget, c.modes)
+		g.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
 	if err := c.dir(upper, host, "", 0, opaque(upper)); err != nil {
 		return nil, err
 	}
@@ -133,6 +152,9 @@ type capturer struct {
 	deleted int   // host paths listed as deleted
 	read    int64 // bytes of new content read
 	bytes   int64 // new content, in total
+	// modes are the modes of upper entries before grant opened them up,
+	// by inode.
+	modes map[uint64]uint32
 }
 
 // opaque reports whether the upper directory d hides the lower one.
@@ -248,6 +270,9 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 	u, err := lstatAt(up, name)
 	if err != nil || u == nil {
 		return fmt.Errorf("%q: upper layer: %v", p, err)
+	}
+	if m, ok := c.modes[u.Ino]; ok {
+		u.Mode = u.Mode&^0o7777 | m
 	}
 	var h *unix.Stat_t
 	if host != nil {
@@ -542,3 +567,47 @@ func (s *sniffer) Write(p []byte) (int, error) {
 }
 
 func (s *sniffer) binary() bool { return s.nul || s.invalid || len(s.carry) > 0 }
+
+// grant gives the owner read (and, for directories, search) permission on
+// every entry beneath d, within budget entries; modes are recorded from
+// the entries' stat before, as captured.
+func grant(d *os.File, depth int, budget *int, modes map[uint64]uint32) error {
+	if depth > maxDepth {
+		return fmt.Errorf("the upper layer is deeper than %d directories", maxDepth)
+	}
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("upper layer: %w", err)
+	}
+	for _, name := range names {
+		if *budget--; *budget < 0 {
+			return fmt.Errorf("more than the entries allowed in the upper layer")
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(int(d.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("upper layer: %q: %w", name, err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if st.Mode&0o400 == 0 {
+				modes[st.Ino] = st.Mode & 0o7777
+				unix.Fchmodat(int(d.Fd()), name, st.Mode&0o7777|0o400, 0)
+			}
+		case unix.S_IFDIR:
+			if st.Mode&0o500 != 0o500 {
+				modes[st.Ino] = st.Mode & 0o7777
+				unix.Fchmodat(int(d.Fd()), name, st.Mode&0o7777|0o500, 0)
+			}
+			sub, err := openDirAt(d, name)
+			if err != nil {
+				return fmt.Errorf("upper layer: %q: %w", name, err)
+			}
+			err = grant(sub, depth+1, budget, modes)
+			sub.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -301,6 +301,14 @@ type setJSON struct {
 	Digest    string    `json:"digest"`
 }
 
+// MarshalJSON writes s as set.json holds it, with what has landed.
+func (s *Set) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		setJSON
+		Applied []string `json:"applied"`
+	}{setJSON{s.Run, bstr(s.Workspace), s.Started, s.Captured, s.Changes, s.Bytes, s.Digest}, s.Applied})
+}
+
 // digest computes what Set.Digest holds.
 func digest(s *Set) string {
 	b, err := json.Marshal(struct {
