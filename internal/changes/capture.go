@@ -264,9 +264,9 @@ func (c *capturer) entry(fd int, rel, name string, lowerDir, hidden bool, depth 
 		mode := st.Mode & 0o7777
 		switch {
 		case old == nil:
-			c.add(Change{Path: p, Kind: Added, Type: Dir, Mode: mode, Flags: modeFlags(mode, 0, true)})
+			c.add(Change{Path: p, Kind: Added, Type: Dir, Mode: mode})
 		case old.Mode != mode:
-			c.add(Change{Path: p, Kind: Modified, Type: Dir, Mode: mode, OldType: Dir, OldMode: old.Mode, Base: old, Flags: modeFlags(mode, old.Mode, false)})
+			c.add(Change{Path: p, Kind: Modified, Type: Dir, Mode: mode, OldType: Dir, OldMode: old.Mode, Base: old})
 		}
 		return c.walk(sub, p, old != nil, hidden || opaque || old == nil, depth+1)
 	case Symlink:
