@@ -171,6 +171,11 @@ func (s *Server) keepFinal(e *entry, layer *os.File) {
 		if err != nil {
 			s.logf("sandbox %s: keeping its changes: %v", e.id, err)
 			ev.Data = map[string]any{"kept": false, "error": err.Error()}
+		} else if len(set.Changes) == 0 {
+			// Nothing to review: no empty set is left behind for every
+			// sandbox that wrote nothing.
+			changes.Discard(s.changesDir(), set.Run)
+			ev.Data = map[string]any{"kept": false, "set": set.Run, "entries": 0, "why": "no changes"}
 		} else {
 			ev.Data = map[string]any{"kept": true, "set": set.Run, "digest": set.Digest, "entries": len(set.Changes), "bytes": set.Bytes}
 		}
@@ -309,7 +314,7 @@ func (s *Server) latest(e *entry, c caller) (*changes.Set, int, error) {
 		}
 		set, err := changes.Load(s.changesDir(), rv.run)
 		if err != nil {
-			return nil, http.StatusNotFound, fmt.Errorf("sandbox %s has ended: %w", e.id, err)
+			return nil, http.StatusNotFound, fmt.Errorf("sandbox %s has ended, and left no changes to review (or they were discarded)", e.id)
 		}
 		return set, 0, nil
 	}
@@ -498,7 +503,7 @@ func (s *Server) changesApply(w http.ResponseWriter, r *http.Request, c caller) 
 			if err != nil {
 				return fail(w, status, "%v", err)
 			}
-			if it.State != approvals.Approved {
+			if !approved(it.State) {
 				return reply(w, http.StatusAccepted, heldAnswer{Approval: it.ID, State: it.State, Set: set.Run, Digest: set.Digest, Held: hold, HeldTotal: n,
 					Message: fmt.Sprintf("%d change(s) need a person's approval (request %s is pending); nothing was applied: send the same request again once it is approved", n, it.ID)})
 			}
@@ -606,7 +611,9 @@ func (s *Server) changeApproval(e *entry, c caller, set *changes.Set, hold []hel
 		Expires: now.Add(changeApprovalTimeout), Tool: applyTool, Args: args, Class: "changes",
 		Rule:   "review.require_approval: " + strings.Join(rules, ", "),
 		Reason: fmt.Sprintf("%d change(s) of a reviewed workspace need approval before they land on %s (GET %s/sandboxes/%s/changes/diff?digest=%s shows them)", n, set.Workspace, api.Version, e.id, set.Digest),
-		Agent:  e.agent.Name, Profile: e.agent.ProfileFile, ProfileHash: e.sha, Session: set.Run, Approvers: e.profile.ApprovalPolicy().Approvers,
+		// Not a gateway's call: no gateway's recovery loop may take it
+		// (they take the requests whose hash is their profile's).
+		Agent: e.agent.Name, Profile: e.agent.ProfileFile, ProfileHash: "cordon-serve-apply:" + e.sha, Session: set.Run, Approvers: e.profile.ApprovalPolicy().Approvers,
 	})
 	if err != nil {
 		return approvals.Item{}, http.StatusInternalServerError, fmt.Errorf("filing the approval request: %v; nothing was applied", err)
@@ -619,6 +626,12 @@ func (s *Server) changeApproval(e *entry, c caller, set *changes.Set, hold []hel
 		return it, http.StatusInternalServerError, err
 	}
 	return it, 0, nil
+}
+
+// approved says whether a request in state was approved (and perhaps
+// claimed since: the approval still covers its digest).
+func approved(state string) bool {
+	return state == approvals.Approved || state == approvals.Running || state == approvals.Done
 }
 
 // changeApprovalTimeout is how long a change set's request waits: a

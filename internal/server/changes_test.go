@@ -329,6 +329,11 @@ func TestChangesAgentAppliesWithApproval(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(rf.ws, "main.go")); err == nil {
 		t.Fatal("something landed while held")
 	}
+	// No MCP gateway of the profile may take the request for one of its
+	// own held calls (they take those with their profile's hash).
+	if it, err := rf.store.Get(h.Approval); err != nil || it.ProfileHash == rf.srv.opts.Config.Agents["a"].Loaded.Hash() || it.Tool != applyTool || it.Class != "changes" {
+		t.Fatalf("the request: %+v %v", it, err)
+	}
 	// Asked again, the same request waits: no second one is filed.
 	status, body = apply()
 	var h2 heldAnswer
@@ -502,5 +507,20 @@ func TestChangesNotReviewed(t *testing.T) {
 	}
 	if status, _ := f.call(t, "alice-a", "GET", "/v1/sandboxes/"+sb.ID+"/changes", nil); status != http.StatusConflict {
 		t.Fatalf("changes of a direct workspace: %d", status)
+	}
+}
+
+// A sandbox that wrote nothing leaves no change set behind when it ends.
+func TestChangesNoneKeptWhenEmpty(t *testing.T) {
+	rf := newReviewFixture(t, 0, "")
+	id := rf.create(t)
+	if _, err := rf.client("alice-a").Kill(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(rf.state, "changes", id)); !os.IsNotExist(err) {
+		t.Fatalf("an empty change set was left: %v", err)
+	}
+	if status, body := rf.call(t, "ops", "GET", "/v1/sandboxes/"+id+"/changes", nil); status != http.StatusNotFound {
+		t.Fatalf("changes of an ended sandbox that left none: %d %s", status, body)
 	}
 }
