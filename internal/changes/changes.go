@@ -306,7 +306,7 @@ func (s *Set) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		setJSON
 		Applied []string `json:"applied"`
-	}{setJSON{s.Run, bstr(s.Workspace), s.Started, s.Captured, s.Changes, s.Bytes, s.Digest}, s.Applied})
+	}{setJSON{s.Run, bstr(s.Workspace), s.Started, s.Captured, s.Changes, s.Bytes, s.Digest}, append([]string{}, s.Applied...)})
 }
 
 // digest computes what Set.Digest holds.

@@ -2,11 +2,11 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -196,6 +197,10 @@ func (s *Server) capture(e *entry, layer *os.File) (*changes.Set, error) {
 		run = fmt.Sprintf("%s-%d", e.id, rv.gen+1)
 	}
 	rv.run = run
+	// The capture before, none of which landed, is replaced.
+	if err := changes.Discard(dir, run); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	ws, _ := e.box.(layered).Workspace()
 	set, err := changes.Capture(layer, ws, dir, run, rv.started, captureLimits(e.profile))
 	if err != nil {
