@@ -147,7 +147,8 @@ type sessionSandbox struct {
 func (sb *sessionSandbox) get() (*sandbox.Box, *auditor, error) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	if sb.ended {
+	if sb.ended || sb.box != nil && (sb.box.Ended() || sb.box.Why() != "") {
+		// Ended, or ending: a limit ends the sandbox as a whole.
 		return nil, nil, sb.endedErr()
 	}
 	if sb.box != nil {
@@ -228,7 +229,8 @@ func (sb *sessionSandbox) exec(ctx context.Context, args []string, selfExec bool
 	writers[0].Close()
 	writers[1].Close()
 	readers.Wait()
-	if errors.Is(err, sandbox.ErrEnded) {
+	if err != nil && (errors.Is(err, sandbox.ErrEnded) || box.Why() != "") {
+		// Ended by a limit, perhaps as the command was handed over.
 		sb.mu.Lock()
 		err = sb.endedErr()
 		sb.mu.Unlock()
