@@ -209,7 +209,11 @@ func (sb *sessionSandbox) exec(ctx context.Context, args []string, selfExec bool
 	if a.log != nil {
 		a.log.Add(a.execEvent(s.p, args, s.e.cwd, s.e.getenv))
 	}
-	caps := [2]*audit.Capture{audit.NewCapture(defaultCapture), audit.NewCapture(defaultCapture)}
+	keep := defaultCapture
+	if s.r.audit != nil {
+		keep = s.r.audit.capture
+	}
+	caps := [2]*audit.Capture{audit.NewCapture(keep), audit.NewCapture(keep)}
 	var writers [2]*io.PipeWriter
 	var readers sync.WaitGroup
 	for i, read := range []func(io.Reader){stdout, stderr} {
