@@ -39,7 +39,7 @@ func main() {
 	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs")
 	cordon := flag.String("cordon", "./cordon", "the cordon binary to measure")
 	docs := flag.Bool("docs", false, "rewrite docs/BENCHMARKS.md and docs/benchmarks-startup.svg with the results")
-	only := flag.String("only", "", "measure only `PART`: serve, or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
+	only := flag.String("only", "", "measure only `PART`: serve, review (a reviewed workspace against a direct one), or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
 	flag.Parse()
 	if *short {
 		*n = 3
@@ -66,12 +66,20 @@ func main() {
 	}
 	defer os.RemoveAll(logDir)
 	os.Setenv("CORDON_AUDIT_LOG", filepath.Join(logDir, "audit.jsonl"))
+	// Change sets of the reviewed runs, outside the workspace.
+	os.Setenv("CORDON_STATE_DIR", filepath.Join(logDir, "state"))
 	os.Chdir(ws)
 
 	if *only == "compat" {
 		if err := compat(repo, *docs); err != nil {
 			fatal(err)
 		}
+		return
+	}
+	if *only == "review" {
+		var rep bytes.Buffer
+		review(&rep, repo, abs, ws, *n)
+		os.Stdout.Write(rep.Bytes())
 		return
 	}
 	if *only == "serve" {
@@ -103,6 +111,7 @@ func main() {
 		goBench(&rep, repo, "Audit log, events per second with every batch fsynced", "./internal/audit", "Durable", "400x")
 		goBench(&rep, repo, "Tool policy, one decision (a read that labels the session secret, then a refused fetch)", "./internal/toolpolicy", "Decide$", "100000x")
 		goBench(&rep, repo, "Tool policy, one decision with CEL argument constraints (two constraints on a fetch's URL)", "./internal/toolpolicy", "DecideConstraints", "100000x")
+		goBench(&rep, repo, "Reviewed workspace: cordon apply of 10,000 small files (in 100 directories)", "./internal/changes", "Apply10k", "3x")
 		goBench(&rep, repo, "MCP gateway, one tool call (an upstream tool called directly, through cordon's gateway, and through it with the durable audit log; in-memory transports, medians)", "./internal/gateway", "Call", "2000x")
 	}
 	for _, t := range tools {
@@ -182,6 +191,11 @@ func peers(cordon, ws string) []tool {
 		tool{name: "cordon", wrap: func(c []string) []string { return append([]string{cordon, "run", "--"}, c...) }},
 		tool{name: "cordon+proxy", wrap: func(c []string) []string {
 			return append([]string{cordon, "run", "--allow", "127.0.0.1:9", "--"}, c...)
+		}},
+		// A reviewed workspace: the overlay and its capped layer, and the
+		// (empty) change set kept at the end.
+		tool{name: "cordon+review", wrap: func(c []string) []string {
+			return append([]string{cordon, "run", "--review", "--"}, c...)
 		}},
 	)
 	return out
@@ -421,4 +435,22 @@ func machine() string {
 		who = "rootless"
 	}
 	return fmt.Sprintf("Linux %s, %s, %d cores, %.0f GiB, %s", rel, cpu, runtime.NumCPU(), float64(si.Totalram)*float64(si.Unit)/(1<<30), who)
+}
+
+// review measures what a reviewed workspace adds to a run (the overlay, its
+// layer and the change set kept at the end), against the same run on a
+// direct workspace, and what applying 10,000 files costs.
+func review(w *bytes.Buffer, repo, cordon, ws string, n int) {
+	var tools []tool
+	for _, t := range peers(cordon, ws) {
+		if t.name == "bare" || t.name == "bwrap" || t.name == "cordon" || t.name == "cordon+review" {
+			tools = append(tools, t)
+		}
+	}
+	res := measure(tools, []string{"/bin/true"}, n)
+	table(w, "/bin/true", tools, res)
+	if d, r := res["cordon"], res["cordon+review"]; len(d) > 0 && len(r) > 0 {
+		fmt.Fprintf(w, "A reviewed workspace adds %s ms to the median run (%s).\n\n", ms(median(r)-median(d)), ratio(median(r), median(d)))
+	}
+	goBench(w, repo, "Reviewed workspace: cordon apply of 10,000 small files (in 100 directories)", "./internal/changes", "Apply10k", "3x")
 }

@@ -44,6 +44,9 @@ type Sandbox struct {
 	// Commands counts the commands run in it; Running those running now.
 	Commands int `json:"commands"`
 	Running  int `json:"running"`
+	// Reviewed says its workspace is reviewed (workspace.mode: review):
+	// its writes wait in a change set (GET .../changes) until applied.
+	Reviewed bool `json:"reviewed,omitempty"`
 	// IdleExpires and Expires are when the idle and the absolute timeouts
 	// end it.
 	IdleExpires time.Time `json:"idle_expires"`

@@ -1,37 +1,62 @@
-// Package changes keeps what a sandbox changed in a reviewed workspace
-// (workspace.mode: review): the change set, captured from the overlay's
-// upper layer once the sandbox has ended, kept in cordon's state directory
-// (never anywhere a sandbox sees), listed, diffed against the host's
-// workspace, applied to it or discarded.
+// Package changes keeps what a sandbox in a reviewed workspace
+// (workspace.mode: review) wrote, for a person to see before it lands on
+// the host.
 //
-// A change set lives in DIR/RUN: set.json, written last and atomically (a
-// directory without it is an interrupted capture and is ignored), blobs/
-// with the new content of each file by SHA-256, and applied.json once some
-// of it has landed. Its digest covers the run, the workspace and every
-// change: an approval names the digest, so it covers exactly what lands.
+// While such a sandbox runs, every write goes to the upper layer of an
+// overlay over the host's workspace; the host tree is not written. When the
+// sandbox has ended, Capture compares that upper layer with the host tree
+// and keeps the difference, a change set, in cordon's state directory
+// (STATE/changes/RUN/): set.json lists each added, modified and deleted
+// path with its new and old state and flags what needs care (protected
+// paths, new executables, set-id bits, links pointing outside, large or
+// binary files, special files, paths the host changed during the run);
+// blobs/SHA256 holds each new file's content once. set.json is written
+// last and atomically: a directory without it is an incomplete capture and
+// is ignored. A set's Digest covers its run, workspace and changes: what an
+// approval of it covers. Changes lists a set, Diff shows it, Apply lands it
+// (or part of it) and Discard drops it.
 //
-// Everything in the layer was written by the sandbox and is hostile: it is
-// read through descriptors only, never following a link, never opening
-// anything but regular files and directories, bounded in entries, depth
-// and bytes. Applying never follows a link in the host's tree either, and
-// writes each file under a temporary name then renames it into place, so a
-// cordon killed mid-apply leaves each file old or new, and a second apply
-// finishes the job (a change already in place counts as done). Durability
-// against power loss is one syncfs at the end, not a sync per file.
+// The upper layer is hostile: the sandbox chose every name, type, mode and
+// byte in it. Capture reads it through descriptors only, never follows a
+// link in it, opens nothing but regular files and directories, and bounds
+// names, depth, entries and bytes, so that a hostile layer can make it
+// fail but not hang or exhaust memory. Names are kept exactly, whatever
+// bytes they hold; whatever is printed of them goes through termsafe.
+//
+// The host tree may hold links planted before the run. Capture, Diff and
+// Apply reach every host path from a descriptor of the workspace's root
+// with openat2 and RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS (Apply adds
+// RESOLVE_NO_XDEV): no link is followed and nothing outside is touched.
+// Apply checks each path against the state Capture saw and refuses (as a
+// conflict, reported) a path the host changed since, writes an added file
+// unnamed (O_TMPFILE) and links it into place, a modified file or link
+// under a temporary name in its directory and renames it into place, and
+// strips set-id bits. Apply does not refuse protected paths: the approval
+// of what carries FlagProtected is its caller's. A process killed in the middle of Apply leaves each file old
+// or new, never partial, and a second Apply finishes the job: a path
+// already in its new state is reported as such. Apply does not fsync each
+// file, only syncs the workspace's file system once at the end: a power
+// loss during Apply may leave files empty or partial, which is out of
+// scope.
 package changes
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Kinds of change.
@@ -41,30 +66,30 @@ const (
 	Deleted  = "deleted"
 )
 
-// Types of entry.
+// Types of path.
 const (
-	File    = "file"
-	Dir     = "dir"
-	Symlink = "symlink"
-	Special = "special"
+	TypeFile    = "file"
+	TypeDir     = "dir"
+	TypeSymlink = "symlink"
+	TypeSpecial = "special" // a FIFO, socket or device: listed, never applied
 )
 
-// Flags a change may carry: what a reviewer should look at twice.
+// Flags: what about a change needs a reviewer's care.
 const (
-	FlagProtected   = "protected"    // a path the host's tools run or obey
-	FlagExecutable  = "executable"   // made executable
-	FlagSetuid      = "setuid"       // setuid or setgid bit (stripped on apply)
-	FlagOutsideLink = "outside_link" // a link pointing outside the workspace
-	FlagLarge       = "large"        // over LargeFile bytes
-	FlagBinary      = "binary"       // not text
-	FlagSpecial     = "special"      // a FIFO, socket or device: never applied
+	FlagProtected   = "protected"    // a path the host's tools run or obey (protect.Protected)
+	FlagExecutable  = "executable"   // a file that is executable now and was not before
+	FlagSetuid      = "setuid"       // set-user-id or set-group-id bits, stripped when applied
+	FlagOutsideLink = "outside_link" // a link whose target is absolute or leads out of the workspace
+	FlagLarge       = "large"        // a file over LargeSize bytes
+	FlagBinary      = "binary"       // a file with a NUL in its first 8000 bytes, or not UTF-8
+	FlagSpecial     = "special"      // a FIFO, socket or device, never applied
 	FlagConflict    = "conflict"     // the host changed the path during the run
 )
 
-// LargeFile is the size from which a file is flagged large.
-const LargeFile = 10 << 20
+// LargeSize is the size above which a file is flagged large, and not diffed.
+const LargeSize = 10 << 20
 
-// Stat is a host path's state, to tell whether it changed since.
+// Stat is a host path's state, as Apply compares it to find a host change.
 type Stat struct {
 	Type    string `json:"type"`
 	Mode    uint32 `json:"mode"`
@@ -75,113 +100,327 @@ type Stat struct {
 	CtimeNS int64  `json:"ctime_ns"`
 }
 
-// Change is one path the sandbox changed.
+// Change is one path of the workspace that the sandbox added, modified or
+// deleted. A path whose type changed (a file replaced by a directory) is
+// two changes: the old deleted (with everything under it) and the new
+// added.
 type Change struct {
-	// Path is slash-separated, relative to the workspace's root.
-	Path string `json:"path"`
-	Kind string `json:"kind"`
-	// Type is the new state's (the old one's for a deletion).
-	Type      string   `json:"type"`
-	Mode      uint32   `json:"mode,omitempty"`
-	OldType   string   `json:"old_type,omitempty"`
-	OldMode   uint32   `json:"old_mode,omitempty"`
-	Size      int64    `json:"size,omitempty"`
-	SHA256    string   `json:"sha256,omitempty"`
-	OldSize   int64    `json:"old_size,omitempty"`
-	OldSHA256 string   `json:"old_sha256,omitempty"`
-	Target    string   `json:"target,omitempty"`
-	OldTarget string   `json:"old_target,omitempty"`
-	Flags     []string `json:"flags,omitempty"`
-	// Base is the host path's state when the set was captured; nil when
-	// it did not exist.
-	Base *Stat `json:"base,omitempty"`
+	// Path is slash-separated, relative to the workspace's root, clean,
+	// never "" or ".." or under "..", without a leading "/". It may hold
+	// any bytes but "/" and NUL.
+	Path string
+	// Kind is Added, Modified or Deleted.
+	Kind string
+	// Type is the path's type in its new state (for a deletion: its old
+	// type), Mode its permission bits (07777).
+	Type string
+	Mode uint32
+	// OldType and OldMode are the host's, for a modification or deletion.
+	OldType string
+	OldMode uint32
+	// Size and SHA256 are a new file's content; OldSize and OldSHA256 the
+	// host's, for a file modified or deleted.
+	Size      int64
+	SHA256    string
+	OldSize   int64
+	OldSHA256 string
+	// Target and OldTarget are a symbolic link's text, new and old.
+	Target, OldTarget string
+	// Flags say what needs care (Flag...), sorted.
+	Flags []string
+	// Base is the host path's state when captured; nil when it did not
+	// exist.
+	Base *Stat
 }
 
 // Has reports whether c carries flag.
-func (c Change) Has(flag string) bool {
-	for _, f := range c.Flags {
-		if f == flag {
-			return true
-		}
-	}
-	return false
-}
+func (c *Change) Has(flag string) bool { return slices.Contains(c.Flags, flag) }
 
 // Set is the change set of one run.
 type Set struct {
-	Run       string    `json:"run"`
-	Workspace string    `json:"workspace"`
-	Started   time.Time `json:"started"`
-	Captured  time.Time `json:"captured"`
-	Changes   []Change  `json:"changes"`
-	Bytes     int64     `json:"bytes"`
-	Digest    string    `json:"digest"`
-	// Applied lists the paths that have landed (from applied.json).
-	Applied []string `json:"applied,omitempty"`
+	// Run is the run's id, Workspace the host workspace's absolute path.
+	Run       string
+	Workspace string
+	// Started is when the run started: a host path whose change time is
+	// not before it was changed during the run. Captured is when the set
+	// was made.
+	Started  time.Time
+	Captured time.Time
+	// Changes are sorted by Path (a deletion before an addition of the
+	// same path).
+	Changes []Change
+	// Bytes is the new content's size, in total.
+	Bytes int64
+	// Digest is the SHA-256 (hex) of the canonical JSON of Run, Workspace
+	// and Changes: what an approval of the set covers.
+	Digest string
+	// Applied are the paths Apply has landed (or found landed), sorted;
+	// Load fills it from applied.json.
+	Applied []string
 }
 
-// Limits bound a capture: a layer beyond them is refused.
+// Limits bound a capture: beyond them Capture fails. Callers pass the
+// profile's workspace_inodes and workspace_size; zero takes the default.
 type Limits struct {
-	MaxEntries int
-	MaxBytes   int64
+	MaxEntries int   // paths in the upper layer (its inodes)
+	MaxBytes   int64 // bytes of new content
 }
 
-var runRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+// Default limits, and hard bounds no hostile layer gets past.
+const (
+	DefaultMaxEntries = 1 << 20
+	DefaultMaxBytes   = 8 << 30
+	maxDepth          = 256     // directory levels
+	maxPath           = 4096    // PATH_MAX: bytes of a path, or a link's text
+	maxName           = 255     // NAME_MAX
+	maxDeleted        = 1 << 21 // host paths listed as deleted
+)
 
-// checkRun refuses a run id that is not a plain name.
-func checkRun(run string) error {
-	if !runRe.MatchString(run) {
-		return fmt.Errorf("change set %q: not a change set id (lowercase letters, digits and -)", run)
+func (l Limits) withDefaults() Limits {
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = DefaultMaxEntries
 	}
-	return nil
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	return l
 }
 
-// digest is the SHA-256 of the canonical JSON of what the set changes.
-func (s *Set) digest() string {
-	b, _ := json.Marshal(struct {
-		Run       string   `json:"run"`
-		Workspace string   `json:"workspace"`
-		Changes   []Change `json:"changes"`
-	}{s.Run, s.Workspace, s.Changes})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
+// Files in a set's directory.
 const (
 	setFile     = "set.json"
 	appliedFile = "applied.json"
 	blobDir     = "blobs"
 )
 
-// Load reads the change set run from dir, checking its digest.
+// ValidRun reports whether run can name a change set: 1 to 64 of a-z, 0-9
+// and "-", not starting with "-".
+func ValidRun(run string) bool {
+	if run == "" || len(run) > 64 || run[0] == '-' {
+		return false
+	}
+	for _, c := range []byte(run) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func runDir(dir, run string) (string, error) {
+	if !ValidRun(run) {
+		return "", fmt.Errorf("change set %q: not a run id", run)
+	}
+	return filepath.Join(dir, run), nil
+}
+
+// validPath reports whether p is a path a Change may have.
+func validPath(p string) bool {
+	if p == "" || len(p) > maxPath || strings.HasPrefix(p, "/") || strings.IndexByte(p, 0) >= 0 {
+		return false
+	}
+	for _, n := range strings.Split(p, "/") {
+		if n == "" || n == "." || n == ".." || len(n) > maxName {
+			return false
+		}
+	}
+	return true
+}
+
+// bstr is a string kept exactly in JSON: a JSON string when it is valid
+// UTF-8, else {"base64": "..."} (encoding/json would replace the invalid
+// bytes).
+type bstr string
+
+func (b bstr) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(string(b)) {
+		return json.Marshal(string(b))
+	}
+	return json.Marshal(map[string]string{"base64": base64.StdEncoding.EncodeToString([]byte(b))})
+}
+
+func (b *bstr) UnmarshalJSON(data []byte) error {
+	if bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
+		var v struct{ Base64 string }
+		if err := json.Unmarshal(data, &v); err != nil {
+			return err
+		}
+		raw, err := base64.StdEncoding.DecodeString(v.Base64)
+		*b = bstr(raw)
+		return err
+	}
+	var s string
+	err := json.Unmarshal(data, &s)
+	*b = bstr(s)
+	return err
+}
+
+// changeJSON is a Change as set.json holds it.
+type changeJSON struct {
+	Path      bstr     `json:"path"`
+	Kind      string   `json:"kind"`
+	Type      string   `json:"type"`
+	Mode      uint32   `json:"mode"`
+	OldType   string   `json:"old_type,omitempty"`
+	OldMode   uint32   `json:"old_mode,omitempty"`
+	Size      int64    `json:"size,omitempty"`
+	SHA256    string   `json:"sha256,omitempty"`
+	OldSize   int64    `json:"old_size,omitempty"`
+	OldSHA256 string   `json:"old_sha256,omitempty"`
+	Target    bstr     `json:"target,omitempty"`
+	OldTarget bstr     `json:"old_target,omitempty"`
+	Flags     []string `json:"flags,omitempty"`
+	Base      *Stat    `json:"base,omitempty"`
+}
+
+// MarshalJSON writes c with its names kept exactly (see bstr).
+func (c Change) MarshalJSON() ([]byte, error) {
+	return json.Marshal(changeJSON{bstr(c.Path), c.Kind, c.Type, c.Mode, c.OldType, c.OldMode,
+		c.Size, c.SHA256, c.OldSize, c.OldSHA256, bstr(c.Target), bstr(c.OldTarget), c.Flags, c.Base})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *Change) UnmarshalJSON(data []byte) error {
+	var j changeJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*c = Change{string(j.Path), j.Kind, j.Type, j.Mode, j.OldType, j.OldMode,
+		j.Size, j.SHA256, j.OldSize, j.OldSHA256, string(j.Target), string(j.OldTarget), j.Flags, j.Base}
+	return nil
+}
+
+// setJSON is a Set as set.json holds it.
+type setJSON struct {
+	Run       string    `json:"run"`
+	Workspace bstr      `json:"workspace"`
+	Started   time.Time `json:"started"`
+	Captured  time.Time `json:"captured"`
+	Changes   []Change  `json:"changes"`
+	Bytes     int64     `json:"bytes"`
+	Digest    string    `json:"digest"`
+}
+
+// MarshalJSON writes s as set.json holds it, with what has landed.
+func (s *Set) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		setJSON
+		Applied []string `json:"applied"`
+	}{setJSON{s.Run, bstr(s.Workspace), s.Started, s.Captured, s.Changes, s.Bytes, s.Digest}, s.Applied})
+}
+
+// digest computes what Set.Digest holds.
+func digest(s *Set) string {
+	b, err := json.Marshal(struct {
+		Run       string   `json:"run"`
+		Workspace bstr     `json:"workspace"`
+		Changes   []Change `json:"changes"`
+	}{s.Run, bstr(s.Workspace), s.Changes})
+	if err != nil {
+		panic(err) // nothing in a Set fails to marshal
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// sortChanges orders changes by path, a deletion before an addition of
+// the same path.
+func sortChanges(cs []Change) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].Path != cs[j].Path {
+			return cs[i].Path < cs[j].Path
+		}
+		return cs[i].Kind == Deleted && cs[j].Kind != Deleted
+	})
+}
+
+// maxSetFile bounds set.json as Load reads it.
+const maxSetFile = 1 << 30
+
+// Load reads the change set of run from dir (STATE/changes), checking the
+// run id, each path and the set's digest.
 func Load(dir, run string) (*Set, error) {
-	if err := checkRun(run); err != nil {
+	rd, err := runDir(dir, run)
+	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, run, setFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no change set %s in %s (cordon changes lists them)", run, dir)
+	data, err := readFile(filepath.Join(rd, setFile), maxSetFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("change set %s: none (or its capture did not finish)", run)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("change set %s: %w", run, err)
 	}
-	var s Set
-	if err := json.Unmarshal(b, &s); err != nil {
+	var j setJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return nil, fmt.Errorf("change set %s: %s: %w", run, setFile, err)
+	}
+	s := &Set{Run: j.Run, Workspace: string(j.Workspace), Started: j.Started, Captured: j.Captured,
+		Changes: j.Changes, Bytes: j.Bytes, Digest: j.Digest}
+	if s.Run != run {
+		return nil, fmt.Errorf("change set %s: its %s names run %q", run, setFile, s.Run)
+	}
+	for _, c := range s.Changes {
+		if !validPath(c.Path) {
+			return nil, fmt.Errorf("change set %s: invalid path %q", run, c.Path)
+		}
+		if c.SHA256 != "" && !validSum(c.SHA256) {
+			return nil, fmt.Errorf("change set %s: %q: invalid sha256", run, c.Path)
+		}
+	}
+	if d := digest(s); d != s.Digest {
+		return nil, fmt.Errorf("change set %s: digest %s does not match its content (%s)", run, s.Digest, d)
+	}
+	if data, err := readFile(filepath.Join(rd, appliedFile), maxSetFile); err == nil {
+		var a appliedJSON
+		if err := json.Unmarshal(data, &a); err != nil {
+			return nil, fmt.Errorf("change set %s: %s: %w", run, appliedFile, err)
+		}
+		if a.Digest == s.Digest {
+			for _, p := range a.Applied {
+				s.Applied = append(s.Applied, string(p))
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("change set %s: %w", run, err)
 	}
-	if s.Run != run || s.digest() != s.Digest {
-		return nil, fmt.Errorf("change set %s: its record does not match its digest: it was changed outside cordon", run)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, run, appliedFile)); err == nil {
-		json.Unmarshal(b, &s.Applied)
-	}
-	return &s, nil
+	return s, nil
 }
 
-// List returns the complete change sets in dir, newest first.
+func validSum(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == sha256.Size && strings.ToLower(s) == s
+}
+
+// appliedJSON is applied.json: the paths landed, for the set of digest.
+type appliedJSON struct {
+	Digest  string `json:"digest"`
+	Applied []bstr `json:"applied"`
+}
+
+// readFile reads name, a file of cordon's own state, up to max bytes,
+// without following a link at its last name.
+func readFile(name string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > max {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", name, max)
+	}
+	return os.ReadFile(name)
+}
+
+// List reads every complete change set in dir, newest capture first. A
+// set that fails to load is an error.
 func List(dir string) ([]*Set, error) {
 	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
@@ -189,61 +428,116 @@ func List(dir string) ([]*Set, error) {
 	}
 	var out []*Set
 	for _, e := range ents {
-		if !e.IsDir() || checkRun(e.Name()) != nil {
+		if !e.IsDir() || !ValidRun(e.Name()) {
 			continue
 		}
-		if s, err := Load(dir, e.Name()); err == nil {
-			out = append(out, s)
+		if _, err := os.Lstat(filepath.Join(dir, e.Name(), setFile)); err != nil {
+			continue // incomplete capture
 		}
+		s, err := Load(dir, e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Captured.After(out[j].Captured) })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Captured.After(out[j].Captured) })
 	return out, nil
 }
 
-// Discard removes the change set run.
+// Discard removes the change set of run from dir.
 func Discard(dir, run string) error {
-	if err := checkRun(run); err != nil {
+	rd, err := runDir(dir, run)
+	if err != nil {
 		return err
 	}
-	if err := os.RemoveAll(filepath.Join(dir, run)); err != nil {
-		return fmt.Errorf("discarding change set %s: %w", run, err)
+	if _, err := os.Lstat(rd); err != nil {
+		return fmt.Errorf("change set %s: %w", run, err)
+	}
+	if err := os.RemoveAll(rd); err != nil {
+		return fmt.Errorf("change set %s: discard: %w", run, err)
 	}
 	return nil
 }
 
-// Select returns the changes paths name: each an exact path or a directory
-// holding changes; none names all.
+// Select returns the changes paths name: each is a path of the set or a
+// directory, which selects everything under it ("." or "" selects all). A
+// path may be given relative to the workspace or absolute inside it. A
+// path that selects nothing is an error naming it. No paths select all.
 func (s *Set) Select(paths []string) ([]Change, error) {
 	if len(paths) == 0 {
 		return s.Changes, nil
 	}
-	var out []Change
-	seen := map[string]bool{}
+	want := make([]string, 0, len(paths))
 	for _, p := range paths {
-		p = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(p)), "./")
+		rel := p
+		if filepath.IsAbs(p) {
+			r, err := filepath.Rel(s.Workspace, p)
+			if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+				return nil, fmt.Errorf("%q is not in the workspace %q", p, s.Workspace)
+			}
+			rel = r
+		}
+		rel = path.Clean(filepath.ToSlash(rel))
+		if rel == ".." || strings.HasPrefix(rel, "../") {
+			return nil, fmt.Errorf("%q is not in the workspace", p)
+		}
+		if rel == "." {
+			return s.Changes, nil
+		}
 		found := false
 		for _, c := range s.Changes {
-			if c.Path == p || p == "." || strings.HasPrefix(c.Path, p+"/") {
+			if under(c.Path, rel) {
 				found = true
-				if !seen[c.Path] {
-					seen[c.Path] = true
-					out = append(out, c)
-				}
+				break
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("change set %s has no change at %q", s.Run, p)
+			return nil, fmt.Errorf("%q: no change in set %s", p, s.Run)
+		}
+		want = append(want, rel)
+	}
+	var out []Change
+	for _, c := range s.Changes {
+		for _, w := range want {
+			if under(c.Path, w) {
+				out = append(out, c)
+				break
+			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
 
-// writeAtomic writes b to dir/name through a temporary file and a rename.
-func writeAtomic(dir, name string, b []byte) error {
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, name))
+// under reports whether p is dir or beneath it.
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// ApplyOptions adjust Apply.
+type ApplyOptions struct {
+	// Owner is the user and group id new files, links and directories are
+	// given (a modified file keeps its host owner) when cordon runs as
+	// root; nil leaves them cordon's.
+	Owner *[2]int
+
+	// hook, in tests, runs when the new content of path is written under
+	// its temporary name (placed false) and when it is in place.
+	hook func(path string, placed bool)
+}
+
+// Report says what became of each selected change.
+type Report struct {
+	// Applied landed now; Already were found in their new state (an
+	// earlier, interrupted Apply); Refused are never applied (special
+	// files).
+	Applied, Already, Refused []string
+	// Conflicts were left alone: the host changed them, or what leads to
+	// them, since the capture.
+	Conflicts []Conflict
+}
+
+// Conflict is a path Apply left alone, and why.
+type Conflict struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
 }

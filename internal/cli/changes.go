@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -38,6 +39,18 @@ const applyTool = "cordon apply"
 // changesDir is where change sets wait: in cordon's state directory, which
 // no sandbox sees.
 func changesDir() string { return filepath.Join(config.StateDir(), "changes") }
+
+// dirFlag registers --dir, where the change sets are.
+func dirFlag(fs *flag.FlagSet) *string {
+	return fs.String("dir", "", "the change sets' `DIR` (default: $CORDON_STATE_DIR/changes; cordon serve keeps its sandboxes' in STATE/serve/changes)")
+}
+
+func orChanges(dir string) string {
+	if dir == "" {
+		return changesDir()
+	}
+	return dir
+}
 
 // review is what `cordon apply` needs to know of the profile a change set
 // came from, kept beside the set when it is captured.
@@ -117,13 +130,14 @@ type heldChange struct {
 // waiting for review, or one of them.
 func changesCmd(e *env, args []string) int {
 	fs := newFlags(e, "changes", "changes [--json] [--diff] [RUN [PATH...]]")
+	dirF := dirFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	diff := fs.Bool("diff", false, "show a unified diff of each change against the host's workspace")
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
 	}
-	dir := changesDir()
+	dir := orChanges(*dirF)
 	if len(operands) == 0 {
 		sets, err := changes.List(dir)
 		if err != nil {
@@ -217,6 +231,7 @@ func applyCmd(e *env, args []string) int {
 	fs := newFlags(e, "apply", "apply [--wait DURATION] [--json] RUN [PATH...]")
 	wait := fs.Duration("wait", 0, "wait up to `DURATION` for a decision on changes that need approval (default: file the request and exit 3)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	dirF := dirFlag(fs)
 	store := fs.String("store", "", "the approval store (default: $CORDON_STATE_DIR/approvals; see cordon approvals)")
 	auditLog := fs.String("audit-log", "", "record what was applied in `FILE` (default: the configuration's)")
 	operands, err := parseAnywhere(fs, args)
@@ -227,7 +242,7 @@ func applyCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("apply: name a change set (cordon changes lists them)"))
 	}
 	run, paths := operands[0], operands[1:]
-	dir := changesDir()
+	dir := orChanges(*dirF)
 	set, err := changes.Load(dir, run)
 	if err != nil {
 		return fail(e, err)
@@ -261,7 +276,7 @@ func applyCmd(e *env, args []string) int {
 			return fail(e, err)
 		}
 		switch it.State {
-		case approvals.Approved:
+		case approvals.Approved, approvals.Running, approvals.Done:
 			fmt.Fprintf(e.stderr, "cordon: the changes that need approval were approved by %s (request %s)\n", termsafe.Line(it.By), it.ID)
 		case approvals.Pending:
 			fmt.Fprintf(e.stderr, "cordon: %d change(s) of %s need approval (%s); nothing was applied. Request %s waits: cordon approvals show %s, then cordon approvals approve %s, and run cordon apply again (or apply --wait)\n",
@@ -332,7 +347,7 @@ func changeApproval(st *approvals.Store, set *changes.Set, rv review, held []hel
 		var a struct {
 			Digest string `json:"digest"`
 		}
-		if json.Unmarshal(it.Args, &a) == nil && a.Digest == set.Digest && it.State != approvals.Expired {
+		if json.Unmarshal(it.Args, &a) == nil && a.Digest == set.Digest && it.State != approvals.Expired && it.ProfileHash == applyHash(rv) {
 			found = it
 		}
 	}
@@ -356,7 +371,7 @@ func changeApproval(st *approvals.Store, set *changes.Set, rv review, held []hel
 			Expires: now.Add(changeApprovalTimeout), Tool: applyTool, Args: args, Class: "changes",
 			Reversible: false, Rule: "review.require_approval: " + strings.Join(ruleList, ", "),
 			Reason: fmt.Sprintf("%d change(s) of a reviewed workspace need approval before they land on %s: cordon changes %s --diff shows them", len(held), set.Workspace, set.Run),
-			Agent:  rv.Agent, Profile: rv.Profile, ProfileHash: rv.ProfileHash, Session: set.Run, Approvers: rv.Approvers,
+			Agent:  rv.Agent, Profile: rv.Profile, ProfileHash: applyHash(rv), Session: set.Run, Approvers: rv.Approvers,
 		})
 		if err != nil {
 			return approvals.Item{}, err
@@ -378,6 +393,11 @@ func changeApproval(st *approvals.Store, set *changes.Set, rv review, held []hel
 	}
 	return *found, nil
 }
+
+// applyHash marks a change set's request as one for cordon apply: never
+// the profile's own hash, which a tool gateway of that profile would take
+// for one of its held calls and claim.
+func applyHash(rv review) string { return "cordon-apply:" + rv.ProfileHash }
 
 // changeApprovalTimeout is how long a change set's request waits: a
 // review may take a working day.
@@ -403,6 +423,7 @@ func applyRecord(set *changes.Set, rep *changes.Report, by string, paths []strin
 func discardCmd(e *env, args []string) int {
 	fs := newFlags(e, "discard", "discard RUN")
 	auditLog := fs.String("audit-log", "", "record the discard in `FILE` (default: the configuration's)")
+	dirF := dirFlag(fs)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -410,7 +431,7 @@ func discardCmd(e *env, args []string) int {
 	if len(operands) != 1 {
 		return fail(e, fmt.Errorf("discard: name one change set (cordon changes lists them)"))
 	}
-	dir, run := changesDir(), operands[0]
+	dir, run := orChanges(*dirF), operands[0]
 	set, err := changes.Load(dir, run)
 	if err != nil {
 		return fail(e, err)

@@ -100,7 +100,9 @@ func runCmd(e *env, args []string) int {
 	opts.Guard = guarded(opts.ProfileFile)
 	if p.Workspace.Reviewed() {
 		// Host files changed from now on are conflicts when applied.
-		opts.Review = keepChanges(e, p, opts.ProfileFile, a.id, time.Now())
+		// A file's change time comes from the kernel's coarse clock, a tick
+		// behind: the run starts for conflicts a little earlier than now.
+		opts.Review = keepChanges(e, p, opts.ProfileFile, a.id, time.Now().Add(-startSlack))
 	}
 	a.watch(&opts)
 	o, err := sandbox.Run(opts)
@@ -131,6 +133,10 @@ func runCmd(e *env, args []string) int {
 	}
 	return o.ExitCode
 }
+
+// startSlack is how much earlier than its start a reviewed run counts as
+// started, for conflicts: more than a tick of the kernel's coarse clock.
+const startSlack = 20 * time.Millisecond
 
 // report prints the outcome: as JSON when asked, else one line when the run
 // did not end cleanly (a sandbox error has already been printed).

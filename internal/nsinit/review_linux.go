@@ -63,9 +63,6 @@ func (r *rootfs) placeReview(s source, target *os.File) error {
 	if err := unix.Fstat(int(s.src.Tree.Fd()), &lower); err != nil {
 		return err
 	}
-	if lower.Uid == overflowID || lower.Gid == overflowID {
-		return fmt.Errorf("the workspace's owner has no id in the sandbox: its files could be read but not changed")
-	}
 
 	// The layer: a tmpfs with the review limits.
 	layer, err := mnt.New("tmpfs", map[string]string{
@@ -94,8 +91,12 @@ func (r *rootfs) placeReview(s source, target *os.File) error {
 	if err := unix.Mkdirat(int(layer.Fd()), sandbox.LayerWork, 0o700); err != nil {
 		return fmt.Errorf("layer: %w", err)
 	}
-	if err := unix.Fchownat(int(layer.Fd()), sandbox.LayerUpper, int(lower.Uid), int(lower.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("layer: %w", err)
+	// An owner with no id in the sandbox (a directory others may write,
+	// rootless) leaves the upper the sandbox user's, as its writes are.
+	if lower.Uid != overflowID && lower.Gid != overflowID {
+		if err := unix.Fchownat(int(layer.Fd()), sandbox.LayerUpper, int(lower.Uid), int(lower.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("layer: %w", err)
+		}
 	}
 	if err := unix.Fchmodat(int(layer.Fd()), sandbox.LayerUpper, lower.Mode&0o7777, 0); err != nil {
 		return fmt.Errorf("layer: %w", err)

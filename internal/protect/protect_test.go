@@ -369,3 +369,28 @@ func TestHomesThroughLink(t *testing.T) {
 		t.Errorf("the linked home's real path: %q", why)
 	}
 }
+
+func TestProtected(t *testing.T) {
+	for rel, want := range map[string]bool{
+		".git":                     true,
+		".git/hooks/pre-commit":    true,
+		"sub/.git/config":          true,
+		"a/.vscode/settings.json":  true,
+		".bashrc":                  true,
+		"home/.zshrc":              true,
+		".husky/pre-commit":        true,
+		".github/workflows/ci.yml": true,
+		"x/.github/workflows":      true,
+		".github/CODEOWNERS":       false,
+		"src/main.go":              false,
+		"git/hooks":                false,
+		".gitignore":               false,
+		"docs/.bashrc.md":          false,
+		"lefthook.yml":             true,
+		"workflows/.github":        false,
+	} {
+		if got := Protected(rel); got != want {
+			t.Errorf("Protected(%q) = %v, want %v", rel, got, want)
+		}
+	}
+}

@@ -59,7 +59,7 @@ func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Wr
 			}
 			return nil, err
 		}
-		return &ownedBox{Box: box, workspace: ws}, nil
+		return &ownedBox{Box: box, workspace: ws, host: filepath.Clean(p.Workspace.Path)}, nil
 	}
 }
 
@@ -67,14 +67,23 @@ func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Wr
 type ownedBox struct {
 	*sandbox.Box
 	workspace string
+	host      string // the host directory of its workspace
 }
 
-func (b *ownedBox) Close() {
-	b.Box.Close()
+func (b *ownedBox) Close() { b.CloseWith(nil) }
+
+// CloseWith is Close, calling kept with the layer of a reviewed workspace
+// once no process of the sandbox runs (see sandbox.Box.CloseWith).
+func (b *ownedBox) CloseWith(kept func(layer *os.File)) {
+	b.Box.CloseWith(kept)
 	if b.workspace != "" {
 		os.RemoveAll(b.workspace)
 	}
 }
+
+// Workspace is the host directory the sandbox's workspace is over, and
+// whether it is the sandbox's private one, removed with it.
+func (b *ownedBox) Workspace() (string, bool) { return b.host, b.workspace != "" }
 
 // prefixed writes each message of a sandbox to log, naming the sandbox.
 func prefixed(log io.Writer, id string) io.Writer {

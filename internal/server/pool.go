@@ -33,6 +33,9 @@ type entry struct {
 	// turn lets one step at a time run when the profile's trajectory
 	// rules can hold or stop the session (see inTurn).
 	turn chan struct{}
+	// review is the change set of a reviewed workspace; nil when the
+	// workspace is not reviewed (see changes.go).
+	review *review
 }
 
 // info describes the entry for the API.
@@ -41,7 +44,7 @@ func (e *entry) info() api.Sandbox {
 	defer e.mu.Unlock()
 	out := api.Sandbox{ID: e.id, Agent: e.agent.Name, Profile: e.agent.Profile, ProfileSHA256: e.sha,
 		Created: e.claimed.UTC(), Warm: e.warm, ColdStartMS: e.coldMS, State: "running",
-		Commands: e.commands, Running: e.running,
+		Commands: e.commands, Running: e.running, Reviewed: e.review != nil,
 		IdleExpires: e.touched.Add(e.agent.Idle).UTC(), Expires: e.built.Add(e.agent.Lifetime).UTC()}
 	if e.ended != "" {
 		out.State, out.Ended = "ended", e.ended
@@ -145,6 +148,9 @@ func (p *pool) take() *entry {
 				p.s.end(e, "max_lifetime")
 				continue
 			}
+			if !p.s.untouched(e) {
+				continue
+			}
 			return e
 		default:
 			return nil
@@ -190,7 +196,7 @@ func (s *Server) build(a *Agent, warm bool) (*entry, error) {
 		return nil, err
 	}
 	now := s.opts.Now()
-	e := &entry{id: id, agent: a, profile: p, box: box, sha: p.Hash(), built: now, warm: warm, touched: now}
+	e := &entry{id: id, agent: a, profile: p, box: box, sha: p.Hash(), built: now, warm: warm, touched: now, review: reviewOf(p, box)}
 	if !warm {
 		e.coldMS = took.Milliseconds()
 	}
@@ -239,6 +245,7 @@ func (s *Server) claim(a *Agent, c caller) (*entry, error) {
 	e.mu.Lock()
 	e.claimed, e.touched = now, now
 	e.mu.Unlock()
+	e.review.start()
 	if err := s.reserveCluster(e); err != nil {
 		s.end(e, "cluster_full")
 		s.mu.Lock()
@@ -268,7 +275,7 @@ func (e *entry) state() string {
 // that record (nil when the sandbox had ended before).
 func (s *Server) end(e *entry, why string) (err error) {
 	e.endOnce.Do(func() {
-		e.box.Close()
+		s.closeBox(e)
 		if own := e.box.Why(); own != "" && why == "ended" {
 			why = own
 			if own == "drift" { // the sandbox's own drift watcher stopped it

@@ -1,6 +1,6 @@
 // The page of cordon serve: pending approvals, sandboxes and their
-// sessions, and an audit review of one sandbox with what the agent did
-// beside what it was shown. Everything comes from the JSON API with the
+// sessions, an audit review of one sandbox with what the agent did
+// beside what it was shown, and the change set of a reviewed workspace. Everything comes from the JSON API with the
 // admin token; nothing from the API is ever parsed as HTML.
 "use strict";
 
@@ -79,7 +79,7 @@ async function sandboxes() {
   body.replaceChildren();
   for (const sb of list) {
     const s = sb.session || {};
-    const row = el("tr", { class: "sandbox" + (sb.state === "ended" ? " ended" : ""), "data-id": sb.id, onclick: () => review(sb.id) },
+    const row = el("tr", { class: "sandbox" + (sb.state === "ended" ? " ended" : ""), "data-id": sb.id, onclick: () => review(sb.id, sb.reviewed) },
       el("td", {}, sb.id), el("td", {}, sb.agent), el("td", {}, sb.node || ""),
       el("td", {}, sb.state === "ended" ? `ended (${sb.ended})` : "running"),
       el("td", {}, sb.warm ? "yes" : "no"), el("td", {}, sb.commands),
@@ -91,10 +91,12 @@ async function sandboxes() {
 
 // review lays out a sandbox's audit records as steps: each action (a
 // command, a file read or write) beside what came back of it.
-async function review(id) {
+async function review(id, reviewed) {
   const recs = await api("GET", `/v1/audit?sandbox=${encodeURIComponent(id)}&limit=2000`);
   $("#review").hidden = false;
   $("#review-id").textContent = id;
+  $("#changes").hidden = !reviewed;
+  if (reviewed) changeSet(id).catch(fail);
   const steps = $("#steps");
   steps.replaceChildren();
   let cur = null;
@@ -135,6 +137,59 @@ async function review(id) {
         break;
     }
   }
+}
+
+// apiText is api for an answer that is text (a diff).
+async function apiText(path) {
+  const resp = await fetch(path, { headers: { Authorization: "Bearer " + token() } });
+  const text = await resp.text();
+  if (!resp.ok) {
+    let msg = resp.statusText;
+    try { msg = JSON.parse(text).error || msg; } catch { /* not JSON */ }
+    throw new Error(msg);
+  }
+  return text;
+}
+
+// changeSet shows the change set of a sandbox of a reviewed workspace
+// (captured now while it runs), its diff, and buttons that apply or
+// discard exactly the set shown (its digest).
+async function changeSet(id) {
+  const box = $("#change-set");
+  box.replaceChildren(el("p", { class: "hint" }, "Capturing…"));
+  const got = await api("GET", `/v1/sandboxes/${encodeURIComponent(id)}/changes`);
+  const set = got.set;
+  const held = new Map((got.needs_approval || []).map((h) => [h.path, h.rule]));
+  const rows = el("tbody");
+  for (const c of set.changes) {
+    const rule = held.get(c.path);
+    rows.append(el("tr", { class: "change " + c.kind },
+      el("td", {}, c.kind), el("td", {}, c.type), el("td", {}, c.path + (c.type === "symlink" ? " -> " + (c.target || "") : "")),
+      el("td", {}, (c.flags || []).join(", ")),
+      el("td", { class: rule ? "status-bad" : "" }, rule ? `needs approval (${rule})` : "")));
+  }
+  const diff = el("pre", { class: "diff" }, "Loading the diff…");
+  const result = el("p");
+  const post = (verb, body) => async () => {
+    try {
+      const r = await api("POST", `/v1/sandboxes/${encodeURIComponent(id)}/${verb}`, body);
+      if (verb === "discard") result.textContent = `discarded ${r.set} (${r.changes} changes)`;
+      else if (r.approval) result.textContent = `held for approval: request ${r.approval}`;
+      else result.textContent = `applied ${r.applied.length}, already there ${r.already.length}, refused ${r.refused.length}, conflicts ${r.conflicts.length}`;
+      result.className = "status-ok";
+    } catch (e) { result.textContent = String(e.message || e); result.className = "status-bad"; }
+  };
+  box.replaceChildren(
+    el("p", {}, `${got.final ? "Final changes" : "Captured now"}: ${set.changes.length} change(s), ${set.bytes} bytes, set ${set.run}, digest ${set.digest}` +
+      (got.needs_approval_total ? `; ${got.needs_approval_total} need approval` : "")),
+    el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "kind"), el("th", {}, "type"), el("th", {}, "path"), el("th", {}, "flags"), el("th", {}, "approval"))), rows),
+    el("button", { class: "apply", onclick: post("apply", { digest: set.digest }) }, "Apply this change set"), " ",
+    el("button", { class: "discard", onclick: post("discard") }, "Discard"), " ",
+    el("button", { onclick: () => changeSet(id).catch(fail) }, "Capture again"),
+    result, diff);
+  try {
+    diff.textContent = await apiText(`/v1/sandboxes/${encodeURIComponent(id)}/changes/diff?digest=${encodeURIComponent(set.digest)}`);
+  } catch (e) { diff.textContent = "diff: " + String(e.message || e); }
 }
 
 async function refresh() {

@@ -1,0 +1,311 @@
+//go:build linux
+
+package changes
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// A hand-made upper layer: whiteouts, an opaque directory, type changes, a
+// touch that changes nothing, modes, links, a FIFO and a device.
+func TestCaptureUpper(t *testing.T) {
+	root(t)
+	e := newEnv(t)
+	h, u := e.host, e.upper
+	write(t, h+"/same.txt", "same\n", 0o644)
+	write(t, h+"/mod.txt", "old\n", 0o644)
+	write(t, h+"/chmod.sh", "echo\n", 0o644)
+	write(t, h+"/gone.txt", "x", 0o644)
+	write(t, h+"/gonedir/a", "a", 0o644)
+	write(t, h+"/gonedir/sub/b", "b", 0o644)
+	write(t, h+"/opq/keep", "k", 0o644)
+	write(t, h+"/opq/drop", "d", 0o644)
+	write(t, h+"/opq/d/deep", "d", 0o644)
+	write(t, h+"/f2d", "file", 0o644)
+	write(t, h+"/d2l/x", "x", 0o644)
+	write(t, h+"/samesize.txt", "aaaa", 0o644)
+	must(t, os.MkdirAll(h+"/modedir", 0o755))
+	must(t, os.Symlink("old-target", h+"/relink"))
+	e.start()
+
+	write(t, u+"/same.txt", "same\n", 0o644) // copied up by a touch
+	write(t, u+"/mod.txt", "new\n", 0o644)
+	write(t, u+"/chmod.sh", "echo\n", 0o755)
+	write(t, u+"/samesize.txt", "bbbb", 0o644)
+	whiteoutAt(t, u+"/gone.txt")
+	whiteoutAt(t, u+"/gonedir")
+	makeOpaque(t, u+"/opq")
+	write(t, u+"/opq/keep", "k", 0o644)
+	write(t, u+"/opq/new", "n", 0o644)
+	write(t, u+"/f2d/inside", "i", 0o644)
+	must(t, os.Symlink("/etc", u+"/d2l"))
+	must(t, os.Symlink("new-target", u+"/relink"))
+	must(t, os.Mkdir(u+"/sub", 0o755))
+	must(t, os.Symlink("../../x", u+"/sub/up"))
+	must(t, os.Mkdir(u+"/modedir", 0o700))
+	must(t, os.Chmod(u+"/modedir", 0o700))
+	write(t, u+"/suid", "s", 0o4755)
+	write(t, u+"/bin", "a\x00b", 0o644)
+	write(t, u+"/latin1", "caf\xe9", 0o644)
+	must(t, unix.Mkfifo(u+"/fifo", 0o644))
+	must(t, unix.Mknod(u+"/dev", unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))))
+	must(t, os.Link(u+"/mod.txt", u+"/hardlink"))
+	big, err := os.Create(u + "/big")
+	must(t, err)
+	must(t, big.Truncate(LargeSize+1))
+	big.Close()
+
+	s := e.mustCapture(t)
+	want := []string{
+		`added file "big" [binary,large]`,
+		`added file "bin" [binary]`,
+		`modified file "chmod.sh" [executable]`,
+		`deleted dir "d2l"`,
+		`added symlink "d2l" [outside_link]`,
+		`deleted file "d2l/x"`,
+		`added special "dev" [special]`,
+		`deleted file "f2d"`,
+		`added dir "f2d"`,
+		`added file "f2d/inside"`,
+		`added special "fifo" [special]`,
+		`deleted file "gone.txt"`,
+		`deleted dir "gonedir"`,
+		`deleted file "gonedir/a"`,
+		`deleted dir "gonedir/sub"`,
+		`deleted file "gonedir/sub/b"`,
+		`added file "hardlink"`,
+		`added file "latin1" [binary]`,
+		`modified file "mod.txt"`,
+		`modified dir "modedir"`,
+		`deleted dir "opq/d"`,
+		`deleted file "opq/d/deep"`,
+		`deleted file "opq/drop"`,
+		`added file "opq/new"`,
+		`modified symlink "relink"`,
+		`modified file "samesize.txt"`,
+		`added dir "sub"`,
+		`added symlink "sub/up" [outside_link]`,
+		`added file "suid" [executable,setuid]`,
+	}
+	// Sorted by path, a deletion before an addition of the same path.
+	sameList(t, "changes", summaries(s.Changes), want)
+	byPath := map[string]Change{}
+	for _, c := range s.Changes {
+		byPath[c.Kind+" "+c.Path] = c
+	}
+	if c := byPath["modified mod.txt"]; c.OldSize != 4 || c.Size != 4 || c.SHA256 == c.OldSHA256 || c.Base == nil || c.Base.Type != TypeFile {
+		t.Errorf("mod.txt: %+v", c)
+	}
+	if c := byPath["modified chmod.sh"]; c.SHA256 != c.OldSHA256 || c.Mode != 0o755 || c.OldMode != 0o644 {
+		t.Errorf("chmod.sh: %+v", c)
+	}
+	if c := byPath["modified relink"]; c.Target != "new-target" || c.OldTarget != "old-target" {
+		t.Errorf("relink: %+v", c)
+	}
+	if c := byPath["modified modedir"]; c.Mode != 0o700 || c.OldMode != 0o755 {
+		t.Errorf("modedir: %+v", c)
+	}
+	if c := byPath["added big"]; c.Size != LargeSize+1 || s.Bytes < LargeSize+1 {
+		t.Errorf("big: %+v, set bytes %d", c, s.Bytes)
+	}
+	// Each new content is a blob, once.
+	blobs, err := os.ReadDir(filepath.Join(e.state, testRun, blobDir))
+	must(t, err)
+	if n := len(blobs); n != 8 { // mod.txt and hardlink share one
+		t.Errorf("%d blobs, want 8", n)
+	}
+	if got := readString(t, filepath.Join(e.state, testRun, blobDir, byPath["added hardlink"].SHA256)); got != "new\n" {
+		t.Errorf("blob of hardlink: %q", got)
+	}
+
+	// Load reads back exactly what Capture wrote.
+	l, err := Load(e.state, testRun)
+	must(t, err)
+	sameList(t, "loaded", summaries(l.Changes), want)
+	if l.Digest != s.Digest || !l.Started.Equal(s.Started) || l.Workspace != e.host {
+		t.Errorf("loaded %+v, captured %+v", l, s)
+	}
+	// A second capture of the same run is refused.
+	if _, err := e.capture(t, Limits{}); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("second capture: %v", err)
+	}
+}
+
+// A FIFO in the upper layer is listed without being opened: capture does
+// not wait on it (a test that hangs here is the failure).
+func TestCaptureFIFO(t *testing.T) {
+	root(t)
+	e := newEnv(t)
+	e.start()
+	must(t, unix.Mkfifo(e.upper+"/pipe", 0o666))
+	s := e.mustCapture(t)
+	sameList(t, "changes", summaries(s.Changes), []string{`added special "pipe" [special]`})
+}
+
+// An empty change set is written too.
+func TestCaptureEmpty(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.host+"/a", "a", 0o644)
+	e.start()
+	s := e.mustCapture(t)
+	if len(s.Changes) != 0 {
+		t.Fatalf("changes: %v", summaries(s.Changes))
+	}
+	l, err := Load(e.state, testRun)
+	must(t, err)
+	if len(l.Changes) != 0 || l.Digest != s.Digest {
+		t.Errorf("loaded %+v", l)
+	}
+}
+
+// Names with a line feed, escape sequences and bytes that are not UTF-8
+// are kept exactly, through set.json, and land as they are.
+func TestStrangeNames(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	names := []string{"new\nline", "esc\x1b[31mred", "bad\xff\xfe", "tab\there"}
+	for _, n := range names {
+		write(t, e.upper+"/"+n, n, 0o644)
+	}
+	must(t, os.Symlink("to\n\xffthere", e.upper+"/link"))
+	s := e.mustCapture(t)
+	l, err := Load(e.state, testRun)
+	must(t, err)
+	got := map[string]bool{}
+	for _, c := range l.Changes {
+		got[c.Path] = true
+		if c.Path == "link" && c.Target != "to\n\xffthere" {
+			t.Errorf("link target %q", c.Target)
+		}
+	}
+	for _, n := range names {
+		if !got[n] {
+			t.Errorf("%q lost; loaded %q", n, summaries(l.Changes))
+		}
+	}
+	data := readString(t, filepath.Join(e.state, testRun, setFile))
+	if strings.ContainsAny(data, "\x1b\xff") {
+		t.Errorf("set.json holds raw control or invalid bytes")
+	}
+	rep, err := Apply(l, e.state, nil, ApplyOptions{})
+	must(t, err)
+	if len(rep.Conflicts) > 0 || len(rep.Applied) != len(s.Changes) {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, n := range names {
+		if got := readString(t, e.host+"/"+n); got != n {
+			t.Errorf("%q: %q", n, got)
+		}
+	}
+	if tgt, _ := os.Readlink(e.host + "/link"); tgt != "to\n\xffthere" {
+		t.Errorf("link: %q", tgt)
+	}
+}
+
+// Limits: entries, bytes and depth beyond them are an error, and leave no
+// change set behind.
+func TestCaptureLimits(t *testing.T) {
+	t.Run("entries", func(t *testing.T) {
+		e := newEnv(t)
+		e.start()
+		for i := range 11 {
+			write(t, filepath.Join(e.upper, "d", string(rune('a'+i))), "x", 0o644)
+		}
+		if _, err := e.capture(t, Limits{MaxEntries: 10}); err == nil || !strings.Contains(err.Error(), "more than 10 entries") {
+			t.Fatalf("capture: %v", err)
+		}
+		noSet(t, e)
+		if _, err := e.capture(t, Limits{MaxEntries: 12}); err != nil {
+			t.Fatalf("within the limit: %v", err)
+		}
+	})
+	t.Run("bytes", func(t *testing.T) {
+		e := newEnv(t)
+		e.start()
+		write(t, e.upper+"/a", strings.Repeat("x", 600), 0o644)
+		write(t, e.upper+"/b", strings.Repeat("y", 600), 0o644)
+		if _, err := e.capture(t, Limits{MaxBytes: 1000}); err == nil || !strings.Contains(err.Error(), "more than 1000 bytes") {
+			t.Fatalf("capture: %v", err)
+		}
+		noSet(t, e)
+		if _, err := e.capture(t, Limits{MaxBytes: 1200}); err != nil {
+			t.Fatalf("within the limit: %v", err)
+		}
+	})
+	t.Run("depth", func(t *testing.T) {
+		e := newEnv(t)
+		e.start()
+		p := e.upper
+		for range maxDepth + 2 {
+			p += "/d"
+		}
+		must(t, os.MkdirAll(p, 0o755))
+		if _, err := e.capture(t, Limits{}); err == nil || !strings.Contains(err.Error(), "deeper than") {
+			t.Fatalf("capture: %v", err)
+		}
+		noSet(t, e)
+	})
+}
+
+func noSet(t *testing.T, e *env) {
+	t.Helper()
+	if _, err := os.Lstat(filepath.Join(e.state, testRun)); !os.IsNotExist(err) {
+		t.Errorf("a failed capture left %s: %v", testRun, err)
+	}
+	if _, err := Load(e.state, testRun); err == nil {
+		t.Errorf("a failed capture loads")
+	}
+}
+
+// A symlink planted in the host tree before the run is never followed
+// while capturing: a whiteout over it lists the link, not what it points
+// to, and an upper directory over it is a type change.
+func TestCaptureHostLinks(t *testing.T) {
+	root(t)
+	e := newEnv(t)
+	outside := t.TempDir()
+	write(t, outside+"/secret", "s", 0o600)
+	must(t, os.Symlink(outside, e.host+"/planted"))
+	must(t, os.Symlink(outside, e.host+"/planted2"))
+	e.start()
+	whiteoutAt(t, e.upper+"/planted")
+	write(t, e.upper+"/planted2/secret", "t", 0o644)
+	s := e.mustCapture(t)
+	sameList(t, "changes", summaries(s.Changes), []string{
+		`deleted symlink "planted"`,
+		`deleted symlink "planted2"`,
+		`added dir "planted2"`,
+		`added file "planted2/secret"`,
+	})
+}
+
+// The sniffer finds NULs and invalid UTF-8, whatever the writes' cuts.
+func TestSniffer(t *testing.T) {
+	for _, tc := range []struct {
+		s      string
+		binary bool
+	}{
+		{"plain text\n", false},
+		{"caf\u00e9 \u4e16\u754c \U0001F600", false},
+		{"a\x00b", true},
+		{"caf\xe9", true},
+		{"\xf0\x9f\x98", true}, // cut at the end
+		{strings.Repeat("a", 9000) + "\x00", false},
+	} {
+		for cut := 1; cut <= 5; cut++ {
+			sn := &sniffer{}
+			b := []byte(tc.s)
+			for i := 0; i < len(b); i += cut {
+				sn.Write(b[i:min(i+cut, len(b))])
+			}
+			if sn.binary() != tc.binary {
+				t.Errorf("%q in writes of %d: binary %v", tc.s[:min(len(tc.s), 20)], cut, sn.binary())
+			}
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package changes
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Without privilege, capture opens up what the sandbox made unreadable to
+// its owner, and keeps the modes it had.
+func TestGrant(t *testing.T) {
+	up := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(up, "closed"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(up, "closed", "inner"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(up, "secret"), []byte("y"), 0o644)
+	os.Chmod(filepath.Join(up, "secret"), 0)
+	os.Chmod(filepath.Join(up, "closed"), 0)
+	defer os.Chmod(filepath.Join(up, "closed"), 0o755)
+	d, err := os.Open(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	modes := map[uint64]uint32{}
+	budget := 10
+	if err := grant(d, 0, &budget, modes); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"secret", "closed", "closed/inner"} {
+		fi, err := os.Stat(filepath.Join(up, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o400 == 0 {
+			t.Errorf("%s: still unreadable (%v)", p, fi.Mode())
+		}
+	}
+	if len(modes) != 2 {
+		t.Errorf("modes kept: %v, want the two entries opened up", modes)
+	}
+	for _, m := range modes {
+		if m != 0 {
+			t.Errorf("kept mode %o, want 0", m)
+		}
+	}
+	d2, err := os.Open(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	budget = 1
+	if err := grant(d2, 0, &budget, modes); err == nil {
+		t.Error("the entry budget did not hold")
+	}
+}

@@ -1,0 +1,25 @@
+package protect
+
+import (
+	"slices"
+	"strings"
+)
+
+// Protected reports whether rel, a slash-separated path relative to a
+// workspace's root, is one the host's tools run or obey: one of Defaults
+// is a component of it at any depth (a submodule's .git, a nested
+// .vscode), its last name is one of IfPresent, or it is in a .husky or
+// .github/workflows directory, or is one. A change set flags such a path
+// for review.
+func Protected(rel string) bool {
+	names := strings.Split(rel, "/")
+	for i, n := range names {
+		if slices.Contains(Defaults, n) || n == ".husky" {
+			return true
+		}
+		if n == ".github" && i+1 < len(names) && names[i+1] == "workflows" {
+			return true
+		}
+	}
+	return slices.Contains(IfPresent, names[len(names)-1])
+}

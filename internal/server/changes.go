@@ -1,0 +1,736 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/changes"
+	"github.com/cordon-sandbox/cordon/internal/profile"
+)
+
+// A sandbox of a profile whose workspace is reviewed (workspace.mode:
+// review) writes to a layer of its own, never to the host's workspace.
+// Its changes are captured from that layer into the server's state
+// directory (STATE/changes, which no sandbox sees) as the change set named
+// by the sandbox's id: on request while it runs, and once more when it
+// ends, so that cordon changes, apply and discard find them later. An
+// admin (an approver of the profile) applies them; the agent that owns
+// the sandbox only when the profile says review.agent_applies, and then
+// the changes its review policy holds wait for an approval of their
+// digest in the approval store.
+
+// review is the change set of a sandbox of a reviewed workspace. Its lock
+// runs one capture, apply or discard of the sandbox at a time, the capture
+// made when the sandbox ends included.
+type review struct {
+	mu sync.Mutex
+	// started is when the sandbox was claimed (the wall clock): a host
+	// path changed since is a conflict.
+	started time.Time
+	// run names the latest capture ("" before the first); gen counts the
+	// captures that took a new name because part of the one before had
+	// been applied (that one, and the record of what landed, is kept).
+	run string
+	gen int
+	// ended: the sandbox has ended, and run holds its final changes.
+	ended bool
+}
+
+// layered is what a sandbox of a reviewed workspace offers beyond Sandbox
+// (ownedBox, over sandbox.Box).
+type layered interface {
+	// Layer is the root of its copy-on-write layer while it runs.
+	Layer() *os.File
+	// CloseWith is Close, calling kept with the layer once no process of
+	// the sandbox runs.
+	CloseWith(kept func(layer *os.File))
+	// Workspace is the host directory its workspace is over, and whether
+	// that is a private one, removed with it.
+	Workspace() (dir string, private bool)
+}
+
+// reviewOf returns the review of a sandbox built from p, nil when its
+// workspace is not reviewed.
+func reviewOf(p *profile.Profile, box Sandbox) *review {
+	if !p.Workspace.Reviewed() {
+		return nil
+	}
+	if _, ok := box.(layered); !ok {
+		return nil
+	}
+	return &review{}
+}
+
+// start marks the claim of the sandbox.
+func (rv *review) start() {
+	if rv == nil {
+		return
+	}
+	rv.mu.Lock()
+	rv.started = time.Now()
+	rv.mu.Unlock()
+}
+
+func (s *Server) changeRoutes() {
+	s.handle("GET "+api.Version+"/sandboxes/{id}/changes", anyToken, s.changesGet)
+	s.handle("GET "+api.Version+"/sandboxes/{id}/changes/diff", anyToken, s.changesDiff)
+	s.handle("POST "+api.Version+"/sandboxes/{id}/apply", anyToken, s.changesApply)
+	s.handle("POST "+api.Version+"/sandboxes/{id}/discard", anyToken, s.changesDiscard)
+}
+
+// changesDir is where the server keeps change sets.
+func (s *Server) changesDir() string { return filepath.Join(s.opts.StateDir, "changes") }
+
+// untouched says whether a pre-warmed sandbox of a reviewed workspace
+// still has an empty layer, as it must when it is claimed: nothing written
+// before its claim may reach its change set. One that has not is ended.
+func (s *Server) untouched(e *entry) bool {
+	if e.review == nil {
+		return true
+	}
+	empty, err := layerEmpty(e.box.(layered).Layer())
+	if err == nil && empty {
+		return true
+	}
+	s.logf("sandbox %s: its layer is not empty before its claim (%v): ended", e.id, err)
+	s.end(e, "layer_not_empty")
+	return false
+}
+
+// layerEmpty says whether the upper directory of layer holds nothing.
+func layerEmpty(layer *os.File) (bool, error) {
+	if layer == nil {
+		return false, errors.New("no layer")
+	}
+	fd, err := unix.Openat(int(layer.Fd()), "upper", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, fmt.Errorf("opening the layer's upper directory: %w", err)
+	}
+	d := os.NewFile(uintptr(fd), "upper")
+	defer d.Close()
+	names, err := d.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	return len(names) == 0, err
+}
+
+// closeBox ends e's sandbox; one of a reviewed workspace that was claimed
+// keeps its final changes first (see keepFinal).
+func (s *Server) closeBox(e *entry) {
+	e.mu.Lock()
+	claimed := !e.claimed.IsZero()
+	e.mu.Unlock()
+	lb, ok := e.box.(layered)
+	if e.review == nil || !ok || !claimed {
+		e.box.Close()
+	} else {
+		lb.CloseWith(func(layer *os.File) { s.keepFinal(e, layer) })
+	}
+	if e.review != nil {
+		e.review.mu.Lock()
+		e.review.ended = true
+		e.review.mu.Unlock()
+	}
+}
+
+// keepFinal captures the layer of a sandbox that has ended (no process of
+// it runs) as its final change set, and records it.
+func (s *Server) keepFinal(e *entry, layer *os.File) {
+	rv := e.review
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	rv.ended = true
+	ev := audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "changes"}
+	_, private := e.box.(layered).Workspace()
+	switch {
+	case private:
+		// Its workspace is removed with it: there is nothing to apply
+		// its changes to.
+		ev.Data = map[string]any{"kept": false, "why": "the sandbox's workspace is its own, removed with it"}
+	case s.opts.StateDir == "":
+		ev.Data = map[string]any{"kept": false, "why": "the server keeps no state directory"}
+	default:
+		set, err := s.capture(e, layer)
+		if err != nil {
+			s.logf("sandbox %s: keeping its changes: %v", e.id, err)
+			ev.Data = map[string]any{"kept": false, "error": err.Error()}
+		} else if len(set.Changes) == 0 {
+			// Nothing to review: no empty set is left behind for every
+			// sandbox that wrote nothing.
+			changes.Discard(s.changesDir(), set.Run)
+			ev.Data = map[string]any{"kept": false, "set": set.Run, "entries": 0, "why": "no changes"}
+		} else {
+			ev.Data = map[string]any{"kept": true, "set": set.Run, "digest": set.Digest, "entries": len(set.Changes), "bytes": set.Bytes}
+		}
+	}
+	s.event(ev)
+}
+
+// capture captures e's layer as its latest change set, with the profile's
+// review policy beside it; rv.mu is held. The capture before is replaced,
+// unless part of it was applied: it is kept, and this one takes a new name.
+func (s *Server) capture(e *entry, layer *os.File) (*changes.Set, error) {
+	rv, dir := e.review, s.changesDir()
+	run := rv.run
+	if run == "" {
+		run = e.id
+	} else if set, err := changes.Load(dir, run); err == nil && len(set.Applied) > 0 {
+		rv.gen++
+		run = fmt.Sprintf("%s-%d", e.id, rv.gen+1)
+	}
+	rv.run = run
+	ws, _ := e.box.(layered).Workspace()
+	set, err := changes.Capture(layer, ws, dir, run, rv.started, captureLimits(e.profile))
+	if err != nil {
+		changes.Discard(dir, run)
+		return nil, fmt.Errorf("capturing the changes of sandbox %s: %w", e.id, err)
+	}
+	if err := writeReview(dir, run, e); err != nil {
+		changes.Discard(dir, run)
+		return nil, err
+	}
+	return set, nil
+}
+
+// captureLimits bound a capture of p's layer as the layer itself is
+// bounded (a few entries more: the layer's own directories).
+func captureLimits(p *profile.Profile) changes.Limits {
+	size, inodes := p.Resources.WorkspaceSize.N, p.Resources.WorkspaceInodes.N
+	if size <= 0 {
+		size = 1 << 30
+	}
+	if inodes <= 0 {
+		inodes = 100000
+	}
+	return changes.Limits{MaxEntries: int(inodes) + 16, MaxBytes: size}
+}
+
+// reviewRecord is what cordon apply needs to know of the profile a change
+// set came from, kept beside the set as review.json (as cordon run keeps
+// it).
+type reviewRecord struct {
+	Agent       string   `json:"agent"`
+	Profile     string   `json:"profile"`
+	ProfileHash string   `json:"profile_sha256"`
+	Require     []string `json:"require_approval"`
+	Approvers   []string `json:"approvers,omitempty"`
+}
+
+func writeReview(dir, run string, e *entry) error {
+	rec := reviewRecord{Agent: e.agent.Name, Profile: e.agent.ProfileFile, ProfileHash: e.sha,
+		Require: e.profile.ReviewPolicy().RequireApproval, Approvers: e.profile.ApprovalPolicy().Approvers}
+	if rec.Require == nil {
+		rec.Require = []string{}
+	}
+	b, _ := json.MarshalIndent(rec, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, run, "review.json"), b, 0o600); err != nil {
+		return fmt.Errorf("change set %s: keeping its review policy: %w", run, err)
+	}
+	return nil
+}
+
+// heldChange is a change that needs a person's approval, and the rule of
+// the profile's review policy that holds it.
+type heldChange struct {
+	Path  string   `json:"path"`
+	Kind  string   `json:"kind"`
+	Rule  string   `json:"rule"`
+	Flags []string `json:"flags,omitempty"`
+}
+
+// maxHeldListed bounds the held changes an answer or an approval request
+// lists one by one (the total is given beside).
+const maxHeldListed = 200
+
+// held lists the changes among cs that p's review policy holds, at most
+// maxHeldListed of them, and how many there are in all.
+func held(p *profile.Profile, cs []changes.Change) ([]heldChange, int) {
+	pol := p.ReviewPolicy()
+	out, n := []heldChange{}, 0
+	for _, c := range cs {
+		if rule := pol.NeedsApproval(c.Path, c.Kind, c.Flags); rule != "" {
+			n++
+			if len(out) < maxHeldListed {
+				out = append(out, heldChange{Path: c.Path, Kind: c.Kind, Rule: rule, Flags: c.Flags})
+			}
+		}
+	}
+	return out, n
+}
+
+// changesAnswer is the answer of GET .../changes.
+type changesAnswer struct {
+	Sandbox string `json:"sandbox"`
+	// Final: the sandbox has ended, and these are its last changes.
+	Final bool         `json:"final"`
+	Set   *changes.Set `json:"set"`
+	// NeedsApproval are the changes the profile's review policy holds
+	// (the first maxHeldListed), NeedsApprovalTotal how many in all.
+	NeedsApproval      []heldChange `json:"needs_approval"`
+	NeedsApprovalTotal int          `json:"needs_approval_total"`
+	AgentApplies       bool         `json:"agent_applies"`
+}
+
+// reviewed is lookup for a sandbox of a reviewed workspace, on a server
+// that can keep its changes.
+func (s *Server) reviewed(w http.ResponseWriter, r *http.Request, c caller) (*entry, int) {
+	e, status := s.lookup(w, r, c)
+	if e == nil {
+		return nil, status
+	}
+	if e.review == nil {
+		return nil, fail(w, http.StatusConflict, "sandbox %s does not review its workspace (its profile's workspace.mode is not review): its writes are on the host already", e.id)
+	}
+	if s.opts.StateDir == "" {
+		return nil, fail(w, http.StatusNotFound, "this server keeps no state directory, and so no change sets")
+	}
+	return e, 0
+}
+
+// latest captures e's layer while the sandbox runs, or loads its final
+// change set once it has ended; rv.mu is held. The capture is recorded.
+func (s *Server) latest(e *entry, c caller) (*changes.Set, int, error) {
+	rv := e.review
+	if rv.ended {
+		if rv.run == "" {
+			return nil, http.StatusNotFound, fmt.Errorf("sandbox %s has ended, and no change set of it was kept", e.id)
+		}
+		set, err := changes.Load(s.changesDir(), rv.run)
+		if err != nil {
+			return nil, http.StatusNotFound, fmt.Errorf("sandbox %s has ended, and left no changes to review (or they were discarded)", e.id)
+		}
+		return set, 0, nil
+	}
+	set, err := s.capture(e, e.box.(layered).Layer())
+	if err != nil {
+		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "changes_capture", Data: map[string]any{"token": c.name(), "error": err.Error()}})
+		s.recorded()
+		return nil, http.StatusInternalServerError, err
+	}
+	s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "changes_capture",
+		Data: map[string]any{"token": c.name(), "set": set.Run, "digest": set.Digest, "entries": len(set.Changes), "bytes": set.Bytes}})
+	if err := s.recorded(); err != nil {
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("the capture could not be recorded (%v): send it again once the audit log can be written", err)
+	}
+	return set, 0, nil
+}
+
+func (s *Server) changesGet(w http.ResponseWriter, r *http.Request, c caller) int {
+	if r.URL.Query().Get("diff") != "" {
+		return s.changesDiff(w, r, c)
+	}
+	e, status := s.reviewed(w, r, c)
+	if e == nil {
+		return status
+	}
+	e.review.mu.Lock()
+	set, status, err := s.latest(e, c)
+	final := e.review.ended
+	e.review.mu.Unlock()
+	if err != nil {
+		return fail(w, status, "%v", err)
+	}
+	hold, n := held(e.profile, set.Changes)
+	return reply(w, http.StatusOK, changesAnswer{Sandbox: e.id, Final: final, Set: set, NeedsApproval: hold, NeedsApprovalTotal: n,
+		AgentApplies: e.profile.ReviewPolicy().AgentApplies})
+}
+
+// maxDiff bounds the diff an answer holds; past it, the diff is cut and
+// says so.
+const maxDiff = 4 << 20
+
+// maxQueryPaths bounds the paths a diff request names.
+const maxQueryPaths = 1000
+
+// changesDiff answers the unified diff of the latest change set: of the
+// capture whose digest the request names, or of a capture made now.
+func (s *Server) changesDiff(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, status := s.reviewed(w, r, c)
+	if e == nil {
+		return status
+	}
+	q := r.URL.Query()
+	paths := q["path"]
+	if len(paths) > maxQueryPaths {
+		return fail(w, http.StatusBadRequest, "path: at most %d paths", maxQueryPaths)
+	}
+	digest := q.Get("digest")
+	if digest != "" && !validDigest(digest) {
+		return fail(w, http.StatusBadRequest, "digest: want the 64 hex digits of a change set's digest, found %q", digest)
+	}
+	rv := e.review
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	var set *changes.Set
+	var err error
+	if digest != "" {
+		if set, status, err = s.captured(e, digest); err != nil {
+			return fail(w, status, "%v", err)
+		}
+	} else if set, status, err = s.latest(e, c); err != nil {
+		return fail(w, status, "%v", err)
+	}
+	out := &cappedBuffer{max: maxDiff}
+	if err := changes.Diff(out, set, s.changesDir(), paths); err != nil {
+		return fail(w, http.StatusBadRequest, "%v", err)
+	}
+	if out.over {
+		fmt.Fprintf(&out.Buffer, "\n[the diff is cut at %d bytes: cordon changes %s --diff shows it whole]\n", maxDiff, set.Run)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cordon-Change-Set", set.Run)
+	h.Set("Cordon-Digest", set.Digest)
+	w.WriteHeader(http.StatusOK)
+	w.Write(out.Bytes())
+	return http.StatusOK
+}
+
+func validDigest(d string) bool {
+	if len(d) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(d)
+	return err == nil && strings.ToLower(d) == d
+}
+
+// captured loads the latest change set of e, which must have digest;
+// rv.mu is held.
+func (s *Server) captured(e *entry, digest string) (*changes.Set, int, error) {
+	rv := e.review
+	if rv.run == "" {
+		return nil, http.StatusConflict, fmt.Errorf("sandbox %s has no captured changes: review them first (GET %s/sandboxes/%s/changes)", e.id, api.Version, e.id)
+	}
+	set, err := changes.Load(s.changesDir(), rv.run)
+	if err != nil {
+		return nil, http.StatusConflict, fmt.Errorf("%v: review the changes again (GET %s/sandboxes/%s/changes)", err, api.Version, e.id)
+	}
+	if set.Digest != digest {
+		return nil, http.StatusConflict, fmt.Errorf("the latest capture of sandbox %s (%s) has digest %s, not %s: review it again (GET %s/sandboxes/%s/changes)", e.id, set.Run, set.Digest, digest, api.Version, e.id)
+	}
+	return set, 0, nil
+}
+
+// ApplyRequest is the body of POST .../apply.
+type ApplyRequest struct {
+	// Digest is the digest of the change set that was reviewed: only that
+	// very set is applied.
+	Digest string `json:"digest"`
+	// Paths select changes (exact paths, or directories holding some);
+	// none: all of them.
+	Paths []string `json:"paths,omitempty"`
+}
+
+// applyAnswer is the answer of an apply: what landed, what was there
+// already, what was refused (special files), and the conflicts left alone.
+type applyAnswer struct {
+	Sandbox   string             `json:"sandbox"`
+	Set       string             `json:"set"`
+	Digest    string             `json:"digest"`
+	Applied   []string           `json:"applied"`
+	Already   []string           `json:"already"`
+	Refused   []string           `json:"refused"`
+	Conflicts []changes.Conflict `json:"conflicts"`
+}
+
+// heldAnswer is the answer of an apply held for a person's approval.
+type heldAnswer struct {
+	Approval  string       `json:"approval"`
+	State     string       `json:"state"`
+	Set       string       `json:"set"`
+	Digest    string       `json:"digest"`
+	Held      []heldChange `json:"held"`
+	HeldTotal int          `json:"held_total"`
+	Message   string       `json:"message"`
+}
+
+// applyTool is how a change set's approval request names what it holds,
+// as cordon apply does.
+const applyTool = "cordon apply"
+
+// maxApplyBody bounds an apply's body.
+const maxApplyBody = 1 << 20
+
+func (s *Server) changesApply(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, status := s.reviewed(w, r, c)
+	if e == nil {
+		return status
+	}
+	var req ApplyRequest
+	if err := decode(r, w, maxApplyBody, &req); err != nil {
+		return fail(w, bodyStatus(err), "%v", err)
+	}
+	if !validDigest(req.Digest) {
+		return fail(w, http.StatusBadRequest, "digest: want the 64 hex digits of the digest of the change set that was reviewed, found %q", req.Digest)
+	}
+	if status := s.mayApply(w, e, c, "apply"); status != 0 {
+		return status
+	}
+	rv := e.review
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	set, status, err := s.captured(e, req.Digest)
+	if err != nil {
+		return fail(w, status, "%v", err)
+	}
+	sel, err := set.Select(req.Paths)
+	if err != nil {
+		return fail(w, http.StatusBadRequest, "paths: %v", err)
+	}
+	approval := ""
+	if !c.token.Admin {
+		// The agent applies its own changes: those its profile's review
+		// policy holds need a person's approval of this very digest.
+		if hold, n := held(e.profile, sel); n > 0 {
+			it, status, err := s.changeApproval(e, c, set, hold, n)
+			if err != nil {
+				return fail(w, status, "%v", err)
+			}
+			if !approved(it.State) {
+				return reply(w, http.StatusAccepted, heldAnswer{Approval: it.ID, State: it.State, Set: set.Run, Digest: set.Digest, Held: hold, HeldTotal: n,
+					Message: fmt.Sprintf("%d change(s) need a person's approval (request %s is pending); nothing was applied: send the same request again once it is approved", n, it.ID)})
+			}
+			approval = it.ID
+		}
+	}
+	// The apply is written before it is done: nothing lands unrecorded.
+	s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Action, Type: "changes_apply",
+		Data: map[string]any{"token": c.name(), "set": set.Run, "digest": set.Digest, "paths": bounded(req.Paths), "approval": approval}})
+	if err := s.recordAction(); err != nil {
+		return unrecorded(w, "the apply", err)
+	}
+	rep, err := changes.Apply(set, s.changesDir(), req.Paths, changes.ApplyOptions{Owner: workspaceOwner(set.Workspace)})
+	if rep != nil {
+		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "changes_applied", Data: applyRecord(set, rep, c.name())})
+	} else if err != nil {
+		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "changes_applied", Data: map[string]any{"token": c.name(), "set": set.Run, "digest": set.Digest, "error": err.Error()}})
+	}
+	rerr := s.recorded()
+	if err != nil {
+		return fail(w, http.StatusInternalServerError, "applying change set %s: %v", set.Run, err)
+	}
+	if rerr != nil {
+		return fail(w, http.StatusInternalServerError, "change set %s was applied, but what landed could not be recorded: %v", set.Run, rerr)
+	}
+	out := applyAnswer{Sandbox: e.id, Set: set.Run, Digest: set.Digest, Applied: orEmpty(rep.Applied), Already: orEmpty(rep.Already),
+		Refused: orEmpty(rep.Refused), Conflicts: rep.Conflicts}
+	if out.Conflicts == nil {
+		out.Conflicts = []changes.Conflict{}
+	}
+	if len(rep.Conflicts) > 0 {
+		return reply(w, http.StatusConflict, out)
+	}
+	return reply(w, http.StatusOK, out)
+}
+
+// mayApply checks that c may apply (or discard) e's changes: an admin
+// token that the profile's approvers, when it names some, include; the
+// agent that owns the sandbox when the profile lets it apply its own.
+func (s *Server) mayApply(w http.ResponseWriter, e *entry, c caller, what string) int {
+	if c.token.Admin {
+		if !e.profile.ApprovalPolicy().IsApprover(c.token.Name) {
+			return fail(w, http.StatusForbidden, "%s is not an approver of the profile of sandbox %s (approval.approvers): it cannot %s its changes", c.token.Name, e.id, what)
+		}
+		return 0
+	}
+	if what == "apply" && !e.profile.ReviewPolicy().AgentApplies {
+		s.metrics.denial(c.token.Agent, "review.agent_applies")
+		return fail(w, http.StatusForbidden, "an agent does not apply its own changes unless its profile says review.agent_applies: an admin or approver applies them")
+	}
+	return 0
+}
+
+// maxPendingApplies bounds the approval requests of one sandbox's change
+// sets that wait at once.
+const maxPendingApplies = 16
+
+// changeApproval finds the approval request for the held changes of set
+// (the same digest), filing one when there is none, as cordon apply does.
+func (s *Server) changeApproval(e *entry, c caller, set *changes.Set, hold []heldChange, n int) (approvals.Item, int, error) {
+	st := s.opts.Approvals
+	if st == nil {
+		return approvals.Item{}, http.StatusForbidden, fmt.Errorf("%d change(s) need a person's approval, and this server keeps no approval store: an admin applies them", n)
+	}
+	items, err := st.List()
+	if err != nil {
+		return approvals.Item{}, http.StatusInternalServerError, fmt.Errorf("reading the approval store: %v; nothing was applied", err)
+	}
+	pending := 0
+	var found *approvals.Item
+	for i := range items {
+		it := &items[i]
+		if it.Tool != applyTool || !strings.HasPrefix(it.Session, e.id) {
+			continue
+		}
+		if it.State == approvals.Pending {
+			pending++
+		}
+		var a struct {
+			Digest string `json:"digest"`
+		}
+		if it.Session == set.Run && json.Unmarshal(it.Args, &a) == nil && a.Digest == set.Digest && it.State != approvals.Expired {
+			found = it
+		}
+	}
+	if found != nil {
+		if found.State == approvals.Denied {
+			return *found, http.StatusForbidden, fmt.Errorf("the changes of %s that need approval were denied by %s (request %s: %s); nothing was applied: apply the rest by naming their paths", set.Run, found.By, found.ID, found.Why)
+		}
+		return *found, 0, nil
+	}
+	if pending >= maxPendingApplies {
+		return approvals.Item{}, http.StatusTooManyRequests, fmt.Errorf("%d approval requests of sandbox %s wait already; nothing was applied, nor asked for (send it again once those are decided)", pending, e.id)
+	}
+	args, _ := json.Marshal(map[string]any{"set": set.Run, "digest": set.Digest, "workspace": set.Workspace,
+		"changes": len(set.Changes), "held": hold, "held_total": n})
+	var rules []string
+	for _, h := range hold {
+		if !contains(rules, h.Rule) {
+			rules = append(rules, h.Rule)
+		}
+	}
+	now := time.Now() // the store's clock
+	id, err := st.Add(approvals.Request{
+		Expires: now.Add(changeApprovalTimeout), Tool: applyTool, Args: args, Class: "changes",
+		Rule:   "review.require_approval: " + strings.Join(rules, ", "),
+		Reason: fmt.Sprintf("%d change(s) of a reviewed workspace need approval before they land on %s (GET %s/sandboxes/%s/changes/diff?digest=%s shows them)", n, set.Workspace, api.Version, e.id, set.Digest),
+		// Not a gateway's call: no gateway's recovery loop may take it
+		// (they take the requests whose hash is their profile's).
+		Agent: e.agent.Name, Profile: e.agent.ProfileFile, ProfileHash: "cordon-serve-apply:" + e.sha, Session: set.Run, Approvers: e.profile.ApprovalPolicy().Approvers,
+	})
+	if err != nil {
+		return approvals.Item{}, http.StatusInternalServerError, fmt.Errorf("filing the approval request: %v; nothing was applied", err)
+	}
+	s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "approval_request",
+		Data: map[string]any{"id": id, "kind": applyTool, "set": set.Run, "digest": set.Digest, "held": n, "token": c.name()}})
+	s.recorded()
+	it, err := st.Get(id)
+	if err != nil {
+		return it, http.StatusInternalServerError, err
+	}
+	return it, 0, nil
+}
+
+// approved says whether a request in state was approved (and perhaps
+// claimed since: the approval still covers its digest).
+func approved(state string) bool {
+	return state == approvals.Approved || state == approvals.Running || state == approvals.Done
+}
+
+// changeApprovalTimeout is how long a change set's request waits: a
+// review may take a working day.
+const changeApprovalTimeout = 7 * 24 * time.Hour
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// maxPathsRecorded bounds the paths an audit record lists one by one.
+const maxPathsRecorded = 1000
+
+// bounded is a list of paths for the audit log: whole, or its first
+// maxPathsRecorded with the total and a digest of the whole list.
+func bounded(ps []string) any {
+	if len(ps) <= maxPathsRecorded {
+		return ps
+	}
+	sum := sha256.Sum256([]byte(strings.Join(ps, "\x00")))
+	return map[string]any{"first": ps[:maxPathsRecorded], "total": len(ps), "sha256": hex.EncodeToString(sum[:])}
+}
+
+// applyRecord is the audit record of an apply: who, the set's digest, and
+// what landed.
+func applyRecord(set *changes.Set, rep *changes.Report, by string) map[string]any {
+	conflicts := rep.Conflicts
+	if len(conflicts) > maxPathsRecorded {
+		conflicts = conflicts[:maxPathsRecorded]
+	}
+	return map[string]any{"token": by, "set": set.Run, "digest": set.Digest, "workspace": set.Workspace,
+		"applied": bounded(rep.Applied), "already": len(rep.Already), "conflicts": conflicts, "conflicts_total": len(rep.Conflicts), "refused": bounded(rep.Refused)}
+}
+
+// discardAnswer is the answer of a discard.
+type discardAnswer struct {
+	Sandbox string `json:"sandbox"`
+	Set     string `json:"set"`
+	Digest  string `json:"digest"`
+	Changes int    `json:"changes"`
+}
+
+// changesDiscard drops the latest change set of a sandbox (its layer, while
+// it runs, stays as it is: the next capture reads it again).
+func (s *Server) changesDiscard(w http.ResponseWriter, r *http.Request, c caller) int {
+	e, status := s.reviewed(w, r, c)
+	if e == nil {
+		return status
+	}
+	if status := s.mayApply(w, e, c, "discard"); status != 0 {
+		return status
+	}
+	rv := e.review
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if rv.run == "" {
+		return fail(w, http.StatusNotFound, "sandbox %s has no captured changes", e.id)
+	}
+	set, err := changes.Load(s.changesDir(), rv.run)
+	if err != nil {
+		return fail(w, http.StatusNotFound, "%v", err)
+	}
+	s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Action, Type: "changes_discard",
+		Data: map[string]any{"token": c.name(), "set": set.Run, "digest": set.Digest, "changes": len(set.Changes), "applied_before": len(set.Applied)}})
+	if err := s.recordAction(); err != nil {
+		return unrecorded(w, "the discard", err)
+	}
+	if err := changes.Discard(s.changesDir(), set.Run); err != nil {
+		return fail(w, http.StatusInternalServerError, "%v", err)
+	}
+	return reply(w, http.StatusOK, discardAnswer{Sandbox: e.id, Set: set.Run, Digest: set.Digest, Changes: len(set.Changes)})
+}
+
+// workspaceOwner is, for a server running as root, the owner of the
+// workspace's root: whom the files the sandbox added belong to. nil
+// otherwise (new files are the server's user's own).
+func workspaceOwner(ws string) *[2]int {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Lstat(ws)
+	if err != nil {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	return &[2]int{int(st.Uid), int(st.Gid)}
+}
