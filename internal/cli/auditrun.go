@@ -118,6 +118,14 @@ func (a *auditor) event(kind audit.Kind, typ string, data any) audit.Event {
 // begin records the start and the action, and writes them while the
 // sandbox starts (on the disk with the rest when the run ends).
 func (a *auditor) begin(p *profile.Profile, profileFile string, argv []string, cwd string, lookup func(string) (string, bool)) {
+	a.log.Add(a.startEvent(p, profileFile), a.execEvent(p, argv, cwd, lookup))
+	a.started = make(chan error, 1)
+	go func() { a.started <- a.log.Write() }() // durable with the rest, at the end
+}
+
+// startEvent is the record of a sandbox's start: its profile, host,
+// limits, workspace and network.
+func (a *auditor) startEvent(p *profile.Profile, profileFile string) audit.Event {
 	var uts unix.Utsname
 	unix.Uname(&uts)
 	host, _ := os.Hostname()
@@ -132,21 +140,22 @@ func (a *auditor) begin(p *profile.Profile, profileFile string, argv []string, c
 	if profileFile == "" {
 		profileFile = profile.DefaultName
 	}
+	return a.event(audit.Decision, "start", map[string]any{
+		"profile": profileFile, "profile_sha256": p.Hash(),
+		"host":   map[string]any{"name": host, "kernel": unix.ByteSliceToString(uts.Release[:]), "arch": unix.ByteSliceToString(uts.Machine[:]), "uid": os.Geteuid()},
+		"limits": limits, "workspace": p.Workspace, "network_allow": allow,
+	})
+}
+
+// execEvent is the record of a command run in the sandbox: its argv, its
+// directory and the names of its environment.
+func (a *auditor) execEvent(p *profile.Profile, argv []string, cwd string, lookup func(string) (string, bool)) audit.Event {
 	var names []string
 	for _, kv := range p.Environ(lookup) {
 		name, _, _ := strings.Cut(kv, "=")
 		names = append(names, name)
 	}
-	a.log.Add(
-		a.event(audit.Decision, "start", map[string]any{
-			"profile": profileFile, "profile_sha256": p.Hash(),
-			"host":   map[string]any{"name": host, "kernel": unix.ByteSliceToString(uts.Release[:]), "arch": unix.ByteSliceToString(uts.Machine[:]), "uid": os.Geteuid()},
-			"limits": limits, "workspace": p.Workspace, "network_allow": allow,
-		}),
-		a.event(audit.Action, "exec", map[string]any{"argv": argv, "cwd": cwd, "env": names}),
-	)
-	a.started = make(chan error, 1)
-	go func() { a.started <- a.log.Write() }() // durable with the rest, at the end
+	return a.event(audit.Action, "exec", map[string]any{"argv": argv, "cwd": cwd, "env": names})
 }
 
 // watch has the sandbox tell the log what the agent will read and each
@@ -154,12 +163,15 @@ func (a *auditor) begin(p *profile.Profile, profileFile string, argv []string, c
 // end of the run).
 func (a *auditor) watch(opts *sandbox.Options) {
 	opts.Taps = [2]io.Writer{a.captures[0], a.captures[1]}
-	opts.OnEgress = func(ev egress.Event) {
-		e := a.event(audit.Decision, "network", ev)
-		e.Time = ev.Time.UTC()
-		a.log.Add(e)
-		go a.log.Write()
-	}
+	opts.OnEgress = a.network
+}
+
+// network records a network decision of the sandbox's proxy.
+func (a *auditor) network(ev egress.Event) {
+	e := a.event(audit.Decision, "network", ev)
+	e.Time = ev.Time.UTC()
+	a.log.Add(e)
+	go a.log.Write()
 }
 
 // end records how the run went and makes it all durable.

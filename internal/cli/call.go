@@ -55,8 +55,11 @@ func callCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	if err := oneShotRefused(p, name); err != nil {
+		return fail(e, fmt.Errorf("call: %w", err))
+	}
 	r := &probeRunner{e: e, allow: allow, audit: al, guard: pf.guarded(e)}
-	if err := gateway.ResolveFiles(context.Background(), p, resolver(e, p, "", r), "", &c); err != nil {
+	if err := gateway.ResolveFiles(context.Background(), p, resolver(e, p, "", r, nil), "", &c); err != nil {
 		return fail(e, fmt.Errorf("call: %v", err))
 	}
 	decided, _ := json.Marshal(c.Args)
@@ -81,7 +84,7 @@ func callCmd(e *env, args []string) int {
 		}
 		return 1
 	}
-	out, failed, err := runBuiltin(r, p, name, decided, expects(c.Files))
+	out, failed, err := runBuiltin(r.oneShot(p), name, decided, expects(c.Files))
 	if err != nil {
 		return fail(e, err)
 	}
@@ -92,34 +95,23 @@ func callCmd(e *env, args []string) int {
 	return 0
 }
 
-// runBuiltin runs the built-in tool name with its JSON arguments in a
-// sandbox built from p and returns its JSON result; failed says the tool
-// failed (the result says why, a run tool's command did not succeed), err
-// that it could not be run at all.
-func runBuiltin(r *probeRunner, p *profile.Profile, name string, args []byte, expect []string) (result []byte, failed bool, err error) {
+// runBuiltin runs the built-in tool name with its JSON arguments through
+// x (a sandbox built from the profile) and returns its JSON result; failed
+// says the tool failed (the result says why, a run tool's command did not
+// succeed), err that it could not be run at all.
+func runBuiltin(x toolExec, name string, args []byte, expect []string) (result []byte, failed bool, err error) {
 	if name == runTool {
 		argv, err := runArgv(args)
 		if err != nil {
 			return nil, false, err
 		}
-		return callRun(r, p, argv)
+		return callRun(x, argv)
 	}
 	if !slices.Contains(tools.Names, name) {
 		return nil, false, fmt.Errorf("%s is not a built-in tool", name)
 	}
-	// The arguments reach the tool on its stdin, through a pipe: never on
-	// the disk, nor in its command line.
-	in, w, err := os.Pipe()
-	if err != nil {
-		return nil, false, err
-	}
-	defer in.Close()
-	go func() {
-		w.Write(args)
-		w.Close()
-	}()
 	var out, stderr bytes.Buffer
-	o, err := r.sandboxIn(p, append([]string{"cordon", tools.Arg, name}, expect...), true, in, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) }, nil)
+	o, err := x(append([]string{"cordon", tools.Arg, name}, expect...), true, args, func(rd io.Reader) { io.Copy(&out, rd) }, func(rd io.Reader) { io.Copy(&stderr, rd) })
 	if err != nil {
 		return nil, false, fmt.Errorf("%w%s", err, indentStderr(stderr.Bytes()))
 	}
@@ -130,6 +122,44 @@ func runBuiltin(r *probeRunner, p *profile.Profile, name string, args []byte, ex
 		return out.Bytes(), true, nil // the tool failed; its result says why
 	}
 	return nil, false, fmt.Errorf("%s%s", o.Summary(), indentStderr(stderr.Bytes()))
+}
+
+// toolExec runs one command of a built-in tool in a sandbox: args are
+// cordon's own (selfExec) or a command of the sandbox's, stdin its input
+// (nil: none); stdout and stderr read what it writes, until it ends.
+type toolExec func(args []string, selfExec bool, stdin []byte, stdout, stderr func(io.Reader)) (outcome.Outcome, error)
+
+// oneShot runs each command in a sandbox of its own, built from p.
+func (r *probeRunner) oneShot(p *profile.Profile) toolExec {
+	return func(args []string, selfExec bool, stdin []byte, stdout, stderr func(io.Reader)) (outcome.Outcome, error) {
+		var in *os.File
+		if stdin != nil {
+			// The input reaches the command through a pipe: never on the
+			// disk, nor in its command line.
+			rd, w, err := os.Pipe()
+			if err != nil {
+				return outcome.Outcome{}, err
+			}
+			defer rd.Close()
+			go func() {
+				w.Write(stdin)
+				w.Close()
+			}()
+			in = rd
+		}
+		return r.sandboxIn(p, args, selfExec, in, stdout, stderr, nil)
+	}
+}
+
+// oneShotRefused refuses the tools whose writes a one-shot sandbox of a
+// reviewed workspace would drop (its layer is gone with it): in a review
+// profile, a call that may write runs in a session's sandbox, whose
+// changes are kept when the session ends.
+func oneShotRefused(p *profile.Profile, tool string) error {
+	if p.Workspace.Reviewed() && (tool == runTool || tool == "write_file") {
+		return fmt.Errorf("%s: the profile reviews the workspace, and this call has no session whose sandbox keeps its changes (cordon mcp runs each session's calls in one sandbox; cordon run --review runs a command)", tool)
+	}
+	return nil
 }
 
 // runArgv reads the run tool's arguments.
@@ -166,9 +196,9 @@ type runResult struct {
 	Outcome         outcome.Outcome `json:"outcome"`
 }
 
-// callRun runs argv in a sandbox of p and returns the result; failed
-// when the command did not succeed.
-func callRun(r *probeRunner, p *profile.Profile, argv []string) ([]byte, bool, error) {
+// callRun runs argv through x and returns the result; failed when the
+// command did not succeed.
+func callRun(x toolExec, argv []string) ([]byte, bool, error) {
 	var bufs [2]bytes.Buffer
 	var cut [2]bool
 	keep := func(i int) func(io.Reader) {
@@ -179,7 +209,7 @@ func callRun(r *probeRunner, p *profile.Profile, argv []string) ([]byte, bool, e
 			}
 		}
 	}
-	o, err := r.sandboxIn(p, argv, false, nil, keep(0), keep(1), nil)
+	o, err := x(argv, false, nil, keep(0), keep(1))
 	if err != nil {
 		return nil, false, err
 	}

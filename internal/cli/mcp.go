@@ -208,12 +208,23 @@ func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, al
 		profileFile = file
 	}
 	r := &probeRunner{e: e, allow: allow, audit: al, guard: guarded(file)}
+	// A reviewed workspace: each session's calls share one sandbox.
+	sessions, err := newSessionSandboxes(e, p, file, r)
+	if err != nil {
+		return nil, err
+	}
 	return gateway.New(ctx, gateway.Config{
 		Profile: p,
 		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
-			return runBuiltin(r, p, tool, args, expects(gateway.DecidedFiles(ctx)))
+			if !sessions.inSession(ctx) {
+				if err := oneShotRefused(p, tool); err != nil {
+					return nil, false, err
+				}
+			}
+			return runBuiltin(sessions.execFor(ctx, r.oneShot(p)), tool, args, expects(gateway.DecidedFiles(ctx)))
 		},
-		Resolve:   resolver(e, p, file, r),
+		OnClose:   sessions.close,
+		Resolve:   resolver(e, p, file, r, sessions),
 		Workspace: viewWorkspace(e, p),
 		Dial:      ups,
 		Restart:   restart,

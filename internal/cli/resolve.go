@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/cordon-sandbox/cordon/internal/gateway"
@@ -16,22 +15,13 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/tools"
 )
 
-// resolveIn resolves paths in the view of a sandbox built from p, where
+// resolveIn resolves paths through x, in the view of a sandbox, where
 // `cordon __tool resolve` resolves them as a tool there would open them.
-func resolveIn(r *probeRunner, p *profile.Profile, paths []string) (string, []tools.Resolved, error) {
-	in, w, err := os.Pipe()
-	if err != nil {
-		return "", nil, err
-	}
-	defer in.Close()
+func resolveIn(x toolExec, paths []string) (string, []tools.Resolved, error) {
 	req, _ := json.Marshal(map[string]any{"paths": paths})
-	go func() {
-		w.Write(req)
-		w.Close()
-	}()
 	var out, stderr bytes.Buffer
-	o, err := r.sandboxIn(p, []string{"cordon", tools.Arg, tools.ResolveArg}, true, in,
-		func(rd io.Reader) { io.Copy(&out, io.LimitReader(rd, 1<<20)) }, func(rd io.Reader) { io.Copy(&stderr, io.LimitReader(rd, 64<<10)) }, nil)
+	o, err := x([]string{"cordon", tools.Arg, tools.ResolveArg}, true, req,
+		func(rd io.Reader) { io.Copy(&out, io.LimitReader(rd, 1<<20)) }, func(rd io.Reader) { io.Copy(&stderr, io.LimitReader(rd, 64<<10)) })
 	if err != nil {
 		return "", nil, fmt.Errorf("%w%s", err, indentStderr(stderr.Bytes()))
 	}
@@ -49,18 +39,19 @@ func resolveIn(r *probeRunner, p *profile.Profile, paths []string) (string, []to
 }
 
 // resolver resolves the paths of calls for the gateway of p (read from
-// file): the built-in tools' in a sandbox of p, an upstream server's in a
-// sandbox of its own profile. A remote server's files are not on this
+// file): the built-in tools' in a sandbox of p (the session's, when
+// sessions has one for the call), an upstream server's in a sandbox of its
+// own profile. A remote server's files are not on this
 // host: its paths are only made absolute from the workspace and cleaned,
 // as names.
-func resolver(e *env, p *profile.Profile, file string, r *probeRunner) gateway.Resolver {
+func resolver(e *env, p *profile.Profile, file string, r *probeRunner, sessions *sessionSandboxes) gateway.Resolver {
 	dir := e.cwd
 	if file != "" {
 		dir = filepath.Dir(file)
 	}
 	return func(ctx context.Context, server string, paths []string) (string, []tools.Resolved, error) {
 		if server == "" {
-			return resolveIn(r, p, paths)
+			return resolveIn(sessions.execFor(ctx, r.oneShot(p)), paths)
 		}
 		srv, ok := p.Servers[server]
 		if !ok {
@@ -84,7 +75,7 @@ func resolver(e *env, p *profile.Profile, file string, r *probeRunner) gateway.R
 		if err != nil {
 			return "", nil, fmt.Errorf("servers.%s.profile: %w", server, err)
 		}
-		return resolveIn(r, sp, paths)
+		return resolveIn(r.oneShot(sp), paths)
 	}
 }
 

@@ -77,8 +77,8 @@ func runCmd(e *env, args []string) int {
 	}
 	a := al.run(p)
 	if p.Workspace.Reviewed() {
-		if where := visibleIn(p, e.cwd, filepath.Join(changesDir(), "set")); where != "" {
-			return fail(e, fmt.Errorf("cordon's state directory %s, where the changes would wait, is inside %s, which the sandbox can see: set CORDON_STATE_DIR elsewhere", changesDir(), where))
+		if err := changesOutsideView(e, p); err != nil {
+			return fail(e, err)
 		}
 	}
 	a.begin(p, pf.file, fs.Args(), e.cwd, e.getenv)

@@ -77,6 +77,10 @@ type Config struct {
 	// Workspace is the workspace in the agent's view, from which the
 	// relative names of constraints are taken when a call names no file.
 	Workspace string
+	// OnClose, when set, is called by Close once the upstream connections
+	// are ended: what the caller keeps for the gateway's sessions (see
+	// CallSession) ends there.
+	OnClose func()
 }
 
 // Gateway is the MCP server of one profile.
@@ -196,7 +200,7 @@ func (g *Gateway) tick(every time.Duration, stop <-chan struct{}) {
 func (g *Gateway) Server() *mcp.Server { return g.server }
 
 // Close ends the connections to the upstream servers (and so stops their
-// sandboxes).
+// sandboxes), then calls Config.OnClose.
 func (g *Gateway) Close() {
 	g.stopUpstreams()
 	g.mu.Lock()
@@ -209,6 +213,9 @@ func (g *Gateway) Close() {
 	g.mu.Unlock()
 	for _, cs := range ups {
 		cs.Close()
+	}
+	if g.cfg.OnClose != nil {
+		g.cfg.OnClose()
 	}
 }
 
@@ -373,6 +380,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		if s == nil {
 			return refusal(full), nil
 		}
+		ctx = context.WithValue(ctx, callSessionKey{}, r.Session)
 		name := r.Params.Name
 		sent := r.Params.Arguments
 		if len(sent) == 0 {
@@ -401,7 +409,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			ctx = context.WithValue(ctx, approvalKey{}, pa)
 			res, err := next(ctx, method, req)
-			return g.after(s, c, pa.req.Step, res, err)
+			return g.after(ctx, s, c, pa.req.Step, res, err)
 		}
 
 		g.mu.Lock()
@@ -475,7 +483,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		if approved != "" {
 			g.cfg.Approvals.Finish(approved, resultSummary(res, err))
 		}
-		return g.after(s, c, step, res, err)
+		return g.after(ctx, s, c, step, res, err)
 	}
 }
 
@@ -516,7 +524,7 @@ func (g *Gateway) definitionLocked(name string) string {
 // after records what a call's result shows the agent, and brings its
 // labels into the session; an input request (a question for the client's
 // user) is not a result.
-func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result, err error) (mcp.Result, error) {
+func (g *Gateway) after(ctx context.Context, s *session, c toolpolicy.Call, step int, res mcp.Result, err error) (mcp.Result, error) {
 	name := c.Tool
 	ctr, _ := res.(*mcp.CallToolResult)
 	if ctr != nil && ctr.InputRequests != nil {
@@ -550,7 +558,7 @@ func (g *Gateway) after(s *session, c toolpolicy.Call, step int, res mcp.Result,
 		labelled := len(s.policy.Labels()) > 0
 		s.mu.Unlock()
 		if labelled {
-			created = g.created(c)
+			created = g.created(ctx, c)
 		}
 	}
 	s.mu.Lock()

@@ -40,6 +40,18 @@ func WithDecidedFiles(ctx context.Context, files map[string]toolpolicy.File) con
 	return context.WithValue(ctx, decidedKey{}, files)
 }
 
+// callSessionKey carries the MCP session a call came on.
+type callSessionKey struct{}
+
+// CallSession is the MCP session that made the call being resolved or run
+// (nil for a call that has none: an approved call run after its session
+// ended). What a built-in tool writes may be kept per session, and ends
+// with it (see ServerSession.Wait).
+func CallSession(ctx context.Context) *mcp.ServerSession {
+	ss, _ := ctx.Value(callSessionKey{}).(*mcp.ServerSession)
+	return ss
+}
+
 // CanonicalArgs decodes a call's arguments once, strictly, as the policy will
 // decide them and the tool will receive them: field names exactly as the
 // input schema spells them, no key given twice at any depth, no field the
@@ -265,7 +277,7 @@ func (g *Gateway) refuseArguments(s *session, name string, sent json.RawMessage,
 // it was decided, resolved now that the write made them (nil: none, or
 // they cannot be resolved): a file labelled only by its path would lose
 // its labels when renamed.
-func (g *Gateway) created(c toolpolicy.Call) *toolpolicy.Call {
+func (g *Gateway) created(ctx context.Context, c toolpolicy.Call) *toolpolicy.Call {
 	if g.cfg.Profile.Tools[c.Tool].Class != "write" || g.cfg.Resolve == nil {
 		return nil
 	}
@@ -284,7 +296,9 @@ func (g *Gateway) created(c toolpolicy.Call) *toolpolicy.Call {
 		server = t.server
 	}
 	g.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Resolved where the call ran: its session's view (its values kept,
+	// not its end).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := ResolveFiles(ctx, g.cfg.Profile, g.cfg.Resolve, server, &n); err != nil {
 		return nil
