@@ -441,6 +441,18 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 	}
 	after := x.snapshot()
 	res.stats = after.since(before)
+	if x.layer != nil {
+		// A command that filled the layer and ended before the watcher
+		// looked: the limit ends the sandbox, and this command reports it.
+		if u, err := useOf(x.layer); err == nil && u.full != "" {
+			x.lim.trip(u.full)
+			c.mu.Lock()
+			if c.killed == "" {
+				c.killed = u.full
+			}
+			c.mu.Unlock()
+		}
+	}
 
 	c.mu.Lock()
 	res.killed = c.killed
