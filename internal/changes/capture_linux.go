@@ -583,31 +583,42 @@ func grant(d *os.File, depth int, budget *int, modes map[uint64]uint32) error {
 		if *budget--; *budget < 0 {
 			return fmt.Errorf("more than the entries allowed in the upper layer")
 		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(int(d.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		// The entry is pinned by a descriptor that never follows a link
+		// (a live layer may swap one in), and changed through it only.
+		pfd, err := unix.Openat(int(d.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
 			return fmt.Errorf("upper layer: %q: %w", name, err)
 		}
+		var st unix.Stat_t
+		if err := unix.Fstat(pfd, &st); err != nil {
+			unix.Close(pfd)
+			return fmt.Errorf("upper layer: %q: %w", name, err)
+		}
+		pinned := fmt.Sprintf("/proc/self/fd/%d", pfd)
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
 			if st.Mode&0o400 == 0 {
 				modes[st.Ino] = st.Mode & 0o7777
-				unix.Fchmodat(int(d.Fd()), name, st.Mode&0o7777|0o400, 0)
+				unix.Chmod(pinned, st.Mode&0o7777|0o400)
 			}
 		case unix.S_IFDIR:
 			if st.Mode&0o500 != 0o500 {
 				modes[st.Ino] = st.Mode & 0o7777
-				unix.Fchmodat(int(d.Fd()), name, st.Mode&0o7777|0o500, 0)
+				unix.Chmod(pinned, st.Mode&0o7777|0o500)
 			}
 			sub, err := openDirAt(d, name)
 			if err != nil {
+				unix.Close(pfd)
 				return fmt.Errorf("upper layer: %q: %w", name, err)
 			}
 			err = grant(sub, depth+1, budget, modes)
 			sub.Close()
 			if err != nil {
+				unix.Close(pfd)
 				return err
 			}
 		}
+		unix.Close(pfd)
 	}
 	return nil
 }

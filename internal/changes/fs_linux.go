@@ -12,7 +12,11 @@ const noFollow = unix.O_NOFOLLOW
 
 // resolveBeneath is how every host path is reached from the workspace's
 // root: no link followed, nothing outside.
-const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+//
+// Nor across a mount: the sandbox's view of the workspace has no mounts
+// under it, so a mount point it removed must not lead cordon into what is
+// mounted there.
+const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
 
 // openRoot opens the directory at abs (a host workspace) for reading,
 // following no link on the way.

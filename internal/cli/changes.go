@@ -263,7 +263,11 @@ func applyCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, fmt.Errorf("audit log: %w (nothing was applied)", err))
 	}
-	if held := rv.held(sel); len(held) > 0 {
+	// Whether approval is needed depends on what is applied; what the
+	// request shows, and an approval covers, is every held change of the
+	// set, so that approving a part never approves the rest.
+	if need := rv.held(sel); len(need) > 0 {
+		held := rv.held(set.Changes)
 		if *store == "" {
 			*store = approvals.DefaultDir()
 		}

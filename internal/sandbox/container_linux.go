@@ -23,6 +23,9 @@ type idmapError struct {
 	uid, gid uint32 // its owner
 	to       int    // the sandbox user's host uid
 	err      error
+	// review: the workspace is reviewed, so the host's tree is not
+	// written while the sandbox runs, whoever the sandbox user is.
+	review bool
 }
 
 func (e *idmapError) Error() string {
@@ -40,15 +43,19 @@ func (e *idmapError) refusal() error {
 	if e.uid == 0 {
 		who = "host root"
 	}
+	degraded := fmt.Sprintf("--allow-degraded=%s: the sandbox user maps to its owner, %s (what only that user may read or write in the view is then open to the sandbox)", LayerIdmap, who)
+	if e.review {
+		degraded += "; the workspace is reviewed, so even then nothing is written to it while the sandbox runs"
+	}
 	return fmt.Errorf("%s is on %s, which cannot be idmapped here (%v), and uid %d owns it: "+
 		"the sandbox user (uid %d on the host) cannot write it without being %s, so cordon refuses. Any of these gives it back:\n"+
 		"  - a volume or a tmpfs there: Docker: %s; Podman: %s; Kubernetes: %s\n"+
 		"  - an owner that is not root: chown -R 1000:1000 %s (the sandbox user then maps to it), or run cordon as that user: Docker: %s; Podman: %s; Kubernetes: %s\n"+
-		"  - --allow-degraded=%s: the sandbox user maps to its owner, %s (what only that user may read or write in the view is then open to the sandbox)",
+		"  - %s",
 		e.path, e.fsType, e.err, e.uid, e.to, who,
 		fix.Docker, fix.Podman, fix.Kubernetes,
 		e.path, container.UserFlags.Docker, container.UserFlags.Podman, container.UserFlags.Kubernetes,
-		LayerIdmap, who)
+		degraded)
 }
 
 // fsTypeOf names the file system of an open file, for messages.

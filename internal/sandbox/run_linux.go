@@ -826,7 +826,7 @@ func openTrees(spec *Spec, ids idMapping, lenient bool) ([]*os.File, error) {
 					idmaps[key] = userns
 				}
 				if err := mnt.Idmap(src.Tree, int(userns.Fd())); err != nil && !lenient {
-					unmapped := &idmapError{path: m.Source, fsType: fsTypeOf(src.Tree), uid: st.Uid, gid: st.Gid, to: ids.uid, err: err}
+					unmapped := &idmapError{path: m.Source, fsType: fsTypeOf(src.Tree), uid: st.Uid, gid: st.Gid, to: ids.uid, err: err, review: m.Review}
 					src.Close()
 					return fail(unmapped)
 				}

@@ -371,6 +371,12 @@ func (s *Server) changesDiff(w http.ResponseWriter, r *http.Request, c caller) i
 	if e == nil {
 		return status
 	}
+	if !c.token.Admin {
+		// The old side is read on the host with the server's rights: a
+		// file the sandbox user could not read (then deleted from inside)
+		// would be shown to the agent.
+		return fail(w, http.StatusForbidden, "the diff shows the host's files as they are: an admin reads it")
+	}
 	q := r.URL.Query()
 	paths := q["path"]
 	if len(paths) > maxQueryPaths {
@@ -503,7 +509,11 @@ func (s *Server) changesApply(w http.ResponseWriter, r *http.Request, c caller) 
 	if !c.token.Admin {
 		// The agent applies its own changes: those its profile's review
 		// policy holds need a person's approval of this very digest.
-		if hold, n := held(e.profile, sel); n > 0 {
+		// Whether approval is needed depends on what is applied; what a
+		// request shows, and an approval covers, is every held change of
+		// the set, so that approving a part never approves the rest.
+		if _, need := held(e.profile, sel); need > 0 {
+			hold, n := held(e.profile, set.Changes)
 			it, status, err := s.changeApproval(e, c, set, hold, n)
 			if err != nil {
 				return fail(w, status, "%v", err)
