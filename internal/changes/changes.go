@@ -55,6 +55,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -540,4 +541,23 @@ type Report struct {
 type Conflict struct {
 	Path string `json:"path"`
 	Why  string `json:"why"`
+}
+
+// WorkspaceOwner is, for a cordon running as root, the owner of the
+// workspace's root ws: whom the sandbox user was mapped to, and so whom the
+// files Apply adds belong to (ApplyOptions.Owner). nil otherwise: new files
+// are then the user's own.
+func WorkspaceOwner(ws string) *[2]int {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Lstat(ws)
+	if err != nil {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	return &[2]int{int(st.Uid), int(st.Gid)}
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/approvals"
@@ -292,7 +291,7 @@ func applyCmd(e *env, args []string) int {
 			return ExitHeld
 		}
 	}
-	rep, err := changes.Apply(set, dir, paths, changes.ApplyOptions{Owner: workspaceOwner(set.Workspace)})
+	rep, err := changes.Apply(set, dir, paths, changes.ApplyOptions{Owner: changes.WorkspaceOwner(set.Workspace)})
 	if rep != nil {
 		al.log.Add(audit.Event{Sandbox: run, Agent: rv.Agent, Kind: audit.Action, Type: "changes_apply", Data: applyRecord(set, rep, by, paths)})
 		if aerr := al.log.Seal(); aerr != nil {
@@ -463,22 +462,4 @@ func discardCmd(e *env, args []string) int {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
-}
-
-// workspaceOwner is, for a cordon running as root, the owner of the
-// workspace's root: what the sandbox user mapped to, and so whom the files
-// it added belong to. nil otherwise (new files are the user's own).
-func workspaceOwner(ws string) *[2]int {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	fi, err := os.Lstat(ws)
-	if err != nil {
-		return nil
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	return &[2]int{int(st.Uid), int(st.Gid)}
 }

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -531,7 +530,7 @@ func (s *Server) changesApply(w http.ResponseWriter, r *http.Request, c caller) 
 	if err := s.recordAction(); err != nil {
 		return unrecorded(w, "the apply", err)
 	}
-	rep, err := changes.Apply(set, s.changesDir(), req.Paths, changes.ApplyOptions{Owner: workspaceOwner(set.Workspace)})
+	rep, err := changes.Apply(set, s.changesDir(), req.Paths, changes.ApplyOptions{Owner: changes.WorkspaceOwner(set.Workspace)})
 	if rep != nil {
 		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "changes_applied", Data: applyRecord(set, rep, c.name())})
 	} else if err != nil {
@@ -730,22 +729,4 @@ func (s *Server) changesDiscard(w http.ResponseWriter, r *http.Request, c caller
 		return fail(w, http.StatusInternalServerError, "%v", err)
 	}
 	return reply(w, http.StatusOK, discardAnswer{Sandbox: e.id, Set: set.Run, Digest: set.Digest, Changes: len(set.Changes)})
-}
-
-// workspaceOwner is, for a server running as root, the owner of the
-// workspace's root: whom the files the sandbox added belong to. nil
-// otherwise (new files are the server's user's own).
-func workspaceOwner(ws string) *[2]int {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	fi, err := os.Lstat(ws)
-	if err != nil {
-		return nil
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	return &[2]int{int(st.Uid), int(st.Gid)}
 }
