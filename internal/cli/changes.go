@@ -105,6 +105,21 @@ func loadReview(dir, run string) (review, error) {
 	return rv, nil
 }
 
+// openSet loads the change set run of dir, the changes paths select and
+// the review policy kept beside it.
+func openSet(dir, run string, paths []string) (*changes.Set, []changes.Change, review, error) {
+	set, err := changes.Load(dir, run)
+	if err != nil {
+		return nil, nil, review{}, err
+	}
+	sel, err := set.Select(paths)
+	if err != nil {
+		return nil, nil, review{}, err
+	}
+	rv, err := loadReview(dir, run)
+	return set, sel, rv, err
+}
+
 // held lists the changes among cs that need approval, with the rule that
 // holds each.
 func (rv review) held(cs []changes.Change) []heldChange {
@@ -154,15 +169,7 @@ func changesCmd(e *env, args []string) int {
 		return 0
 	}
 	run, paths := operands[0], operands[1:]
-	set, err := changes.Load(dir, run)
-	if err != nil {
-		return fail(e, err)
-	}
-	sel, err := set.Select(paths)
-	if err != nil {
-		return fail(e, err)
-	}
-	rv, err := loadReview(dir, run)
+	set, sel, rv, err := openSet(dir, run, paths)
 	if err != nil {
 		return fail(e, err)
 	}
@@ -242,15 +249,7 @@ func applyCmd(e *env, args []string) int {
 	}
 	run, paths := operands[0], operands[1:]
 	dir := orChanges(*dirF)
-	set, err := changes.Load(dir, run)
-	if err != nil {
-		return fail(e, err)
-	}
-	sel, err := set.Select(paths)
-	if err != nil {
-		return fail(e, err)
-	}
-	rv, err := loadReview(dir, run)
+	set, sel, rv, err := openSet(dir, run, paths)
 	if err != nil {
 		return fail(e, err)
 	}
