@@ -80,6 +80,11 @@ func keepChanges(e *env, p *profile.Profile, profileFile, run string, started ti
 			changes.Discard(dir, run)
 			return &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
 		}
+		if len(set.Changes) == 0 {
+			// Nothing to review: no set waits.
+			changes.Discard(dir, run)
+			return &outcome.Changes{Set: run, Digest: set.Digest}, nil
+		}
 		rv := review{Agent: p.Agent, Profile: profileFile, ProfileHash: p.Hash(), Require: p.ReviewPolicy().RequireApproval}
 		if a := p.Approval; a != nil {
 			rv.Approvers = a.Approvers

@@ -81,6 +81,9 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 		if p.Workspace.Path == "" {
 			return nil, fmt.Errorf("--review: the profile has no workspace (set workspace.path, or give --workspace DIR)")
 		}
+		if !p.Workspace.Writable {
+			return nil, fmt.Errorf("--review: the profile's workspace is read-only (workspace.writable: false), so there is nothing to review")
+		}
 		p.Workspace.Mode = profile.ModeReview
 	}
 	for _, name := range pf.toolchains {

@@ -83,7 +83,9 @@ func view(spec *sandbox.Spec) landlock.View {
 		Refer:        spec.Weaken.Refer,
 	}
 	for _, m := range spec.Mounts {
-		if !m.Writable || m.Missing || m.Device {
+		// A reviewed workspace is written, through its overlay, to the
+		// layer: the sandbox may write it as a writable bind.
+		if !(m.Writable || m.Review) || m.Missing || m.Device {
 			continue
 		}
 		fi, err := os.Stat(m.Target)

@@ -82,6 +82,8 @@ func (p *Profile) validateReview(bad func(field, format string, args ...any)) {
 	case ModeReview:
 		if p.Workspace.Path == "" {
 			bad("workspace.mode", "review needs a workspace: set workspace.path")
+		} else if !p.Workspace.Writable {
+			bad("workspace.mode", "review is for a writable workspace: this one is read-only (workspace.writable: false), so there is nothing to review")
 		}
 	default:
 		bad("workspace.mode", "%q: want %s or %s", p.Workspace.Mode, ModeDirect, ModeReview)

@@ -60,7 +60,7 @@ type reviewFixture struct {
 func newReviewFixture(t *testing.T, pool int, extra string) *reviewFixture {
 	t.Helper()
 	rf := &reviewFixture{ws: t.TempDir(), state: t.TempDir(), uppers: map[string]string{}}
-	p, err := profile.Parse("t.yaml", []byte("version: 1\nagent: a\nworkspace:\n  path: "+rf.ws+"\n  mode: review\n"+extra))
+	p, err := profile.Parse("t.yaml", []byte("version: 1\nagent: a\nworkspace:\n  path: "+rf.ws+"\n  writable: true\n  mode: review\n"+extra))
 	if err != nil {
 		t.Fatal(err)
 	}
