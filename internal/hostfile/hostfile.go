@@ -36,8 +36,13 @@ func ReadFile(path string, max int64) ([]byte, error) {
 	if max <= 0 {
 		max = MaxRead
 	}
-	if weak() { // test builds only
-		return os.ReadFile(path)
+	if weak() { // test builds only: links followed, any kind of file; still bounded
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return io.ReadAll(io.LimitReader(f, max))
 	}
 	f, err := open(path)
 	if err != nil {
