@@ -571,6 +571,10 @@ func (s *sniffer) binary() bool { return s.nul || s.invalid || len(s.carry) > 0 
 // grant gives the owner read (and, for directories, search) permission on
 // every entry beneath d, within budget entries; modes are recorded from
 // the entries' stat before, as captured.
+// swapHook, set by tests only, runs between pinning an entry and changing
+// it: where a live layer could swap a link in.
+var swapHook func(d *os.File, name string)
+
 func grant(d *os.File, depth int, budget *int, modes map[uint64]uint32) error {
 	if depth > maxDepth {
 		return fmt.Errorf("the upper layer is deeper than %d directories", maxDepth)
@@ -593,6 +597,9 @@ func grant(d *os.File, depth int, budget *int, modes map[uint64]uint32) error {
 		if err := unix.Fstat(pfd, &st); err != nil {
 			unix.Close(pfd)
 			return fmt.Errorf("upper layer: %q: %w", name, err)
+		}
+		if swapHook != nil {
+			swapHook(d, name)
 		}
 		pinned := fmt.Sprintf("/proc/self/fd/%d", pfd)
 		switch st.Mode & unix.S_IFMT {

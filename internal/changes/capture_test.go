@@ -309,3 +309,35 @@ func TestSniffer(t *testing.T) {
 		}
 	}
 }
+
+// The host side never crosses a mount under the workspace: the sandbox's
+// view has none, so what the layer says of a mount point's contents (a
+// deletion, a change) cannot make capture read what is mounted there.
+func TestCaptureNoMountCrossing(t *testing.T) {
+	root(t)
+	for _, tc := range []struct {
+		name  string
+		layer func(e *env)
+	}{
+		{"deleted", func(e *env) { whiteoutAt(t, e.upper+"/mnt") }},
+		{"changed", func(e *env) { write(t, e.upper+"/mnt/secret", "new", 0o644) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			must(t, os.Mkdir(e.host+"/mnt", 0o755))
+			must(t, unix.Mount("tmpfs", e.host+"/mnt", "tmpfs", 0, ""))
+			defer unix.Unmount(e.host+"/mnt", unix.MNT_DETACH)
+			write(t, e.host+"/mnt/secret", "mounted", 0o600)
+			e.start()
+			tc.layer(e)
+			s, err := e.capture(t, Limits{})
+			if err == nil {
+				t.Fatalf("captured across a mount: %v", summaries(s.Changes))
+			}
+			if !strings.Contains(err.Error(), "cross-device") {
+				t.Errorf("error %q, want the crossing named", err)
+			}
+			noSet(t, e)
+		})
+	}
+}

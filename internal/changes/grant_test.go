@@ -55,3 +55,31 @@ func TestGrant(t *testing.T) {
 		t.Error("the entry budget did not hold")
 	}
 }
+
+// An entry swapped for a link to a file outside, between the look and the
+// change (a live layer can do that), leaves the outside file as it was:
+// what is changed is the entry that was looked at.
+func TestGrantSwappedLink(t *testing.T) {
+	up, outside := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	must(t, os.WriteFile(victim, []byte("v"), 0o644))
+	must(t, os.Chmod(victim, 0))
+	must(t, os.WriteFile(filepath.Join(up, "entry"), []byte("x"), 0o644))
+	must(t, os.Chmod(filepath.Join(up, "entry"), 0))
+	swapHook = func(d *os.File, name string) {
+		must(t, os.Rename(filepath.Join(up, name), filepath.Join(outside, "moved")))
+		must(t, os.Symlink(victim, filepath.Join(up, name)))
+	}
+	defer func() { swapHook = nil }()
+	d, err := os.Open(up)
+	must(t, err)
+	defer d.Close()
+	budget := 10
+	must(t, grant(d, 0, &budget, map[uint64]uint32{}))
+	if fi, err := os.Stat(victim); err != nil || fi.Mode().Perm() != 0 {
+		t.Errorf("the file outside changed: %v %v", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(filepath.Join(outside, "moved")); err != nil || fi.Mode().Perm()&0o400 == 0 {
+		t.Errorf("the entry looked at was not opened up: %v %v", fi.Mode(), err)
+	}
+}

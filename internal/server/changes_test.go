@@ -253,6 +253,15 @@ func TestChangesAgentCannotApply(t *testing.T) {
 			t.Errorf("apply as %s: %d %s, want 403", name, status, body)
 		}
 	}
+	// The old side of a diff is the host's file as the server reads it,
+	// which the sandbox user may not read: only admins get it.
+	diff := "/v1/sandboxes/" + id + "/changes/diff?digest=" + got.Set.Digest
+	if status, body := rf.call(t, "alice-a", "GET", diff, nil); status != http.StatusForbidden {
+		t.Errorf("the agent reads the diff: %d %s, want 403", status, body)
+	}
+	if status, body := rf.call(t, "ops", "GET", diff, nil); status != http.StatusOK {
+		t.Errorf("an admin reads the diff: %d %s", status, body)
+	}
 	if status, _ := rf.call(t, "bob-b", "GET", "/v1/sandboxes/"+id+"/changes", nil); status != http.StatusNotFound {
 		t.Errorf("another agent reads the changes: %d", status)
 	}
