@@ -2,9 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,9 +29,6 @@ const (
 	ExitConflicts = 4
 )
 
-// applyTool is how a change set's approval request names what it holds.
-const applyTool = "cordon apply"
-
 // changesDir is where change sets wait: in cordon's state directory, which
 // no sandbox sees.
 func changesDir() string { return filepath.Join(config.StateDir(), "changes") }
@@ -50,18 +44,6 @@ func orChanges(dir string) string {
 	}
 	return dir
 }
-
-// review is what `cordon apply` needs to know of the profile a change set
-// came from, kept beside the set when it is captured.
-type review struct {
-	Agent       string   `json:"agent"`
-	Profile     string   `json:"profile"`
-	ProfileHash string   `json:"profile_sha256"`
-	Require     []string `json:"require_approval"`
-	Approvers   []string `json:"approvers,omitempty"`
-}
-
-const reviewFile = "review.json"
 
 // keepChanges returns the sandbox's Review hook for a run of p: it
 // captures the layer into the change set named by the run's id, with the
@@ -85,12 +67,7 @@ func keepChanges(e *env, p *profile.Profile, profileFile, run string, started ti
 			changes.Discard(dir, run)
 			return &outcome.Changes{Set: run, Digest: set.Digest}, nil
 		}
-		rv := review{Agent: p.Agent, Profile: profileFile, ProfileHash: p.Hash(), Require: p.ReviewPolicy().RequireApproval}
-		if a := p.Approval; a != nil {
-			rv.Approvers = a.Approvers
-		}
-		b, _ := json.MarshalIndent(rv, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, run, reviewFile), b, 0o600); err != nil {
+		if err := changes.WriteReview(dir, run, changes.ReviewOf(p, profileFile)); err != nil {
 			changes.Discard(dir, run)
 			return &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
 		}
@@ -98,51 +75,19 @@ func keepChanges(e *env, p *profile.Profile, profileFile, run string, started ti
 	}
 }
 
-func loadReview(dir, run string) (review, error) {
-	var rv review
-	b, err := os.ReadFile(filepath.Join(dir, run, reviewFile))
-	if err != nil {
-		return rv, fmt.Errorf("change set %s: its review policy: %w", run, err)
-	}
-	if err := json.Unmarshal(b, &rv); err != nil {
-		return rv, fmt.Errorf("change set %s: its review policy: %w", run, err)
-	}
-	return rv, nil
-}
-
 // openSet loads the change set run of dir, the changes paths select and
 // the review policy kept beside it.
-func openSet(dir, run string, paths []string) (*changes.Set, []changes.Change, review, error) {
+func openSet(dir, run string, paths []string) (*changes.Set, []changes.Change, changes.Review, error) {
 	set, err := changes.Load(dir, run)
 	if err != nil {
-		return nil, nil, review{}, err
+		return nil, nil, changes.Review{}, err
 	}
 	sel, err := set.Select(paths)
 	if err != nil {
-		return nil, nil, review{}, err
+		return nil, nil, changes.Review{}, err
 	}
-	rv, err := loadReview(dir, run)
+	rv, err := changes.LoadReview(dir, run)
 	return set, sel, rv, err
-}
-
-// held lists the changes among cs that need approval, with the rule that
-// holds each.
-func (rv review) held(cs []changes.Change) []heldChange {
-	pol := profile.Review{RequireApproval: rv.Require}
-	var out []heldChange
-	for _, c := range cs {
-		if rule := pol.NeedsApproval(c.Path, c.Kind, c.Flags); rule != "" {
-			out = append(out, heldChange{Path: c.Path, Kind: c.Kind, Rule: rule, Flags: c.Flags})
-		}
-	}
-	return out
-}
-
-type heldChange struct {
-	Path  string   `json:"path"`
-	Kind  string   `json:"kind"`
-	Rule  string   `json:"rule"`
-	Flags []string `json:"flags,omitempty"`
 }
 
 // changesCmd implements `cordon changes [RUN] [PATH...]`: the change sets
@@ -178,7 +123,7 @@ func changesCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	held := rv.held(sel)
+	held, _ := rv.Held(sel)
 	if *asJSON {
 		return printJSON(e, map[string]any{"set": set, "selected": sel, "needs_approval": held})
 	}
@@ -269,8 +214,8 @@ func applyCmd(e *env, args []string) int {
 	// Whether approval is needed depends on what is applied; what the
 	// request shows, and an approval covers, is every held change of the
 	// set, so that approving a part never approves the rest.
-	if need := rv.held(sel); len(need) > 0 {
-		held := rv.held(set.Changes)
+	if _, need := rv.Held(sel); need > 0 {
+		held, n := rv.Held(set.Changes)
 		if *store == "" {
 			*store = approvals.DefaultDir()
 		}
@@ -278,7 +223,7 @@ func applyCmd(e *env, args []string) int {
 		if err != nil {
 			return fail(e, err)
 		}
-		it, err := changeApproval(st, set, rv, held, *wait)
+		it, err := changeApproval(st, set, rv, held, n, *wait)
 		if err != nil {
 			return fail(e, err)
 		}
@@ -287,7 +232,7 @@ func applyCmd(e *env, args []string) int {
 			fmt.Fprintf(e.stderr, "cordon: the changes that need approval were approved by %s (request %s)\n", termsafe.Line(it.By), it.ID)
 		case approvals.Pending:
 			fmt.Fprintf(e.stderr, "cordon: %d change(s) of %s need approval (%s); nothing was applied. Request %s waits: cordon approvals show %s, then cordon approvals approve %s, and run cordon apply again (or apply --wait)\n",
-				len(held), run, heldSummary(held), it.ID, it.ID, it.ID)
+				n, run, heldSummary(held, n), it.ID, it.ID, it.ID)
 			return ExitHeld
 		default:
 			fmt.Fprintf(e.stderr, "cordon: the changes of %s that need approval were %s by %s (request %s): nothing was applied; apply the rest by naming their paths, or cordon discard %s\n",
@@ -297,7 +242,9 @@ func applyCmd(e *env, args []string) int {
 	}
 	rep, err := changes.Apply(set, dir, paths, changes.ApplyOptions{Owner: changes.WorkspaceOwner(set.Workspace)})
 	if rep != nil {
-		al.log.Add(audit.Event{Sandbox: run, Agent: rv.Agent, Kind: audit.Action, Type: "changes_apply", Data: applyRecord(set, rep, by, paths)})
+		rec := changes.ApplyRecord(set, rep)
+		rec["by"], rec["selected"] = by, changes.BoundedPaths(paths)
+		al.log.Add(audit.Event{Sandbox: run, Agent: rv.Agent, Kind: audit.Action, Type: "changes_apply", Data: rec})
 		if aerr := al.log.Seal(); aerr != nil {
 			fmt.Fprintf(e.stderr, "cordon: audit log: %v (what was applied is not recorded)\n", aerr)
 		}
@@ -322,11 +269,11 @@ func applyCmd(e *env, args []string) int {
 	return 0
 }
 
-func heldSummary(held []heldChange) string {
+func heldSummary(held []changes.Held, n int) string {
 	var parts []string
 	for i, h := range held {
 		if i == 3 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(held)-3))
+			parts = append(parts, fmt.Sprintf("and %d more", n-3))
 			break
 		}
 		parts = append(parts, fmt.Sprintf("%s: %s", termsafe.Line(h.Path), h.Rule))
@@ -334,13 +281,10 @@ func heldSummary(held []heldChange) string {
 	return strings.Join(parts, "; ")
 }
 
-// maxHeldListed bounds the changes an approval request lists one by one.
-const maxHeldListed = 200
-
 // changeApproval finds the approval request for the held changes of set
 // (the same digest), filing one when there is none, and waits up to wait
 // for its decision.
-func changeApproval(st *approvals.Store, set *changes.Set, rv review, held []heldChange, wait time.Duration) (approvals.Item, error) {
+func changeApproval(st *approvals.Store, set *changes.Set, rv changes.Review, held []changes.Held, n int, wait time.Duration) (approvals.Item, error) {
 	items, err := st.List()
 	if err != nil {
 		return approvals.Item{}, err
@@ -348,36 +292,19 @@ func changeApproval(st *approvals.Store, set *changes.Set, rv review, held []hel
 	var found *approvals.Item
 	for i := range items {
 		it := &items[i]
-		if it.Tool != applyTool || it.Session != set.Run {
+		if it.Tool != changes.ApplyTool || it.Session != set.Run {
 			continue
 		}
-		var a struct {
-			Digest string `json:"digest"`
-		}
-		if json.Unmarshal(it.Args, &a) == nil && a.Digest == set.Digest && it.State != approvals.Expired && it.ProfileHash == applyHash(rv) {
+		if changes.ApprovalDigest(it.Args) == set.Digest && it.State != approvals.Expired && it.ProfileHash == applyHash(rv) {
 			found = it
 		}
 	}
 	if found == nil {
-		listed := held
-		if len(listed) > maxHeldListed {
-			listed = listed[:maxHeldListed]
-		}
-		args, _ := json.Marshal(map[string]any{"set": set.Run, "digest": set.Digest, "workspace": set.Workspace,
-			"changes": len(set.Changes), "held": listed, "held_total": len(held)})
-		rules := map[string]bool{}
-		var ruleList []string
-		for _, h := range held {
-			if !rules[h.Rule] {
-				rules[h.Rule] = true
-				ruleList = append(ruleList, h.Rule)
-			}
-		}
 		now := time.Now()
 		id, err := st.Add(approvals.Request{
-			Expires: now.Add(changeApprovalTimeout), Tool: applyTool, Args: args, Class: "changes",
-			Reversible: false, Rule: "review.require_approval: " + strings.Join(ruleList, ", "),
-			Reason: fmt.Sprintf("%d change(s) of a reviewed workspace need approval before they land on %s: cordon changes %s --diff shows them", len(held), set.Workspace, set.Run),
+			Expires: now.Add(changes.ApprovalTimeout), Tool: changes.ApplyTool, Args: changes.ApprovalArgs(set, held, n), Class: "changes",
+			Reversible: false, Rule: changes.HeldRules(held),
+			Reason: fmt.Sprintf("%d change(s) of a reviewed workspace need approval before they land on %s: cordon changes %s --diff shows them", n, set.Workspace, set.Run),
 			Agent:  rv.Agent, Profile: rv.Profile, ProfileHash: applyHash(rv), Session: set.Run, Approvers: rv.Approvers,
 		})
 		if err != nil {
@@ -404,27 +331,7 @@ func changeApproval(st *approvals.Store, set *changes.Set, rv review, held []hel
 // applyHash marks a change set's request as one for cordon apply: never
 // the profile's own hash, which a tool gateway of that profile would take
 // for one of its held calls and claim.
-func applyHash(rv review) string { return "cordon-apply:" + rv.ProfileHash }
-
-// changeApprovalTimeout is how long a change set's request waits: a
-// review may take a working day.
-const changeApprovalTimeout = 7 * 24 * time.Hour
-
-// maxPathsRecorded bounds the paths an audit record of an apply lists.
-const maxPathsRecorded = 1000
-
-// applyRecord is the audit record of an apply: who, the set's digest, and
-// what landed (the paths, bounded, with a digest of the whole list).
-func applyRecord(set *changes.Set, rep *changes.Report, by string, paths []string) map[string]any {
-	bounded := func(ps []string) any {
-		if len(ps) <= maxPathsRecorded {
-			return ps
-		}
-		return map[string]any{"first": ps[:maxPathsRecorded], "total": len(ps), "sha256": sha256Hex(strings.Join(ps, "\x00"))}
-	}
-	return map[string]any{"set": set.Run, "digest": set.Digest, "by": by, "workspace": set.Workspace, "selected": bounded(paths),
-		"applied": bounded(rep.Applied), "already": len(rep.Already), "conflicts": rep.Conflicts, "refused": bounded(rep.Refused)}
-}
+func applyHash(rv changes.Review) string { return "cordon-apply:" + rv.ProfileHash }
 
 // discardCmd implements `cordon discard RUN`: drops a change set.
 func discardCmd(e *env, args []string) int {
@@ -451,7 +358,7 @@ func discardCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, fmt.Errorf("audit log: %w (nothing was discarded)", err))
 	}
-	rv, _ := loadReview(dir, run)
+	rv, _ := changes.LoadReview(dir, run)
 	if err := al.log.Append(audit.Event{Sandbox: run, Agent: rv.Agent, Kind: audit.Action, Type: "changes_discard",
 		Data: map[string]any{"set": run, "digest": set.Digest, "by": by, "changes": len(set.Changes), "applied_before": len(set.Applied)}}); err != nil {
 		return fail(e, fmt.Errorf("audit log: %w (nothing was discarded)", err))
@@ -461,9 +368,4 @@ func discardCmd(e *env, args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "discarded %s (%d changes)\n", run, len(set.Changes))
 	return 0
-}
-
-func sha256Hex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
 }

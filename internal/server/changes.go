@@ -1,9 +1,7 @@
 package server
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -206,7 +204,7 @@ func (s *Server) capture(e *entry, layer *os.File) (*changes.Set, error) {
 		changes.Discard(dir, run)
 		return nil, fmt.Errorf("capturing the changes of sandbox %s: %w", e.id, err)
 	}
-	if err := writeReview(dir, run, e); err != nil {
+	if err := changes.WriteReview(dir, run, policyOf(e)); err != nil {
 		changes.Discard(dir, run)
 		return nil, err
 	}
@@ -226,57 +224,12 @@ func captureLimits(p *profile.Profile) changes.Limits {
 	return changes.Limits{MaxEntries: int(inodes) + 16, MaxBytes: size}
 }
 
-// reviewRecord is what cordon apply needs to know of the profile a change
-// set came from, kept beside the set as review.json (as cordon run keeps
-// it).
-type reviewRecord struct {
-	Agent       string   `json:"agent"`
-	Profile     string   `json:"profile"`
-	ProfileHash string   `json:"profile_sha256"`
-	Require     []string `json:"require_approval"`
-	Approvers   []string `json:"approvers,omitempty"`
-}
-
-func writeReview(dir, run string, e *entry) error {
-	rec := reviewRecord{Agent: e.agent.Name, Profile: e.agent.ProfileFile, ProfileHash: e.sha,
-		Require: e.profile.ReviewPolicy().RequireApproval, Approvers: e.profile.ApprovalPolicy().Approvers}
-	if rec.Require == nil {
-		rec.Require = []string{}
-	}
-	b, _ := json.MarshalIndent(rec, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, run, "review.json"), b, 0o600); err != nil {
-		return fmt.Errorf("change set %s: keeping its review policy: %w", run, err)
-	}
-	return nil
-}
-
-// heldChange is a change that needs a person's approval, and the rule of
-// the profile's review policy that holds it.
-type heldChange struct {
-	Path  string   `json:"path"`
-	Kind  string   `json:"kind"`
-	Rule  string   `json:"rule"`
-	Flags []string `json:"flags,omitempty"`
-}
-
-// maxHeldListed bounds the held changes an answer or an approval request
-// lists one by one (the total is given beside).
-const maxHeldListed = 200
-
-// held lists the changes among cs that p's review policy holds, at most
-// maxHeldListed of them, and how many there are in all.
-func held(p *profile.Profile, cs []changes.Change) ([]heldChange, int) {
-	pol := p.ReviewPolicy()
-	out, n := []heldChange{}, 0
-	for _, c := range cs {
-		if rule := pol.NeedsApproval(c.Path, c.Kind, c.Flags); rule != "" {
-			n++
-			if len(out) < maxHeldListed {
-				out = append(out, heldChange{Path: c.Path, Kind: c.Kind, Rule: rule, Flags: c.Flags})
-			}
-		}
-	}
-	return out, n
+// policyOf is the review record of e's change sets, kept beside each as
+// cordon run keeps it, for cordon apply as much as for this server.
+func policyOf(e *entry) changes.Review {
+	rv := changes.ReviewOf(e.profile, e.agent.ProfileFile)
+	rv.Agent, rv.ProfileHash = e.agent.Name, e.sha
+	return rv
 }
 
 // changesAnswer is the answer of GET .../changes.
@@ -287,9 +240,9 @@ type changesAnswer struct {
 	Set   *changes.Set `json:"set"`
 	// NeedsApproval are the changes the profile's review policy holds
 	// (the first maxHeldListed), NeedsApprovalTotal how many in all.
-	NeedsApproval      []heldChange `json:"needs_approval"`
-	NeedsApprovalTotal int          `json:"needs_approval_total"`
-	AgentApplies       bool         `json:"agent_applies"`
+	NeedsApproval      []changes.Held `json:"needs_approval"`
+	NeedsApprovalTotal int            `json:"needs_approval_total"`
+	AgentApplies       bool           `json:"agent_applies"`
 }
 
 // reviewed is lookup for a sandbox of a reviewed workspace, on a server
@@ -351,7 +304,7 @@ func (s *Server) changesGet(w http.ResponseWriter, r *http.Request, c caller) in
 	if err != nil {
 		return fail(w, status, "%v", err)
 	}
-	hold, n := held(e.profile, set.Changes)
+	hold, n := policyOf(e).Held(set.Changes)
 	return reply(w, http.StatusOK, changesAnswer{Sandbox: e.id, Final: final, Set: set, NeedsApproval: hold, NeedsApprovalTotal: n,
 		AgentApplies: e.profile.ReviewPolicy().AgentApplies})
 }
@@ -462,18 +415,14 @@ type applyAnswer struct {
 
 // heldAnswer is the answer of an apply held for a person's approval.
 type heldAnswer struct {
-	Approval  string       `json:"approval"`
-	State     string       `json:"state"`
-	Set       string       `json:"set"`
-	Digest    string       `json:"digest"`
-	Held      []heldChange `json:"held"`
-	HeldTotal int          `json:"held_total"`
-	Message   string       `json:"message"`
+	Approval  string         `json:"approval"`
+	State     string         `json:"state"`
+	Set       string         `json:"set"`
+	Digest    string         `json:"digest"`
+	Held      []changes.Held `json:"held"`
+	HeldTotal int            `json:"held_total"`
+	Message   string         `json:"message"`
 }
-
-// applyTool is how a change set's approval request names what it holds,
-// as cordon apply does.
-const applyTool = "cordon apply"
 
 // maxApplyBody bounds an apply's body.
 const maxApplyBody = 1 << 20
@@ -511,8 +460,8 @@ func (s *Server) changesApply(w http.ResponseWriter, r *http.Request, c caller) 
 		// Whether approval is needed depends on what is applied; what a
 		// request shows, and an approval covers, is every held change of
 		// the set, so that approving a part never approves the rest.
-		if _, need := held(e.profile, sel); need > 0 {
-			hold, n := held(e.profile, set.Changes)
+		if _, need := policyOf(e).Held(sel); need > 0 {
+			hold, n := policyOf(e).Held(set.Changes)
 			it, status, err := s.changeApproval(e, c, set, hold, n)
 			if err != nil {
 				return fail(w, status, "%v", err)
@@ -526,7 +475,7 @@ func (s *Server) changesApply(w http.ResponseWriter, r *http.Request, c caller) 
 	}
 	// The apply is written before it is done: nothing lands unrecorded.
 	s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Action, Type: "changes_apply",
-		Data: map[string]any{"token": c.name(), "set": set.Run, "digest": set.Digest, "paths": bounded(req.Paths), "approval": approval}})
+		Data: map[string]any{"token": c.name(), "set": set.Run, "digest": set.Digest, "paths": changes.BoundedPaths(req.Paths), "approval": approval}})
 	if err := s.recordAction(); err != nil {
 		return unrecorded(w, "the apply", err)
 	}
@@ -577,7 +526,7 @@ const maxPendingApplies = 16
 
 // changeApproval finds the approval request for the held changes of set
 // (the same digest), filing one when there is none, as cordon apply does.
-func (s *Server) changeApproval(e *entry, c caller, set *changes.Set, hold []heldChange, n int) (approvals.Item, int, error) {
+func (s *Server) changeApproval(e *entry, c caller, set *changes.Set, hold []changes.Held, n int) (approvals.Item, int, error) {
 	st := s.opts.Approvals
 	if st == nil {
 		return approvals.Item{}, http.StatusForbidden, fmt.Errorf("%d change(s) need a person's approval, and this server keeps no approval store: an admin applies them", n)
@@ -590,16 +539,13 @@ func (s *Server) changeApproval(e *entry, c caller, set *changes.Set, hold []hel
 	var found *approvals.Item
 	for i := range items {
 		it := &items[i]
-		if it.Tool != applyTool || !strings.HasPrefix(it.Session, e.id) {
+		if it.Tool != changes.ApplyTool || !strings.HasPrefix(it.Session, e.id) {
 			continue
 		}
 		if it.State == approvals.Pending {
 			pending++
 		}
-		var a struct {
-			Digest string `json:"digest"`
-		}
-		if it.Session == set.Run && json.Unmarshal(it.Args, &a) == nil && a.Digest == set.Digest && it.State != approvals.Expired {
+		if it.Session == set.Run && changes.ApprovalDigest(it.Args) == set.Digest && it.State != approvals.Expired {
 			found = it
 		}
 	}
@@ -612,18 +558,10 @@ func (s *Server) changeApproval(e *entry, c caller, set *changes.Set, hold []hel
 	if pending >= maxPendingApplies {
 		return approvals.Item{}, http.StatusTooManyRequests, fmt.Errorf("%d approval requests of sandbox %s wait already; nothing was applied, nor asked for (send it again once those are decided)", pending, e.id)
 	}
-	args, _ := json.Marshal(map[string]any{"set": set.Run, "digest": set.Digest, "workspace": set.Workspace,
-		"changes": len(set.Changes), "held": hold, "held_total": n})
-	var rules []string
-	for _, h := range hold {
-		if !contains(rules, h.Rule) {
-			rules = append(rules, h.Rule)
-		}
-	}
 	now := time.Now() // the store's clock
 	id, err := st.Add(approvals.Request{
-		Expires: now.Add(changeApprovalTimeout), Tool: applyTool, Args: args, Class: "changes",
-		Rule:   "review.require_approval: " + strings.Join(rules, ", "),
+		Expires: now.Add(changes.ApprovalTimeout), Tool: changes.ApplyTool, Args: changes.ApprovalArgs(set, hold, n), Class: "changes",
+		Rule:   changes.HeldRules(hold),
 		Reason: fmt.Sprintf("%d change(s) of a reviewed workspace need approval before they land on %s (GET %s/sandboxes/%s/changes/diff?digest=%s shows them)", n, set.Workspace, api.Version, e.id, set.Digest),
 		// Not a gateway's call: no gateway's recovery loop may take it
 		// (they take the requests whose hash is their profile's).
@@ -633,7 +571,7 @@ func (s *Server) changeApproval(e *entry, c caller, set *changes.Set, hold []hel
 		return approvals.Item{}, http.StatusInternalServerError, fmt.Errorf("filing the approval request: %v; nothing was applied", err)
 	}
 	s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "approval_request",
-		Data: map[string]any{"id": id, "kind": applyTool, "set": set.Run, "digest": set.Digest, "held": n, "token": c.name()}})
+		Data: map[string]any{"id": id, "kind": changes.ApplyTool, "set": set.Run, "digest": set.Digest, "held": n, "token": c.name()}})
 	s.recorded()
 	it, err := st.Get(id)
 	if err != nil {
@@ -648,19 +586,6 @@ func approved(state string) bool {
 	return state == approvals.Approved || state == approvals.Running || state == approvals.Done
 }
 
-// changeApprovalTimeout is how long a change set's request waits: a
-// review may take a working day.
-const changeApprovalTimeout = 7 * 24 * time.Hour
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func orEmpty(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -668,28 +593,12 @@ func orEmpty(s []string) []string {
 	return s
 }
 
-// maxPathsRecorded bounds the paths an audit record lists one by one.
-const maxPathsRecorded = 1000
-
-// bounded is a list of paths for the audit log: whole, or its first
-// maxPathsRecorded with the total and a digest of the whole list.
-func bounded(ps []string) any {
-	if len(ps) <= maxPathsRecorded {
-		return ps
-	}
-	sum := sha256.Sum256([]byte(strings.Join(ps, "\x00")))
-	return map[string]any{"first": ps[:maxPathsRecorded], "total": len(ps), "sha256": hex.EncodeToString(sum[:])}
-}
-
-// applyRecord is the audit record of an apply: who, the set's digest, and
-// what landed.
+// applyRecord is the audit record of an apply: what landed, and by whose
+// token.
 func applyRecord(set *changes.Set, rep *changes.Report, by string) map[string]any {
-	conflicts := rep.Conflicts
-	if len(conflicts) > maxPathsRecorded {
-		conflicts = conflicts[:maxPathsRecorded]
-	}
-	return map[string]any{"token": by, "set": set.Run, "digest": set.Digest, "workspace": set.Workspace,
-		"applied": bounded(rep.Applied), "already": len(rep.Already), "conflicts": conflicts, "conflicts_total": len(rep.Conflicts), "refused": bounded(rep.Refused)}
+	rec := changes.ApplyRecord(set, rep)
+	rec["token"] = by
+	return rec
 }
 
 // discardAnswer is the answer of a discard.

@@ -340,7 +340,7 @@ func TestChangesAgentAppliesWithApproval(t *testing.T) {
 	}
 	// No MCP gateway of the profile may take the request for one of its
 	// own held calls (they take those with their profile's hash).
-	if it, err := rf.store.Get(h.Approval); err != nil || it.ProfileHash == rf.srv.opts.Config.Agents["a"].Loaded.Hash() || it.Tool != applyTool || it.Class != "changes" {
+	if it, err := rf.store.Get(h.Approval); err != nil || it.ProfileHash == rf.srv.opts.Config.Agents["a"].Loaded.Hash() || it.Tool != changes.ApplyTool || it.Class != "changes" {
 		t.Fatalf("the request: %+v %v", it, err)
 	}
 	// Asked again, the same request waits: no second one is filed.
@@ -413,7 +413,7 @@ func TestChangesKeptWhenEnded(t *testing.T) {
 	if len(set.Changes) != 5 || set.Workspace != rf.ws {
 		t.Fatalf("final set: %+v", set)
 	}
-	var rv reviewRecord
+	var rv changes.Review
 	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(rf.state, "changes", id, "review.json"))), &rv); err != nil || rv.Agent != "a" || len(rv.Require) != 1 {
 		t.Fatalf("review.json: %+v %v", rv, err)
 	}
