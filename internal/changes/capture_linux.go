@@ -92,6 +92,10 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 			return nil, err
 		}
 	}
+	// What git obeys, as the host's tree and the layer configure it (a
+	// hooks directory core.hooksPath names, a repository a .git file
+	// names), is flagged as the names protect knows are.
+	c.obeyed = []func(string) bool{protect.Obeyed(host), protect.Obeyed(upper)}
 	if err := c.dir(upper, host, "", 0, opaque(upper)); err != nil {
 		return nil, err
 	}
@@ -155,6 +159,8 @@ type capturer struct {
 	// modes are the modes of upper entries before grant opened them up,
 	// by inode.
 	modes map[uint64]uint32
+	// obeyed report paths git obeys as the trees configure it.
+	obeyed []func(string) bool
 }
 
 // opaque reports whether the upper directory d hides the lower one.
@@ -474,10 +480,23 @@ func (c *capturer) deleteAt(d *os.File, name, p string, depth int) error {
 	return nil
 }
 
+// protected reports whether the host's tools run or obey rel.
+func (c *capturer) protected(rel string) bool {
+	if protect.Protected(rel) {
+		return true
+	}
+	for _, f := range c.obeyed {
+		if f(rel) {
+			return true
+		}
+	}
+	return false
+}
+
 // add records ch with its flags.
 func (c *capturer) add(ch Change, binary bool) {
 	var fl []string
-	if protect.Protected(ch.Path) {
+	if c.protected(ch.Path) {
 		fl = append(fl, FlagProtected)
 	}
 	if ch.Kind != Deleted {

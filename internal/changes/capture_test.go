@@ -5,6 +5,7 @@ package changes
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -340,4 +341,52 @@ func TestCaptureNoMountCrossing(t *testing.T) {
 			noSet(t, e)
 		})
 	}
+}
+
+// What the repository's own configuration makes git run or obey is
+// flagged protected as .git/hooks is: a hooks directory core.hooksPath
+// names, set in the host's tree or by the sandbox in the layer, and the
+// repository a .git file points to.
+func TestCaptureGitConfigured(t *testing.T) {
+	root(t)
+	protectedOf := func(s *Set) map[string]bool {
+		flagged := map[string]bool{}
+		for _, c := range s.Changes {
+			flagged[c.Path] = slices.Contains(c.Flags, FlagProtected)
+		}
+		return flagged
+	}
+	check := func(t *testing.T, got, want map[string]bool) {
+		for p, w := range want {
+			if got[p] != w {
+				t.Errorf("%s: protected %v, want %v", p, got[p], w)
+			}
+		}
+	}
+	t.Run("hooksPath", func(t *testing.T) {
+		e := newEnv(t)
+		write(t, e.host+"/.git/config", "[core]\n\thooksPath = .githooks\n", 0o644)
+		e.start()
+		write(t, e.upper+"/.githooks/pre-commit", "#!/bin/sh\n", 0o755)
+		write(t, e.upper+"/src/main.go", "package main\n", 0o644)
+		check(t, protectedOf(e.mustCapture(t)), map[string]bool{".githooks/pre-commit": true, "src/main.go": false})
+	})
+	t.Run("hooksPath set in the layer", func(t *testing.T) {
+		e := newEnv(t)
+		write(t, e.host+"/.git/config", "[core]\n\tbare = false\n", 0o644)
+		e.start()
+		write(t, e.upper+"/.git/config", "[core]\n\thooksPath = tools\n", 0o644)
+		write(t, e.upper+"/tools/post-checkout", "#!/bin/sh\n", 0o755)
+		check(t, protectedOf(e.mustCapture(t)), map[string]bool{".git/config": true, "tools/post-checkout": true})
+	})
+	t.Run("gitdir", func(t *testing.T) {
+		e := newEnv(t)
+		write(t, e.host+"/.git", "gitdir: .repo\n", 0o644)
+		write(t, e.host+"/.repo/HEAD", "ref: refs/heads/main\n", 0o644)
+		e.start()
+		write(t, e.upper+"/.repo/config", "[core]\n\tfsmonitor = evil\n", 0o644)
+		write(t, e.upper+"/.repo/hooks/post-checkout", "#!/bin/sh\n", 0o755)
+		write(t, e.upper+"/README", "hi\n", 0o644)
+		check(t, protectedOf(e.mustCapture(t)), map[string]bool{".repo/config": true, ".repo/hooks/post-checkout": true, "README": false})
+	})
 }

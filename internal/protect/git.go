@@ -230,3 +230,24 @@ func forConfig(d *os.File, rel string, f func(section, sub, key, value string)) 
 		f(section, sub, strings.TrimSpace(k), v)
 	}
 }
+
+// Obeyed reports, for the work tree open at d, whether a path relative to
+// it is one git obeys beyond the names Protected knows: inside a
+// repository a .git file names, a hooks directory core.hooksPath names,
+// a submodule's repository or .git file. Past the bounds of the search,
+// every path is reported: what cannot be looked at all is held.
+func Obeyed(d *os.File) func(rel string) bool {
+	g, err := gitPaths(d)
+	if err != nil {
+		return func(string) bool { return true }
+	}
+	paths := g.paths
+	return func(rel string) bool {
+		for _, p := range paths {
+			if rel == p || strings.HasPrefix(rel, p+"/") {
+				return true
+			}
+		}
+		return false
+	}
+}
