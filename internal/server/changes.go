@@ -43,7 +43,7 @@ type review struct {
 	started time.Time
 	// run names the latest capture ("" before the first); gen counts the
 	// captures that took a new name because part of the one before had
-	// been applied (that one, and the record of what landed, is kept).
+	// been applied (what landed is in the audit log).
 	run string
 	gen int
 	// ended: the sandbox has ended, and run holds its final changes.
@@ -182,19 +182,24 @@ func (s *Server) keepFinal(e *entry, layer *os.File) {
 }
 
 // capture captures e's layer as its latest change set, with the profile's
-// review policy beside it; rv.mu is held. The capture before is replaced,
-// unless part of it was applied: it is kept, and this one takes a new name.
+// review policy beside it; rv.mu is held. The capture before is replaced:
+// the layer holds all it held that has not landed. When part of it landed,
+// this one takes a new name, so that nothing decided about the one before
+// (an approval, a digest) is taken for this one; one set per sandbox is
+// kept either way.
 func (s *Server) capture(e *entry, layer *os.File) (*changes.Set, error) {
 	rv, dir := e.review, s.changesDir()
 	run := rv.run
 	if run == "" {
 		run = e.id
 	} else if set, err := changes.Load(dir, run); err == nil && len(set.Applied) > 0 {
+		if err := changes.Discard(dir, run); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 		rv.gen++
 		run = fmt.Sprintf("%s-%d", e.id, rv.gen+1)
 	}
 	rv.run = run
-	// The capture before, none of which landed, is replaced.
 	if err := changes.Discard(dir, run); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
