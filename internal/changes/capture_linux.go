@@ -352,11 +352,11 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.Stat_t) error {
 	if h != nil {
 		var err error
-		if ch.OldSize, ch.OldSHA256, _, err = c.hashAt(host, name, nil); err != nil {
+		if ch.OldSize, ch.OldSHA256, _, err = c.hashAt(host, name, nil, h.Size); err != nil {
 			return fmt.Errorf("%q: workspace: %w", ch.Path, err)
 		}
 		if u.Size == h.Size {
-			_, sum, _, err := c.hashAt(up, name, nil)
+			_, sum, _, err := c.hashAt(up, name, nil, u.Size)
 			if err != nil {
 				return fmt.Errorf("%q: upper layer: %w", ch.Path, err)
 			}
@@ -373,7 +373,7 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 	}
 	var binary bool
 	var err error
-	if ch.Size, ch.SHA256, binary, err = c.blob(up, name); err != nil {
+	if ch.Size, ch.SHA256, binary, err = c.blob(up, name, u.Size); err != nil {
 		return fmt.Errorf("%q: %w", ch.Path, err)
 	}
 	c.bytes += ch.Size
@@ -381,10 +381,14 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 	return nil
 }
 
-// hashAt reads the regular file name in d through w (when not nil),
-// returning its size, SHA-256 and whether it looks binary. New content
-// counts against the byte limit.
-func (c *capturer) hashAt(d *os.File, name string, w io.Writer) (int64, string, bool, error) {
+// hashAt reads the regular file name in d through w (when not nil), size
+// bytes as its lstat said: no more is read, and a file of another length
+// by then (a live layer may grow one, or make it sparse and huge) is an
+// error, not a read without end.
+func (c *capturer) hashAt(d *os.File, name string, w io.Writer, size int64) (int64, string, bool, error) {
+	if swapHook != nil {
+		swapHook(d, name)
+	}
 	f, _, err := openFileAt(d, name)
 	if err != nil {
 		return 0, "", false, err
@@ -393,33 +397,33 @@ func (c *capturer) hashAt(d *os.File, name string, w io.Writer) (int64, string, 
 	h := sha256.New()
 	sn := &sniffer{}
 	dst := io.MultiWriter(h, sn)
-	var src io.Reader = f
 	if w != nil {
 		dst = io.MultiWriter(h, sn, w)
-		src = io.LimitReader(f, c.lim.MaxBytes-c.read+1)
 	}
-	n, err := io.CopyBuffer(dst, src, c.buf)
+	n, err := io.CopyBuffer(dst, io.LimitReader(f, size+1), c.buf)
 	if err != nil {
 		return 0, "", false, err
 	}
-	if w != nil {
-		if c.read += n; c.read > c.lim.MaxBytes {
-			return 0, "", false, fmt.Errorf("more than %d bytes of new content", c.lim.MaxBytes)
-		}
+	if n != size {
+		return 0, "", false, fmt.Errorf("it changed while it was read (%d bytes, then more or fewer)", size)
 	}
 	return n, hex.EncodeToString(h.Sum(nil)), sn.binary(), nil
 }
 
-// blob copies the upper's file name in up into the blobs, once per
-// content (a second copy of a content replaces the first).
-func (c *capturer) blob(up *os.File, name string) (int64, string, bool, error) {
+// blob copies the upper's file name in up, of size bytes, into the blobs,
+// once per content (a second copy of a content replaces the first).
+func (c *capturer) blob(up *os.File, name string, size int64) (int64, string, bool, error) {
+	if c.read+size > c.lim.MaxBytes {
+		return 0, "", false, fmt.Errorf("more than %d bytes of new content", c.lim.MaxBytes)
+	}
 	tmp, err := os.CreateTemp(c.blobs.Name(), ".tmp-*")
 	if err != nil {
 		return 0, "", false, err
 	}
 	defer tmp.Close()
-	n, sum, binary, err := c.hashAt(up, name, tmp)
+	n, sum, binary, err := c.hashAt(up, name, tmp, size)
 	if err == nil {
+		c.read += n
 		err = os.Rename(tmp.Name(), filepath.Join(c.blobs.Name(), sum))
 	}
 	if err != nil {
@@ -449,7 +453,7 @@ func (c *capturer) deleteAt(d *os.File, name, p string, depth int) error {
 	ch.OldType, ch.OldMode = ch.Type, ch.Mode
 	switch ch.Type {
 	case TypeFile:
-		if ch.OldSize, ch.OldSHA256, _, err = c.hashAt(d, name, nil); err != nil {
+		if ch.OldSize, ch.OldSHA256, _, err = c.hashAt(d, name, nil, h.Size); err != nil {
 			return fmt.Errorf("%q: workspace: %w", p, err)
 		}
 	case TypeSymlink:
@@ -590,8 +594,9 @@ func (s *sniffer) binary() bool { return s.nul || s.invalid || len(s.carry) > 0 
 // grant gives the owner read (and, for directories, search) permission on
 // every entry beneath d, within budget entries; modes are recorded from
 // the entries' stat before, as captured.
-// swapHook, set by tests only, runs between pinning an entry and changing
-// it: where a live layer could swap a link in.
+// swapHook, set by tests only, runs between looking at an entry and
+// changing or reading it: where a live layer could swap a link in, or grow
+// a file.
 var swapHook func(d *os.File, name string)
 
 func grant(d *os.File, depth int, budget *int, modes map[uint64]uint32) error {

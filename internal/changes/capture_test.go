@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -389,4 +390,43 @@ func TestCaptureGitConfigured(t *testing.T) {
 		write(t, e.upper+"/README", "hi\n", 0o644)
 		check(t, protectedOf(e.mustCapture(t)), map[string]bool{".repo/config": true, ".repo/hooks/post-checkout": true, "README": false})
 	})
+}
+
+// A file a live layer grows after capture looked at it (to a sparse
+// terabyte) is read no further than its size then: the capture fails
+// instead of reading without end.
+func TestCaptureGrowingFile(t *testing.T) {
+	root(t)
+	for _, tc := range []struct{ name, host string }{
+		{"same size as the host's", "12345678"},
+		{"new", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			if tc.host != "" {
+				write(t, e.host+"/f", tc.host, 0o644)
+			}
+			e.start()
+			write(t, e.upper+"/f", "abcdefgh", 0o644)
+			swapHook = func(d *os.File, name string) {
+				if name == "f" && strings.HasSuffix(d.Name(), "upper") {
+					if err := os.Truncate(e.upper+"/f", 1<<40); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			defer func() { swapHook = nil }()
+			done := make(chan error, 1)
+			go func() { _, err := e.capture(t, Limits{}); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "changed while it was read") {
+					t.Fatalf("capture: %v, want the growth named", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("capture still reading a minute later")
+			}
+			noSet(t, e)
+		})
+	}
 }
