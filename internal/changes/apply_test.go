@@ -423,14 +423,21 @@ func TestList(t *testing.T) {
 		must(t, err)
 	}
 	must(t, os.MkdirAll(filepath.Join(e.state, "r3", blobDir), 0o700)) // incomplete
-	sets, err := List(e.state)
+	// A set that cannot be read hides none of the others.
+	must(t, os.MkdirAll(filepath.Join(e.state, "r4"), 0o700))
+	must(t, os.WriteFile(filepath.Join(e.state, "r4", setFile), []byte("{not json"), 0o600))
+	sets, broken, err := List(e.state)
 	must(t, err)
 	if len(sets) != 2 || sets[0].Run != "r2" || sets[1].Run != "r1" {
 		t.Errorf("List: %v", sets)
 	}
+	if len(broken) != 1 || !strings.Contains(broken[0].Error(), "r4") {
+		t.Errorf("broken: %v, want r4's error", broken)
+	}
+	must(t, Discard(e.state, "r4"))
 	must(t, Discard(e.state, "r2"))
-	if sets, _ = List(e.state); len(sets) != 1 {
-		t.Errorf("after discard: %d sets", len(sets))
+	if sets, broken, _ = List(e.state); len(sets) != 1 || len(broken) != 0 {
+		t.Errorf("after discard: %d sets, %v", len(sets), broken)
 	}
 	if err := Discard(e.state, "r2"); err == nil {
 		t.Errorf("discard twice")

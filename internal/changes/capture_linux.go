@@ -159,6 +159,7 @@ type capturer struct {
 	// modes are the modes of upper entries before grant opened them up,
 	// by inode.
 	modes map[uint64]uint32
+	meta  int64 // bytes of paths and link texts recorded
 	// obeyed report paths git obeys as the trees configure it.
 	obeyed []func(string) bool
 }
@@ -320,7 +321,9 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 			defer hsub.Close()
 		}
 		if h == nil || ch.Mode != ch.OldMode {
-			c.add(ch, false)
+			if err := c.add(ch, false); err != nil {
+				return err
+			}
 		}
 		return c.dir(sub, hsub, p, depth+1, opq || opaque(sub))
 	case TypeSymlink:
@@ -336,16 +339,14 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 			}
 		}
 		ch.Mode = 0o777
-		c.add(ch, false)
-		return nil
+		return c.add(ch, false)
 	case TypeFile:
 		return c.file(up, host, name, ch, u, h)
 	}
 	if h != nil && h.Mode == u.Mode && h.Rdev == u.Rdev {
 		return nil
 	}
-	c.add(ch, false)
-	return nil
+	return c.add(ch, false)
 }
 
 // file records the regular file name of up, ch, against the host's h.
@@ -366,8 +367,7 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 				}
 				// The mode alone changed: the content is the host's.
 				ch.Size, ch.SHA256 = ch.OldSize, ch.OldSHA256
-				c.add(ch, false)
-				return nil
+				return c.add(ch, false)
 			}
 		}
 	}
@@ -377,8 +377,7 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 		return fmt.Errorf("%q: %w", ch.Path, err)
 	}
 	c.bytes += ch.Size
-	c.add(ch, binary)
-	return nil
+	return c.add(ch, binary)
 }
 
 // hashAt reads the regular file name in d through w (when not nil), size
@@ -480,8 +479,7 @@ func (c *capturer) deleteAt(d *os.File, name, p string, depth int) error {
 			}
 		}
 	}
-	c.add(ch, false)
-	return nil
+	return c.add(ch, false)
 }
 
 // protected reports whether the host's tools run or obey rel.
@@ -497,8 +495,12 @@ func (c *capturer) protected(rel string) bool {
 	return false
 }
 
-// add records ch with its flags.
-func (c *capturer) add(ch Change, binary bool) {
+// add records ch with its flags; past maxMeta bytes of paths and link
+// texts in all, it refuses.
+func (c *capturer) add(ch Change, binary bool) error {
+	if c.meta += int64(len(ch.Path) + len(ch.Target) + len(ch.OldTarget)); c.meta > maxMeta {
+		return fmt.Errorf("more than %d bytes of paths and link texts in the changes", maxMeta)
+	}
 	var fl []string
 	if c.protected(ch.Path) {
 		fl = append(fl, FlagProtected)
@@ -529,6 +531,7 @@ func (c *capturer) add(ch Change, binary bool) {
 	slices.Sort(fl)
 	ch.Flags = fl
 	c.changes = append(c.changes, ch)
+	return nil
 }
 
 // outside reports whether a link at rel with text target points outside

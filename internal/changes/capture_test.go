@@ -3,6 +3,7 @@
 package changes
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -429,4 +430,22 @@ func TestCaptureGrowingFile(t *testing.T) {
 			noSet(t, e)
 		})
 	}
+}
+
+// Paths and link texts are bounded in all, not only one by one: many long
+// link targets (each escaped six times over in JSON) cannot make the set
+// grow cordon's memory and its file without end.
+func TestCaptureMetaBound(t *testing.T) {
+	root(t)
+	e := newEnv(t)
+	e.start()
+	target := strings.Repeat("<", 4000)
+	for i := 0; i < maxMeta/4000+10; i++ {
+		must(t, os.Symlink(target, fmt.Sprintf("%s/l%05d", e.upper, i)))
+	}
+	_, err := e.capture(t, Limits{})
+	if err == nil || !strings.Contains(err.Error(), "bytes of paths and link texts") {
+		t.Fatalf("capture: %v, want the bound named", err)
+	}
+	noSet(t, e)
 }

@@ -171,10 +171,11 @@ type Limits struct {
 const (
 	DefaultMaxEntries = 1 << 20
 	DefaultMaxBytes   = 8 << 30
-	maxDepth          = 256     // directory levels
-	maxPath           = 4096    // PATH_MAX: bytes of a path, or a link's text
-	maxName           = 255     // NAME_MAX
-	maxDeleted        = 1 << 21 // host paths listed as deleted
+	maxDepth          = 256      // directory levels
+	maxPath           = 4096     // PATH_MAX: bytes of a path, or a link's text
+	maxName           = 255      // NAME_MAX
+	maxDeleted        = 1 << 21  // host paths listed as deleted
+	maxMeta           = 16 << 20 // bytes of paths and link texts in a set
 )
 
 func (l Limits) withDefaults() Limits {
@@ -418,14 +419,15 @@ func readFile(name string, max int64) ([]byte, error) {
 }
 
 // List reads every complete change set in dir, newest capture first. A
-// set that fails to load is an error.
-func List(dir string) ([]*Set, error) {
+// set that fails to load is left out, and its error is in broken: one bad
+// set hides none of the others.
+func List(dir string) (sets []*Set, broken []error, err error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("change sets: %w", err)
+		return nil, nil, fmt.Errorf("change sets: %w", err)
 	}
 	var out []*Set
 	for _, e := range ents {
@@ -437,12 +439,23 @@ func List(dir string) ([]*Set, error) {
 		}
 		s, err := Load(dir, e.Name())
 		if err != nil {
-			return nil, err
+			broken = append(broken, err)
+			continue
 		}
 		out = append(out, s)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Captured.After(out[j].Captured) })
-	return out, nil
+	return out, broken, nil
+}
+
+// Exists reports whether dir holds a change set of run, complete or not.
+func Exists(dir, run string) bool {
+	rd, err := runDir(dir, run)
+	if err != nil {
+		return false
+	}
+	_, err = os.Lstat(rd)
+	return err == nil
 }
 
 // Discard removes the change set of run from dir.

@@ -103,9 +103,12 @@ func changesCmd(e *env, args []string) int {
 	}
 	dir := orChanges(*dirF)
 	if len(operands) == 0 {
-		sets, err := changes.List(dir)
+		sets, broken, err := changes.List(dir)
 		if err != nil {
 			return fail(e, err)
+		}
+		for _, b := range broken {
+			fmt.Fprintf(e.stderr, "cordon: %s (cordon discard drops it)\n", termsafe.Line(b.Error()))
 		}
 		if *asJSON {
 			return printJSON(e, sets)
@@ -346,9 +349,14 @@ func discardCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("discard: name one change set (cordon changes lists them)"))
 	}
 	dir, run := orChanges(*dirF), operands[0]
-	set, err := changes.Load(dir, run)
-	if err != nil {
-		return fail(e, err)
+	// A set that cannot be read is discarded all the same, and recorded
+	// with the reason.
+	set, loadErr := changes.Load(dir, run)
+	if loadErr != nil {
+		if !changes.ValidRun(run) || !changes.Exists(dir, run) {
+			return fail(e, loadErr)
+		}
+		set = &changes.Set{Run: run}
 	}
 	by, err := loginName()
 	if err != nil {
@@ -359,12 +367,19 @@ func discardCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("audit log: %w (nothing was discarded)", err))
 	}
 	rv, _ := changes.LoadReview(dir, run)
-	if err := al.log.Append(audit.Event{Sandbox: run, Agent: rv.Agent, Kind: audit.Action, Type: "changes_discard",
-		Data: map[string]any{"set": run, "digest": set.Digest, "by": by, "changes": len(set.Changes), "applied_before": len(set.Applied)}}); err != nil {
+	rec := map[string]any{"set": run, "digest": set.Digest, "by": by, "changes": len(set.Changes), "applied_before": len(set.Applied)}
+	if loadErr != nil {
+		rec["unreadable"] = loadErr.Error()
+	}
+	if err := al.log.Append(audit.Event{Sandbox: run, Agent: rv.Agent, Kind: audit.Action, Type: "changes_discard", Data: rec}); err != nil {
 		return fail(e, fmt.Errorf("audit log: %w (nothing was discarded)", err))
 	}
 	if err := changes.Discard(dir, run); err != nil {
 		return fail(e, err)
+	}
+	if loadErr != nil {
+		fmt.Fprintf(e.stdout, "discarded %s (unreadable)\n", run)
+		return 0
 	}
 	fmt.Fprintf(e.stdout, "discarded %s (%d changes)\n", run, len(set.Changes))
 	return 0

@@ -457,7 +457,7 @@ func TestChangesPartlyAppliedReplaced(t *testing.T) {
 		if len(next.Set.Changes) != 1 || next.Set.Changes[0].Path != "later.txt" {
 			t.Fatalf("capture %d: %+v, want what has not landed", i, next.Set.Changes)
 		}
-		sets, err := changes.List(dir)
+		sets, _, err := changes.List(dir)
 		if err != nil || len(sets) != 1 {
 			t.Fatalf("after partial apply %d: %d sets kept (%v)", i, len(sets), err)
 		}
@@ -465,7 +465,7 @@ func TestChangesPartlyAppliedReplaced(t *testing.T) {
 	if status, body := rf.call(t, "alice-a", "POST", "/v1/sandboxes/"+id+"/discard", nil); status != http.StatusOK {
 		t.Fatalf("discard: %d %s", status, body)
 	}
-	if sets, _ := changes.List(dir); len(sets) != 0 {
+	if sets, _, _ := changes.List(dir); len(sets) != 0 {
 		t.Fatalf("%d sets after the discard", len(sets))
 	}
 }
