@@ -95,10 +95,11 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 	// What git obeys, as the host's tree and the layer configure it (a
 	// hooks directory core.hooksPath names, a repository a .git file
 	// names), is flagged as the names protect knows are.
-	c.obeyed = []func(string) bool{protect.Obeyed(host), protect.Obeyed(upper)}
+	c.obeyed = []func(string) bool{protect.Obeyed(host, workspace), protect.Obeyed(upper, workspace)}
 	if err := c.dir(upper, host, "", 0, opaque(upper)); err != nil {
 		return nil, err
 	}
+	c.flagGitDirs(upper, host)
 	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes}
 	if s.Changes == nil {
 		s.Changes = []Change{}

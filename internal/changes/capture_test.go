@@ -449,3 +449,79 @@ func TestCaptureMetaBound(t *testing.T) {
 	}
 	noSet(t, e)
 }
+
+// What git obeys however it is reached: a .git file naming the repository
+// by an absolute path, a .git link, a bare repository planted anywhere, an
+// absolute or linked core.hooksPath; and other tools' project files.
+func TestCaptureGitReached(t *testing.T) {
+	root(t)
+	protectedOf := func(s *Set) map[string]bool {
+		flagged := map[string]bool{}
+		for _, c := range s.Changes {
+			flagged[c.Path] = c.Has(FlagProtected)
+		}
+		return flagged
+	}
+	for _, tc := range []struct {
+		name  string
+		host  func(e *env)
+		layer func(e *env)
+		want  map[string]bool
+	}{
+		{"absolute gitdir", func(e *env) {
+			write(t, e.host+"/.git", "gitdir: "+e.host+"/.repo\n", 0o644)
+			write(t, e.host+"/.repo/HEAD", "ref: refs/heads/main\n", 0o644)
+		}, func(e *env) {
+			write(t, e.upper+"/.repo/hooks/pre-commit", "#!/bin/sh\n", 0o755)
+			write(t, e.upper+"/main.c", "int main;\n", 0o644)
+		}, map[string]bool{".repo/hooks/pre-commit": true, "main.c": false}},
+		{"a .git link", func(e *env) {
+			write(t, e.host+"/.repo/projects/app.git/HEAD", "ref: refs/heads/main\n", 0o644)
+			must(t, os.Symlink(".repo/projects/app.git", e.host+"/.git"))
+		}, func(e *env) {
+			write(t, e.upper+"/.repo/projects/app.git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
+			write(t, e.upper+"/.repo/projects/app.git/config", "[core]\n\tfsmonitor = x\n", 0o644)
+		}, map[string]bool{".repo/projects/app.git/hooks/pre-commit": true, ".repo/projects/app.git/config": true}},
+		{"a bare repository planted", func(e *env) {
+			write(t, e.host+"/src/main.go", "package main\n", 0o644)
+		}, func(e *env) {
+			write(t, e.upper+"/src/HEAD", "ref: refs/heads/main\n", 0o644)
+			must(t, os.MkdirAll(e.upper+"/src/objects", 0o755))
+			must(t, os.MkdirAll(e.upper+"/src/refs/heads", 0o755))
+			write(t, e.upper+"/src/config", "[core]\n\tworktree = .\n\tfsmonitor = x\n", 0o644)
+			write(t, e.upper+"/docs/README", "hi\n", 0o644)
+		}, map[string]bool{"src/HEAD": true, "src/config": true, "src/objects": true, "docs/README": false}},
+		{"absolute hooksPath", func(e *env) {
+			write(t, e.host+"/.git/config", "[core]\n\thooksPath = "+e.host+"/tools\n", 0o644)
+		}, func(e *env) {
+			write(t, e.upper+"/tools/pre-commit", "#!/bin/sh\n", 0o755)
+		}, map[string]bool{"tools/pre-commit": true}},
+		{"linked hooksPath", func(e *env) {
+			write(t, e.host+"/.git/config", "[core]\n\thooksPath = .githooks\n", 0o644)
+			must(t, os.MkdirAll(e.host+"/tools/hooks", 0o755))
+			must(t, os.Symlink("tools/hooks", e.host+"/.githooks"))
+		}, func(e *env) {
+			write(t, e.upper+"/tools/hooks/pre-commit", "#!/bin/sh\n", 0o755)
+		}, map[string]bool{"tools/hooks/pre-commit": true}},
+		{"other tools' files", func(e *env) {}, func(e *env) {
+			write(t, e.upper+"/.cargo/config.toml", "[build]\nrustc-wrapper = \"x\"\n", 0o644)
+			write(t, e.upper+"/.devcontainer.json", "{}\n", 0o644)
+			write(t, e.upper+"/app.code-workspace", "{}\n", 0o644)
+			write(t, e.upper+"/.npmrc", "node-options=x\n", 0o644)
+			write(t, e.upper+"/.gemini/settings.json", "{}\n", 0o644)
+		}, map[string]bool{".cargo/config.toml": true, ".devcontainer.json": true, "app.code-workspace": true, ".npmrc": true, ".gemini/settings.json": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			tc.host(e)
+			e.start()
+			tc.layer(e)
+			got := protectedOf(e.mustCapture(t))
+			for p, w := range tc.want {
+				if got[p] != w {
+					t.Errorf("%s: protected %v, want %v (all: %v)", p, got[p], w, got)
+				}
+			}
+		})
+	}
+}

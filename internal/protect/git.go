@@ -44,7 +44,11 @@ func gitFile(rel string, dirs map[string]bool) bool {
 // declares, made or not), in each linked worktree's administrative
 // directory, each submodule's .git file, and a hooks directory that
 // core.hooksPath names in the work tree.
-func gitPaths(d *os.File) (gits, error) {
+//
+// root is the work tree's path on the host, for the absolute paths git
+// configuration may hold; links on the way to what the configuration
+// names are followed as git would, inside the work tree only.
+func gitPaths(d *os.File, root string) (gits, error) {
 	var g gits
 	repo := func(dir string) error {
 		if len(g.dirs) >= maxGitDirs {
@@ -60,13 +64,18 @@ func gitPaths(d *os.File) (gits, error) {
 		return nil
 	}
 	main := ".git"
-	if k, _ := lstat(d, ".git"); k == kindFile || k == kindMultiLink {
+	switch k, _ := lstat(d, ".git"); k {
+	case kindFile, kindMultiLink:
 		// A .git file: the repository is where it says; inside the bind,
 		// it is protected as .git would be.
 		main = ""
-		if target, ok := gitdirOf(d, ".git"); ok {
-			main = target
+		if target, ok := gitdirOf(d, root, ".git"); ok {
+			main, _ = follow(d, root, target)
 		}
+	case kindLink:
+		// A link to a repository elsewhere in the bind (as repo lays
+		// work trees out): protected where it leads.
+		main, _ = follow(d, root, ".git")
 	}
 	if main != "" {
 		if err := repo(main); err != nil {
@@ -125,46 +134,135 @@ func gitPaths(d *os.File) (gits, error) {
 		for _, sp := range configValues(d, ".gitmodules", "submodule", "path") {
 			g.paths = append(g.paths, sp+"/.git")
 		}
-		if hp := hooksPath(d, main+"/config"); hp != "" {
-			g.paths = append(g.paths, hp)
+		for _, hp := range append(globalHooksPaths(), hooksPaths(d, main+"/config")...) {
+			if rel, ok := inRoot(root, "", hp); ok {
+				if to, ok := follow(d, root, rel); ok {
+					rel = to
+				}
+				g.paths = append(g.paths, rel)
+			}
 		}
 	}
 	return g, nil
 }
 
 // gitdirOf reads the "gitdir: PATH" of a .git file, relative to the bind's
-// root; ok is false when it names a place outside the bind.
-func gitdirOf(d *os.File, rel string) (string, bool) {
+// root (root, on the host, for an absolute one); ok is false when it names
+// a place outside the bind.
+func gitdirOf(d *os.File, root, rel string) (string, bool) {
 	b := readSmall(d, rel, 4096)
 	v, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
 	if !ok {
 		return "", false
 	}
-	v = strings.TrimSpace(v)
-	if path.IsAbs(v) {
+	return inRoot(root, path.Dir(rel), strings.TrimSpace(v))
+}
+
+// inRoot makes p, a path git read from a file of the work tree at root
+// (absolute, or relative to dir), relative to root; ok is false when it is
+// outside.
+func inRoot(root, dir, p string) (string, bool) {
+	if p == "" {
 		return "", false
 	}
-	p := path.Join(path.Dir(rel), v)
-	if p == "." || p == ".." || strings.HasPrefix(p, "../") {
+	if path.IsAbs(p) {
+		r := strings.TrimSuffix(path.Clean(root), "/") + "/"
+		if root == "" || !strings.HasPrefix(path.Clean(p)+"/", r) {
+			return "", false
+		}
+		p = strings.TrimPrefix(path.Clean(p), strings.TrimSuffix(r, "/"))
+		p = strings.TrimPrefix(p, "/")
+		if p == "" {
+			p = "."
+		}
+	} else {
+		p = path.Join(dir, p)
+	}
+	if p == ".." || strings.HasPrefix(p, "../") {
 		return "", false
 	}
 	return p, true
 }
 
-// hooksPath reads core.hooksPath from the configuration at rel: a hooks
-// directory inside the work tree (as hook managers such as husky set) is
-// protected as .git/hooks is. Only the file itself is read, not its
-// includes.
-func hooksPath(d *os.File, rel string) string {
-	values := configValues(d, rel, "core", "hookspath")
-	if len(values) == 0 {
-		return ""
+// maxHops bounds the links followed on one path, as the kernel does.
+const maxHops = 40
+
+// follow resolves the links on the way to rel under d, as the work tree at
+// root sees them; ok is false when one leads outside it, or there are too
+// many.
+func follow(d *os.File, root, rel string) (string, bool) {
+	parts := strings.Split(path.Clean(rel), "/")
+	done := ""
+	for hops := 0; len(parts) > 0; {
+		next := path.Join(done, parts[0])
+		parts = parts[1:]
+		target, isLink := readlink(d, next)
+		if !isLink {
+			done = next
+			continue
+		}
+		if hops++; hops > maxHops {
+			return "", false
+		}
+		to, ok := inRoot(root, done, target)
+		if !ok {
+			return "", false
+		}
+		parts = append(strings.Split(to, "/"), parts...)
+		done = ""
 	}
-	hp := values[len(values)-1]
-	if hp == "" || path.IsAbs(hp) || strings.HasPrefix(hp, "~") {
-		return ""
+	if done == "" {
+		done = "."
 	}
-	return path.Clean(hp)
+	return done, true
+}
+
+// hooksPaths reads core.hooksPath from the configuration at rel, every
+// value it sets: a hooks directory inside the work tree (as hook managers
+// such as husky set) is protected as .git/hooks is. Only the file itself
+// is read, not its includes.
+func hooksPaths(d *os.File, rel string) []string {
+	return configValues(d, rel, "core", "hookspath")
+}
+
+// globalConfigs are the configuration files of the user running cordon and
+// of the system, which git reads before a repository's own; tests change
+// it.
+var globalConfigs = func() []string {
+	var out []string
+	home, _ := os.UserHomeDir()
+	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" {
+		out = append(out, path.Join(x, "git/config"))
+	} else if home != "" {
+		out = append(out, path.Join(home, ".config/git/config"))
+	}
+	if home != "" {
+		out = append(out, path.Join(home, ".gitconfig"))
+	}
+	return append(out, "/etc/gitconfig")
+}
+
+// globalHooksPaths are the values of core.hooksPath the user's and the
+// system's configuration set, with ~ expanded: a repository without its
+// own obeys them.
+func globalHooksPaths() []string {
+	var out []string
+	for _, f := range globalConfigs() {
+		dir, err := os.Open(path.Dir(f))
+		if err != nil {
+			continue
+		}
+		out = append(out, configValues(dir, path.Base(f), "core", "hookspath")...)
+		dir.Close()
+	}
+	for i, v := range out {
+		if rest, ok := strings.CutPrefix(v, "~/"); ok {
+			if home, err := os.UserHomeDir(); err == nil {
+				out[i] = path.Join(home, rest)
+			}
+		}
+	}
+	return out
 }
 
 // configValues reads the values of key in every section named section
@@ -236,8 +334,8 @@ func forConfig(d *os.File, rel string, f func(section, sub, key, value string)) 
 // repository a .git file names, a hooks directory core.hooksPath names,
 // a submodule's repository or .git file. Past the bounds of the search,
 // every path is reported: what cannot be looked at all is held.
-func Obeyed(d *os.File) func(rel string) bool {
-	g, err := gitPaths(d)
+func Obeyed(d *os.File, root string) func(rel string) bool {
+	g, err := gitPaths(d, root)
 	if err != nil {
 		return func(string) bool { return true }
 	}

@@ -49,6 +49,10 @@ var Defaults = []string{
 	".mcp.json",
 	".claude",
 	".cursor",
+	".gemini",
+	// cargo runs what its project configuration names (rustc-wrapper,
+	// runners).
+	".cargo",
 }
 
 // IfPresent are protected only where they exist: shells read their start-up
@@ -60,6 +64,8 @@ var IfPresent = []string{
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
 	".zshrc", ".zprofile", ".zshenv", ".zlogin", ".gitconfig", ".ripgreprc",
 	".husky", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml",
+	"lefthook-local.yml", ".lefthook-local.yml", ".devcontainer.json",
+	".npmrc", ".yarnrc", ".yarnrc.yml",
 }
 
 // Entry is one path of a writable bind that is bound onto itself.
@@ -224,7 +230,7 @@ func wanted(d *os.File, o Options, skip map[string]bool) (out []string, pinOnly 
 	}
 	pinOnly = map[string]bool{}
 	if !skip[".git"] {
-		gits, err := gitPaths(d)
+		gits, err := gitPaths(d, d.Name())
 		if err != nil {
 			return nil, nil, err
 		}

@@ -253,6 +253,17 @@ func names(d *os.File, rel string, max int) []string {
 	return out
 }
 
+// readlink reads the link rel under d, whose parent is reached without
+// links; isLink is false when rel is anything else.
+func readlink(d *os.File, rel string) (target string, isLink bool) {
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(int(d.Fd()), rel, buf)
+	if err != nil || n >= len(buf) {
+		return "", false
+	}
+	return string(buf[:n]), true
+}
+
 // readSmall reads at most max bytes of the regular file rel under d,
 // reached without links; nothing when it is anything else.
 func readSmall(d *os.File, rel string, max int64) []byte {

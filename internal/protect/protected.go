@@ -21,5 +21,7 @@ func Protected(rel string) bool {
 			return true
 		}
 	}
-	return slices.Contains(IfPresent, names[len(names)-1])
+	last := names[len(names)-1]
+	// An editor's workspace file runs its tasks when opened.
+	return slices.Contains(IfPresent, last) || strings.HasSuffix(last, ".code-workspace")
 }
