@@ -513,6 +513,9 @@ func (c *capturer) add(ch Change, binary bool) error {
 		if ch.Mode&0o6000 != 0 && ch.Type != TypeSymlink {
 			fl = append(fl, FlagSetuid)
 		}
+		if ch.Mode&0o002 != 0 && (ch.Type == TypeFile || ch.Type == TypeDir) {
+			fl = append(fl, FlagWorldWritable)
+		}
 		if ch.Type == TypeSymlink && outside(ch.Path, ch.Target) {
 			fl = append(fl, FlagOutsideLink)
 		}

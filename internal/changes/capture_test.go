@@ -525,3 +525,21 @@ func TestCaptureGitReached(t *testing.T) {
 		})
 	}
 }
+
+// What anyone may write once it lands is flagged.
+func TestCaptureWorldWritable(t *testing.T) {
+	root(t)
+	e := newEnv(t)
+	e.start()
+	write(t, e.upper+"/open", "x", 0o644)
+	must(t, os.Chmod(e.upper+"/open", 0o666))
+	must(t, os.Mkdir(e.upper+"/drop", 0o755))
+	must(t, os.Chmod(e.upper+"/drop", 0o1777))
+	write(t, e.upper+"/closed", "x", 0o644)
+	s := e.mustCapture(t)
+	for _, c := range s.Changes {
+		if want := c.Path != "closed"; c.Has(FlagWorldWritable) != want {
+			t.Errorf("%s: world_writable %v, want %v", c.Path, !want, want)
+		}
+	}
+}

@@ -77,18 +77,20 @@ const (
 
 // Flags: what about a change needs a reviewer's care.
 const (
-	FlagProtected   = "protected"    // a path the host's tools run or obey (protect.Protected)
-	FlagExecutable  = "executable"   // a file that is executable now and was not before
-	FlagSetuid      = "setuid"       // set-user-id or set-group-id bits, stripped when applied
-	FlagOutsideLink = "outside_link" // a link whose target is absolute or leads out of the workspace
-	FlagLarge       = "large"        // a file over LargeSize bytes
-	FlagBinary      = "binary"       // a file with a NUL in its first 8000 bytes, or not UTF-8
-	FlagSpecial     = "special"      // a FIFO, socket or device, never applied
-	FlagConflict    = "conflict"     // the host changed the path during the run
+	FlagProtected     = "protected"      // a path the host's tools run or obey (protect.Protected)
+	FlagExecutable    = "executable"     // a file that is executable now and was not before
+	FlagSetuid        = "setuid"         // set-user-id or set-group-id bits, stripped when applied
+	FlagWorldWritable = "world_writable" // a file or directory anyone may write once it lands
+	FlagOutsideLink   = "outside_link"   // a link whose target is absolute or leads out of the workspace
+	FlagLarge         = "large"          // a file over LargeSize bytes
+	FlagBinary        = "binary"         // a file with a NUL in its first 8000 bytes, or not UTF-8
+	FlagSpecial       = "special"        // a FIFO, socket or device, never applied
+	FlagConflict      = "conflict"       // the host changed the path during the run
 )
 
-// LargeSize is the size above which a file is flagged large, and not diffed.
-const LargeSize = 10 << 20
+// LargeSize is the size above which a file is flagged large: Diff shows
+// no more of a file, so what it leaves out is flagged.
+const LargeSize = 1 << 20
 
 // Stat is a host path's state, as Apply compares it to find a host change.
 type Stat struct {

@@ -15,7 +15,7 @@ import (
 
 // maxDiff is the most of a file, old or new, that Diff shows line by line:
 // a larger one is summarised.
-const maxDiff = 1 << 20
+const maxDiff = LargeSize
 
 // Diff writes the changes of s that paths select (as Select does) to w as
 // a unified diff with git's headers: a/ and b/ paths, "new file mode",

@@ -85,11 +85,22 @@ func visibleIn(p *profile.Profile, cwd, path string) string {
 	if p == nil {
 		return ""
 	}
+	// real resolves links as far as x exists: a path not made yet is
+	// where its nearest existing parent leads, and then its rest.
 	real := func(x string) string {
-		if r, err := filepath.EvalSymlinks(x); err == nil {
-			return r
+		x = filepath.Clean(x)
+		rest := ""
+		for {
+			if r, err := filepath.EvalSymlinks(x); err == nil {
+				return filepath.Join(r, rest)
+			}
+			parent := filepath.Dir(x)
+			if parent == x {
+				return filepath.Join(x, rest)
+			}
+			rest = filepath.Join(filepath.Base(x), rest)
+			x = parent
 		}
-		return filepath.Clean(x)
 	}
 	target := real(filepath.Dir(path))
 	var views []string

@@ -28,7 +28,7 @@ var ReviewClasses = map[string]string{
 	"executables": "files made executable",
 	"setuid":      "files with the setuid or setgid bit (stripped when applied)",
 	"links":       "symbolic links that point outside the workspace",
-	"large":       "files over 10 MiB",
+	"large":       "files over 1 MiB (too large for the diff)",
 	"binary":      "files that are not text",
 	"deletions":   "files and directories deleted",
 	"all":         "every change",

@@ -657,12 +657,25 @@ func buildSpec(opts Options) (*Spec, error) {
 		spec.Workdir = target
 		if review {
 			spec.Layer = &Layer{Size: p.Resources.WorkspaceSize.N, Inodes: p.Resources.WorkspaceInodes.N}
+			// A writable bind of part of the reviewed tree, of a
+			// directory holding it, or into it, would write the host's
+			// tree past the review.
+			for _, m := range spec.Mounts {
+				if m.Writable && !m.Device && (within(m.Source, ws) || within(ws, m.Source) || within(m.Target, target)) {
+					return nil, setupErr("workspace", fmt.Errorf("the workspace %s is reviewed, but %s is bound writable %s: its writes would reach the host's tree unreviewed; bind it read-only, or outside the workspace", ws, m.Source, "at "+m.Target))
+				}
+			}
 		}
 	}
 	if err := protectWritable(spec, opts); err != nil {
 		return nil, err
 	}
 	return spec, nil
+}
+
+// within reports whether p is dir or under it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // protectWritable plans, for every writable directory bound into the view,
