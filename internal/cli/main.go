@@ -17,6 +17,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/server"
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
 	"github.com/cordon-sandbox/cordon/internal/tools"
+	"github.com/cordon-sandbox/cordon/internal/version"
 )
 
 // hiddenProbe is the subcommand that runs the probes inside the sandbox.
@@ -29,8 +30,10 @@ const (
 	ExitCordon = 125
 )
 
-// Version is set at build time with -ldflags "-X ...cli.Version=...".
-var Version = "dev"
+// Version is cordon's version, as reports (probe, SARIF, the API, MCP)
+// carry it: see internal/version for where it comes from and how a
+// release sets it.
+var Version = version.String()
 
 // env is what a subcommand needs from the process, so tests can supply it.
 type env struct {
@@ -99,7 +102,7 @@ func Main(args []string) int {
 	case "profile":
 		err = profileCmd(e, rest)
 	case "version", "--version":
-		fmt.Fprintln(e.stdout, "cordon", Version)
+		return versionCmd(e, rest)
 	case "help", "-h", "-help", "--help":
 		usage(e.stdout)
 	case hiddenInit:
@@ -142,7 +145,7 @@ commands:
   serve token                    make an API token and the hash the configuration stores
   replay --profile FILE TRACE    decide a recorded sequence of tool calls with the profile's tool policy
   profile show [flags]           print the effective profile
-  version                        print the version
+  version [--json]               print the version (--json: module, Go version, commit)
 
 Run 'cordon <command> -h' for the flags of a command.
 `)
