@@ -652,9 +652,9 @@ func (sw *streamWriter) sendLocked(ev api.ExecEvent) error {
 	return sw.rc.Flush()
 }
 
-// output sends p as a piece of stream i (0 stdout, 1 stderr), with its
+// piece sends p as a piece of stream i (0 stdout, 1 stderr), with its
 // text when it is valid UTF-8.
-func (sw *streamWriter) output(i int, p []byte) {
+func (sw *streamWriter) piece(i int, p []byte) {
 	if len(p) == 0 {
 		return
 	}
@@ -687,7 +687,7 @@ func (sw *streamWriter) stream(stderr bool) io.Writer {
 			sw.held[i] = nil
 		}
 		n := incompleteTail(b)
-		sw.output(i, b[:len(b)-n])
+		sw.piece(i, b[:len(b)-n])
 		if n > 0 {
 			sw.held[i] = append([]byte(nil), b[len(b)-n:]...)
 		}
@@ -700,7 +700,7 @@ func (sw *streamWriter) flush() {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	for i := range sw.held {
-		sw.output(i, sw.held[i])
+		sw.piece(i, sw.held[i])
 		sw.held[i] = nil
 	}
 }
