@@ -1,6 +1,6 @@
 // Package api holds the types of cordon serve's HTTP JSON API, shared by the
 // server and its Go client. It is pure: no I/O. The API itself is described
-// in docs/openapi.yaml.
+// in internal/server/openapi.yaml.
 package api
 
 import (
@@ -85,10 +85,15 @@ type ExecRequest struct {
 }
 
 // ExecEvent is one line of a streamed exec: output, or the outcome last.
+// StdoutText and StderrText are the same piece of output as text, set
+// when it is valid UTF-8 (a piece never ends inside a character: the
+// server holds such a start back for the next piece).
 type ExecEvent struct {
-	Stdout  []byte           `json:"stdout,omitempty"`
-	Stderr  []byte           `json:"stderr,omitempty"`
-	Outcome *outcome.Outcome `json:"outcome,omitempty"`
+	Stdout     []byte           `json:"stdout,omitempty"`
+	StdoutText string           `json:"stdout_text,omitempty"`
+	Stderr     []byte           `json:"stderr,omitempty"`
+	StderrText string           `json:"stderr_text,omitempty"`
+	Outcome    *outcome.Outcome `json:"outcome,omitempty"`
 	// Error is set, last, when the command could not be run.
 	Error string `json:"error,omitempty"`
 	// Replay is set when the event is the kept answer of an earlier
@@ -107,11 +112,15 @@ type Replay struct {
 	Note         string `json:"note"`
 }
 
-// ExecResult is the answer to an exec that did not stream.
+// ExecResult is the answer to an exec that did not stream. StdoutText
+// and StderrText are the output as text, set when it is valid UTF-8 (nil,
+// and absent from the JSON, otherwise).
 type ExecResult struct {
-	Stdout  []byte          `json:"stdout"`
-	Stderr  []byte          `json:"stderr"`
-	Outcome outcome.Outcome `json:"outcome"`
+	Stdout     []byte          `json:"stdout"`
+	Stderr     []byte          `json:"stderr"`
+	StdoutText *string         `json:"stdout_text,omitempty"`
+	StderrText *string         `json:"stderr_text,omitempty"`
+	Outcome    outcome.Outcome `json:"outcome"`
 	// Replay is set when this is the kept answer of an earlier request
 	// with the same idempotency key: Stdout and Stderr are then empty.
 	Replay *Replay `json:"replay,omitempty"`

@@ -22,10 +22,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cordon-sandbox/cordon/client"
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/cli"
-	"github.com/cordon-sandbox/cordon/internal/client"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/server"
 	"github.com/cordon-sandbox/cordon/internal/statedb"

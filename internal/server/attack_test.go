@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/client"
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
-	"github.com/cordon-sandbox/cordon/internal/client"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"

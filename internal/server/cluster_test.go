@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cordon-sandbox/cordon/internal/client"
+	"github.com/cordon-sandbox/cordon/client"
 	"github.com/cordon-sandbox/cordon/internal/statedb"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cordon-sandbox/cordon/client"
 	"github.com/cordon-sandbox/cordon/internal/api"
-	"github.com/cordon-sandbox/cordon/internal/client"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 )
 

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cordon-sandbox/cordon/client"
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/approvals"
-	"github.com/cordon-sandbox/cordon/internal/client"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 

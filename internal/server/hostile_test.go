@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/client"
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
-	"github.com/cordon-sandbox/cordon/internal/client"
 )
 
 // realServer serves f's server through its own http.Server and listener

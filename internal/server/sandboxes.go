@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
@@ -476,6 +477,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	if err != nil {
 		last = api.ExecEvent{Error: execError(e, err)}
 	}
+	sw.flush()
 	sw.send(last)
 	last.Replay = &api.Replay{Key: key, StdoutBytes: stdout.n, StdoutSHA256: stdout.sum(), StderrBytes: stderr.n, StderrSHA256: stderr.sum(), Note: replayNote}
 	k.done(http.StatusOK, true, last)
@@ -615,11 +617,15 @@ func execError(e *entry, err error) string {
 // captureMax is how much of each stream the audit log keeps per command.
 const captureMax = 4 << 10
 
-// streamWriter sends a command's output as JSON lines as it comes.
+// streamWriter sends a command's output as JSON lines as it comes. A
+// piece that ends inside a UTF-8 character keeps the character's start for
+// the next piece (at most 3 bytes, until the next write or flush), so that
+// UTF-8 output comes in pieces that are each text.
 type streamWriter struct {
-	mu sync.Mutex
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	mu   sync.Mutex
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	held [2][]byte
 }
 
 func newStreamWriter(w http.ResponseWriter) *streamWriter {
@@ -630,27 +636,71 @@ func newStreamWriter(w http.ResponseWriter) *streamWriter {
 }
 
 func (sw *streamWriter) send(ev api.ExecEvent) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.sendLocked(ev)
+}
+
+func (sw *streamWriter) sendLocked(ev api.ExecEvent) error {
 	b, err := jsonLine(ev)
 	if err != nil {
 		return err
 	}
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
 	if _, err := sw.w.Write(b); err != nil {
 		return err
 	}
 	return sw.rc.Flush()
 }
 
+// piece sends p as a piece of stream i (0 stdout, 1 stderr), with its
+// text when it is valid UTF-8.
+func (sw *streamWriter) piece(i int, p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	var ev api.ExecEvent
+	text := ""
+	if utf8.Valid(p) {
+		text = string(p)
+	}
+	if i == 0 {
+		ev.Stdout, ev.StdoutText = p, text
+	} else {
+		ev.Stderr, ev.StderrText = p, text
+	}
+	sw.sendLocked(ev)
+}
+
 // stream returns the writer of one output stream. A client that went away
 // does not stop the command's output from being counted.
 func (sw *streamWriter) stream(stderr bool) io.Writer {
+	i := 0
+	if stderr {
+		i = 1
+	}
 	return writerFunc(func(p []byte) (int, error) {
-		ev := api.ExecEvent{Stdout: p}
-		if stderr {
-			ev = api.ExecEvent{Stderr: p}
+		sw.mu.Lock()
+		defer sw.mu.Unlock()
+		b := p
+		if len(sw.held[i]) > 0 {
+			b = append(sw.held[i], p...)
+			sw.held[i] = nil
 		}
-		sw.send(ev)
+		n := incompleteTail(b)
+		sw.piece(i, b[:len(b)-n])
+		if n > 0 {
+			sw.held[i] = append([]byte(nil), b[len(b)-n:]...)
+		}
 		return len(p), nil
 	})
+}
+
+// flush sends what the streams held back: the output has ended.
+func (sw *streamWriter) flush() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	for i := range sw.held {
+		sw.piece(i, sw.held[i])
+		sw.held[i] = nil
+	}
 }

@@ -52,6 +52,9 @@ type spool struct {
 	mem []byte
 	f   *os.File
 	n   int64 // in f
+	// text says whether what was kept is valid UTF-8 (its text is then
+	// answered too).
+	text utf8Check
 }
 
 // newOutput makes the output of a command of e; stop ends the command.
@@ -90,6 +93,7 @@ func (o *output) write(sp *spool, p []byte) {
 		p, o.cut, stop = p[:room], true, true
 	}
 	o.total += int64(len(p))
+	sp.text.feed(p)
 	if n := min(len(p), spoolMem-len(sp.mem)); n > 0 {
 		if sp.mem == nil {
 			sp.mem = make([]byte, 0, min(spoolMem, max(n, 4<<10)))
@@ -189,7 +193,8 @@ func (o *output) Close() {
 
 // sendResult answers a command that did not stream: an api.ExecResult, or
 // within info (an api.Sandbox) as its result, written as it is read from
-// out, base64-encoded on the way: the answer is never whole in memory. A
+// out, base64-encoded on the way, and again as text for a stream that is
+// valid UTF-8: the answer is never whole in memory. A
 // client that takes none of it for the send timeout is cut off.
 func (s *Server) sendResult(w http.ResponseWriter, status int, info *api.Sandbox, out *output, o outcome.Outcome) int {
 	g := newSendGuard(w, s.cmdLimits.Send)
@@ -214,7 +219,18 @@ func (s *Server) sendResult(w http.ResponseWriter, status int, info *api.Sandbox
 	if !copyBase64(bw, out.streams[1].reader(), g) {
 		return status
 	}
-	bw.WriteString(`","outcome":`)
+	bw.WriteByte('"')
+	for i, name := range [2]string{"stdout_text", "stderr_text"} {
+		if !out.streams[i].text.valid() {
+			continue
+		}
+		bw.WriteString(`,"` + name + `":"`)
+		if !copyJSONText(bw, out.streams[i].reader(), g) {
+			return status
+		}
+		bw.WriteByte('"')
+	}
+	bw.WriteString(`,"outcome":`)
 	tail, err := json.Marshal(o)
 	if err != nil {
 		s.logf("encoding the answer: %v", err)

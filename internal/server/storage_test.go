@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/client"
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
-	"github.com/cordon-sandbox/cordon/internal/client"
 )
 
 // health asks the fixture's server for its health.

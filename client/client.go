@@ -1,13 +1,22 @@
-// Package client is the typed Go client of cordon serve's API
-// (docs/openapi.yaml): create a sandbox, run commands in it with their
-// output streamed and their outcome returned, move files in and out, keep
-// it alive, kill it; and, with an admin's token, list every sandbox, decide
-// approvals and read the audit log.
+// Package client is the Go client of cordon serve's HTTP API
+// (internal/server/openapi.yaml, docs/SERVER.md).
+//
+// A Sandbox is shaped like the hosted sandboxes' SDKs (E2B's): create
+// one, run commands in it with their output streamed (Commands.Run), move
+// files in and out (Files.Read, Write, List), keep it alive, kill it. A
+// command that does not end with status ok is an error carrying its
+// result: a *CommandError, or a *LimitError when a limit ended it.
 //
 //	c := client.New("http://127.0.0.1:8700", token)
-//	sb, err := c.Create(ctx, "")
-//	o, err := c.Exec(ctx, sb.ID, api.ExecRequest{Args: []string{"make", "test"}}, os.Stdout, os.Stderr)
-//	c.Kill(ctx, sb.ID)
+//	sb, err := c.CreateSandbox(ctx, "")
+//	defer sb.Kill(ctx)
+//	res, err := sb.Commands.Run(ctx, "make test", &client.RunOptions{Stdout: os.Stdout})
+//
+// Client also speaks the API call by call (Create, Exec, Run, Upload,
+// Download, ListDir, the tar and port forwarding, terminals) and, with an
+// admin's token, lists every sandbox, decides approvals and reads the
+// audit log. Its wire types are named in this package (SandboxInfo,
+// ExecRequest, Outcome, ...).
 package client
 
 import (

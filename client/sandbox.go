@@ -1,0 +1,209 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Sandbox is one sandbox of a server, shaped like the hosted sandboxes'
+// SDKs (E2B's): Commands runs commands in it, Files moves files in and
+// out, KeepAlive holds it, Kill ends it.
+//
+//	sb, err := c.CreateSandbox(ctx, "")
+//	defer sb.Kill(ctx)
+//	res, err := sb.Commands.Run(ctx, "make test", &client.RunOptions{Stdout: os.Stdout})
+type Sandbox struct {
+	// ID names the sandbox on its server.
+	ID string
+	// Info is the sandbox as the server last described it (at its
+	// creation, or the last KeepAlive or Refresh).
+	Info     SandboxInfo
+	Commands *Commands
+	Files    *Files
+	c        *Client
+}
+
+func (c *Client) sandbox(info SandboxInfo) *Sandbox {
+	sb := &Sandbox{ID: info.ID, Info: info, c: c}
+	sb.Commands, sb.Files = &Commands{sb}, &Files{sb}
+	return sb
+}
+
+// CreateSandbox claims a sandbox of agent ("" is the token's own).
+func (c *Client) CreateSandbox(ctx context.Context, agent string) (*Sandbox, error) {
+	info, err := c.Create(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	return c.sandbox(info), nil
+}
+
+// ConnectSandbox returns the sandbox id, created earlier, without asking
+// the server (its Info holds only the id until Refresh).
+func (c *Client) ConnectSandbox(id string) *Sandbox { return c.sandbox(SandboxInfo{ID: id}) }
+
+// Kill ends the sandbox and everything in it.
+func (s *Sandbox) Kill(ctx context.Context) error {
+	info, err := s.c.Kill(ctx, s.ID)
+	if err == nil {
+		s.Info = info
+	}
+	return err
+}
+
+// KeepAlive restarts the sandbox's idle timeout (the server's
+// idle_timeout; its max_lifetime still holds).
+func (s *Sandbox) KeepAlive(ctx context.Context) error {
+	info, err := s.c.KeepAlive(ctx, s.ID)
+	if err == nil {
+		s.Info = info
+	}
+	return err
+}
+
+// Refresh asks the server how the sandbox is: its state, why it ended,
+// its timeouts and counters.
+func (s *Sandbox) Refresh(ctx context.Context) (SandboxInfo, error) {
+	info, err := s.c.Get(ctx, s.ID)
+	if err == nil {
+		s.Info = info
+	}
+	return info, err
+}
+
+// Commands runs commands in a sandbox.
+type Commands struct{ sb *Sandbox }
+
+// RunOptions are a command's environment, directory, input, timeout and
+// where its output goes as it comes. Every field is optional.
+type RunOptions struct {
+	Env   map[string]string
+	Dir   string // absolute, inside the sandbox; default the sandbox's
+	Stdin []byte
+	// Timeout ends the command after this long (at least 1ms, at most the
+	// profile's wall limit, which holds without it): a LimitError with
+	// StatusTimeout.
+	Timeout time.Duration
+	// Stdout and Stderr receive the output as it comes (E2B's on_stdout
+	// and on_stderr); the CommandResult holds all of it as well.
+	Stdout, Stderr io.Writer
+}
+
+// CommandResult is a command's output and how it ended.
+type CommandResult struct {
+	Stdout, Stderr string
+	// ExitCode is the command's own exit status; -1 when it did not exit
+	// (a signal or a limit ended it).
+	ExitCode int
+	Outcome  Outcome
+}
+
+// Run runs cmd with sh -c in the sandbox, its output streamed as it
+// comes, and returns its result. A command that did not end with status
+// ok (exit status 0) is an error too, with the result: a *CommandError,
+// or a *LimitError (which wraps one) when a limit ended it. An error of
+// the server (no such sandbox, a refusal) is an *Error, without a result.
+func (c *Commands) Run(ctx context.Context, cmd string, o *RunOptions) (*CommandResult, error) {
+	return c.RunArgs(ctx, []string{"sh", "-c", cmd}, o)
+}
+
+// RunArgs is Run with an argv, run as it is, without a shell.
+func (c *Commands) RunArgs(ctx context.Context, args []string, o *RunOptions) (*CommandResult, error) {
+	if o == nil {
+		o = &RunOptions{}
+	}
+	req := ExecRequest{Args: args, Env: o.Env, Dir: o.Dir, Stdin: o.Stdin}
+	if o.Timeout > 0 {
+		req.Timeout = o.Timeout.String()
+	}
+	var stdout, stderr bytes.Buffer
+	out, errw := io.Writer(&stdout), io.Writer(&stderr)
+	if o.Stdout != nil {
+		out = io.MultiWriter(&stdout, o.Stdout)
+	}
+	if o.Stderr != nil {
+		errw = io.MultiWriter(&stderr, o.Stderr)
+	}
+	oc, err := c.sb.c.Exec(ctx, c.sb.ID, req, out, errw)
+	if err != nil {
+		return nil, err
+	}
+	res := &CommandResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: -1, Outcome: oc}
+	if oc.CommandExitCode != nil {
+		res.ExitCode = *oc.CommandExitCode
+	}
+	return res, resultError(res)
+}
+
+// Files moves files in and out of a sandbox.
+type Files struct{ sb *Sandbox }
+
+// Read returns the content of the file at path inside the sandbox.
+func (f *Files) Read(ctx context.Context, path string) ([]byte, error) {
+	var b bytes.Buffer
+	if err := f.sb.c.Download(ctx, f.sb.ID, path, &b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Write writes data to the file at path inside the sandbox (mode 0644),
+// replacing what it held.
+func (f *Files) Write(ctx context.Context, path string, data []byte) error {
+	return f.sb.c.Upload(ctx, f.sb.ID, path, bytes.NewReader(data), 0)
+}
+
+// List returns the entries of the directory at path inside the sandbox,
+// sorted by name (at most the server's default count, 1000).
+func (f *Files) List(ctx context.Context, path string) ([]DirEntry, error) {
+	l, err := f.sb.c.ListDir(ctx, f.sb.ID, path, 0)
+	return l.Entries, err
+}
+
+// CommandError is a command that ran and did not end with status ok: its
+// output and outcome are in Result.
+type CommandError struct{ Result *CommandResult }
+
+func (e *CommandError) Error() string {
+	return fmt.Sprintf("cordon: command ended with %s: %s", e.Result.Outcome.Status, e.Result.Outcome.Message)
+}
+
+// Status is the outcome's status: exit_nonzero, signaled, a limit's, ...
+func (e *CommandError) Status() Status { return e.Result.Outcome.Status }
+
+// LimitError is a command that a limit ended (timeout, output, memory,
+// pids, cpu_time, file_size, the egress budget, ...): Limit names it when
+// the outcome does. errors.As finds its CommandError too.
+type LimitError struct{ *CommandError }
+
+// Limit is the limit that ended the command, nil when the outcome names
+// none (an egress budget used up).
+func (e *LimitError) Limit() *Limit { return e.Result.Outcome.Limit }
+
+func (e *LimitError) Unwrap() error { return e.CommandError }
+
+// resultError is the error of a command's result: nil for status ok.
+func resultError(res *CommandResult) error {
+	o := res.Outcome
+	switch {
+	case o.Status == StatusOK:
+		return nil
+	case o.Limit != nil || limitStatuses[o.Status]:
+		return &LimitError{&CommandError{res}}
+	}
+	return &CommandError{res}
+}
+
+// IsNotFound reports whether err is the server's 404: no such sandbox
+// (or not the token's), no such file.
+func IsNotFound(err error) bool { return IsStatus(err, http.StatusNotFound) }
+
+// IsAuth reports whether err is the server's refusal of the token: 401
+// (no valid token) or 403 (not this token's to do).
+func IsAuth(err error) bool {
+	return IsStatus(err, http.StatusUnauthorized) || IsStatus(err, http.StatusForbidden)
+}

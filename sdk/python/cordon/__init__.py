@@ -1,0 +1,26 @@
+"""Python client of cordon serve (https://github.com/cordon-sandbox/cordon):
+Linux sandboxes for AI agents, with an API shaped like E2B's.
+
+    from cordon import Sandbox, LimitExceeded
+
+    with Sandbox.create(url="http://127.0.0.1:8700", token=token) as sandbox:
+        sandbox.commands.run("make test", on_stdout=print)
+        sandbox.files.write("/workspace/in.txt", "data")
+"""
+
+from .errors import AuthError, CommandExitError, CordonError, LimitExceeded, NotFound
+from .sandbox import LIMIT_STATUSES, CommandResult, Commands, EntryInfo, Files, Sandbox
+
+__all__ = [
+    "Sandbox",
+    "Commands",
+    "Files",
+    "CommandResult",
+    "EntryInfo",
+    "LIMIT_STATUSES",
+    "CordonError",
+    "AuthError",
+    "NotFound",
+    "CommandExitError",
+    "LimitExceeded",
+]

@@ -1,0 +1,283 @@
+"""Sandboxes of cordon serve, shaped like E2B's SDK: create one, run
+commands with their output streamed, move files, keep it alive, kill it."""
+
+import base64
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from ._http import Connection, sandbox_path
+from .errors import CommandExitError, CordonError, LimitExceeded
+
+__all__ = ["Sandbox", "Commands", "Files", "CommandResult", "EntryInfo", "LIMIT_STATUSES"]
+
+DEFAULT_URL = "http://127.0.0.1:8700"
+
+# The statuses of a command that a limit ended.
+LIMIT_STATUSES = frozenset(
+    {
+        "timeout",
+        "output_limit",
+        "memory_limit",
+        "pids_limit",
+        "cpu_time_limit",
+        "file_size_limit",
+        "egress_budget",
+        "egress_denied",
+        "workspace_size_limit",
+        "workspace_inodes_limit",
+    }
+)
+
+
+@dataclass
+class CommandResult:
+    """A command's output and how it ended. ``exit_code`` is the command's
+    own exit status, -1 when it did not exit (a signal or a limit ended it);
+    ``outcome`` is the outcome as cordon run reports it (docs/OUTCOME.md)."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    outcome: Dict[str, Any]
+    stdout_bytes: bytes = b""
+    stderr_bytes: bytes = b""
+
+
+@dataclass
+class EntryInfo:
+    """One entry of a directory: ``type`` is "file", "dir", "symlink" or
+    "other"; ``mode`` the permission bits in octal ("0644"); ``target`` a
+    symlink's target."""
+
+    name: str
+    type: str
+    path: str
+    size: int
+    mode: str
+    modified: str
+    target: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+class Sandbox:
+    """One sandbox of a cordon serve.
+
+    >>> sandbox = Sandbox.create(url="http://127.0.0.1:8700", token=token)
+    >>> result = sandbox.commands.run("echo hi", on_stdout=print)
+    >>> sandbox.kill()
+    """
+
+    def __init__(self, info: Dict[str, Any], connection: Connection) -> None:
+        self.info = info
+        self._conn = connection
+        self.commands = Commands(self)
+        self.files = Files(self)
+
+    @property
+    def sandbox_id(self) -> str:
+        return str(self.info["id"])
+
+    @classmethod
+    def create(
+        cls,
+        agent: Optional[str] = None,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        request_timeout: Optional[float] = 60.0,
+    ) -> "Sandbox":
+        """Claims a sandbox of ``agent`` (None: the token's own) from the
+        server at ``url`` (default $CORDON_URL, else http://127.0.0.1:8700)
+        with ``token`` (default $CORDON_TOKEN)."""
+        conn = _connection(url, token, request_timeout)
+        payload: Dict[str, Any] = {}
+        if agent:
+            payload["agent"] = agent
+        return cls(conn.call("POST", "/sandboxes", payload), conn)
+
+    @classmethod
+    def connect(
+        cls,
+        sandbox_id: str,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        request_timeout: Optional[float] = 60.0,
+    ) -> "Sandbox":
+        """The sandbox ``sandbox_id``, created earlier, as the server
+        describes it now."""
+        conn = _connection(url, token, request_timeout)
+        return cls(conn.call("GET", sandbox_path(sandbox_id)), conn)
+
+    def get_info(self) -> Dict[str, Any]:
+        """How the sandbox is now: its state, why it ended, its timeouts."""
+        self.info = self._conn.call("GET", sandbox_path(self.sandbox_id))
+        return self.info
+
+    def is_running(self) -> bool:
+        return self.get_info().get("state") == "running"
+
+    def keepalive(self) -> Dict[str, Any]:
+        """Restarts the sandbox's idle timeout (the server's idle_timeout;
+        its max_lifetime still holds)."""
+        self.info = self._conn.call("POST", sandbox_path(self.sandbox_id, "/keepalive"))
+        return self.info
+
+    def kill(self) -> None:
+        """Ends the sandbox and everything in it."""
+        self.info = self._conn.call("DELETE", sandbox_path(self.sandbox_id))
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.info.get("state") == "running":
+            self.kill()
+
+
+def _connection(url: Optional[str], token: Optional[str], timeout: Optional[float]) -> Connection:
+    return Connection(
+        url or os.environ.get("CORDON_URL") or DEFAULT_URL,
+        token if token is not None else os.environ.get("CORDON_TOKEN"),
+        timeout,
+    )
+
+
+def _duration(seconds: float) -> str:
+    return "%dms" % max(1, int(round(seconds * 1000)))
+
+
+class Commands:
+    """Runs commands in a sandbox."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+
+    def run(
+        self,
+        cmd: Union[str, Sequence[str]],
+        on_stdout: Optional[Callable[[str], Any]] = None,
+        on_stderr: Optional[Callable[[str], Any]] = None,
+        timeout: Optional[float] = None,
+        envs: Optional[Dict[str, str]] = None,
+        cwd: Optional[str] = None,
+        stdin: Optional[Union[str, bytes]] = None,
+    ) -> CommandResult:
+        """Runs ``cmd`` (a string, with sh -c; or an argv, as it is), its
+        output given to ``on_stdout`` and ``on_stderr`` as it comes, and
+        returns its result.
+
+        ``timeout`` (seconds) ends the command, at most the profile's wall
+        limit, which holds without it. A command that does not end with
+        status ok raises CommandExitError, or LimitExceeded when a limit
+        ended it; each carries the result and the outcome.
+        """
+        args = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        payload: Dict[str, Any] = {"args": args, "stream": True}
+        if envs:
+            payload["env"] = dict(envs)
+        if cwd:
+            payload["dir"] = cwd
+        if stdin:
+            raw = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+            payload["stdin"] = base64.b64encode(raw).decode("ascii")
+        if timeout is not None:
+            payload["timeout"] = _duration(timeout)
+        conn = self._sb._conn
+        out: List[bytes] = []
+        err: List[bytes] = []
+        outcome: Optional[Dict[str, Any]] = None
+        body = json.dumps(payload).encode("utf-8")
+        with conn.open(
+            "POST", sandbox_path(self._sb.sandbox_id, "/exec"), body, "application/json", timeout=None
+        ) as resp:
+            for line in resp:
+                if not line.strip():
+                    continue
+                try:
+                    ev = json.loads(line.decode("utf-8"))
+                except ValueError as e:
+                    raise CordonError("cordon serve: reading the output: %s" % e) from None
+                if "outcome" in ev:
+                    outcome = ev["outcome"]
+                    break
+                if ev.get("error"):
+                    raise CordonError("cordon serve: %s" % ev["error"], 409)
+                for key, chunks, callback in (("stdout", out, on_stdout), ("stderr", err, on_stderr)):
+                    if ev.get(key):
+                        data = base64.b64decode(ev[key])
+                        chunks.append(data)
+                        if callback is not None:
+                            text = ev.get(key + "_text")
+                            callback(text if text is not None else data.decode("utf-8", "replace"))
+        if outcome is None:
+            raise CordonError("cordon serve: the output ended without an outcome")
+        stdout, stderr = b"".join(out), b"".join(err)
+        code = outcome.get("command_exit_code")
+        result = CommandResult(
+            stdout=stdout.decode("utf-8", "replace"),
+            stderr=stderr.decode("utf-8", "replace"),
+            exit_code=code if isinstance(code, int) else -1,
+            outcome=outcome,
+            stdout_bytes=stdout,
+            stderr_bytes=stderr,
+        )
+        status = outcome.get("status")
+        if status == "ok":
+            return result
+        if outcome.get("limit") or status in LIMIT_STATUSES:
+            raise LimitExceeded(result)
+        raise CommandExitError(result)
+
+
+class Files:
+    """Moves files in and out of a sandbox."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+
+    def read(self, path: str, format: str = "text") -> Union[str, bytes]:
+        """The content of the file at ``path`` inside the sandbox: text
+        (UTF-8) by default, bytes with format="bytes"."""
+        if format not in ("text", "bytes"):
+            raise ValueError('format: want "text" or "bytes", found %r' % (format,))
+        conn = self._sb._conn
+        with conn.open("GET", sandbox_path(self._sb.sandbox_id, "/files"), query={"path": path}, timeout=None) as resp:
+            data = resp.read()
+        return data.decode("utf-8") if format == "text" else data
+
+    def write(self, path: str, data: Union[str, bytes], mode: Optional[int] = None) -> None:
+        """Writes ``data`` (text as UTF-8) to the file at ``path`` inside
+        the sandbox, replacing what it held; created with ``mode`` (default
+        0o644)."""
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        query = {"path": path}
+        if mode is not None:
+            query["mode"] = "%o" % mode
+        conn = self._sb._conn
+        with conn.open(
+            "PUT", sandbox_path(self._sb.sandbox_id, "/files"), raw, "application/octet-stream", query, timeout=None
+        ) as resp:
+            resp.read()
+
+    def list(self, path: str, max: Optional[int] = None) -> List[EntryInfo]:
+        """The entries of the directory at ``path`` inside the sandbox,
+        sorted by name: at most ``max`` (default the server's, 1000)."""
+        query = {"path": path}
+        if max:
+            query["max"] = str(max)
+        listing = self._sb._conn.call("GET", sandbox_path(self._sb.sandbox_id, "/files/list"), query=query)
+        base = listing.get("path", path).rstrip("/")
+        return [
+            EntryInfo(
+                name=e["name"],
+                type=e["type"],
+                path=base + "/" + e["name"],
+                size=e.get("size", 0),
+                mode=e.get("mode", ""),
+                modified=e.get("modified", ""),
+                target=e.get("target"),
+                raw=e,
+            )
+            for e in listing.get("entries") or []
+        ]

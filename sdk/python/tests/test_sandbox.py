@@ -1,0 +1,240 @@
+"""The Python client against a real cordon serve, started here: from
+$CORDON_BIN, or built with go from this repository. Skipped when neither
+can be had, or when this host cannot run cordon sandboxes."""
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.request
+
+from cordon import (
+    AuthError,
+    CommandExitError,
+    CordonError,
+    LimitExceeded,
+    NotFound,
+    Sandbox,
+)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+
+# The agent's profile: the system's tools, a private workspace, and an
+# output limit that a test reaches.
+PROFILE = """version: 1
+agent: py
+workspace:
+  path: .
+  writable: true
+mounts:
+  - path: /usr
+  - path: /bin
+  - path: /lib
+  - path: /lib64
+    optional: true
+env:
+  set:
+    PATH: /usr/bin:/bin
+resources:
+  wall: 30s
+  output: 4KiB
+"""
+
+
+def _cordon(tmp: str) -> str:
+    binary = os.environ.get("CORDON_BIN")
+    if binary:
+        return binary
+    if shutil.which("go") is None:
+        raise unittest.SkipTest("neither $CORDON_BIN nor go to build cordon")
+    binary = os.path.join(tmp, "cordon")
+    env = dict(os.environ, CGO_ENABLED="0")
+    subprocess.run(["go", "build", "-o", binary, "./cmd/cordon"], cwd=REPO, env=env, check=True)
+    return binary
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServeTest(unittest.TestCase):
+    """Starts one cordon serve for the tests of the class."""
+
+    tmp = ""
+    proc = None  # type: subprocess.Popen
+    url = ""
+    token = ""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = tempfile.mkdtemp(prefix="cordon-py-")
+        os.chmod(cls.tmp, 0o755)
+        try:
+            cls._start()
+        except BaseException:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def _start(cls) -> None:
+        binary = _cordon(cls.tmp)
+        doctor = subprocess.run([binary, "doctor"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if doctor.returncode != 0:
+            raise unittest.SkipTest("this host cannot run cordon sandboxes: " + doctor.stdout.decode(errors="replace")[-500:])
+        cls.token = "cordon_" + secrets.token_hex(16)
+        digest = hashlib.sha256(cls.token.encode()).hexdigest()
+        with open(os.path.join(cls.tmp, "py.yaml"), "w") as f:
+            f.write(PROFILE)
+        with open(os.path.join(cls.tmp, "serve.yaml"), "w") as f:
+            f.write(
+                "agents:\n  py:\n    profile: py.yaml\n    pool: 1\n"
+                "tokens:\n  - name: py-token\n    agent: py\n    sha256: %s\n" % digest
+            )
+        port = _free_port()
+        cls.url = "http://127.0.0.1:%d" % port
+        env = dict(
+            os.environ,
+            CORDON_STATE_DIR=os.path.join(cls.tmp, "state"),
+            CORDON_AUDIT_LOG=os.path.join(cls.tmp, "audit.jsonl"),
+            HOME=cls.tmp,
+        )
+        cls.log = open(os.path.join(cls.tmp, "serve.log"), "wb")
+        cls.proc = subprocess.Popen(
+            [binary, "serve", "--config", os.path.join(cls.tmp, "serve.yaml"), "--listen", "127.0.0.1:%d" % port],
+            cwd=cls.tmp,
+            env=env,
+            stdout=cls.log,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(600):  # 30s
+            if cls.proc.poll() is not None:
+                raise RuntimeError("cordon serve ended: " + cls._log())
+            try:
+                with urllib.request.urlopen(cls.url + "/v1/health", timeout=5) as r:
+                    if json.load(r).get("status"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        cls._stop()
+        raise RuntimeError("cordon serve did not answer in 30s: " + cls._log())
+
+    @classmethod
+    def _log(cls) -> str:
+        with open(os.path.join(cls.tmp, "serve.log"), "rb") as f:
+            return f.read().decode(errors="replace")[-2000:]
+
+    @classmethod
+    def _stop(cls) -> None:
+        if cls.proc is not None and cls.proc.poll() is None:
+            cls.proc.send_signal(signal.SIGTERM)
+            try:
+                cls.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                cls.proc.kill()
+                cls.proc.wait()
+        cls.log.close()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls._stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def sandbox(self) -> Sandbox:
+        sb = Sandbox.create(url=self.url, token=self.token)
+        self.addCleanup(lambda: sb.kill() if sb.info.get("state") == "running" else None)
+        return sb
+
+
+class SandboxTest(ServeTest):
+    def test_run_streams_output(self) -> None:
+        sb = self.sandbox()
+        self.assertEqual(sb.info["state"], "running")
+        self.assertEqual(sb.info["agent"], "py")
+        out, err = [], []
+        res = sb.commands.run(
+            "echo one; echo warn >&2; printf 'h\\303\\251\\n'; pwd",
+            on_stdout=out.append,
+            on_stderr=err.append,
+        )
+        self.assertEqual("".join(out), "one\nh\u00e9\n/workspace\n")
+        self.assertEqual("".join(err), "warn\n")
+        self.assertEqual(res.stdout, "one\nh\u00e9\n/workspace\n")
+        self.assertEqual(res.stderr_bytes, b"warn\n")
+        self.assertEqual(res.exit_code, 0)
+        self.assertEqual(res.outcome["status"], "ok")
+        # An argv runs as it is; env, cwd and stdin reach it.
+        res = sb.commands.run(["sh", "-c", 'cat; echo " $X"; pwd'], envs={"X": "y"}, cwd="/tmp", stdin="in")
+        self.assertEqual(res.stdout, "in y\n/tmp\n")
+
+    def test_files(self) -> None:
+        sb = self.sandbox()
+        sb.commands.run("mkdir /workspace/d")
+        sb.files.write("/workspace/d/a.txt", "caf\u00e9\n")
+        sb.files.write("/workspace/d/b.bin", b"\x00\xff", mode=0o600)
+        self.assertEqual(sb.files.read("/workspace/d/a.txt"), "caf\u00e9\n")
+        self.assertEqual(sb.files.read("/workspace/d/b.bin", format="bytes"), b"\x00\xff")
+        self.assertEqual(sb.commands.run("cat /workspace/d/a.txt").stdout, "caf\u00e9\n")
+        entries = sb.files.list("/workspace/d")
+        self.assertEqual([(e.name, e.type, e.size, e.path) for e in entries],
+                         [("a.txt", "file", 6, "/workspace/d/a.txt"), ("b.bin", "file", 2, "/workspace/d/b.bin")])
+        self.assertEqual(entries[1].mode, "0600")
+        with self.assertRaises(NotFound):
+            sb.files.read("/workspace/d/missing")
+
+    def test_limits_and_failures_are_typed(self) -> None:
+        sb = self.sandbox()
+        # The profile's output limit (4 KiB) ends the command: LimitExceeded,
+        # with the outcome; the sandbox goes on.
+        with self.assertRaises(LimitExceeded) as cm:
+            sb.commands.run("yes | head -c 100000")
+        self.assertEqual(cm.exception.outcome["status"], "output_limit")
+        self.assertEqual(cm.exception.limit["name"], "output")
+        self.assertLessEqual(len(cm.exception.stdout), 8 << 10)
+        # A timeout of the request, likewise.
+        with self.assertRaises(LimitExceeded) as cm:
+            sb.commands.run("sleep 20", timeout=0.3)
+        self.assertEqual(cm.exception.outcome_status, "timeout")
+        self.assertEqual(cm.exception.limit, {"name": "timeout", "value": "300ms"})
+        # A command that fails on its own is a CommandExitError, not a limit.
+        with self.assertRaises(CommandExitError) as cm:
+            sb.commands.run("echo failing; exit 3")
+        self.assertNotIsInstance(cm.exception, LimitExceeded)
+        self.assertEqual((cm.exception.exit_code, cm.exception.stdout), (3, "failing\n"))
+        self.assertEqual(cm.exception.outcome["status"], "exit_nonzero")
+        self.assertEqual(sb.commands.run("echo still here").stdout, "still here\n")
+
+    def test_keepalive_kill_and_errors(self) -> None:
+        sb = self.sandbox()
+        before = sb.info["idle_expires"]
+        info = sb.keepalive()
+        self.assertEqual(info["id"], sb.sandbox_id)
+        self.assertGreaterEqual(info["idle_expires"], before)
+        again = Sandbox.connect(sb.sandbox_id, url=self.url, token=self.token)
+        self.assertEqual(again.info["state"], "running")
+        sb.kill()
+        self.assertEqual((sb.info["state"], sb.info.get("ended")), ("ended", "killed"))
+        with self.assertRaises(CordonError) as cm:
+            again.commands.run("true")
+        self.assertEqual(cm.exception.status, 410)
+        with self.assertRaises(NotFound):
+            Sandbox.connect("sb-0000000000000000", url=self.url, token=self.token)
+        with self.assertRaises(AuthError) as cm:
+            Sandbox.create(url=self.url, token="not-a-token")
+        self.assertEqual(cm.exception.status, 401)
+        with self.assertRaises(AuthError):
+            Sandbox.create(agent="other", url=self.url, token=self.token)
+
+
+if __name__ == "__main__":
+    unittest.main()
