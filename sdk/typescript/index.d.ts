@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Types of @cordon-sandbox/sdk (index.js): the client of cordon serve.
+
+/** Where the server is and who asks. */
+export interface ConnectionOpts {
+  /** cordon serve's URL, http://HOST:PORT (default: $CORDON_URL). */
+  url?: string;
+  /** An agent's token (default: $CORDON_TOKEN). */
+  token?: string;
+  /** The fetch requests go through (default: the global one). */
+  fetch?: typeof globalThis.fetch;
+  /** Aborts the request. */
+  signal?: AbortSignal;
+}
+
+export interface SandboxOpts extends ConnectionOpts {
+  /** The agent whose profile the sandbox is built from; only the token's own (default). */
+  agent?: string;
+}
+
+/** A limit, as the outcome names it. */
+export interface Limit {
+  name: string;
+  value: string;
+  enforced_by?: string;
+  used?: number;
+  evidence?: string;
+}
+
+/** How a command ended: exactly cordon run's outcome (docs/OUTCOME.md). */
+export interface Outcome {
+  sandbox?: string;
+  /** "ok", "exit_nonzero", "signaled", "timeout", "memory_limit", "output_limit", ... */
+  status: string;
+  exit_code: number;
+  command_exit_code?: number;
+  signal?: string;
+  limit?: Limit;
+  usage?: Record<string, unknown>;
+  limits?: Limit[];
+  egress?: Record<string, unknown>[];
+  degraded?: string[];
+  notes?: string[];
+  error?: string;
+  message: string;
+  [field: string]: unknown;
+}
+
+/** The sandbox as the server describes it. */
+export interface SandboxInfo {
+  id: string;
+  agent: string;
+  node?: string;
+  profile: string;
+  profile_sha256: string;
+  created: string;
+  warm: boolean;
+  cold_start_ms?: number;
+  /** "running", or "ended" with ended saying why. */
+  state: string;
+  ended?: string;
+  commands: number;
+  running: number;
+  reviewed?: boolean;
+  idle_expires: string;
+  expires: string;
+  session?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+
+export interface RunOpts {
+  /** Each piece of standard output, as text, as it comes. */
+  onStdout?: (data: string) => void;
+  /** Each piece of standard error, as text, as it comes. */
+  onStderr?: (data: string) => void;
+  /** Ends the command (not the sandbox) after this long; at most the profile's wall limit. */
+  timeoutMs?: number;
+  /** Variables set for the command. */
+  envs?: Record<string, string>;
+  /** The directory it runs in (absolute). */
+  cwd?: string;
+  /** Its standard input. */
+  stdin?: string | Uint8Array;
+  /** false: answer the result whatever the status, instead of throwing. */
+  throwOnError?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface CommandResult {
+  /** The command's exit status (cordon's, when it did not exit by itself). */
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  /** The outcome's status. */
+  status: string;
+  outcome: Outcome;
+}
+
+export declare class Commands {
+  /** Runs cmd (a string for sh -c, or an argv); throws LimitError or CommandExitError when it did not succeed. */
+  run(cmd: string | readonly string[], opts?: RunOpts): Promise<CommandResult>;
+}
+
+export interface EntryInfo {
+  name: string;
+  path: string;
+  /** "file", "dir", "symlink" or "other". */
+  type: string;
+  size?: number;
+  /** Permission bits with setuid, setgid and sticky. */
+  mode?: number;
+  modifiedTime?: Date;
+  symlinkTarget?: string;
+}
+
+export declare class Files {
+  read(path: string, opts?: { format?: "text"; signal?: AbortSignal }): Promise<string>;
+  read(path: string, opts: { format: "bytes"; signal?: AbortSignal }): Promise<Uint8Array>;
+  write(path: string, data: string | Uint8Array | ArrayBuffer, opts?: { mode?: number; signal?: AbortSignal }): Promise<EntryInfo>;
+  list(path: string, opts?: { max?: number; signal?: AbortSignal }): Promise<EntryInfo[]>;
+}
+
+export declare class Sandbox {
+  readonly sandboxId: string;
+  /** As the server last described it. */
+  info: SandboxInfo;
+  readonly commands: Commands;
+  readonly files: Files;
+  static create(opts?: SandboxOpts): Promise<Sandbox>;
+  static connect(sandboxId: string, opts?: ConnectionOpts): Promise<Sandbox>;
+  static list(opts?: ConnectionOpts): Promise<SandboxInfo[]>;
+  getInfo(): Promise<SandboxInfo>;
+  isRunning(): Promise<boolean>;
+  keepAlive(): Promise<SandboxInfo>;
+  kill(): Promise<SandboxInfo>;
+}
+
+export default Sandbox;
+
+/** Every error of the SDK; httpStatus is the server's answer, when there was one. */
+export declare class CordonError extends Error {
+  httpStatus?: number;
+  sandboxId?: string;
+  outcome?: Outcome;
+  constructor(message: string, opts?: { httpStatus?: number; sandboxId?: string; outcome?: Outcome });
+}
+
+/** 401 or 403: the token is missing, wrong or not allowed this. */
+export declare class AuthError extends CordonError {}
+
+/** 404: no such sandbox (or not the token's agent's), or no such path in it. */
+export declare class NotFoundError extends CordonError {}
+
+/** A limit ended the command. */
+export declare class LimitError extends CordonError {
+  outcome: Outcome;
+  /** The outcome's status: "timeout", "memory_limit", "output_limit", ... */
+  status: string;
+  limit?: Limit;
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  constructor(result: CommandResult);
+}
+
+/** The command exited with another status than 0, or was killed by a signal. */
+export declare class CommandExitError extends CordonError {
+  outcome: Outcome;
+  status: string;
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  constructor(result: CommandResult);
+}

@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// @cordon-sandbox/sdk: the client of cordon serve's HTTP API
+// (internal/server/openapi.yaml in the cordon repository), shaped like
+// the SDKs of hosted sandboxes:
+//
+//   const sandbox = await Sandbox.create({ url, token });
+//   const r = await sandbox.commands.run("make test", { onStdout: (s) => process.stdout.write(s) });
+//   await sandbox.files.write("/workspace/notes.md", "hello");
+//   await sandbox.kill();
+//
+// No dependencies: Node 18's fetch, TextDecoder and Buffer. The types are
+// in index.d.ts.
+
+/** The API's path prefix. */
+const API = "/v1";
+
+/** How many times a request refused with 429 is sent again, and the longest wait. */
+const RETRIES = 8;
+const MAX_WAIT_MS = 10000;
+
+/** Outcome statuses that mean a limit ended the command (docs/OUTCOME.md). */
+const LIMIT_STATUSES = new Set([
+  "timeout",
+  "cpu_time_limit",
+  "memory_limit",
+  "pids_limit",
+  "file_size_limit",
+  "output_limit",
+  "egress_budget",
+  "egress_denied",
+  "workspace_size_limit",
+  "workspace_inodes_limit",
+]);
+
+/** Every error of the SDK. httpStatus is the server's answer, when there was one. */
+export class CordonError extends Error {
+  constructor(message, { httpStatus, sandboxId, outcome } = {}) {
+    super(message);
+    this.name = "CordonError";
+    this.httpStatus = httpStatus;
+    this.sandboxId = sandboxId;
+    this.outcome = outcome;
+  }
+}
+
+/** The token is missing, wrong (401) or not allowed this request (403). */
+export class AuthError extends CordonError {
+  constructor(message, opts) {
+    super(message, opts);
+    this.name = "AuthError";
+  }
+}
+
+/** The sandbox (or the path in it) does not exist, or is not the token's agent's (404). */
+export class NotFoundError extends CordonError {
+  constructor(message, opts) {
+    super(message, opts);
+    this.name = "NotFoundError";
+  }
+}
+
+/**
+ * A limit ended the command: status is the outcome's ("timeout",
+ * "memory_limit", "output_limit", ...), limit its {name, value}; the
+ * output until then is in stdout and stderr.
+ */
+export class LimitError extends CordonError {
+  constructor(result) {
+    super(result.outcome.message || `the ${result.outcome.limit?.name ?? result.outcome.status} limit was reached`, { outcome: result.outcome });
+    this.name = "LimitError";
+    this.status = result.outcome.status;
+    this.limit = result.outcome.limit;
+    this.exitCode = result.exitCode;
+    this.stdout = result.stdout;
+    this.stderr = result.stderr;
+  }
+}
+
+/** The command ran and did not succeed: it exited with another status or was killed by a signal. */
+export class CommandExitError extends CordonError {
+  constructor(result) {
+    super(result.outcome.message || `the command exited with status ${result.exitCode}`, { outcome: result.outcome });
+    this.name = "CommandExitError";
+    this.status = result.outcome.status;
+    this.exitCode = result.exitCode;
+    this.stdout = result.stdout;
+    this.stderr = result.stderr;
+  }
+}
+
+/** The error for an answer that is not a success. */
+function answerError(httpStatus, message, sandboxId) {
+  const opts = { httpStatus, sandboxId };
+  const text = `cordon serve: ${httpStatus}: ${message}`;
+  if (httpStatus === 401 || httpStatus === 403) return new AuthError(text, opts);
+  if (httpStatus === 404) return new NotFoundError(text, opts);
+  return new CordonError(text, opts);
+}
+
+/** The wait a Retry-After header asks for, in ms: 1s when it says nothing usable. */
+function retryAfter(h) {
+  const n = Number.parseInt(h ?? "", 10);
+  if (!Number.isFinite(n) || n < 1) return 1000;
+  return Math.min(n * 1000, MAX_WAIT_MS);
+}
+
+/** A stream's bytes made text as they come, a character split between chunks kept whole. */
+class StreamText {
+  constructor() {
+    this.decoder = new TextDecoder("utf-8");
+    this.text = "";
+  }
+
+  /** The text of one event: its UTF-8 text when the server sent it, else its base64 bytes decoded. */
+  push(base64, text) {
+    let s;
+    if (typeof text === "string") {
+      s = this.decoder.decode() + text;
+    } else {
+      s = this.decoder.decode(Buffer.from(base64, "base64"), { stream: true });
+    }
+    this.text += s;
+    return s;
+  }
+
+  /** What is left at the end (a cut character, as U+FFFD). */
+  end() {
+    const s = this.decoder.decode();
+    this.text += s;
+    return s;
+  }
+}
+
+/** The connection to one cordon serve: its URL, token and fetch. */
+class Connection {
+  constructor(opts = {}) {
+    const url = opts.url ?? process.env.CORDON_URL;
+    const token = opts.token ?? process.env.CORDON_TOKEN;
+    if (!url) throw new CordonError("no server: give url (http://HOST:PORT) or set CORDON_URL");
+    this.url = String(url).replace(/\/+$/, "");
+    this.token = token;
+    this.fetch = opts.fetch ?? globalThis.fetch;
+    if (typeof this.fetch !== "function") throw new CordonError("no fetch: Node 18 or later is needed");
+  }
+
+  /** Sends a request; answers the response when it succeeded, throws the server's error otherwise. */
+  async request(method, path, { body, contentType, signal } = {}) {
+    const headers = {};
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    if (contentType) headers["Content-Type"] = contentType;
+    for (let attempt = 0; ; attempt++) {
+      const res = await this.fetch(this.url + path, { method, headers, body, signal });
+      if (res.status === 429 && attempt < RETRIES) {
+        // Refused before anything was done (a rate, a cap on commands at
+        // once): sent again when the server says.
+        await res.arrayBuffer().catch(() => {});
+        await new Promise((resolve) => setTimeout(resolve, retryAfter(res.headers.get("retry-after"))));
+        continue;
+      }
+      if (res.status >= 300) {
+        const text = await res.text().catch(() => "");
+        let message = text.trim();
+        let sandboxId;
+        try {
+          const e = JSON.parse(text);
+          if (e && typeof e.error === "string") {
+            message = e.error;
+            sandboxId = e.sandbox;
+          }
+        } catch {
+          // Not JSON: the text itself.
+        }
+        throw answerError(res.status, message || res.statusText, sandboxId);
+      }
+      return res;
+    }
+  }
+
+  /** Sends in as JSON (when given) and answers the JSON of the answer. */
+  async call(method, path, input, signal) {
+    const res = await this.request(method, path, {
+      body: input === undefined ? undefined : JSON.stringify(input),
+      contentType: input === undefined ? undefined : "application/json",
+      signal,
+    });
+    return res.json();
+  }
+}
+
+function sandboxPath(id, rest = "") {
+  return `${API}/sandboxes/${encodeURIComponent(id)}${rest}`;
+}
+
+/** A duration in ms as the API's ("1500ms"). */
+function duration(ms) {
+  if (!Number.isInteger(ms) || ms < 1) throw new CordonError(`timeoutMs: want a whole number of milliseconds, at least 1, found ${ms}`);
+  return `${ms}ms`;
+}
+
+/** A command, run in a sandbox. */
+export class Commands {
+  constructor(sandbox) {
+    this.sandbox = sandbox;
+  }
+
+  /**
+   * Runs cmd (a string, run by sh -c; or an argv) and answers its result
+   * once it ended, its output given to onStdout and onStderr as it comes.
+   * A limit that ended it throws LimitError; another status than ok throws
+   * CommandExitError, unless throwOnError is false.
+   */
+  async run(cmd, opts = {}) {
+    const args = typeof cmd === "string" ? ["sh", "-c", cmd] : Array.from(cmd ?? []);
+    if (args.length === 0 || args.some((a) => typeof a !== "string")) {
+      throw new CordonError("commands.run: want a command line or a non-empty array of strings");
+    }
+    const req = { args, stream: true };
+    if (opts.envs) req.env = opts.envs;
+    if (opts.cwd) req.dir = opts.cwd;
+    if (opts.timeoutMs !== undefined) req.timeout = duration(opts.timeoutMs);
+    if (opts.stdin !== undefined) {
+      req.stdin = Buffer.from(typeof opts.stdin === "string" ? Buffer.from(opts.stdin, "utf8") : opts.stdin).toString("base64");
+    }
+    const conn = this.sandbox.connection;
+    const res = await conn.request("POST", sandboxPath(this.sandbox.sandboxId, "/exec"), {
+      body: JSON.stringify(req),
+      contentType: "application/json",
+      signal: opts.signal,
+    });
+    const out = new StreamText();
+    const errText = new StreamText();
+    const emit = (fn, s) => {
+      if (fn && s) fn(s);
+    };
+    let outcome;
+    for await (const line of jsonLines(res.body)) {
+      let ev;
+      try {
+        ev = JSON.parse(line);
+      } catch (err) {
+        throw new CordonError(`cordon serve: reading the output: ${err.message}`);
+      }
+      if (ev.outcome) {
+        outcome = ev.outcome;
+        break;
+      }
+      if (ev.error) {
+        throw new CordonError(`cordon serve: ${ev.error}`, { httpStatus: 409, sandboxId: this.sandbox.sandboxId });
+      }
+      if (ev.stdout !== undefined || ev.stdout_text !== undefined) emit(opts.onStdout, out.push(ev.stdout ?? "", ev.stdout_text));
+      if (ev.stderr !== undefined || ev.stderr_text !== undefined) emit(opts.onStderr, errText.push(ev.stderr ?? "", ev.stderr_text));
+    }
+    emit(opts.onStdout, out.end());
+    emit(opts.onStderr, errText.end());
+    if (!outcome) throw new CordonError("cordon serve: the output ended without the command's outcome");
+    const result = {
+      exitCode: outcome.command_exit_code ?? outcome.exit_code,
+      stdout: out.text,
+      stderr: errText.text,
+      status: outcome.status,
+      outcome,
+    };
+    if (outcome.status === "ok" || opts.throwOnError === false) return result;
+    if (LIMIT_STATUSES.has(outcome.status)) throw new LimitError(result);
+    if (outcome.status === "exit_nonzero" || outcome.status === "signaled") throw new CommandExitError(result);
+    throw new CordonError(`cordon: ${outcome.error || outcome.message || outcome.status}`, { outcome, sandboxId: this.sandbox.sandboxId });
+  }
+}
+
+/** The lines of a response body, as text. */
+async function* jsonLines(body) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder("utf-8");
+  let buf = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += decoder.decode(value, { stream: true });
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (line) yield line;
+      }
+    }
+    buf += decoder.decode();
+    if (buf.trim()) yield buf.trim();
+  } finally {
+    reader.releaseLock();
+    body.cancel().catch(() => {});
+  }
+}
+
+/** The files of a sandbox, read and written inside it, as its commands would. */
+export class Files {
+  constructor(sandbox) {
+    this.sandbox = sandbox;
+  }
+
+  path(path, rest = "", extra = {}) {
+    const q = new URLSearchParams({ path, ...extra });
+    return sandboxPath(this.sandbox.sandboxId, `${rest}?${q}`);
+  }
+
+  /** The content of the file at path (absolute): text (UTF-8) by default, or bytes with {format: "bytes"}. */
+  async read(path, opts = {}) {
+    const res = await this.sandbox.connection.request("GET", this.path(path, "/files"), { signal: opts.signal });
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    return opts.format === "bytes" ? bytes : new TextDecoder("utf-8").decode(bytes);
+  }
+
+  /** Writes data (text as UTF-8, or bytes) to the file at path (absolute); mode as octal permission bits. */
+  async write(path, data, opts = {}) {
+    const extra = opts.mode === undefined ? {} : { mode: opts.mode.toString(8) };
+    const body = typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data instanceof ArrayBuffer ? new Uint8Array(data) : data);
+    await this.sandbox.connection.request("PUT", this.path(path, "/files", extra), {
+      body,
+      contentType: "application/octet-stream",
+      signal: opts.signal,
+    });
+    const name = path.slice(path.lastIndexOf("/") + 1);
+    return { name, path, type: "file" };
+  }
+
+  /** The entries of the directory at path (absolute), sorted by name. */
+  async list(path, opts = {}) {
+    const extra = opts.max === undefined ? {} : { max: String(opts.max) };
+    const l = await this.sandbox.connection.call("GET", this.path(path, "/files/list", extra), undefined, opts.signal);
+    const dir = l.path.endsWith("/") ? l.path : `${l.path}/`;
+    return l.entries.map((e) => ({
+      name: e.name,
+      path: dir + e.name,
+      type: e.type,
+      size: e.size,
+      mode: Number.parseInt(e.mode, 8),
+      modifiedTime: new Date(e.modified),
+      ...(e.target !== undefined ? { symlinkTarget: e.target } : {}),
+    }));
+  }
+}
+
+/** One sandbox of a cordon serve. */
+export class Sandbox {
+  constructor(connection, info) {
+    this.connection = connection;
+    this.info = info;
+    this.sandboxId = info.id;
+    this.commands = new Commands(this);
+    this.files = new Files(this);
+  }
+
+  /**
+   * Claims a sandbox of the token's agent (or of agent, which must be the
+   * token's own) from cordon serve at url.
+   */
+  static async create(opts = {}) {
+    const conn = new Connection(opts);
+    const req = opts.agent ? { agent: opts.agent } : {};
+    const info = await conn.call("POST", `${API}/sandboxes`, req, opts.signal);
+    return new Sandbox(conn, info);
+  }
+
+  /** A sandbox that exists already, by its id. */
+  static async connect(sandboxId, opts = {}) {
+    const conn = new Connection(opts);
+    return new Sandbox(conn, await conn.call("GET", sandboxPath(sandboxId), undefined, opts.signal));
+  }
+
+  /** The sandboxes the token may see. */
+  static async list(opts = {}) {
+    return new Connection(opts).call("GET", `${API}/sandboxes`, undefined, opts.signal);
+  }
+
+  /** Describes the sandbox as the server has it now (its state, its counters). */
+  async getInfo() {
+    this.info = await this.connection.call("GET", sandboxPath(this.sandboxId));
+    return this.info;
+  }
+
+  /** Whether the sandbox still runs. */
+  async isRunning() {
+    try {
+      return (await this.getInfo()).state === "running";
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
+  /** Restarts the sandbox's idle timeout (its agent's idle_timeout). */
+  async keepAlive() {
+    this.info = await this.connection.call("POST", sandboxPath(this.sandboxId, "/keepalive"));
+    return this.info;
+  }
+
+  /** Ends the sandbox and everything running in it. */
+  async kill() {
+    this.info = await this.connection.call("DELETE", sandboxPath(this.sandboxId));
+    return this.info;
+  }
+}
+
+export default Sandbox;

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The SDK against a real cordon serve (started here), and its decoding of
+// streamed output against answers made up by a fake fetch.
+//
+//   node --test test/sdk.test.js      (CORDON_BIN=/path/to/cordon to skip the build)
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { AuthError, CommandExitError, CordonError, LimitError, NotFoundError, Sandbox } from "../index.js";
+import { startServe } from "./serve.js";
+
+describe("against cordon serve", () => {
+  let serve;
+  let skip;
+  before(async () => {
+    serve = await startServe();
+    skip = serve.skip;
+  });
+  after(async () => {
+    if (serve && !serve.skip) {
+      const end = await serve.stop();
+      assert.equal(end.code, 0, `cordon serve stopped with ${JSON.stringify(end)}:\n${serve.log()}`);
+    }
+  });
+
+  test("a command's output streams as it comes", async (t) => {
+    if (skip) return t.skip(skip);
+    const sandbox = await Sandbox.create({ url: serve.url, token: serve.token, agent: "sdk" });
+    assert.match(sandbox.sandboxId, /\S/);
+    assert.equal(sandbox.info.state, "running");
+    // The command waits for a file that the test writes only once it has
+    // seen the first line: the line came before the command ended.
+    const pieces = [];
+    let released = null;
+    const result = await sandbox.commands.run(
+      'echo first; i=0; while [ ! -e /workspace/go ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done; printf "héllo wörld\\n"; echo to-stderr >&2',
+      {
+        onStdout: (s) => {
+          pieces.push(s);
+          if (released === null && pieces.join("").includes("first\n")) released = sandbox.files.write("/workspace/go", "");
+        },
+        onStderr: (s) => pieces.push(`[err]${s}`),
+      },
+    );
+    assert.notEqual(released, null, "the first line was not given to onStdout before the command ended");
+    await released;
+    assert.equal(result.exitCode, 0);
+    assert.equal(result.status, "ok");
+    assert.equal(result.stdout, "first\nhéllo wörld\n");
+    assert.equal(result.stderr, "to-stderr\n");
+    assert.equal(pieces.filter((p) => !p.startsWith("[err]")).join(""), result.stdout);
+    assert.equal(result.outcome.status, "ok");
+    await sandbox.kill();
+  });
+
+  test("files are written, read and listed inside the sandbox", async (t) => {
+    if (skip) return t.skip(skip);
+    const sandbox = await Sandbox.create({ url: serve.url, token: serve.token });
+    const text = "first line\nsecond, with \"quotes\" and ünïcode\n";
+    await sandbox.commands.run(["mkdir", "/workspace/notes"]);
+    const info = await sandbox.files.write("/workspace/notes/a.md", text);
+    assert.equal(info.path, "/workspace/notes/a.md");
+    assert.equal(await sandbox.files.read("/workspace/notes/a.md"), text);
+    const bytes = await sandbox.files.read("/workspace/notes/a.md", { format: "bytes" });
+    assert.deepEqual(Buffer.from(bytes), Buffer.from(text, "utf8"));
+    // A command sees what was written.
+    const cat = await sandbox.commands.run(["cat", "/workspace/notes/a.md"]);
+    assert.equal(cat.stdout, text);
+    await sandbox.files.write("/workspace/notes/run.sh", "#!/bin/sh\necho ran\n", { mode: 0o755 });
+    const entries = await sandbox.files.list("/workspace/notes");
+    assert.deepEqual(
+      entries.map((e) => [e.name, e.type, e.path]),
+      [
+        ["a.md", "file", "/workspace/notes/a.md"],
+        ["run.sh", "file", "/workspace/notes/run.sh"],
+      ],
+    );
+    assert.equal(entries[0].size, Buffer.byteLength(text));
+    assert.equal(entries[1].mode & 0o777, 0o755);
+    assert.ok(entries[0].modifiedTime instanceof Date && !Number.isNaN(entries[0].modifiedTime.getTime()));
+    assert.equal((await sandbox.commands.run("/workspace/notes/run.sh")).stdout, "ran\n");
+    await assert.rejects(sandbox.files.read("/workspace/none.md"), (err) => err instanceof NotFoundError && err.httpStatus === 404);
+    await sandbox.kill();
+  });
+
+  test("a limit of the profile is a LimitError carrying the outcome", async (t) => {
+    if (skip) return t.skip(skip);
+    const sandbox = await Sandbox.create({ url: serve.url, token: serve.token });
+    let streamed = "";
+    const err = await sandbox.commands.run("head -c 100000 /dev/zero | tr '\\0' x", { onStdout: (s) => (streamed += s) }).then(
+      () => assert.fail("the output limit did not end the command"),
+      (e) => e,
+    );
+    assert.ok(err instanceof LimitError, `want a LimitError, got ${err}`);
+    assert.ok(err instanceof CordonError);
+    assert.equal(err.status, "output_limit");
+    assert.equal(err.outcome.status, "output_limit");
+    assert.equal(err.limit.name, "output");
+    assert.equal(err.limit.value, "4KiB");
+    assert.ok(err.stdout.length > 0 && err.stdout.length <= 4096 + 256, `stdout of ${err.stdout.length} bytes`);
+    assert.equal(streamed, err.stdout);
+    // The sandbox goes on: the output limit holds for each command.
+    assert.equal((await sandbox.commands.run("echo still here")).stdout, "still here\n");
+
+    // A command's own timeout is a limit too.
+    const slow = await sandbox.commands.run("sleep 30", { timeoutMs: 200 }).catch((e) => e);
+    assert.ok(slow instanceof LimitError, `want a LimitError, got ${slow}`);
+    assert.equal(slow.status, "timeout");
+    assert.deepEqual(slow.limit && [slow.limit.name, slow.limit.value], ["timeout", "200ms"]);
+
+    // Without throwOnError, the result whatever the status.
+    const r = await sandbox.commands.run("head -c 100000 /dev/zero", { throwOnError: false });
+    assert.equal(r.status, "output_limit");
+    await sandbox.kill();
+  });
+
+  test("a command that fails is a CommandExitError", async (t) => {
+    if (skip) return t.skip(skip);
+    const sandbox = await Sandbox.create({ url: serve.url, token: serve.token });
+    const err = await sandbox.commands.run("echo out; echo err >&2; exit 3").catch((e) => e);
+    assert.ok(err instanceof CommandExitError, `want a CommandExitError, got ${err}`);
+    assert.equal(err.exitCode, 3);
+    assert.equal(err.status, "exit_nonzero");
+    assert.equal(err.stdout, "out\n");
+    assert.equal(err.stderr, "err\n");
+    await sandbox.kill();
+  });
+
+  test("keepalive, kill and the sandbox's state", async (t) => {
+    if (skip) return t.skip(skip);
+    const sandbox = await Sandbox.create({ url: serve.url, token: serve.token });
+    const info = await sandbox.keepAlive();
+    assert.equal(info.id, sandbox.sandboxId);
+    assert.equal(info.state, "running");
+    assert.equal(await sandbox.isRunning(), true);
+    const again = await Sandbox.connect(sandbox.sandboxId, { url: serve.url, token: serve.token });
+    assert.equal((await again.commands.run(["echo", "connected"])).stdout, "connected\n");
+    assert.ok((await Sandbox.list({ url: serve.url, token: serve.token })).some((s) => s.id === sandbox.sandboxId));
+    const ended = await sandbox.kill();
+    assert.equal(ended.state, "ended");
+    assert.equal(ended.ended, "killed");
+    assert.equal(await sandbox.isRunning(), false);
+    await assert.rejects(sandbox.commands.run("true"), (err) => err instanceof CordonError && err.httpStatus >= 400);
+  });
+
+  test("a wrong token is an AuthError, an unknown sandbox a NotFoundError", async (t) => {
+    if (skip) return t.skip(skip);
+    await assert.rejects(Sandbox.create({ url: serve.url, token: "not-a-token" }), (err) => err instanceof AuthError && err.httpStatus === 401);
+    await assert.rejects(Sandbox.create({ url: serve.url, token: serve.token, agent: "someone-else" }), (err) => err instanceof AuthError && err.httpStatus === 403);
+    await assert.rejects(Sandbox.connect("sb-does-not-exist", { url: serve.url, token: serve.token }), (err) => err instanceof NotFoundError && err.httpStatus === 404);
+  });
+});
+
+/** A fetch that answers every request with these JSON lines (an exec's stream). */
+function fakeFetch(lines) {
+  return async (url, init) => {
+    const path = new URL(url).pathname;
+    if (init.method === "POST" && path === "/v1/sandboxes") {
+      return new Response(JSON.stringify({ id: "sb-1", state: "running" }), { status: 201 });
+    }
+    const body = new ReadableStream({
+      start(c) {
+        for (const l of lines) c.enqueue(new TextEncoder().encode(l));
+        c.close();
+      },
+    });
+    return new Response(body, { status: 200 });
+  };
+}
+
+describe("streamed output", () => {
+  const b64 = (bytes) => Buffer.from(bytes).toString("base64");
+  const ok = JSON.stringify({ outcome: { status: "ok", exit_code: 0, command_exit_code: 0, message: "" } }) + "\n";
+
+  test("text fields are used when present; base64 otherwise, a character split between lines kept whole", async () => {
+    const e = Buffer.from("é", "utf8"); // two bytes
+    const lines = [
+      JSON.stringify({ stdout: b64("plain "), stdout_text: "plain " }) + "\n",
+      // Base64 only: the first byte of é here, the second in the next line.
+      JSON.stringify({ stdout: b64([0x61, e[0]]) }) + "\n",
+      JSON.stringify({ stdout: b64([e[1], 0x62]) }) + "\n",
+      // Not UTF-8: base64 alone, decoded with U+FFFD.
+      JSON.stringify({ stderr: b64([0xff, 0x0a]) }) + "\n",
+      // A JSON line cut across two chunks of the body.
+      JSON.stringify({ stdout: b64("end"), stdout_text: "end" }).slice(0, 9),
+      JSON.stringify({ stdout: b64("end"), stdout_text: "end" }).slice(9) + "\n",
+      ok,
+    ];
+    const sandbox = await Sandbox.create({ url: "http://127.0.0.1:1", token: "t", fetch: fakeFetch(lines) });
+    const seen = [];
+    const r = await sandbox.commands.run("x", { onStdout: (s) => seen.push(s) });
+    assert.equal(r.stdout, "plain aébend");
+    assert.equal(seen.join(""), r.stdout);
+    assert.deepEqual(seen, ["plain ", "a", "éb", "end"]);
+    assert.equal(r.stderr, "\ufffd\n");
+  });
+
+  test("a stream without an outcome, and an error line, are errors", async () => {
+    const cut = await Sandbox.create({ url: "http://127.0.0.1:1", fetch: fakeFetch([JSON.stringify({ stdout: b64("x") }) + "\n"]) });
+    await assert.rejects(cut.commands.run("x"), /without the command's outcome/);
+    const failed = await Sandbox.create({ url: "http://127.0.0.1:1", fetch: fakeFetch([JSON.stringify({ error: "the sandbox ended" }) + "\n"]) });
+    await assert.rejects(failed.commands.run("x"), (err) => err instanceof CordonError && /the sandbox ended/.test(err.message));
+  });
+
+  test("bad arguments are refused before anything is sent", async () => {
+    const sandbox = await Sandbox.create({ url: "http://127.0.0.1:1", fetch: fakeFetch([ok]) });
+    await assert.rejects(sandbox.commands.run([]), /non-empty array/);
+    await assert.rejects(sandbox.commands.run("x", { timeoutMs: 1.5 }), /timeoutMs/);
+    await assert.rejects(Sandbox.create({ url: "" }), (err) => err instanceof CordonError && /no server/.test(err.message));
+  });
+});

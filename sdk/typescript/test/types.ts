@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Type-checked (tsc -p test/tsconfig.json), never run: the declarations of
+// index.d.ts describe the API as a TypeScript user writes it.
+
+import Default, { AuthError, CommandExitError, CordonError, LimitError, NotFoundError, Sandbox } from "../index.js";
+import type { CommandResult, EntryInfo, Outcome, SandboxInfo } from "../index.js";
+
+export async function example(url: string, token: string): Promise<void> {
+  const sandbox: Sandbox = await Sandbox.create({ url, token, agent: "builder" });
+  const id: string = sandbox.sandboxId;
+  const r: CommandResult = await sandbox.commands.run("make test", {
+    onStdout: (s: string) => void s.length,
+    onStderr: (s: string) => void s.length,
+    timeoutMs: 30000,
+    envs: { CI: "1" },
+    cwd: "/workspace",
+  });
+  const code: number = r.exitCode;
+  const o: Outcome = r.outcome;
+  await sandbox.commands.run(["git", "status"], { stdin: new Uint8Array([1]), throwOnError: false });
+  const text: string = await sandbox.files.read("/workspace/a.md");
+  const bytes: Uint8Array = await sandbox.files.read("/workspace/a.md", { format: "bytes" });
+  const w: EntryInfo = await sandbox.files.write("/workspace/a.md", "text", { mode: 0o644 });
+  const entries: EntryInfo[] = await sandbox.files.list("/workspace");
+  const info: SandboxInfo = await sandbox.keepAlive();
+  const running: boolean = await sandbox.isRunning();
+  const all: SandboxInfo[] = await Default.list({ url, token });
+  const again: Sandbox = await Sandbox.connect(id, { url, token });
+  await again.kill();
+  try {
+    await sandbox.commands.run("true");
+  } catch (err) {
+    if (err instanceof LimitError) {
+      const status: string = err.status;
+      const limit: string | undefined = err.limit?.name;
+      const outcome: Outcome = err.outcome;
+      void [status, limit, outcome];
+    } else if (err instanceof CommandExitError) {
+      void (err.exitCode + err.stdout.length);
+    } else if (err instanceof AuthError || err instanceof NotFoundError) {
+      const status: number | undefined = err.httpStatus;
+      void status;
+    } else if (err instanceof CordonError) {
+      void err.message;
+    }
+  }
+  void [code, o, text, bytes, w, entries, info, running, all];
+}
