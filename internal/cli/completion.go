@@ -201,8 +201,9 @@ __cordon_walk() {
 __cordon_kind() {
 	local f
 	for f in $(__cordon_argflags "$1"); do
-		[ "${f%%=*}" = "$2" ] && { echo "${f#*=}"; return; }
+		[ "${f%%=*}" = "$2" ] && { echo "${f#*=}"; return 0; }
 	done
+	return 0
 }
 `
 
