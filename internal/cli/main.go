@@ -109,7 +109,7 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "usage: cordon %s\n\nflags:\n", synopsis)
-		fs.PrintDefaults()
+		printFlags(e.stderr, fs)
 	}
 	return fs
 }
