@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"html/template"
 	"net"
@@ -30,13 +31,9 @@ func approvalsCmd(e *env, args []string) int {
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlags(e, "approvals "+sub, "approvals "+sub+" [flags]")
-	dir := fs.String("store", "", "the approval store: a `DIR`, cordon serve's SQLite database (STATE/serve/db/cordon.db) or a postgres:// URL (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	all := fs.Bool("all", false, "list: every request, decided ones too")
-	reason := fs.String("reason", "", "approve, deny: why")
-	session := fs.Bool("session", false, "approve: also identical calls for the rest of the agent's session")
-	addr := fs.String("http", "127.0.0.1:0", "serve: listen on `ADDR` (loopback)")
-	auditLog := fs.String("audit-log", "", "record decisions in `FILE` (default: the configuration's)")
+	var f approvalsFlags
+	f.register(fs)
+	dir, asJSON, all, reason, session, addr, auditLog := &f.store, &f.json, &f.all, &f.reason, &f.session, &f.addr, &f.auditLog
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -122,6 +119,23 @@ func approvalsCmd(e *env, args []string) int {
 		return serveApprovals(e, store, al.log, *addr, cfg.Approvers)
 	}
 	return fail(e, fmt.Errorf("approvals: unknown subcommand %q (list, show, approve, deny, serve)", sub))
+}
+
+// approvalsFlags are the flags of cordon approvals' subcommands, one set
+// for all of them.
+type approvalsFlags struct {
+	store, reason, addr, auditLog string
+	json, all, session            bool
+}
+
+func (f *approvalsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.store, "store", "", "the approval store: a `DIR`, cordon serve's SQLite database (STATE/serve/db/cordon.db) or a postgres:// URL (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
+	fs.BoolVar(&f.json, "json", false, "print JSON")
+	fs.BoolVar(&f.all, "all", false, "list: every request, decided ones too")
+	fs.StringVar(&f.reason, "reason", "", "approve, deny: why")
+	fs.BoolVar(&f.session, "session", false, "approve: also identical calls for the rest of the agent's session")
+	fs.StringVar(&f.addr, "http", "127.0.0.1:0", "serve: listen on `ADDR` (loopback)")
+	fs.StringVar(&f.auditLog, "audit-log", "", "record decisions in `FILE` (default: the configuration's)")
 }
 
 func printJSON(e *env, v any) int {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // since the previous approval.
 func approveCmd(e *env, args []string) int {
 	fs := newFlags(e, "approve", "approve PROFILE --by NAME")
-	by := fs.String("by", "", "who approves (required)")
+	by := approveFlags(fs)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -60,4 +61,9 @@ func writeChanges(e *env, cs []capdiff.Change) {
 	if len(cs) == 0 {
 		fmt.Fprintln(e.stdout, "  no capability changed")
 	}
+}
+
+// approveFlags registers cordon approve's flags.
+func approveFlags(fs *flag.FlagSet) (by *string) {
+	return fs.String("by", "", "who approves (required)")
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -19,20 +20,29 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
-// auditCmd implements `cordon audit verify|show|keygen`.
-func auditCmd(e *env, args []string) int {
-	if len(args) == 0 {
-		return fail(e, fmt.Errorf("usage: cordon audit verify|show|keygen [flags]"))
-	}
-	switch args[0] {
-	case "verify":
-		return auditVerify(e, args[1:])
-	case "show":
-		return auditShow(e, args[1:])
-	case "keygen":
-		return auditKeygen(e, args[1:])
-	}
-	return fail(e, fmt.Errorf("audit: unknown subcommand %q (verify, show, keygen)", args[0]))
+// The subcommands of `cordon audit verify|show|keygen` (see commands.go).
+
+// auditVerifyFlags registers cordon audit verify's flags.
+func auditVerifyFlags(f *flag.FlagSet) (keyFile, logFlag *string) {
+	keyFile = f.String("key", "", "check checkpoint signatures with the public key in `PUB` (default: the configured key's .pub)")
+	logFlag = f.String("log", "", "verify the log at `FILE` and its rotated files (default: the configured log)")
+	return keyFile, logFlag
+}
+
+// auditShowFlags registers cordon audit show's flags.
+func auditShowFlags(f *flag.FlagSet) (sandboxID, kind, since *string, asJSON *bool, logFlag *string) {
+	sandboxID = f.String("sandbox", "", "only the run `ID` (an outcome's sandbox)")
+	kind = f.String("kind", "", "only events of `KIND`: action, input or decision")
+	since = f.String("since", "", "only events since `T` (RFC 3339 time, or a duration back from now: 1h)")
+	asJSON = f.Bool("json", false, "print the events as JSON Lines")
+	logFlag = f.String("log", "", "read the log at `FILE` (default: the configured log)")
+	return sandboxID, kind, since, asJSON, logFlag
+}
+
+// auditKeygenFlags registers cordon audit keygen's flags.
+func auditKeygenFlags(f *flag.FlagSet) (out *string) {
+	def := filepath.Join(filepath.Dir(config.Path()), "audit.key")
+	return f.String("out", def, "write the private key to `FILE` and the public key to FILE.pub")
 }
 
 // auditFiles returns the files to read: those given, else the configured
@@ -61,8 +71,7 @@ func auditFiles(files []string, logFlag string) ([]string, string, *config.Confi
 
 func auditVerify(e *env, args []string) int {
 	f := newFlags(e, "audit verify", "audit verify [--key PUB] [--log FILE] [FILES...]")
-	keyFile := f.String("key", "", "check checkpoint signatures with the public key in `PUB` (default: the configured key's .pub)")
-	logFlag := f.String("log", "", "verify the log at `FILE` and its rotated files (default: the configured log)")
+	keyFile, logFlag := auditVerifyFlags(f)
 	operands, err := parseAnywhere(f, args)
 	if err != nil {
 		return fail(e, err)
@@ -125,11 +134,7 @@ type shown struct {
 
 func auditShow(e *env, args []string) int {
 	f := newFlags(e, "audit show", "audit show [--sandbox ID] [--kind K] [--since T] [--json] [--log FILE]")
-	sandboxID := f.String("sandbox", "", "only the run `ID` (an outcome's sandbox)")
-	kind := f.String("kind", "", "only events of `KIND`: action, input or decision")
-	since := f.String("since", "", "only events since `T` (RFC 3339 time, or a duration back from now: 1h)")
-	asJSON := f.Bool("json", false, "print the events as JSON Lines")
-	logFlag := f.String("log", "", "read the log at `FILE` (default: the configured log)")
+	sandboxID, kind, since, asJSON, logFlag := auditShowFlags(f)
 	operands, err := parseAnywhere(f, args)
 	if err != nil {
 		return fail(e, err)
@@ -246,9 +251,8 @@ func limitsText(v any) string {
 }
 
 func auditKeygen(e *env, args []string) int {
-	def := filepath.Join(filepath.Dir(config.Path()), "audit.key")
 	f := newFlags(e, "audit keygen", "audit keygen [--out FILE]")
-	out := f.String("out", def, "write the private key to `FILE` and the public key to FILE.pub")
+	out := auditKeygenFlags(f)
 	if _, err := parseAnywhere(f, args); err != nil {
 		return fail(e, err)
 	}

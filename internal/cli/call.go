@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,8 +27,7 @@ import (
 func callCmd(e *env, args []string) int {
 	fs := newFlags(e, "call", "call [flags] TOOL ARGS-JSON")
 	var pf profileFlags
-	pf.register(fs)
-	auditLog := fs.String("audit-log", "", "append the call's audit events to `FILE` (default: the configuration's)")
+	auditLog := callFlags(fs, &pf)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -99,6 +99,12 @@ func callCmd(e *env, args []string) int {
 // x (a sandbox built from the profile) and returns its JSON result; failed
 // says the tool failed (the result says why, a run tool's command did not
 // succeed), err that it could not be run at all.
+// callFlags registers cordon call's flags: pf's and the audit log's.
+func callFlags(fs *flag.FlagSet, pf *profileFlags) (auditLog *string) {
+	pf.register(fs)
+	return fs.String("audit-log", "", "append the call's audit events to `FILE` (default: the configuration's)")
+}
+
 func runBuiltin(x toolExec, name string, args []byte, expect []string) (result []byte, failed bool, err error) {
 	if name == runTool {
 		argv, err := runArgv(args)

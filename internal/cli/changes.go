@@ -38,6 +38,30 @@ func dirFlag(fs *flag.FlagSet) *string {
 	return fs.String("dir", "", "the change sets' `DIR` (default: $CORDON_STATE_DIR/changes; cordon serve keeps its sandboxes' in STATE/serve/changes)")
 }
 
+// changesFlags registers cordon changes' flags.
+func changesFlags(fs *flag.FlagSet) (dir *string, asJSON, diff *bool) {
+	dir = dirFlag(fs)
+	asJSON = fs.Bool("json", false, "print JSON")
+	diff = fs.Bool("diff", false, "show a unified diff of each change against the host's workspace")
+	return dir, asJSON, diff
+}
+
+// applyFlags registers cordon apply's flags.
+func applyFlags(fs *flag.FlagSet) (wait *time.Duration, asJSON *bool, dir, store, auditLog *string) {
+	wait = fs.Duration("wait", 0, "wait up to `DURATION` for a decision on changes that need approval (default: file the request and exit 3)")
+	asJSON = fs.Bool("json", false, "print the report as JSON")
+	dir = dirFlag(fs)
+	store = fs.String("store", "", "the approval store (default: $CORDON_STATE_DIR/approvals; see cordon approvals)")
+	auditLog = fs.String("audit-log", "", "record what was applied in `FILE` (default: the configuration's)")
+	return wait, asJSON, dir, store, auditLog
+}
+
+// discardFlags registers cordon discard's flags.
+func discardFlags(fs *flag.FlagSet) (auditLog, dir *string) {
+	auditLog = fs.String("audit-log", "", "record the discard in `FILE` (default: the configuration's)")
+	return auditLog, dirFlag(fs)
+}
+
 func orChanges(dir string) string {
 	if dir == "" {
 		return changesDir()
@@ -94,9 +118,7 @@ func openSet(dir, run string, paths []string) (*changes.Set, []changes.Change, c
 // waiting for review, or one of them.
 func changesCmd(e *env, args []string) int {
 	fs := newFlags(e, "changes", "changes [--json] [--diff] [RUN [PATH...]]")
-	dirF := dirFlag(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	diff := fs.Bool("diff", false, "show a unified diff of each change against the host's workspace")
+	dirF, asJSON, diff := changesFlags(fs)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -188,11 +210,7 @@ func setState(s *changes.Set) string {
 // that need a person's approval have it.
 func applyCmd(e *env, args []string) int {
 	fs := newFlags(e, "apply", "apply [--wait DURATION] [--json] RUN [PATH...]")
-	wait := fs.Duration("wait", 0, "wait up to `DURATION` for a decision on changes that need approval (default: file the request and exit 3)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	dirF := dirFlag(fs)
-	store := fs.String("store", "", "the approval store (default: $CORDON_STATE_DIR/approvals; see cordon approvals)")
-	auditLog := fs.String("audit-log", "", "record what was applied in `FILE` (default: the configuration's)")
+	wait, asJSON, dirF, store, auditLog := applyFlags(fs)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -339,8 +357,7 @@ func applyHash(rv changes.Review) string { return "cordon-apply:" + rv.ProfileHa
 // discardCmd implements `cordon discard RUN`: drops a change set.
 func discardCmd(e *env, args []string) int {
 	fs := newFlags(e, "discard", "discard RUN")
-	auditLog := fs.String("audit-log", "", "record the discard in `FILE` (default: the configuration's)")
-	dirF := dirFlag(fs)
+	auditLog, dirF := discardFlags(fs)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)

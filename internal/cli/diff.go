@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 
 	"github.com/cordon-sandbox/cordon/internal/capdiff"
@@ -13,7 +14,7 @@ import (
 // something expanded, 0 when nothing did.
 func diffCmd(e *env, args []string) int {
 	fs := newFlags(e, "diff", "diff [--json] OLD NEW")
-	asJSON := fs.Bool("json", false, "print the changes as JSON")
+	asJSON := diffFlags(fs)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -46,4 +47,9 @@ func diffCmd(e *env, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// diffFlags registers cordon diff's flags.
+func diffFlags(fs *flag.FlagSet) (asJSON *bool) {
+	return fs.Bool("json", false, "print the changes as JSON")
 }

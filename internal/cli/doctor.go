@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ import (
 // 0 when `cordon run` can contain commands with every layer, 1 otherwise.
 func doctorCmd(e *env, args []string) int {
 	fs := newFlags(e, "doctor", "doctor [--json]")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	asJSON := doctorFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
 	}
@@ -196,4 +197,9 @@ func auditSetting() string {
 		signed = "checkpoints signed with " + cfg.Audit.Key
 	}
 	return cfg.Audit.Log + "; " + signed
+}
+
+// doctorFlags registers cordon doctor's flags.
+func doctorFlags(fs *flag.FlagSet) (asJSON *bool) {
+	return fs.Bool("json", false, "print the report as JSON")
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"time"
 
@@ -14,9 +15,7 @@ import (
 // when there are, 125 when cordon itself fails.
 func lintCmd(e *env, args []string) int {
 	fs := newFlags(e, "lint", "lint [flags] [PROFILE|DIR...]")
-	format := fs.String("format", "text", "`FORMAT` of the findings: text, json or sarif")
-	reports := fs.String("reports", probe.ReportDir(), "the `DIR` of probe reports recorded with cordon probe --record")
-	rules := fs.Bool("rules", false, "list the rules and exit")
+	format, reports, rules := lintFlags(fs)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -53,4 +52,12 @@ func lintCmd(e *env, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// lintFlags registers cordon lint's flags.
+func lintFlags(fs *flag.FlagSet) (format, reports *string, rules *bool) {
+	format = fs.String("format", "text", "`FORMAT` of the findings: text, json or sarif")
+	reports = fs.String("reports", probe.ReportDir(), "the `DIR` of probe reports recorded with cordon probe --record")
+	rules = fs.Bool("rules", false, "list the rules and exit")
+	return format, reports, rules
 }

@@ -1,7 +1,10 @@
 // Package cli is cordon's command line: one file per subcommand, each turning
 // flags into calls. Exit statuses: a contained command's own status passes
-// through; cordon's own failures (usage, profile, setup) exit with
-// ExitCordon, so they are never mistaken for the command's.
+// through; cordon's own failures (flags, profile, setup) exit with
+// ExitCordon, so they are never mistaken for the command's; an unknown or
+// missing command or subcommand exits with ExitUsage. The commands, their
+// help, shell completion and the manual page come from one command tree
+// (commands.go).
 package cli
 
 import (
@@ -55,42 +58,11 @@ func Main(args []string) int {
 		getenv: os.LookupEnv, cwd: cwd,
 	}
 	if len(args) == 0 {
-		usage(e.stderr)
-		return ExitCordon
+		return dispatch(e, args)
 	}
 	cmd, rest := args[0], args[1:]
-	var err error
+	// Hidden entry points: cordon re-executes itself as these.
 	switch cmd {
-	case "run":
-		return runCmd(e, rest)
-	case "doctor":
-		return doctorCmd(e, rest)
-	case "probe":
-		return probeCmd(e, rest)
-	case "lint":
-		return lintCmd(e, rest)
-	case "diff":
-		return diffCmd(e, rest)
-	case "approve":
-		return approveCmd(e, rest)
-	case "audit":
-		return auditCmd(e, rest)
-	case "replay":
-		return replayCmd(e, rest)
-	case "call":
-		return callCmd(e, rest)
-	case "mcp":
-		return mcpCmd(e, rest)
-	case "approvals":
-		return approvalsCmd(e, rest)
-	case "changes":
-		return changesCmd(e, rest)
-	case "apply":
-		return applyCmd(e, rest)
-	case "discard":
-		return discardCmd(e, rest)
-	case "serve":
-		return serveCmd(e, rest)
 	case server.FileArg:
 		return server.FileMain(rest)
 	case tools.Arg:
@@ -99,56 +71,21 @@ func Main(args []string) int {
 		return probe.Main(rest)
 	case hiddenSupervise:
 		return superviseCmd(e, rest)
-	case "profile":
-		err = profileCmd(e, rest)
-	case "version", "--version":
-		return versionCmd(e, rest)
-	case "help", "-h", "-help", "--help":
-		usage(e.stdout)
 	case hiddenInit:
 		initMain()
+		return 0
 	case hiddenHold:
 		io.Copy(io.Discard, os.Stdin)
+		return 0
 	case hiddenCleanup:
 		cleanupMain(rest)
-	default:
-		fmt.Fprintf(e.stderr, "cordon: unknown command %q\n", cmd)
-		usage(e.stderr)
-		return ExitCordon
+		return 0
+	case "--version":
+		fmt.Fprintln(e.stdout, "cordon", Version)
+		return 0
 	}
-	if err != nil {
-		return fail(e, err)
-	}
-	return 0
-}
-
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: cordon <command> [flags]
-
-commands:
-  run [flags] -- CMD [ARGS...]   run CMD in a least-privilege sandbox
-  doctor                         what this host supports and what cordon will do here
-  probe [flags]                  run the escape probes in a sandbox built from the profile
-  lint [flags] PROFILE|DIR...    find known mistakes in profiles (text, JSON, SARIF)
-  diff [--json] OLD NEW          every capability change between two profiles
-  approve PROFILE --by NAME      record the approval of a profile beside it
-  audit verify|show|keygen       check, read and sign the audit log
-  call [flags] TOOL ARGS-JSON    call a built-in tool as the tool gateway does: decided, then run in a sandbox
-  mcp [flags]                    serve the profile's tools to an agent over MCP (stdio, or --http ADDR)
-  mcp tools [flags]              list the upstream servers' tools with the pins that approve them
-  changes [RUN [PATH...]]        the changes a reviewed workspace's runs left (--diff, --json)
-  apply RUN [PATH...]            land a change set on the host's workspace, once approved where needed
-  discard RUN                    drop a change set
-  approvals list|show|approve|deny|serve
-                                 the tool calls held for a person's approval: decide them here or on a web page
-  serve --config FILE            sandboxes as a service: an HTTP API with tokens per agent, pre-warmed pools
-  serve token                    make an API token and the hash the configuration stores
-  replay --profile FILE TRACE    decide a recorded sequence of tool calls with the profile's tool policy
-  profile show [flags]           print the effective profile
-  version [--json]               print the version (--json: module, Go version, commit)
-
-Run 'cordon <command> -h' for the flags of a command.
-`)
+	// The commands, their help and their flags: commands.go.
+	return dispatch(e, args)
 }
 
 // fail prints err as a cordon error and returns ExitCordon.
@@ -175,7 +112,7 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "usage: cordon %s\n\nflags:\n", synopsis)
-		fs.PrintDefaults()
+		printFlags(e.stderr, fs)
 	}
 	return fs
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"net"
@@ -46,22 +47,14 @@ func mcpCmd(e *env, args []string) int {
 		usage = "mcp tools [flags]"
 	}
 	fs := newFlags(e, "mcp", usage)
-	var pf profileFlags
-	pf.register(fs)
-	var degraded list
-	fs.Var(&degraded, "allow-degraded", "run the tools' sandboxes even if `LAYER` ("+strings.Join(sandbox.DegradableLayers, ", ")+") is unavailable; repeatable or comma-separated")
-	auditLog := fs.String("audit-log", "", "append the calls' audit events to `FILE` (default: the configuration's)")
-	addr := fs.String("http", "", "serve streamable HTTP on `ADDR` (a loopback address and port) instead of stdin and stdout, to the clients of the configuration's mcp_clients")
-	var origins list
-	fs.Var(&origins, "allow-origin", "--http: also serve browsers on the web `ORIGIN` (scheme://host:port); repeatable")
-	jsonOut := fs.Bool("json", false, "mcp tools: print JSON")
-	saveFile := fs.String("save", "", "mcp tools: keep the tools' definitions, by pin, in `FILE` (beside the profile), for --diff")
-	diffFile := fs.String("diff", "", "mcp tools: show what changed in each tool since the definition its pin approved, kept in `FILE` by --save")
-	storeDir := fs.String("approval-store", "", "hold calls that need approval in `STORE`: a directory, an SQLite database or a postgres:// URL (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
+	var f mcpFlags
+	f.register(fs)
+	pf, auditLog, addr, jsonOut, saveFile, diffFile, storeDir := &f.pf, &f.auditLog, &f.addr, &f.json, &f.save, &f.diff, &f.store
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
 	}
+	degraded, origins := f.degraded, f.origins
 	if len(operands) > 0 {
 		fs.Usage()
 		return fail(e, fmt.Errorf("mcp: unexpected %q", operands[0]))
@@ -134,6 +127,27 @@ func mcpCmd(e *env, args []string) int {
 		return 0
 	}
 	return serveHTTP(ctx, e, g, *addr, clients, origins)
+}
+
+// mcpFlags are the flags of cordon mcp and cordon mcp tools, one set for
+// both.
+type mcpFlags struct {
+	pf                                profileFlags
+	degraded, origins                 list
+	auditLog, addr, save, diff, store string
+	json                              bool
+}
+
+func (f *mcpFlags) register(fs *flag.FlagSet) {
+	f.pf.register(fs)
+	fs.Var(&f.degraded, "allow-degraded", "run the tools' sandboxes even if `LAYER` ("+strings.Join(sandbox.DegradableLayers, ", ")+") is unavailable; repeatable or comma-separated")
+	fs.StringVar(&f.auditLog, "audit-log", "", "append the calls' audit events to `FILE` (default: the configuration's)")
+	fs.StringVar(&f.addr, "http", "", "serve streamable HTTP on `ADDR` (a loopback address and port) instead of stdin and stdout, to the clients of the configuration's mcp_clients")
+	fs.Var(&f.origins, "allow-origin", "--http: also serve browsers on the web `ORIGIN` (scheme://host:port); repeatable")
+	fs.BoolVar(&f.json, "json", false, "mcp tools: print JSON")
+	fs.StringVar(&f.save, "save", "", "mcp tools: keep the tools' definitions, by pin, in `FILE` (beside the profile), for --diff")
+	fs.StringVar(&f.diff, "diff", "", "mcp tools: show what changed in each tool since the definition its pin approved, kept in `FILE` by --save")
+	fs.StringVar(&f.store, "approval-store", "", "hold calls that need approval in `STORE`: a directory, an SQLite database or a postgres:// URL (default: $CORDON_STATE_DIR/approvals or ~/.local/state/cordon/approvals)")
 }
 
 // mcpClients reads the MCP clients of cordon's configuration, which

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,21 +32,13 @@ import (
 // status 0 only when every probe is contained.
 func probeCmd(e *env, args []string) int {
 	fs := newFlags(e, "probe", "probe [flags]")
-	var pf profileFlags
-	pf.register(fs)
-	asJSON := fs.Bool("json", false, "print the report as JSON (docs/probe.schema.json)")
-	compare := fs.String("compare", "", "report the probes whose status changed since the JSON report `OLD`")
-	record := fs.Bool("record", false, "keep the JSON report on this host, where cordon lint looks for it (see --reports)")
-	reports := fs.String("reports", probe.ReportDir(), "the `DIR` of recorded reports")
-	auditLog := fs.String("audit-log", "", "record the probes' sandboxes in the audit log `FILE` (default: the configuration's)")
-	only := fs.String("only", "", "run only the probes of `CATEGORY` ("+strings.Join(probe.AllCategories, ", ")+")")
-	var degraded list
-	fs.Var(&degraded, "allow-degraded", "probe even if `LAYER` is unavailable, as cordon run would")
-	every := fs.Duration("every", 0, "run the battery again every `INTERVAL` (and at once when the profile file changes), recording each report and naming what changed since the last")
-	runs := fs.Int("runs", 0, "with --every, stop after `N` runs (0: run until interrupted)")
+	var f probeFlags
+	f.register(fs)
+	pf, asJSON, compare, record, reports, auditLog, only, every, runs := &f.pf, &f.json, &f.compare, &f.record, &f.reports, &f.auditLog, &f.only, &f.every, &f.runs
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
 	}
+	degraded := f.degraded
 	if *every > 0 {
 		file := pf.file
 		if file != "" {
@@ -157,6 +150,29 @@ func probeCmd(e *env, args []string) int {
 }
 
 // probeHost fingerprints this host for a report.
+// probeFlags are cordon probe's flags.
+type probeFlags struct {
+	pf                               profileFlags
+	json, record                     bool
+	compare, reports, auditLog, only string
+	degraded                         list
+	every                            time.Duration
+	runs                             int
+}
+
+func (f *probeFlags) register(fs *flag.FlagSet) {
+	f.pf.register(fs)
+	fs.BoolVar(&f.json, "json", false, "print the report as JSON (docs/probe.schema.json)")
+	fs.StringVar(&f.compare, "compare", "", "report the probes whose status changed since the JSON report `OLD`")
+	fs.BoolVar(&f.record, "record", false, "keep the JSON report on this host, where cordon lint looks for it (see --reports)")
+	fs.StringVar(&f.reports, "reports", probe.ReportDir(), "the `DIR` of recorded reports")
+	fs.StringVar(&f.auditLog, "audit-log", "", "record the probes' sandboxes in the audit log `FILE` (default: the configuration's)")
+	fs.StringVar(&f.only, "only", "", "run only the probes of `CATEGORY` ("+strings.Join(probe.AllCategories, ", ")+")")
+	fs.Var(&f.degraded, "allow-degraded", "probe even if `LAYER` is unavailable, as cordon run would")
+	fs.DurationVar(&f.every, "every", 0, "run the battery again every `INTERVAL` (and at once when the profile file changes), recording each report and naming what changed since the last")
+	fs.IntVar(&f.runs, "runs", 0, "with --every, stop after `N` runs (0: run until interrupted)")
+}
+
 func probeHost() probe.Host {
 	h := sandbox.ProbeHost()
 	name, _ := os.Hostname()

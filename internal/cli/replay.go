@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -48,8 +49,7 @@ type replayed struct {
 // when a call was refused, 0 when every call was allowed.
 func replayCmd(e *env, args []string) int {
 	fs := newFlags(e, "replay", "replay [--json] --profile FILE TRACE.jsonl")
-	file := fs.String("profile", "", "the profile `FILE` whose tool policy decides")
-	asJSON := fs.Bool("json", false, "print each decision as a JSON line")
+	file, asJSON := replayFlags(fs)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -171,4 +171,11 @@ func readTrace(path string) ([]traceLine, []int, error) {
 		return nil, nil, fmt.Errorf("reading trace: %w", err)
 	}
 	return calls, lines, nil
+}
+
+// replayFlags registers cordon replay's flags.
+func replayFlags(fs *flag.FlagSet) (file *string, asJSON *bool) {
+	file = fs.String("profile", "", "the profile `FILE` whose tool policy decides")
+	asJSON = fs.Bool("json", false, "print each decision as a JSON line")
+	return file, asJSON
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -25,18 +26,13 @@ func runCmd(e *env, args []string) int {
 	defer exe.Close()
 
 	fs := newFlags(e, "run", "run [flags] -- CMD [ARGS...]")
-	var pf profileFlags
-	pf.register(fs)
-	var degraded list
-	fs.Var(&degraded, "allow-degraded", "run even if `LAYER` ("+strings.Join(sandbox.DegradableLayers, ", ")+") is unavailable; repeatable or comma-separated")
-	asJSON := fs.Bool("json", false, "print the outcome as JSON on stderr after the command's output")
-	outFile := fs.String("outcome", "", "write the outcome as JSON to `FILE`")
-	verbose := fs.Bool("v", false, "report the layers in force on stderr")
-	auditLog := fs.String("audit-log", "", "append this run's audit events to `FILE` (default: the configuration's, see cordon audit)")
-	serverURL := fs.String("server", "", "run the command in a sandbox of cordon serve at `URL`, with the token in $CORDON_TOKEN: the server's profile for the token's agent applies")
+	var f runFlags
+	f.register(fs)
+	pf, asJSON, outFile, verbose, auditLog, serverURL := &f.pf, &f.json, &f.outcome, &f.verbose, &f.auditLog, &f.server
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
 	}
+	degraded := f.degraded
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return fail(e, fmt.Errorf("run: no command given"))
@@ -137,6 +133,24 @@ func runCmd(e *env, args []string) int {
 // startSlack is how much earlier than its start a reviewed run counts as
 // started, for conflicts: more than a tick of the kernel's coarse clock.
 const startSlack = 20 * time.Millisecond
+
+// runFlags are cordon run's flags.
+type runFlags struct {
+	pf                        profileFlags
+	degraded                  list
+	json, verbose             bool
+	outcome, auditLog, server string
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	f.pf.register(fs)
+	fs.Var(&f.degraded, "allow-degraded", "run even if `LAYER` ("+strings.Join(sandbox.DegradableLayers, ", ")+") is unavailable; repeatable or comma-separated")
+	fs.BoolVar(&f.json, "json", false, "print the outcome as JSON on stderr after the command's output")
+	fs.StringVar(&f.outcome, "outcome", "", "write the outcome as JSON to `FILE`")
+	fs.BoolVar(&f.verbose, "v", false, "report the layers in force on stderr")
+	fs.StringVar(&f.auditLog, "audit-log", "", "append this run's audit events to `FILE` (default: the configuration's, see cordon audit)")
+	fs.StringVar(&f.server, "server", "", "run the command in a sandbox of cordon serve at `URL`, with the token in $CORDON_TOKEN: the server's profile for the token's agent applies")
+}
 
 // report prints the outcome: as JSON when asked, else one line when the run
 // did not end cleanly (a sandbox error has already been printed).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"net"
@@ -40,15 +41,13 @@ func serveCmd(e *env, args []string) int {
 	exe := sandbox.SealedCopy()
 	defer exe.Close()
 	fs := newFlags(e, "serve", "serve --config FILE [flags] | serve token")
-	cfgFile := fs.String("config", "", "the server's configuration `FILE` (agents, profiles, pools, tokens)")
-	listen := fs.String("listen", "", "listen on `ADDR` (default: the configuration's, else "+server.DefaultListen+")")
-	var degraded list
-	fs.Var(&degraded, "allow-degraded", "build sandboxes even if `LAYER` is unavailable; repeatable or comma-separated")
-	auditLog := fs.String("audit-log", "", "the audit log `FILE` (default: the configuration's, see cordon audit)")
-	storeDir := fs.String("approval-store", "", "the approval store the admin API decides in: a `DIR`, an SQLite file or a postgres:// URL (default: the configuration's database)")
+	var f serveFlags
+	f.register(fs)
+	cfgFile, listen, auditLog, storeDir := &f.config, &f.listen, &f.auditLog, &f.store
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
 	}
+	degraded := f.degraded
 	if *cfgFile == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return fail(e, errors.New("serve: give the configuration with --config FILE"))
@@ -200,6 +199,20 @@ func serveCmd(e *env, args []string) int {
 // drain stops cordon serve on a signal: no new connections or requests
 // (503), the running commands finish within grace, then every sandbox
 // ends; another signal on sigs cuts the grace short.
+// serveFlags are cordon serve's flags.
+type serveFlags struct {
+	config, listen, auditLog, store string
+	degraded                        list
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", "", "the server's configuration `FILE` (agents, profiles, pools, tokens)")
+	fs.StringVar(&f.listen, "listen", "", "listen on `ADDR` (default: the configuration's, else "+server.DefaultListen+")")
+	fs.Var(&f.degraded, "allow-degraded", "build sandboxes even if `LAYER` is unavailable; repeatable or comma-separated")
+	fs.StringVar(&f.auditLog, "audit-log", "", "the audit log `FILE` (default: the configuration's, see cordon audit)")
+	fs.StringVar(&f.store, "approval-store", "", "the approval store the admin API decides in: a `DIR`, an SQLite file or a postgres:// URL (default: the configuration's database)")
+}
+
 func drain(e *env, srv *server.Server, hs *http.Server, grace time.Duration, sigs <-chan os.Signal) {
 	fmt.Fprintf(e.stderr, "cordon: stopping: no new requests; running commands have %s to finish (a second signal ends them now)\n", grace)
 	ctx, cancel := context.WithTimeout(context.Background(), grace)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 
 	"github.com/cordon-sandbox/cordon/internal/version"
@@ -12,7 +13,7 @@ import (
 // uncommitted changes).
 func versionCmd(e *env, args []string) int {
 	fs := newFlags(e, "version", "version [--json]")
-	asJSON := fs.Bool("json", false, "print the version and the build's module, Go version and commit as JSON")
+	asJSON := versionFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return fail(e, err)
 	}
@@ -31,4 +32,9 @@ func versionCmd(e *env, args []string) int {
 	}
 	fmt.Fprintln(e.stdout, string(out))
 	return 0
+}
+
+// versionFlags registers version's flags.
+func versionFlags(fs *flag.FlagSet) (asJSON *bool) {
+	return fs.Bool("json", false, "print the version and the build's module, Go version and commit as JSON")
 }
