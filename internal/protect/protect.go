@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"sort"
@@ -116,7 +117,26 @@ var ErrLink = errors.New("is a symbolic link in a writable part of the view, whi
 
 // Make plans the protection of the writable bind at root (a host
 // directory), creating placeholders. On an error nothing is left behind.
+//
+// Another run in the same bind may remove a placeholder of its own between
+// this plan seeing it and holding it, or make one between this plan
+// missing it and making its own: the plan is then made again, as the bind
+// now is.
 func Make(root string, o Options) (*Plan, error) {
+	for try := 1; ; try++ {
+		p, err := makePlan(root, o)
+		if try < maxReplans && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrExist)) {
+			continue
+		}
+		return p, err
+	}
+}
+
+// maxReplans bounds the plans Make makes while other runs remove their
+// placeholders.
+const maxReplans = 8
+
+func makePlan(root string, o Options) (*Plan, error) {
 	d, err := openRoot(root)
 	if err != nil {
 		return nil, err
