@@ -23,8 +23,8 @@ func errorLines(t *testing.T, src string) []string {
 	return out
 }
 
-func TestParseReportsEveryMistakeInOnePass(t *testing.T) {
-	src := `version: 1
+// threeMistakes has a misspelt field, a misspelt block and a bad limit.
+const threeMistakes = `version: 1
 agent: demo
 workspace:
   path: .
@@ -35,18 +35,9 @@ network:
   budget:
     bytes_out: lots
 `
-	want := []string{
-		`5:3 workspace.writeable: unknown field "writeable"; did you mean "writable"?`,
-		`6:1 resouces: unknown field "resouces"; did you mean "resources"?`,
-		`10:16 network.budget.bytes_out: "lots" is not a size (write e.g. 512MiB, 1.5GiB or a number of bytes)`,
-	}
-	if diff := cmp.Diff(want, errorLines(t, src)); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
-}
 
-func TestParseReportsWrongTypesWithTheRest(t *testing.T) {
-	src := `version: 1
+// wrongTypes has values of the wrong type among other mistakes.
+const wrongTypes = `version: 1
 agent: demo
 user:
   uid: abc
@@ -58,6 +49,28 @@ mounts:
   - path: relative
 hostname: [a]
 `
+
+// misspelt are profiles whose only mistakes are misspelt fields.
+var misspelt = []string{
+	"version: 1\nagnet: demo\n",
+	minimal + "mounts:\n  - zzz: 1\n    path: /usr\n",
+	minimal + "x-base: &b {pth: /usr}\nmounts:\n  - <<: *b\n    target: /opt\n",
+}
+
+func TestParseReportsEveryMistakeInOnePass(t *testing.T) {
+	src := threeMistakes
+	want := []string{
+		`5:3 workspace.writeable: unknown field "writeable"; did you mean "writable"?`,
+		`6:1 resouces: unknown field "resouces"; did you mean "resources"?`,
+		`10:16 network.budget.bytes_out: "lots" is not a size (write e.g. 512MiB, 1.5GiB or a number of bytes)`,
+	}
+	if diff := cmp.Diff(want, errorLines(t, src)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseReportsWrongTypesWithTheRest(t *testing.T) {
+	src := wrongTypes
 	want := []string{
 		`4:8 user.uid: want a whole number, found a string`,
 		`6:5 mounts[0]: want a mapping, found a string`,
@@ -73,14 +86,14 @@ hostname: [a]
 
 func TestMisspeltFieldIsNotAlsoMissing(t *testing.T) {
 	want := []string{`2:1 agnet: unknown field "agnet"; did you mean "agent"?`}
-	if diff := cmp.Diff(want, errorLines(t, "version: 1\nagnet: demo\n")); diff != "" {
+	if diff := cmp.Diff(want, errorLines(t, misspelt[0])); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }
 
 func TestUnknownFieldWithoutSuggestionListsTheFields(t *testing.T) {
 	want := []string{`4:5 mounts[0].zzz: unknown field "zzz"; the fields here are path, target, writable, optional, reason`}
-	if diff := cmp.Diff(want, errorLines(t, minimal+"mounts:\n  - zzz: 1\n    path: /usr\n")); diff != "" {
+	if diff := cmp.Diff(want, errorLines(t, misspelt[1])); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }
@@ -101,7 +114,7 @@ resources: &res
 		t.Errorf("mounts: %+v", p.Mounts)
 	}
 	// A misspelling inside a merged mapping is found there too.
-	got := errorLines(t, minimal+"x-base: &b {pth: /usr}\nmounts:\n  - <<: *b\n    target: /opt\n")
+	got := errorLines(t, misspelt[2])
 	if len(got) != 2 || got[1] != `3:13 mounts[0].pth: unknown field "pth"; did you mean "path"?` {
 		t.Errorf("got %q", got)
 	}
