@@ -10,18 +10,22 @@ import (
 )
 
 // lintCmd implements `cordon lint [--format text|json|sarif] [--reports DIR]
-// [PROFILE|DIR...]`: the known mistakes in the profiles (the embedded
-// default without arguments). Exit status 0 when there is no finding, 1
-// when there are, 125 when cordon itself fails.
+// [--fail-on error|warning] [PROFILE|DIR...]`: the known mistakes in the
+// profiles (the embedded default without arguments). Exit status 1 when
+// there is a finding as severe as --fail-on (an error, unless asked to
+// fail on warnings too), 0 otherwise, 125 when cordon itself fails.
 func lintCmd(e *env, args []string) int {
 	fs := newFlags(e, "lint", "lint [flags] [PROFILE|DIR...]")
-	format, reports, rules := lintFlags(fs)
+	format, reports, rules, failOn := lintFlags(fs)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
 	}
 	if *format != "text" && *format != "json" && *format != "sarif" {
 		return fail(e, fmt.Errorf("--format: %q is not text, json or sarif", *format))
+	}
+	if *failOn != string(lint.Error) && *failOn != string(lint.Warning) {
+		return fail(e, fmt.Errorf("--fail-on: %q is not error or warning", *failOn))
 	}
 	if *rules {
 		for _, r := range lint.Rules() {
@@ -48,16 +52,19 @@ func lintCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	if len(findings) > 0 {
-		return 1
+	for _, f := range findings {
+		if f.Severity == lint.Error || *failOn == string(lint.Warning) {
+			return 1
+		}
 	}
 	return 0
 }
 
 // lintFlags registers cordon lint's flags.
-func lintFlags(fs *flag.FlagSet) (format, reports *string, rules *bool) {
+func lintFlags(fs *flag.FlagSet) (format, reports *string, rules *bool, failOn *string) {
 	format = fs.String("format", "text", "`FORMAT` of the findings: text, json or sarif")
 	reports = fs.String("reports", probe.ReportDir(), "the `DIR` of probe reports recorded with cordon probe --record")
 	rules = fs.Bool("rules", false, "list the rules and exit")
-	return format, reports, rules
+	failOn = fs.String("fail-on", string(lint.Error), "exit 1 on findings of this `SEVERITY` or worse: error, or warning")
+	return format, reports, rules, failOn
 }

@@ -63,6 +63,9 @@ func mcpCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	if !listOnly && !offersTools(p) {
+		return fail(e, noTools(pf.file))
+	}
 	file := ""
 	if pf.file != "" {
 		file = pf.abs(e, pf.file)

@@ -2,11 +2,14 @@ package profile
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -107,6 +110,9 @@ func parse(name string, data []byte) (*Profile, error) {
 	sum := sha256.Sum256(data)
 	src.digest = hex.EncodeToString(sum[:])
 	var p Profile
+	if sh := checkShape(src, file.Docs[0].Body, reflect.TypeFor[Profile]()); len(sh.errs) > 0 {
+		return nil, sh.withValidation(file.Docs[0].Body, src)
+	}
 	if err := yaml.NodeToValue(file.Docs[0].Body, &p, yaml.DisallowUnknownField(), yaml.Strict()); err != nil {
 		e := locate(name, err)
 		if e.Field == "" && e.Line > 0 {
@@ -115,10 +121,42 @@ func parse(name string, data []byte) (*Profile, error) {
 		return nil, Errors{e}
 	}
 	if errs := p.validate(src); len(errs) > 0 {
-		return nil, errs
+		return nil, errs.sorted()
 	}
 	p.src = src
 	return &p, nil
+}
+
+// withValidation adds to the unknown fields and wrong types found the
+// invalid values of what is left, once the values of the wrong type are
+// taken out (checkShape nulled them) and unknown fields ignored; a
+// complaint about a field already reported is left out.
+func (sh *shape) withValidation(body ast.Node, src *source) Errors {
+	errs := sh.errs
+	var p Profile
+	if err := yaml.NodeToValue(body, &p); err == nil {
+		for _, e := range p.validate(src) {
+			if !sh.covers(e.Field) {
+				errs = append(errs, e)
+			}
+		}
+	}
+	return errs.sorted()
+}
+
+// sorted orders errors by their position in the file; those without one
+// come last, in the order they were found.
+func (es Errors) sorted() Errors {
+	line := func(e *Error) int {
+		if e.Line == 0 {
+			return math.MaxInt
+		}
+		return e.Line
+	}
+	slices.SortStableFunc(es, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(line(a), line(b)), cmp.Compare(a.Col, b.Col))
+	})
+	return es
 }
 
 // locate turns a decoder error into an Error with the position it carries.

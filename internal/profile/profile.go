@@ -1,8 +1,10 @@
 // Package profile defines cordon's profiles: one YAML file per agent that says
 // exactly what the agent's sandbox may see and do. Loading is strict (unknown
 // fields, wrong types and impossible values are errors that name the file,
-// line, column and field) and pure: nothing here touches the host beyond
-// reading the profile file itself.
+// line, column and field, all of them reported at once, a misspelt field
+// with the name it was likely meant to be) and pure: nothing here touches
+// the host beyond reading the profile file itself. docs/profile.schema.json
+// describes the same format for editors; tests keep the two in step.
 package profile
 
 import (

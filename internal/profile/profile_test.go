@@ -45,64 +45,68 @@ func TestEnviron(t *testing.T) {
 
 const minimal = "version: 1\nagent: a\n"
 
+// parseErrorCases are profiles the loader refuses, with the first error
+// it reports; the schema test also holds the schema to those refused for
+// their structure.
+var parseErrorCases = []struct {
+	name  string
+	src   string
+	line  int
+	col   int
+	field string
+	msg   string
+}{
+	{"unknown field", minimal + "bogus: 1\n", 3, 1, "bogus", `unknown field "bogus"`},
+	{"unknown nested field", minimal + "mounts:\n  - path: /usr\n    bogus: 1\n", 5, 5, "mounts[0].bogus", `unknown field "bogus"`},
+	{"wrong type", minimal + "user:\n  uid: abc\n", 4, 8, "user.uid", "want a whole number, found a string"},
+	{"relative mount", minimal + "mounts:\n  - path: usr\n", 4, 11, "mounts[0].path", "must be an absolute path"},
+	{"unclean mount", minimal + "mounts:\n  - path: /usr/../etc\n", 4, 11, "mounts[0].path", "not clean"},
+	{"root mount", minimal + "mounts:\n  - path: /\n", 4, 11, "mounts[0].path", "whole host root"},
+	{"etc wholesale", minimal + "mounts:\n  - path: /etc\n", 4, 11, "mounts[0].path", "not bound wholesale"},
+	{"reserved proc", minimal + "mounts:\n  - path: /srv\n    target: /proc/x\n", 5, 13, "mounts[1-1].target", "reserved"},
+	{"duplicate target", minimal + "mounts:\n  - path: /usr\n  - path: /opt\n    target: /usr\n", 6, 13, "mounts[1].target", "already the target"},
+	{"hides home", minimal + "mounts:\n  - path: /home\n", 4, 11, "mounts[0].path", "would hide the sandbox user's home"},
+	{"root user", minimal + "user:\n  uid: 0\n", 4, 8, "user.uid", "never root"},
+	{"bad size", minimal + "resources:\n  tmp_size: 12Q\n", 4, 13, "resources.tmp_size", "not a size"},
+	{"limit as a list", minimal + "resources:\n  memory: [1]\n", 4, 11, "resources.memory", "want a string, found a list"},
+	{"tool without class", minimal + "tools:\n  fetch:\n    returns: [untrusted]\n", 4, 3, "tools.fetch.class", "missing: say what a call does"},
+	{"tool class", minimal + "tools:\n  fetch:\n    class: network\n", 5, 12, "tools.fetch.class", `"network" is not a class`},
+	{"unknown label", minimal + "tools:\n  fetch:\n    class: external\n    accepts: [secrets]\n", 6, 15, "tools.fetch.accepts[0]", `unknown label "secrets"`},
+	{"label rule without match", minimal + "tools:\n  read_file:\n    class: read\n    labels:\n      - arg: path\n        labels: [secret]\n", 7, 12, "tools.read_file.labels[0]", "give a glob, a prefix or a suffix"},
+	{"label glob", minimal + "tools:\n  read_file:\n    class: read\n    labels:\n      - arg: path\n        glob: '**/.env**'\n        labels: [secret]\n", 8, 15, "tools.read_file.labels[0].glob", "whole names only"},
+	{"paths of a built-in", minimal + "tools:\n  read_file:\n    class: read\n    paths: [path]\n", 6, 5, "tools.read_file.paths", "only a tool of a server"},
+	{"path named twice", minimal + "servers:\n  fs:\n    url: https://x.example/\ntools:\n  fs__read:\n    class: read\n    paths: [path, path]\n", 9, 19, "tools.fs__read.paths[1]", "named twice"},
+	{"bad constraint", minimal + "tools:\n  fetch:\n    class: external\n    constraints: ['args.url.lower() == \"x\"']\n", 6, 19, "tools.fetch.constraints[0]", "column 10: undeclared method lower()"},
+	{"server without profile", minimal + "servers:\n  fs:\n    command: [mcp-fs]\n", 4, 3, "servers.fs.profile", "missing: a server runs in a sandbox of its own profile"},
+	{"server twice over", minimal + "servers:\n  fs:\n    command: [mcp-fs]\n    url: https://x.example/mcp\n", 4, 3, "servers.fs", "a command or a url, not both"},
+	{"server url", minimal + "servers:\n  fs:\n    url: ftp://x.example/\n", 5, 10, "servers.fs.url", "not an http or https URL"},
+	{"server name", minimal + "servers:\n  a__b:\n    url: https://x.example/\n", 4, 3, "servers.a__b", "not a valid server name"},
+	{"tool of no server", minimal + "tools:\n  fs__read:\n    class: read\n", 4, 3, "tools.fs__read", `no server "fs" under servers`},
+	{"bad pin", minimal + "servers:\n  fs:\n    url: https://x.example/\ntools:\n  fs__read:\n    class: read\n    pin: abc\n", 9, 10, "tools.fs__read.pin", "not sha256: and 64 lowercase hex digits"},
+	{"pin of a built-in", minimal + "tools:\n  fetch:\n    class: external\n    pin: sha256:00\n", 6, 10, "tools.fetch.pin", "only a tool of a server under servers has a pin"},
+	{"approval class", minimal + "approval:\n  classes: [dangerous]\n", 4, 13, "approval.classes[0]", `"dangerous" is not a class`},
+	{"approval via", minimal + "approval:\n  via: email\n", 4, 8, "approval.via", `"email" is not a way to ask`},
+	{"approval timeout", minimal + "approval:\n  timeout: later\n", 4, 12, "approval.timeout", `"later" is not a duration`},
+	{"approval of no tool", minimal + "approval:\n  tools:\n    pay:\n      required: true\n", 5, 5, "approval.tools.pay", "pay is not a tool of this profile"},
+	{"approval threshold", minimal + "tools:\n  pay:\n    class: financial\napproval:\n  tools:\n    pay:\n      when: 'args.amount >'\n", 9, 13, "approval.tools.pay.when", "unexpected end of expression"},
+	{"drift interval", minimal + "drift:\n  every: 1ms\n", 4, 10, "drift.every", "at least 100ms"},
+	{"drift action", minimal + "drift:\n  action: ignore\n", 4, 11, "drift.action", `"ignore" is not an action`},
+	{"session wall", minimal + "session:\n  wall: soon\n", 4, 9, "session.wall", `"soon" is not a duration`},
+	{"own label twice", minimal + "labels: [secret]\n", 3, 10, "labels[0]", `"secret" is already a label`},
+	{"tiny size", minimal + "resources:\n  tmp_size: 1k\n", 4, 13, "resources.tmp_size", "below the smallest tmp_size, 1MiB"},
+	{"negative size", minimal + "resources:\n  tmp_size: -5MiB\n", 4, 13, "resources.tmp_size", "negative"},
+	{"bad env name", minimal + "env:\n  pass: [\"A-B\"]\n", 4, 10, "env.pass[0]", "not a valid environment variable name"},
+	{"missing version", "agent: a\n", 0, 0, "version", "missing"},
+	{"wrong version", "version: 2\nagent: a\n", 1, 10, "version", "unsupported version 2"},
+	{"missing agent", "version: 1\n", 0, 0, "agent", "missing"},
+	{"bad hostname", minimal + "hostname: a_b\n", 3, 11, "hostname", "not a valid host name"},
+	{"syntax error", minimal + "mounts: [\n", 3, 9, "", "not found"},
+	{"duplicate key", minimal + "agent: b\n", 3, 1, "", "already defined"},
+	{"empty", "  \n", 0, 0, "", "empty"},
+}
+
 func TestParseErrors(t *testing.T) {
-	tests := []struct {
-		name  string
-		src   string
-		line  int
-		col   int
-		field string
-		msg   string
-	}{
-		{"unknown field", minimal + "bogus: 1\n", 3, 1, "bogus", `unknown field "bogus"`},
-		{"unknown nested field", minimal + "mounts:\n  - path: /usr\n    bogus: 1\n", 5, 5, "mounts[0].bogus", `unknown field "bogus"`},
-		{"wrong type", minimal + "user:\n  uid: abc\n", 4, 8, "user.uid", "want a whole number, found a string"},
-		{"relative mount", minimal + "mounts:\n  - path: usr\n", 4, 11, "mounts[0].path", "must be an absolute path"},
-		{"unclean mount", minimal + "mounts:\n  - path: /usr/../etc\n", 4, 11, "mounts[0].path", "not clean"},
-		{"root mount", minimal + "mounts:\n  - path: /\n", 4, 11, "mounts[0].path", "whole host root"},
-		{"etc wholesale", minimal + "mounts:\n  - path: /etc\n", 4, 11, "mounts[0].path", "not bound wholesale"},
-		{"reserved proc", minimal + "mounts:\n  - path: /srv\n    target: /proc/x\n", 5, 13, "mounts[1-1].target", "reserved"},
-		{"duplicate target", minimal + "mounts:\n  - path: /usr\n  - path: /opt\n    target: /usr\n", 6, 13, "mounts[1].target", "already the target"},
-		{"hides home", minimal + "mounts:\n  - path: /home\n", 4, 11, "mounts[0].path", "would hide the sandbox user's home"},
-		{"root user", minimal + "user:\n  uid: 0\n", 4, 8, "user.uid", "never root"},
-		{"bad size", minimal + "resources:\n  tmp_size: 12Q\n", 4, 13, "resources.tmp_size", "not a size"},
-		{"limit as a list", minimal + "resources:\n  memory: [1]\n", 4, 11, "resources.memory", "want a string, found a list"},
-		{"tool without class", minimal + "tools:\n  fetch:\n    returns: [untrusted]\n", 4, 3, "tools.fetch.class", "missing: say what a call does"},
-		{"tool class", minimal + "tools:\n  fetch:\n    class: network\n", 5, 12, "tools.fetch.class", `"network" is not a class`},
-		{"unknown label", minimal + "tools:\n  fetch:\n    class: external\n    accepts: [secrets]\n", 6, 15, "tools.fetch.accepts[0]", `unknown label "secrets"`},
-		{"label rule without match", minimal + "tools:\n  read_file:\n    class: read\n    labels:\n      - arg: path\n        labels: [secret]\n", 7, 12, "tools.read_file.labels[0]", "give a glob, a prefix or a suffix"},
-		{"label glob", minimal + "tools:\n  read_file:\n    class: read\n    labels:\n      - arg: path\n        glob: '**/.env**'\n        labels: [secret]\n", 8, 15, "tools.read_file.labels[0].glob", "whole names only"},
-		{"paths of a built-in", minimal + "tools:\n  read_file:\n    class: read\n    paths: [path]\n", 6, 5, "tools.read_file.paths", "only a tool of a server"},
-		{"path named twice", minimal + "servers:\n  fs:\n    url: https://x.example/\ntools:\n  fs__read:\n    class: read\n    paths: [path, path]\n", 9, 19, "tools.fs__read.paths[1]", "named twice"},
-		{"bad constraint", minimal + "tools:\n  fetch:\n    class: external\n    constraints: ['args.url.lower() == \"x\"']\n", 6, 19, "tools.fetch.constraints[0]", "column 10: undeclared method lower()"},
-		{"server without profile", minimal + "servers:\n  fs:\n    command: [mcp-fs]\n", 4, 3, "servers.fs.profile", "missing: a server runs in a sandbox of its own profile"},
-		{"server twice over", minimal + "servers:\n  fs:\n    command: [mcp-fs]\n    url: https://x.example/mcp\n", 4, 3, "servers.fs", "a command or a url, not both"},
-		{"server url", minimal + "servers:\n  fs:\n    url: ftp://x.example/\n", 5, 10, "servers.fs.url", "not an http or https URL"},
-		{"server name", minimal + "servers:\n  a__b:\n    url: https://x.example/\n", 4, 3, "servers.a__b", "not a valid server name"},
-		{"tool of no server", minimal + "tools:\n  fs__read:\n    class: read\n", 4, 3, "tools.fs__read", `no server "fs" under servers`},
-		{"bad pin", minimal + "servers:\n  fs:\n    url: https://x.example/\ntools:\n  fs__read:\n    class: read\n    pin: abc\n", 9, 10, "tools.fs__read.pin", "not sha256: and 64 lowercase hex digits"},
-		{"pin of a built-in", minimal + "tools:\n  fetch:\n    class: external\n    pin: sha256:00\n", 6, 10, "tools.fetch.pin", "only a tool of a server under servers has a pin"},
-		{"approval class", minimal + "approval:\n  classes: [dangerous]\n", 4, 13, "approval.classes[0]", `"dangerous" is not a class`},
-		{"approval via", minimal + "approval:\n  via: email\n", 4, 8, "approval.via", `"email" is not a way to ask`},
-		{"approval timeout", minimal + "approval:\n  timeout: later\n", 4, 12, "approval.timeout", `"later" is not a duration`},
-		{"approval of no tool", minimal + "approval:\n  tools:\n    pay:\n      required: true\n", 5, 5, "approval.tools.pay", "pay is not a tool of this profile"},
-		{"approval threshold", minimal + "tools:\n  pay:\n    class: financial\napproval:\n  tools:\n    pay:\n      when: 'args.amount >'\n", 9, 13, "approval.tools.pay.when", "unexpected end of expression"},
-		{"drift interval", minimal + "drift:\n  every: 1ms\n", 4, 10, "drift.every", "at least 100ms"},
-		{"drift action", minimal + "drift:\n  action: ignore\n", 4, 11, "drift.action", `"ignore" is not an action`},
-		{"session wall", minimal + "session:\n  wall: soon\n", 4, 9, "session.wall", `"soon" is not a duration`},
-		{"own label twice", minimal + "labels: [secret]\n", 3, 10, "labels[0]", `"secret" is already a label`},
-		{"tiny size", minimal + "resources:\n  tmp_size: 1k\n", 4, 13, "resources.tmp_size", "below the smallest tmp_size, 1MiB"},
-		{"negative size", minimal + "resources:\n  tmp_size: -5MiB\n", 4, 13, "resources.tmp_size", "negative"},
-		{"bad env name", minimal + "env:\n  pass: [\"A-B\"]\n", 4, 10, "env.pass[0]", "not a valid environment variable name"},
-		{"missing version", "agent: a\n", 0, 0, "version", "missing"},
-		{"wrong version", "version: 2\nagent: a\n", 1, 10, "version", "unsupported version 2"},
-		{"missing agent", "version: 1\n", 0, 0, "agent", "missing"},
-		{"bad hostname", minimal + "hostname: a_b\n", 3, 11, "hostname", "not a valid host name"},
-		{"syntax error", minimal + "mounts: [\n", 3, 9, "", "not found"},
-		{"duplicate key", minimal + "agent: b\n", 3, 1, "", "already defined"},
-		{"empty", "  \n", 0, 0, "", "empty"},
-	}
-	for _, tt := range tests {
+	for _, tt := range parseErrorCases {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.field = strings.ReplaceAll(tt.field, "[1-1]", "[0]")
 			_, err := Parse("p.yaml", []byte(tt.src))

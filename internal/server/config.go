@@ -269,7 +269,12 @@ func LoadConfig(path string) (*Config, error) {
 			return nil, at("$.agents."+name+".pool", field+".pool", fmt.Sprintf("want 0 to max_sandboxes (%d)", a.MaxSandboxes))
 		}
 		if err := a.load(filepath.Dir(abs)); err != nil {
-			return nil, at("$.agents."+name+".profile", field+".profile", err.Error())
+			msg := err.Error()
+			if perrs := (profile.Errors{}); errors.As(err, &perrs) && len(perrs) > 1 {
+				// Every problem of the profile, one a line.
+				msg = fmt.Sprintf("%d problems in the profile:\n  %s", len(perrs), strings.ReplaceAll(msg, "\n", "\n  "))
+			}
+			return nil, at("$.agents."+name+".profile", field+".profile", msg)
 		}
 	}
 	seen := map[string]bool{}
