@@ -491,6 +491,23 @@ func TestCaptureGitReached(t *testing.T) {
 			write(t, e.upper+"/src/config", "[core]\n\tworktree = .\n\tfsmonitor = x\n", 0o644)
 			write(t, e.upper+"/docs/README", "hi\n", 0o644)
 		}, map[string]bool{"src/HEAD": true, "src/config": true, "src/objects": true, "docs/README": false}},
+		{"a repository with a linked HEAD and objects that are files", func(e *env) {}, func(e *env) {
+			must(t, os.MkdirAll(e.upper+"/src/refs", 0o755))
+			write(t, e.upper+"/src/objects", "", 0o755)
+			must(t, os.Symlink("refs/heads/main", e.upper+"/src/HEAD"))
+			write(t, e.upper+"/src/config", "[core]\n\tfsmonitor = x\n", 0o644)
+		}, map[string]bool{"src/config": true, "src/HEAD": true}},
+		{"a work tree of a common directory", func(e *env) {}, func(e *env) {
+			write(t, e.upper+"/wt/commondir", "../common\n", 0o644)
+			write(t, e.upper+"/wt/config.worktree", "[core]\n\tfsmonitor = x\n", 0o644)
+			write(t, e.upper+"/common/config", "[extensions]\n\tworktreeConfig = true\n", 0o644)
+		}, map[string]bool{"wt/config.worktree": true}},
+		{"python start-up files", func(e *env) {}, func(e *env) {
+			write(t, e.upper+"/.venv/lib/python3.11/site-packages/zz.pth", "import os\n", 0o644)
+			write(t, e.upper+"/.venv/bin/activate", "x\n", 0o644)
+			write(t, e.upper+"/lib/sitecustomize.py", "x\n", 0o644)
+			write(t, e.upper+"/lib/util.py", "x\n", 0o644)
+		}, map[string]bool{".venv/lib/python3.11/site-packages/zz.pth": true, ".venv/bin/activate": true, "lib/sitecustomize.py": true, "lib/util.py": false}},
 		{"absolute hooksPath", func(e *env) {
 			write(t, e.host+"/.git/config", "[core]\n\thooksPath = "+e.host+"/tools\n", 0o644)
 		}, func(e *env) {
@@ -541,5 +558,43 @@ func TestCaptureWorldWritable(t *testing.T) {
 		if want := c.Path != "closed"; c.Has(FlagWorldWritable) != want {
 			t.Errorf("%s: world_writable %v, want %v", c.Path, !want, want)
 		}
+	}
+}
+
+// A layer's git configuration past the bounds of following it (thousands
+// of hooks paths through long link chains) cannot hold the capture up:
+// past the bounds, every change is flagged protected.
+func TestCaptureHooksPathBound(t *testing.T) {
+	root(t)
+	e := newEnv(t)
+	e.start()
+	deep := e.upper + "/d"
+	for i := 0; i < 40; i++ {
+		deep += "/d"
+	}
+	must(t, os.MkdirAll(deep, 0o755))
+	must(t, os.Symlink(strings.TrimPrefix(deep, e.upper+"/")+"/m", e.upper+"/l"))
+	must(t, os.Symlink(strings.Repeat("../", 41)+"l", deep+"/m"))
+	var cfg strings.Builder
+	cfg.WriteString("[core]\n")
+	for i := 0; i < 5000; i++ {
+		fmt.Fprintf(&cfg, "\thookspath = l%d\n", i)
+	}
+	write(t, e.upper+"/.git/config", cfg.String(), 0o644)
+	write(t, e.upper+"/plain.txt", "x", 0o644)
+	done := make(chan *Set, 1)
+	go func() { s, _ := e.capture(t, Limits{}); done <- s }()
+	select {
+	case s := <-done:
+		if s == nil {
+			t.Fatal("capture failed")
+		}
+		for _, c := range s.Changes {
+			if c.Path == "plain.txt" && !c.Has(FlagProtected) {
+				t.Error("past the bounds, plain.txt is not flagged")
+			}
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("capture still running a minute later")
 	}
 }

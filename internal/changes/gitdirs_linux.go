@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// flagGitDirs flags protected the changes inside a directory that is a
-// git repository in the sandbox's view (HEAD, objects and refs, in the
+// flagGitDirs flags protected the changes inside a directory that may be
+// a git repository in the sandbox's view (a HEAD or a commondir, in the
 // layer or in the host's tree), whatever its name: git obeys the
 // configuration and hooks of a bare repository, or of one a planted file
 // makes, as it does .git's.
@@ -19,9 +19,12 @@ func (c *capturer) flagGitDirs(upper, host *os.File) {
 	isGit := func(dir string) bool {
 		v, ok := known[dir]
 		if !ok {
-			v = kindIn(upper, host, path.Join(dir, "HEAD")) == unix.S_IFREG &&
-				kindIn(upper, host, path.Join(dir, "objects")) == unix.S_IFDIR &&
-				kindIn(upper, host, path.Join(dir, "refs")) == unix.S_IFDIR
+			// git takes a HEAD of any kind (a link to refs/... too),
+			// and finds objects and refs through links, or through the
+			// directory a commondir file names: any HEAD or commondir
+			// makes a directory one.
+			v = kindIn(upper, host, path.Join(dir, "HEAD")) != 0 ||
+				kindIn(upper, host, path.Join(dir, "commondir")) != 0
 			known[dir] = v
 		}
 		return v

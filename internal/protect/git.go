@@ -1,6 +1,7 @@
 package protect
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -71,6 +72,8 @@ func gitPaths(d *os.File, root string) (gits, error) {
 		main = ""
 		if target, ok := gitdirOf(d, root, ".git"); ok {
 			main, _ = follow(d, root, target)
+			// (a repository outside the bind, or past the bounds: the
+			// .git file itself stays protected)
 		}
 	case kindLink:
 		// A link to a repository elsewhere in the bind (as repo lays
@@ -134,13 +137,26 @@ func gitPaths(d *os.File, root string) (gits, error) {
 		for _, sp := range configValues(d, ".gitmodules", "submodule", "path") {
 			g.paths = append(g.paths, sp+"/.git")
 		}
+		seen := map[string]bool{}
 		for _, hp := range append(globalHooksPaths(), hooksPaths(d, main+"/config")...) {
-			if rel, ok := inRoot(root, "", hp); ok {
-				if to, ok := follow(d, root, rel); ok {
-					rel = to
-				}
-				g.paths = append(g.paths, rel)
+			if seen[hp] {
+				continue
 			}
+			if seen[hp] = true; len(seen) > maxHooksPaths {
+				return g, errTooManyLinks
+			}
+			rel, ok := inRoot(root, "", hp)
+			if !ok {
+				continue
+			}
+			to, err := follow(d, root, rel)
+			switch {
+			case errors.Is(err, errTooManyLinks):
+				return g, err
+			case err == nil:
+				rel = to
+			}
+			g.paths = append(g.paths, rel)
 		}
 	}
 	return g, nil
@@ -184,29 +200,44 @@ func inRoot(root, dir, p string) (string, bool) {
 	return p, true
 }
 
-// maxHops bounds the links followed on one path, as the kernel does.
-const maxHops = 40
+// Bounds of following links: hops on one path, as the kernel allows, and
+// links read in all for it (each hop starts again from the root).
+const (
+	maxHops      = 40
+	maxReadlinks = 4096
+	// maxHooksPaths bounds the distinct core.hooksPath values looked at.
+	maxHooksPaths = 64
+)
+
+// errTooManyLinks reports configuration past the bounds of following it.
+var errTooManyLinks = fmt.Errorf("more than %d core.hooksPath values, or a path to one past %d links or %d link reads: cordon cannot protect where they lead; simplify the git configuration", maxHooksPaths, maxHops, maxReadlinks)
+
+// errOutside reports a link leading out of the work tree.
+var errOutside = errors.New("leads outside the work tree")
 
 // follow resolves the links on the way to rel under d, as the work tree at
-// root sees them; ok is false when one leads outside it, or there are too
-// many.
-func follow(d *os.File, root, rel string) (string, bool) {
+// root sees them: errOutside when one leads outside it, errTooManyLinks
+// past the bounds (what cannot be followed cannot be protected where it leads).
+func follow(d *os.File, root, rel string) (string, error) {
 	parts := strings.Split(path.Clean(rel), "/")
 	done := ""
-	for hops := 0; len(parts) > 0; {
+	for hops, reads := 0, 0; len(parts) > 0; {
 		next := path.Join(done, parts[0])
 		parts = parts[1:]
+		if reads++; reads > maxReadlinks {
+			return "", errTooManyLinks
+		}
 		target, isLink := readlink(d, next)
 		if !isLink {
 			done = next
 			continue
 		}
 		if hops++; hops > maxHops {
-			return "", false
+			return "", errTooManyLinks
 		}
 		to, ok := inRoot(root, done, target)
 		if !ok {
-			return "", false
+			return "", errOutside
 		}
 		parts = append(strings.Split(to, "/"), parts...)
 		done = ""
@@ -214,7 +245,7 @@ func follow(d *os.File, root, rel string) (string, bool) {
 	if done == "" {
 		done = "."
 	}
-	return done, true
+	return done, nil
 }
 
 // hooksPaths reads core.hooksPath from the configuration at rel, every

@@ -22,6 +22,20 @@ func Protected(rel string) bool {
 		}
 	}
 	last := names[len(names)-1]
-	// An editor's workspace file runs its tasks when opened.
-	return slices.Contains(IfPresent, last) || strings.HasSuffix(last, ".code-workspace")
+	switch {
+	case slices.Contains(IfPresent, last):
+		return true
+	case strings.HasSuffix(last, ".code-workspace"):
+		// An editor's workspace file runs its tasks when opened.
+		return true
+	case strings.HasSuffix(last, ".pth"), last == "sitecustomize.py", last == "usercustomize.py", last == "pyvenv.cfg":
+		// Python runs these whenever the interpreter of the environment
+		// they are in starts (an editor's Python support, a test run).
+		return true
+	case len(names) > 1 && names[len(names)-2] == "bin" && strings.HasPrefix(strings.ToLower(last), "activate"):
+		// A virtual environment's activation scripts, sourced by shells
+		// and direnv.
+		return true
+	}
+	return false
 }
