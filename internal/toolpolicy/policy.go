@@ -100,13 +100,14 @@ type Session struct {
 	steps   int
 	calls   int
 	perTool map[string]int
-	labels  map[string]origin
+	labels  labelSet
+	tools   map[string]*toolInfo
 
 	// disabled are tools withdrawn from the agent, with the rule and why.
 	disabled map[string]Withdrawn
 	// granted are calls approved for the rest of the session.
 	granted map[string]bool
-	history []entry
+	history window[entry]
 
 	counters    counters
 	checkpoints []Checkpoint
@@ -129,7 +130,7 @@ func NewSession(p *profile.Profile, now func() time.Time) *Session {
 	if now == nil {
 		now = time.Now
 	}
-	return &Session{p: p, now: now, start: now(), perTool: map[string]int{}, labels: map[string]origin{}}
+	return &Session{p: p, now: now, start: now(), perTool: map[string]int{}}
 }
 
 // Withdrawn is a tool taken from the agent: its calls are refused by Rule,
@@ -147,7 +148,7 @@ func (s *Session) Steps() int { return s.steps }
 
 // Labels are the labels the session carries, sorted.
 func (s *Session) Labels() []string {
-	return slices.Sorted(maps.Keys(s.labels))
+	return s.labels.names()
 }
 
 // Decide decides a call and counts it as a step; an allowed call is also
@@ -162,10 +163,7 @@ func (s *Session) Decide(c Call) Decision {
 	}
 	s.count(c, d)
 	s.checkpoint()
-	s.history = append(s.history, entry{Entry{Step: s.steps, Allow: d.Allow, Held: d.Approval, Rule: d.Rule}, c})
-	if len(s.history) > historyLen {
-		s.history = s.history[1:]
-	}
+	s.history.push(entry{Entry{Step: s.steps, Allow: d.Allow, Held: d.Approval, Rule: d.Rule}, c}, historyLen)
 	return d
 }
 
@@ -177,8 +175,9 @@ type entry struct {
 
 // History is the session's recent calls, oldest first.
 func (s *Session) History() []Entry {
-	out := make([]Entry, len(s.history))
-	for i, e := range s.history {
+	h := s.history.last(historyLen)
+	out := make([]Entry, len(h))
+	for i, e := range h {
 		out[i] = e.Entry
 		out[i].Call = describe(e.call)
 	}
@@ -204,7 +203,7 @@ func (s *Session) decide(c Call) Decision {
 	s.steps++
 	b := s.p.Session
 	if b == nil {
-		b = &profile.Session{}
+		b = &noBudgets
 	}
 	if b.Steps > 0 && s.steps > b.Steps {
 		return deny("session.steps", "session.steps", fmt.Sprintf("the session has taken its %d steps", b.Steps), "")
@@ -219,7 +218,8 @@ func (s *Session) decide(c Call) Decision {
 	if !ok {
 		return deny("tools", "", fmt.Sprintf("%s is not a tool of this profile", c.Tool), s.listed())
 	}
-	field := "tools." + c.Tool
+	ti := s.info(c.Tool, t)
+	field := ti.field
 	if t.Deny {
 		return deny(field+".deny", "", fmt.Sprintf("the profile denies %s", c.Tool), s.listed())
 	}
@@ -227,7 +227,7 @@ func (s *Session) decide(c Call) Decision {
 		return deny("session.repeats", "loop_detected", fmt.Sprintf("the same %s call failed %d times in a row", c.Tool, s.fails), "change the call, or stop")
 	}
 	if len(t.Checks()) > 0 {
-		args := argsOf(c)
+		args := nativeArgs(c.Args)
 		for i, prog := range t.Checks() {
 			err := prog.CheckIn(args, c.Workspace)
 			if err == nil {
@@ -250,11 +250,11 @@ func (s *Session) decide(c Call) Decision {
 	ap := s.p.ApprovalPolicy()
 	granted := len(s.granted) > 0 && s.granted[key(c)]
 	if profile.Outward(t.Class) || len(t.Accepts) > 0 {
-		for _, l := range s.Labels() {
+		for _, cl := range s.labels {
+			l, o := cl.name, cl.origin
 			if slices.Contains(t.Accepts, l) {
 				continue
 			}
-			o := s.labels[l]
 			accepts := "nothing labelled"
 			if len(t.Accepts) > 0 {
 				accepts = "only " + strings.Join(t.Accepts, ", ")
@@ -275,7 +275,7 @@ func (s *Session) decide(c Call) Decision {
 		s.Commit(c)
 		return Decision{Allow: true, Rule: "approval.session", Reason: fmt.Sprintf("an identical %s call was approved for this session", c.Tool)}
 	}
-	if need, rule := ap.Needs(c.Tool, t.Class, func() map[string]any { return argsOf(c) }); need {
+	if need, rule := ap.Needs(c.Tool, t.Class, func() map[string]any { return nativeArgs(c.Args) }); need {
 		what := t.Class
 		if slices.Contains(profile.DefaultApprovalClasses, t.Class) {
 			what += ", cannot be undone"
@@ -283,16 +283,11 @@ func (s *Session) decide(c Call) Decision {
 		return Decision{Rule: rule, Reason: fmt.Sprintf("%s (%s) needs a person's approval", c.Tool, what), Approval: true}
 	}
 	s.Commit(c)
-	return Decision{Allow: true, Rule: field, Reason: fmt.Sprintf("%s (%s) is allowed by the profile", c.Tool, t.Class)}
+	return Decision{Allow: true, Rule: field, Reason: ti.allowReason}
 }
 
-// argsOf is a call's arguments as constraints see them.
-func argsOf(c Call) map[string]any {
-	if m, ok := cel.Native(c.Args).(map[string]any); ok && m != nil {
-		return m
-	}
-	return map[string]any{}
-}
+// noBudgets are the budgets of a profile without a session section.
+var noBudgets profile.Session
 
 // Record records what became of an allowed call at step: when its result
 // was shown to the agent (shown; a failure's error or partial output
@@ -317,10 +312,9 @@ func (s *Session) Record(step int, c Call, failed, shown bool) {
 	if !shown {
 		return
 	}
+	o := originOf(step, c)
 	for _, l := range s.ResultLabels(c) {
-		if _, ok := s.labels[l]; !ok {
-			s.labels[l] = origin{step: step, call: describe(c)}
-		}
+		s.labels.add(l, o)
 	}
 }
 
