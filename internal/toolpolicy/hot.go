@@ -3,6 +3,7 @@ package toolpolicy
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/cordon-sandbox/cordon/internal/cel"
@@ -80,6 +81,24 @@ func (ls labelSet) names() []string {
 		out[i] = l.name
 	}
 	return out
+}
+
+// appendNames appends the labels' names, sorted, to out.
+func (ls labelSet) appendNames(out []string) []string {
+	for _, l := range ls {
+		out = append(out, l.name)
+	}
+	return out
+}
+
+// containsAll reports whether the sorted a holds every string of b.
+func containsAll(a, b []string) bool {
+	for _, x := range b {
+		if _, ok := slices.BinarySearch(a, x); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // window keeps the last n values appended, contiguous, in a buffer of 2n

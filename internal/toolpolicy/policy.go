@@ -122,6 +122,9 @@ type Session struct {
 	// files are the labels of files written while a session carried
 	// them; shared by the sessions of one gateway.
 	files *FileLabels
+
+	// scratch holds the labels of the call being recorded.
+	scratch []string
 }
 
 // NewSession starts a session for the profile; now is the clock (nil for
@@ -297,7 +300,8 @@ var noBudgets profile.Session
 // failed or not.
 func (s *Session) Record(step int, c Call, failed, shown bool) {
 	if s.p.Tools[c.Tool].Class == "write" && len(s.labels) > 0 {
-		s.fileLabels().add(c, s.Labels())
+		s.scratch = s.labels.appendNames(s.scratch[:0])
+		s.fileLabels().add(c, s.scratch)
 	}
 	if failed {
 		k := key(c)
@@ -313,7 +317,8 @@ func (s *Session) Record(step int, c Call, failed, shown bool) {
 		return
 	}
 	o := originOf(step, c)
-	for _, l := range s.ResultLabels(c) {
+	s.scratch = s.resultLabels(append(s.scratch[:0], s.p.Tools[c.Tool].Returns...), c)
+	for _, l := range s.scratch {
 		s.labels.add(l, o)
 	}
 }
@@ -322,8 +327,13 @@ func (s *Session) Record(step int, c Call, failed, shown bool) {
 // those its label rules give by the arguments (a path argument matched as
 // the file it resolves to), and those of files the session wrote.
 func (s *Session) ResultLabels(c Call) []string {
+	return s.resultLabels(slices.Clone(s.p.Tools[c.Tool].Returns), c)
+}
+
+// resultLabels appends to out the labels the call's arguments and files
+// give its result, and sorts them without repeats.
+func (s *Session) resultLabels(out []string, c Call) []string {
 	t := s.p.Tools[c.Tool]
-	out := slices.Clone(t.Returns)
 	for _, r := range t.Labels {
 		v, ok := c.Args[r.Arg].(string)
 		if !ok {
@@ -342,7 +352,7 @@ func (s *Session) ResultLabels(c Call) []string {
 		}
 	}
 	if len(c.Files) > 0 {
-		out = append(out, s.fileLabels().of(c)...)
+		out = s.fileLabels().appendOf(out, c)
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
@@ -382,12 +392,20 @@ const MaxFiles = 4096
 // for the next.
 type FileLabels struct {
 	mu      sync.Mutex
-	m       map[string][]string
+	m       map[fileKey][]string
 	spilled []string
 }
 
+// fileKey keys a file by its canonical path, or (byID) by its device and
+// inode.
+type fileKey struct {
+	path     string
+	dev, ino uint64
+	byID     bool
+}
+
 // NewFileLabels is an empty set of file labels.
-func NewFileLabels() *FileLabels { return &FileLabels{m: map[string][]string{}} }
+func NewFileLabels() *FileLabels { return &FileLabels{m: map[fileKey][]string{}} }
 
 // ShareFiles makes the session label and look up written files in f
 // (shared with other sessions) rather than in a set of its own.
@@ -404,29 +422,40 @@ func (s *Session) fileLabels() *FileLabels {
 func (f *FileLabels) add(c Call, ls []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(c.Files) == 1 {
+		for _, file := range c.Files {
+			f.addFile(file, ls)
+		}
+		return
+	}
 	for _, arg := range slices.Sorted(maps.Keys(c.Files)) {
-		file := c.Files[arg]
-		keys := []string{file.Path}
-		if file.Exists {
-			keys = append(keys, identity(file))
-		}
-		for _, k := range keys {
-			if _, ok := f.m[k]; !ok && len(f.m) >= MaxFiles {
-				f.spilled = union(f.spilled, ls)
-				continue
-			}
-			f.m[k] = union(f.m[k], ls)
-		}
+		f.addFile(c.Files[arg], ls)
 	}
 }
 
-// of are the labels of the files a call names.
-func (f *FileLabels) of(c Call) []string {
+// addFile gives a file, by path and by identity, the labels ls.
+func (f *FileLabels) addFile(file File, ls []string) {
+	f.addKey(fileKey{path: file.Path}, ls)
+	if file.Exists {
+		f.addKey(identity(file), ls)
+	}
+}
+
+func (f *FileLabels) addKey(k fileKey, ls []string) {
+	if _, ok := f.m[k]; !ok && len(f.m) >= MaxFiles {
+		f.spilled = union(f.spilled, ls)
+		return
+	}
+	f.m[k] = union(f.m[k], ls)
+}
+
+// appendOf appends to out the labels of the files a call names.
+func (f *FileLabels) appendOf(out []string, c Call) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := slices.Clone(f.spilled)
+	out = append(out, f.spilled...)
 	for _, file := range c.Files {
-		out = append(out, f.m[file.Path]...)
+		out = append(out, f.m[fileKey{path: file.Path}]...)
 		if file.Exists {
 			out = append(out, f.m[identity(file)]...)
 		}
@@ -442,9 +471,14 @@ func (f *FileLabels) Len() int {
 }
 
 // identity keys a file by its device and inode.
-func identity(f File) string { return fmt.Sprintf("\x00%d:%d", f.Dev, f.Ino) }
+func identity(f File) fileKey { return fileKey{dev: f.Dev, ino: f.Ino, byID: true} }
 
+// union is the sorted labels of a and b without repeats; a itself (sorted,
+// without repeats, as union gives) when it holds every label of b.
 func union(a, b []string) []string {
+	if containsAll(a, b) {
+		return a
+	}
 	out := append(slices.Clone(a), b...)
 	sort.Strings(out)
 	return slices.Compact(out)
