@@ -22,7 +22,6 @@ import (
 type toolInfo struct {
 	field       string // tools.NAME
 	allowReason string
-	deny        Decision // the decision of a tool the profile denies
 }
 
 // info is the session's toolInfo for a listed tool.
@@ -54,12 +53,6 @@ type labelSet []label
 func (ls labelSet) find(name string) (int, bool) {
 	i := sort.Search(len(ls), func(i int) bool { return ls[i].name >= name })
 	return i, i < len(ls) && ls[i].name == name
-}
-
-// has reports whether the set holds name.
-func (ls labelSet) has(name string) bool {
-	_, ok := ls.find(name)
-	return ok
 }
 
 // add adds name, brought in by o, unless the set holds it already (then
