@@ -90,14 +90,14 @@ func (p *Program) String() string { return p.src }
 // Eval evaluates the expression with args bound to the call's arguments
 // (as FromJSON gives them) and returns its value.
 func (p *Program) Eval(args map[string]any) (any, error) {
-	return eval(p.root, &scope{name: "args", val: args})
+	return eval(p.root, scope{name: "args", val: args})
 }
 
 // EvalVars evaluates the expression with its environment's variables.
 func (p *Program) EvalVars(vars map[string]any) (any, error) {
-	var s *scope
+	var s scope
 	for name, v := range vars {
-		s = &scope{name: name, val: v, up: s}
+		s = s.with(name, v)
 	}
 	return eval(p.root, s)
 }

@@ -12,20 +12,42 @@ import (
 	"unicode/utf8"
 )
 
-// scope binds the arguments and the variables of enclosing macros.
+// scope is what an expression's names are bound to: one variable (the
+// arguments, args) held in the scope itself, the workspace that relative
+// paths are taken from, and the variables of enclosing macros (and an
+// environment's further variables), innermost first. A scope is passed by
+// value, so that evaluating an expression puts none on the heap; only a
+// macro's variables are.
 type scope struct {
 	name string
 	val  any
-	up   *scope
+	ws   string
+	vars *binding
 }
 
-func (s *scope) lookup(name string) any {
-	for ; s != nil; s = s.up {
-		if s.name == name {
-			return s.val
+// binding is one variable of a scope's chain.
+type binding struct {
+	name string
+	val  any
+	up   *binding
+}
+
+func (s scope) lookup(name string) any {
+	for b := s.vars; b != nil; b = b.up {
+		if b.name == name {
+			return b.val
 		}
 	}
+	if s.name == name {
+		return s.val
+	}
 	return nil
+}
+
+// with is s with name bound to val, above its other variables.
+func (s scope) with(name string, val any) scope {
+	s.vars = &binding{name: name, val: val, up: s.vars}
+	return s
 }
 
 func noOverload(op string, vs ...any) error {
@@ -38,7 +60,7 @@ func noOverload(op string, vs ...any) error {
 
 var errOverflow = errors.New("integer overflow")
 
-func eval(n node, s *scope) (any, error) {
+func eval(n node, s scope) (any, error) {
 	switch n := n.(type) {
 	case *lit:
 		return n.v, nil
@@ -166,7 +188,7 @@ func eval(n node, s *scope) (any, error) {
 
 // logical evaluates && and ||: a false (true) operand decides, whatever
 // the other is, even an error.
-func logical(n *binaryNode, s *scope) (any, error) {
+func logical(n *binaryNode, s scope) (any, error) {
 	decisive := n.op == "||"
 	x, xerr := eval(n.x, s)
 	if b, ok := x.(bool); ok && xerr == nil && b == decisive {
@@ -442,8 +464,15 @@ func compare(x, y any) (int, bool) {
 	return 0, false
 }
 
-func call(n *callNode, s *scope) (any, error) {
-	args := make([]any, len(n.args))
+func call(n *callNode, s scope) (any, error) {
+	// The arguments of CEL's functions and cordon's path methods (at most
+	// two) are kept on the stack; a custom method gets a copy of its own.
+	var buf [2]any
+	args := buf[:0]
+	if len(n.args) > len(buf) {
+		args = make([]any, 0, len(n.args))
+	}
+	args = args[:len(n.args)]
 	for i, a := range n.args {
 		v, err := eval(a, s)
 		if err != nil {
@@ -457,7 +486,7 @@ func call(n *callNode, s *scope) (any, error) {
 			return nil, err
 		}
 		if n.custom != nil {
-			return n.custom(r, args)
+			return n.custom(r, append(make([]any, 0, len(args)), args...))
 		}
 		if n.path {
 			return pathCall(n, r, args, s)
@@ -555,7 +584,7 @@ func call(n *callNode, s *scope) (any, error) {
 
 // comprehension evaluates a macro over a list's elements or a map's keys
 // (in sorted order).
-func comprehension(n *compNode, s *scope) (any, error) {
+func comprehension(n *compNode, s scope) (any, error) {
 	r, err := eval(n.rng, s)
 	if err != nil {
 		return nil, err
@@ -580,7 +609,7 @@ func comprehension(n *compNode, s *scope) (any, error) {
 	var out []any
 	count := 0
 	for _, it := range items {
-		v, err := eval(n.body, &scope{name: n.v, val: it, up: s})
+		v, err := eval(n.body, s.with(n.v, it))
 		switch n.macro {
 		case "map":
 			if err != nil {

@@ -18,12 +18,9 @@ import (
 // reads a tool's path argument as a file only when it has been resolved.
 var pathMethods = map[string]int{"within": 1, "glob": 1, "base": 0, "dir": 0, "ext": 0}
 
-// workspaceVar binds the workspace in a scope; no expression can name it.
-const workspaceVar = "\x00workspace"
-
 // CheckIn is Check with relative paths taken from the workspace ws.
 func (p *Program) CheckIn(args map[string]any, ws string) error {
-	v, err := eval(p.root, &scope{name: "args", val: args, up: &scope{name: workspaceVar, val: ws}})
+	v, err := eval(p.root, scope{name: "args", val: args, ws: ws})
 	if err != nil {
 		return err
 	}
@@ -38,14 +35,14 @@ func (p *Program) CheckIn(args map[string]any, ws string) error {
 }
 
 // absPath is p made absolute from the workspace, and clean.
-func absPath(method, p string, s *scope) (string, error) {
+func absPath(method, p string, s scope) (string, error) {
 	if p == "" {
 		return "", fmt.Errorf("%s(): an empty path", method)
 	}
 	if strings.HasPrefix(p, "/") {
 		return filepath.Clean(p), nil
 	}
-	ws, _ := s.lookup(workspaceVar).(string)
+	ws := s.ws
 	if ws == "" {
 		return "", fmt.Errorf("%s(): %q is relative, and the call has no workspace", method, p)
 	}
@@ -53,7 +50,7 @@ func absPath(method, p string, s *scope) (string, error) {
 }
 
 // pathCall evaluates a path method on the string recv.
-func pathCall(n *callNode, recv any, args []any, s *scope) (any, error) {
+func pathCall(n *callNode, recv any, args []any, s scope) (any, error) {
 	str, ok := recv.(string)
 	if !ok {
 		return nil, noOverload(n.fn, append([]any{recv}, args...)...)
@@ -86,7 +83,7 @@ func pathCall(n *callNode, recv any, args []any, s *scope) (any, error) {
 		if err := pathglob.Check(arg); err != nil {
 			return nil, fmt.Errorf("glob(): %v", err)
 		}
-		ws, _ := s.lookup(workspaceVar).(string)
+		ws := s.ws
 		return pathglob.MatchFile(arg, p, ws), nil
 	}
 	return nil, noOverload(n.fn, recv)

@@ -34,7 +34,7 @@ func TestPathMethods(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.src, err)
 		}
-		got, err := eval(prog.root, &scope{name: "args", val: map[string]any{"path": tt.path}, up: &scope{name: workspaceVar, val: ws}})
+		got, err := eval(prog.root, scope{name: "args", val: map[string]any{"path": tt.path}, ws: ws})
 		if err != nil || got != tt.want {
 			t.Errorf("%s on %s: got %v %v, want %v", tt.src, tt.path, got, err, tt.want)
 		}

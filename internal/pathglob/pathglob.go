@@ -23,7 +23,9 @@ func Check(pattern string) error {
 	case pattern != "/" && path.Clean(pattern) != pattern:
 		return fmt.Errorf("%q is not a clean path pattern (no \".\", \"..\", doubled or trailing slash)", pattern)
 	}
-	for _, name := range strings.Split(strings.TrimPrefix(pattern, "/"), "/") {
+	for names := split(strings.TrimPrefix(pattern, "/")); names.more; {
+		var name string
+		name, names = names.next()
 		if name == "**" {
 			continue
 		}
@@ -44,29 +46,50 @@ func Match(pattern, name string) bool {
 	if Check(pattern) != nil || strings.HasPrefix(pattern, "/") != strings.HasPrefix(name, "/") {
 		return false
 	}
-	return match(strings.Split(strings.TrimPrefix(pattern, "/"), "/"), strings.Split(strings.TrimPrefix(name, "/"), "/"))
+	return match(split(strings.TrimPrefix(pattern, "/")), split(strings.TrimPrefix(name, "/")))
 }
 
-func match(pat, names []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
+// seq walks the names of a slash-separated string as strings.Split gives
+// them ("" is one empty name), without allocating.
+type seq struct {
+	rest string
+	more bool // whether a name is left
+}
+
+func split(s string) seq { return seq{rest: s, more: true} }
+
+// next is the first name left and the names after it.
+func (q seq) next() (string, seq) {
+	first, rest, found := strings.Cut(q.rest, "/")
+	return first, seq{rest: rest, more: found}
+}
+
+func match(pat, names seq) bool {
+	for pat.more {
+		var p string
+		p, pat = pat.next()
+		if p == "**" {
 			// The shortest run of names first; every length is tried.
-			for i := 0; i <= len(names); i++ {
-				if match(pat[1:], names[i:]) {
+			for {
+				if match(pat, names) {
 					return true
 				}
+				if !names.more {
+					return false
+				}
+				_, names = names.next()
 			}
+		}
+		if !names.more {
 			return false
 		}
-		if len(names) == 0 {
+		var n string
+		n, names = names.next()
+		if ok, _ := path.Match(p, n); !ok {
 			return false
 		}
-		if ok, _ := path.Match(pat[0], names[0]); !ok {
-			return false
-		}
-		pat, names = pat[1:], names[1:]
 	}
-	return len(names) == 0
+	return !names.more
 }
 
 // MatchFile matches the absolute, resolved path p of a file against
@@ -102,8 +125,8 @@ func Within(p, dir string) (string, bool) {
 	if dir == "/" {
 		return p[1:], true
 	}
-	if rel, ok := strings.CutPrefix(p, dir+"/"); ok {
-		return rel, true
+	if len(p) > len(dir) && p[len(dir)] == '/' && strings.HasPrefix(p, dir) {
+		return p[len(dir)+1:], true
 	}
 	return "", false
 }

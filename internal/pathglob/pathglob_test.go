@@ -1,6 +1,10 @@
 package pathglob
 
-import "testing"
+import (
+	"path"
+	"strings"
+	"testing"
+)
 
 func TestMatchFile(t *testing.T) {
 	ws := "/work/app"
@@ -64,5 +68,50 @@ func TestWithin(t *testing.T) {
 		if rel != tt.rel || ok != tt.ok {
 			t.Errorf("%s in %s: %q %v", tt.p, tt.dir, rel, ok)
 		}
+	}
+}
+
+// splitMatch is Match as names split into slices: Match must agree with it
+// on every pattern and name, the empty names of "" and "/" included.
+func splitMatch(pattern, name string) bool {
+	if Check(pattern) != nil || strings.HasPrefix(pattern, "/") != strings.HasPrefix(name, "/") {
+		return false
+	}
+	var m func(pat, names []string) bool
+	m = func(pat, names []string) bool {
+		for len(pat) > 0 {
+			if pat[0] == "**" {
+				for i := 0; i <= len(names); i++ {
+					if m(pat[1:], names[i:]) {
+						return true
+					}
+				}
+				return false
+			}
+			if len(names) == 0 {
+				return false
+			}
+			if ok, _ := path.Match(pat[0], names[0]); !ok {
+				return false
+			}
+			pat, names = pat[1:], names[1:]
+		}
+		return len(names) == 0
+	}
+	return m(strings.Split(strings.TrimPrefix(pattern, "/"), "/"), strings.Split(strings.TrimPrefix(name, "/"), "/"))
+}
+
+func TestMatchAgreesWithSplit(t *testing.T) {
+	patterns := []string{"/", "*", "/*", "**", "/**", "a", "a/*", "**/a", "a/**", "a/**/b", "**/.env*", "/root/**", "*/*", "?", "[a-c]", "**/**", "a/**/**/b", "/a/*/c"}
+	names := []string{"", "/", "a", "/a", "a/b", "a/x/b", "a/b/", "/a/b/c", ".env", "d/.env.local", "b", "abc", "a//b", "/root/.ssh/id", "a/a/b/b"}
+	for _, p := range patterns {
+		for _, n := range names {
+			if got, want := Match(p, n), splitMatch(p, n); got != want {
+				t.Errorf("Match(%q, %q) = %v, want %v", p, n, got, want)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(10, func() { Match("**/.env*", "deploy/config/.env.production") }); n != 0 {
+		t.Errorf("Match allocates %v times", n)
 	}
 }

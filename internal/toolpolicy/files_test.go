@@ -172,6 +172,5 @@ func BenchmarkDecideFiles(b *testing.B) {
 		s.Record(s.Steps(), write, false, true)
 		took = append(took, time.Since(start))
 	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds())/1e3, "p99-µs/decision")
+	latencies(b, took)
 }

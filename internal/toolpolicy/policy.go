@@ -100,13 +100,14 @@ type Session struct {
 	steps   int
 	calls   int
 	perTool map[string]int
-	labels  map[string]origin
+	labels  labelSet
+	tools   map[string]*toolInfo
 
 	// disabled are tools withdrawn from the agent, with the rule and why.
 	disabled map[string]Withdrawn
 	// granted are calls approved for the rest of the session.
 	granted map[string]bool
-	history []entry
+	history window[entry]
 
 	counters    counters
 	checkpoints []Checkpoint
@@ -121,6 +122,9 @@ type Session struct {
 	// files are the labels of files written while a session carried
 	// them; shared by the sessions of one gateway.
 	files *FileLabels
+
+	// scratch holds the labels of the call being recorded.
+	scratch []string
 }
 
 // NewSession starts a session for the profile; now is the clock (nil for
@@ -129,7 +133,7 @@ func NewSession(p *profile.Profile, now func() time.Time) *Session {
 	if now == nil {
 		now = time.Now
 	}
-	return &Session{p: p, now: now, start: now(), perTool: map[string]int{}, labels: map[string]origin{}}
+	return &Session{p: p, now: now, start: now(), perTool: map[string]int{}}
 }
 
 // Withdrawn is a tool taken from the agent: its calls are refused by Rule,
@@ -147,7 +151,7 @@ func (s *Session) Steps() int { return s.steps }
 
 // Labels are the labels the session carries, sorted.
 func (s *Session) Labels() []string {
-	return slices.Sorted(maps.Keys(s.labels))
+	return s.labels.names()
 }
 
 // Decide decides a call and counts it as a step; an allowed call is also
@@ -162,10 +166,7 @@ func (s *Session) Decide(c Call) Decision {
 	}
 	s.count(c, d)
 	s.checkpoint()
-	s.history = append(s.history, entry{Entry{Step: s.steps, Allow: d.Allow, Held: d.Approval, Rule: d.Rule}, c})
-	if len(s.history) > historyLen {
-		s.history = s.history[1:]
-	}
+	s.history.push(entry{Entry{Step: s.steps, Allow: d.Allow, Held: d.Approval, Rule: d.Rule}, c}, historyLen)
 	return d
 }
 
@@ -177,8 +178,9 @@ type entry struct {
 
 // History is the session's recent calls, oldest first.
 func (s *Session) History() []Entry {
-	out := make([]Entry, len(s.history))
-	for i, e := range s.history {
+	h := s.history.last(historyLen)
+	out := make([]Entry, len(h))
+	for i, e := range h {
 		out[i] = e.Entry
 		out[i].Call = describe(e.call)
 	}
@@ -204,7 +206,7 @@ func (s *Session) decide(c Call) Decision {
 	s.steps++
 	b := s.p.Session
 	if b == nil {
-		b = &profile.Session{}
+		b = &noBudgets
 	}
 	if b.Steps > 0 && s.steps > b.Steps {
 		return deny("session.steps", "session.steps", fmt.Sprintf("the session has taken its %d steps", b.Steps), "")
@@ -219,7 +221,8 @@ func (s *Session) decide(c Call) Decision {
 	if !ok {
 		return deny("tools", "", fmt.Sprintf("%s is not a tool of this profile", c.Tool), s.listed())
 	}
-	field := "tools." + c.Tool
+	ti := s.info(c.Tool, t)
+	field := ti.field
 	if t.Deny {
 		return deny(field+".deny", "", fmt.Sprintf("the profile denies %s", c.Tool), s.listed())
 	}
@@ -227,7 +230,7 @@ func (s *Session) decide(c Call) Decision {
 		return deny("session.repeats", "loop_detected", fmt.Sprintf("the same %s call failed %d times in a row", c.Tool, s.fails), "change the call, or stop")
 	}
 	if len(t.Checks()) > 0 {
-		args := argsOf(c)
+		args := nativeArgs(c.Args)
 		for i, prog := range t.Checks() {
 			err := prog.CheckIn(args, c.Workspace)
 			if err == nil {
@@ -250,11 +253,11 @@ func (s *Session) decide(c Call) Decision {
 	ap := s.p.ApprovalPolicy()
 	granted := len(s.granted) > 0 && s.granted[key(c)]
 	if profile.Outward(t.Class) || len(t.Accepts) > 0 {
-		for _, l := range s.Labels() {
+		for _, cl := range s.labels {
+			l, o := cl.name, cl.origin
 			if slices.Contains(t.Accepts, l) {
 				continue
 			}
-			o := s.labels[l]
 			accepts := "nothing labelled"
 			if len(t.Accepts) > 0 {
 				accepts = "only " + strings.Join(t.Accepts, ", ")
@@ -275,7 +278,7 @@ func (s *Session) decide(c Call) Decision {
 		s.Commit(c)
 		return Decision{Allow: true, Rule: "approval.session", Reason: fmt.Sprintf("an identical %s call was approved for this session", c.Tool)}
 	}
-	if need, rule := ap.Needs(c.Tool, t.Class, func() map[string]any { return argsOf(c) }); need {
+	if need, rule := ap.Needs(c.Tool, t.Class, func() map[string]any { return nativeArgs(c.Args) }); need {
 		what := t.Class
 		if slices.Contains(profile.DefaultApprovalClasses, t.Class) {
 			what += ", cannot be undone"
@@ -283,16 +286,11 @@ func (s *Session) decide(c Call) Decision {
 		return Decision{Rule: rule, Reason: fmt.Sprintf("%s (%s) needs a person's approval", c.Tool, what), Approval: true}
 	}
 	s.Commit(c)
-	return Decision{Allow: true, Rule: field, Reason: fmt.Sprintf("%s (%s) is allowed by the profile", c.Tool, t.Class)}
+	return Decision{Allow: true, Rule: field, Reason: ti.allowReason}
 }
 
-// argsOf is a call's arguments as constraints see them.
-func argsOf(c Call) map[string]any {
-	if m, ok := cel.Native(c.Args).(map[string]any); ok && m != nil {
-		return m
-	}
-	return map[string]any{}
-}
+// noBudgets are the budgets of a profile without a session section.
+var noBudgets profile.Session
 
 // Record records what became of an allowed call at step: when its result
 // was shown to the agent (shown; a failure's error or partial output
@@ -302,7 +300,8 @@ func argsOf(c Call) map[string]any {
 // failed or not.
 func (s *Session) Record(step int, c Call, failed, shown bool) {
 	if s.p.Tools[c.Tool].Class == "write" && len(s.labels) > 0 {
-		s.fileLabels().add(c, s.Labels())
+		s.scratch = s.labels.appendNames(s.scratch[:0])
+		s.fileLabels().add(c, s.scratch)
 	}
 	if failed {
 		k := key(c)
@@ -317,10 +316,10 @@ func (s *Session) Record(step int, c Call, failed, shown bool) {
 	if !shown {
 		return
 	}
-	for _, l := range s.ResultLabels(c) {
-		if _, ok := s.labels[l]; !ok {
-			s.labels[l] = origin{step: step, call: describe(c)}
-		}
+	o := originOf(step, c)
+	s.scratch = s.resultLabels(append(s.scratch[:0], s.p.Tools[c.Tool].Returns...), c)
+	for _, l := range s.scratch {
+		s.labels.add(l, o)
 	}
 }
 
@@ -328,8 +327,13 @@ func (s *Session) Record(step int, c Call, failed, shown bool) {
 // those its label rules give by the arguments (a path argument matched as
 // the file it resolves to), and those of files the session wrote.
 func (s *Session) ResultLabels(c Call) []string {
+	return s.resultLabels(slices.Clone(s.p.Tools[c.Tool].Returns), c)
+}
+
+// resultLabels appends to out the labels the call's arguments and files
+// give its result, and sorts them without repeats.
+func (s *Session) resultLabels(out []string, c Call) []string {
 	t := s.p.Tools[c.Tool]
-	out := slices.Clone(t.Returns)
 	for _, r := range t.Labels {
 		v, ok := c.Args[r.Arg].(string)
 		if !ok {
@@ -348,7 +352,7 @@ func (s *Session) ResultLabels(c Call) []string {
 		}
 	}
 	if len(c.Files) > 0 {
-		out = append(out, s.fileLabels().of(c)...)
+		out = s.fileLabels().appendOf(out, c)
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
@@ -388,12 +392,20 @@ const MaxFiles = 4096
 // for the next.
 type FileLabels struct {
 	mu      sync.Mutex
-	m       map[string][]string
+	m       map[fileKey][]string
 	spilled []string
 }
 
+// fileKey keys a file by its canonical path, or (byID) by its device and
+// inode.
+type fileKey struct {
+	path     string
+	dev, ino uint64
+	byID     bool
+}
+
 // NewFileLabels is an empty set of file labels.
-func NewFileLabels() *FileLabels { return &FileLabels{m: map[string][]string{}} }
+func NewFileLabels() *FileLabels { return &FileLabels{m: map[fileKey][]string{}} }
 
 // ShareFiles makes the session label and look up written files in f
 // (shared with other sessions) rather than in a set of its own.
@@ -410,29 +422,40 @@ func (s *Session) fileLabels() *FileLabels {
 func (f *FileLabels) add(c Call, ls []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(c.Files) == 1 {
+		for _, file := range c.Files {
+			f.addFile(file, ls)
+		}
+		return
+	}
 	for _, arg := range slices.Sorted(maps.Keys(c.Files)) {
-		file := c.Files[arg]
-		keys := []string{file.Path}
-		if file.Exists {
-			keys = append(keys, identity(file))
-		}
-		for _, k := range keys {
-			if _, ok := f.m[k]; !ok && len(f.m) >= MaxFiles {
-				f.spilled = union(f.spilled, ls)
-				continue
-			}
-			f.m[k] = union(f.m[k], ls)
-		}
+		f.addFile(c.Files[arg], ls)
 	}
 }
 
-// of are the labels of the files a call names.
-func (f *FileLabels) of(c Call) []string {
+// addFile gives a file, by path and by identity, the labels ls.
+func (f *FileLabels) addFile(file File, ls []string) {
+	f.addKey(fileKey{path: file.Path}, ls)
+	if file.Exists {
+		f.addKey(identity(file), ls)
+	}
+}
+
+func (f *FileLabels) addKey(k fileKey, ls []string) {
+	if _, ok := f.m[k]; !ok && len(f.m) >= MaxFiles {
+		f.spilled = union(f.spilled, ls)
+		return
+	}
+	f.m[k] = union(f.m[k], ls)
+}
+
+// appendOf appends to out the labels of the files a call names.
+func (f *FileLabels) appendOf(out []string, c Call) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := slices.Clone(f.spilled)
+	out = append(out, f.spilled...)
 	for _, file := range c.Files {
-		out = append(out, f.m[file.Path]...)
+		out = append(out, f.m[fileKey{path: file.Path}]...)
 		if file.Exists {
 			out = append(out, f.m[identity(file)]...)
 		}
@@ -448,9 +471,14 @@ func (f *FileLabels) Len() int {
 }
 
 // identity keys a file by its device and inode.
-func identity(f File) string { return fmt.Sprintf("\x00%d:%d", f.Dev, f.Ino) }
+func identity(f File) fileKey { return fileKey{dev: f.Dev, ino: f.Ino, byID: true} }
 
+// union is the sorted labels of a and b without repeats; a itself (sorted,
+// without repeats, as union gives) when it holds every label of b.
 func union(a, b []string) []string {
+	if containsAll(a, b) {
+		return a
+	}
 	out := append(slices.Clone(a), b...)
 	sort.Strings(out)
 	return slices.Compact(out)

@@ -1,7 +1,6 @@
 package toolpolicy
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,8 +192,7 @@ func BenchmarkDecide(b *testing.B) {
 			took = append(took, time.Since(start))
 		}
 	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds())/1e3, "p99-µs/decision")
+	latencies(b, took)
 }
 
 func BenchmarkDecideConstraints(b *testing.B) {
@@ -217,8 +215,7 @@ tools:
 		}
 		took = append(took, time.Since(start))
 	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds())/1e3, "p99-µs/decision")
+	latencies(b, took)
 }
 
 func TestConstraints(t *testing.T) {

@@ -5,10 +5,23 @@ package toolpolicy
 // labels it secret), beside the labels the profile gives the tool. A label
 // the session carries already keeps the call that first brought it in.
 func (s *Session) AddLabels(step int, c Call, labels []string) {
+	o := originOf(step, c)
 	for _, l := range labels {
-		if _, ok := s.labels[l]; !ok && l != "" {
-			s.labels[l] = origin{step: step, call: describe(c)}
+		if l != "" {
+			s.labels.add(l, o)
 		}
+	}
+}
+
+// originOf is the origin of labels brought in by the call at step,
+// described once, when first needed.
+func originOf(step int, c Call) func() origin {
+	var desc string
+	return func() origin {
+		if desc == "" {
+			desc = describe(c)
+		}
+		return origin{step: step, call: desc}
 	}
 }
 
@@ -16,10 +29,8 @@ func (s *Session) AddLabels(step int, c Call, labels []string) {
 // prev carried (the agent still holds what it read) and a stop rule that
 // held. Budgets and counts start anew.
 func (s *Session) Carry(prev *Session) {
-	for l, o := range prev.labels {
-		if _, ok := s.labels[l]; !ok {
-			s.labels[l] = o
-		}
+	for _, l := range prev.labels {
+		s.labels.add(l.name, func() origin { return l.origin })
 	}
 	if prev.tripped != nil && prev.tripped.Action == "stop" && s.tripped == nil {
 		cp := *prev.tripped

@@ -27,7 +27,7 @@ type counters struct {
 	filesWritten map[string]bool
 	denials      int
 	approvals    int
-	refused      []bool // per decision, the last refusedKept
+	refused      window[bool] // per decision; the last refusedKept are read
 }
 
 const refusedKept = 1000
@@ -39,16 +39,17 @@ func (s *Session) count(c Call, d Decision) {
 		k.hosts, k.filesRead, k.filesWritten = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	}
 	refused := !d.Allow && !d.Approval
-	k.refused = append(k.refused, refused)
-	if len(k.refused) > refusedKept {
-		k.refused = k.refused[1:]
-	}
+	k.refused.push(refused, refusedKept)
 	switch {
 	case refused:
 		k.denials++
 		return
 	case d.Approval:
 		k.approvals++
+		return
+	}
+	if !hasRules(s.p) {
+		// What follows only trajectory rules read.
 		return
 	}
 	t := s.p.Tools[c.Tool]
@@ -85,8 +86,9 @@ func (s *Session) vars() map[string]any {
 	for _, l := range s.Labels() {
 		labels = append(labels, l)
 	}
-	refused := make([]any, len(k.refused))
-	for i, r := range k.refused {
+	last := k.refused.last(refusedKept)
+	refused := make([]any, len(last))
+	for i, r := range last {
 		refused[i] = r
 	}
 	return map[string]any{
@@ -98,6 +100,20 @@ func (s *Session) vars() map[string]any {
 	}
 }
 
+// hasRules reports whether p has trajectory rules: the counters and
+// variables only they read are kept and made only then.
+func hasRules(p *profile.Profile) bool {
+	return p.Trajectory != nil && len(p.Trajectory.Rules) > 0
+}
+
+// ruleVars is the session as trajectory rules see it, nil without rules.
+func (s *Session) ruleVars() map[string]any {
+	if !hasRules(s.p) {
+		return nil
+	}
+	return s.vars()
+}
+
 // checkpoint evaluates the trajectory rules when a checkpoint is due.
 func (s *Session) checkpoint() {
 	if s.tripped != nil {
@@ -107,7 +123,7 @@ func (s *Session) checkpoint() {
 		return
 	}
 	s.lastAt = s.now()
-	s.apply(Evaluate(s.p, s.steps, s.vars(), s.counters.refused))
+	s.apply(Evaluate(s.p, s.steps, s.ruleVars(), s.counters.refused.last(refusedKept)))
 }
 
 // apply keeps the rules that held at a checkpoint, and trips the session
@@ -149,7 +165,7 @@ func (s *Session) Tick() bool {
 		return false
 	}
 	s.lastAt = s.now()
-	s.apply(Evaluate(s.p, s.steps, s.vars(), s.counters.refused))
+	s.apply(Evaluate(s.p, s.steps, s.ruleVars(), s.counters.refused.last(refusedKept)))
 	return true
 }
 
