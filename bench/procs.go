@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -42,7 +43,7 @@ func subreaper() (func(), error) {
 }
 
 // orphanWait is how long the orphans of one run may outlive it.
-const orphanWait = 10 * time.Second
+var orphanWait = 10 * time.Second
 
 // reapOrphans waits for the processes a finished run left behind (orphans
 // handed to this process as their subreaper) and adds what they touched to
@@ -127,7 +128,7 @@ func traceRun(argv []string) ([]proc, error) {
 	if err := syscall.PtraceSetOptions(root, opts); err != nil {
 		return nil, fmt.Errorf("tracing %s: %w", argv[0], err)
 	}
-	t := tracer{byPid: map[int]*proc{}, started: map[int]bool{root: true}}
+	t := tracer{byPid: map[int]*proc{}, started: map[int]bool{root: true}, alive: map[int]bool{}}
 	t.seen(root)
 	if err := syscall.PtraceCont(root, 0); err != nil {
 		return nil, fmt.Errorf("resuming %s: %w", argv[0], err)
@@ -143,7 +144,15 @@ func traceRun(argv []string) ([]proc, error) {
 			return nil, err
 		}
 		if !ws.Stopped() {
-			continue // exited: its figures were read at its exit stop
+			// Exited: its figures were read at its exit stop. Once the
+			// tool's process is gone, what it left behind has
+			// orphanWait to end.
+			t.ended(tid)
+			if tid == root {
+				stop := time.AfterFunc(orphanWait, t.killAll)
+				defer stop.Stop()
+			}
+			continue
 		}
 		sig := ws.StopSignal()
 		inject := 0
@@ -186,6 +195,26 @@ type tracer struct {
 	byPid   map[int]*proc
 	order   []int        // process ids in the order they started
 	started map[int]bool // threads whose first stop has been seen
+
+	mu    sync.Mutex
+	alive map[int]bool // processes not yet seen to end
+}
+
+// ended notes that a traced thread or process has been waited for.
+func (t *tracer) ended(pid int) {
+	t.mu.Lock()
+	delete(t.alive, pid)
+	t.mu.Unlock()
+}
+
+// killAll kills every traced process still running, so that a run whose
+// orphans never end still ends.
+func (t *tracer) killAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for pid := range t.alive {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 }
 
 // seen records a process the first time it is seen.
@@ -195,6 +224,9 @@ func (t *tracer) seen(pid int) *proc {
 		p = &proc{pid: pid}
 		t.byPid[pid] = p
 		t.order = append(t.order, pid)
+		t.mu.Lock()
+		t.alive[pid] = true
+		t.mu.Unlock()
 	}
 	return p
 }

@@ -184,3 +184,18 @@ func TestProcTableCollapsesMany(t *testing.T) {
 		}
 	}
 }
+
+func TestTraceRunEndsWithOrphansLeft(t *testing.T) {
+	canTrace(t)
+	defer func(d time.Duration) { orphanWait = d }(orphanWait)
+	orphanWait = 100 * time.Millisecond
+	// The shell leaves a process that would outlive the test: the traced
+	// run still ends, the orphan killed once the wait is over.
+	procs, err := traceRun([]string{"sh", "-c", "sleep 100000 & exit 0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(procs) == 0 || procs[0].name != "sh" || procs[0].minflt <= 0 {
+		t.Errorf("processes %+v, want the shell first, with its faults", procs)
+	}
+}
