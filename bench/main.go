@@ -5,7 +5,7 @@
 // quartiles, and each figure's ratio to bare exec and to bubblewrap; with
 // -docs it also rewrites docs/BENCHMARKS.md and its start-up plot.
 //
-//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs] [-only serve|compat]
+//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs] [-only startup|serve|review|compat]
 package main
 
 import (
@@ -39,7 +39,7 @@ func main() {
 	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs")
 	cordon := flag.String("cordon", "./cordon", "the cordon binary to measure")
 	docs := flag.Bool("docs", false, "rewrite docs/BENCHMARKS.md and docs/benchmarks-startup.svg with the results")
-	only := flag.String("only", "", "measure only `PART`: serve, review (a reviewed workspace against a direct one), or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
+	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
 	flag.Parse()
 	if *short {
 		*n = 3
@@ -82,6 +82,12 @@ func main() {
 		os.Stdout.Write(rep.Bytes())
 		return
 	}
+	if *only == "startup" {
+		var rep bytes.Buffer
+		startup(&rep, peers(abs, ws), *n)
+		os.Stdout.Write(rep.Bytes())
+		return
+	}
 	if *only == "serve" {
 		var rep bytes.Buffer
 		served(&rep, abs, *n)
@@ -90,18 +96,7 @@ func main() {
 	}
 	tools := peers(abs, ws)
 	var rep bytes.Buffer
-	fmt.Fprintf(&rep, "Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
-	fmt.Fprintf(&rep, "Start-up: %d interleaved rounds; median wall time of one run, the interquartile range, and ratios to bare exec and to bubblewrap. cordon runs the embedded default profile with every layer on (namespaces, pivot_root, no capabilities, no_new_privs, Landlock, seccomp, cgroup limits, the audit log, fsynced).\n\n", *n)
-	var plot []bar
-	for _, payload := range [][]string{{"/bin/true"}, {"python3", "-c", "pass"}} {
-		res := measure(tools, payload, *n)
-		table(&rep, strings.Join(payload, " "), tools, res)
-		for _, t := range tools {
-			if d := res[t.name]; len(d) > 0 {
-				plot = append(plot, bar{strings.Join(payload, " "), t.name, median(d)})
-			}
-		}
-	}
+	plot := startup(&rep, tools, *n)
 	served(&rep, abs, *n)
 	concurrency(&rep, abs, tools, *short)
 	idleMemory(&rep, abs, tools)
@@ -125,6 +120,27 @@ func main() {
 			fatal(err)
 		}
 	}
+}
+
+// startup measures the start-up of each payload under every tool: times
+// and what each run touched, then each process's share; it returns the
+// medians for the plot.
+func startup(w *bytes.Buffer, tools []tool, n int) []bar {
+	fmt.Fprintf(w, "Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
+	fmt.Fprintf(w, "Start-up: %d interleaved rounds; median wall time of one run, the interquartile range, and ratios to bare exec and to bubblewrap; then what the whole run touched: the minor page faults of the tool's process tree (from wait4's rusage of the tool's process and of every orphan it left) and the memory it touched (the peak resident memory of each of its processes, summed, from the traced runs below), medians. (wait4's peak resident memory is not used: it counts, for the process the harness starts, the harness's own memory from before the exec.) cordon runs the embedded default profile with every layer on (namespaces, pivot_root, no capabilities, no_new_privs, Landlock, seccomp, cgroup limits, the audit log, fsynced).\n\n", n)
+	var plot []bar
+	for _, payload := range [][]string{{"/bin/true"}, {"python3", "-c", "pass"}} {
+		res, used := measure(tools, payload, n)
+		tr := traceTools(payload, tools, res, min(n, tracedRounds))
+		table(w, strings.Join(payload, " "), tools, res, used, tr.totals)
+		procTable(w, strings.Join(payload, " "), tr.tools, tr.rows, min(n, tracedRounds))
+		for _, t := range tools {
+			if d := res[t.name]; len(d) > 0 {
+				plot = append(plot, bar{strings.Join(payload, " "), t.name, median(d)})
+			}
+		}
+	}
+	return plot
 }
 
 func fatal(err error) {
@@ -202,17 +218,31 @@ func peers(cordon, ws string) []tool {
 }
 
 // measure runs payload under every tool, n rounds, in a new random order
-// each round, and returns the wall times by tool. A tool whose first run
-// fails is dropped, with the reason.
-func measure(tools []tool, payload []string, n int) map[string][]time.Duration {
+// each round, and returns the wall times by tool and what each run touched
+// (its process tree's minor page faults and peak resident memory). A tool
+// whose first run fails is dropped, with the reason.
+func measure(tools []tool, payload []string, n int) (map[string][]time.Duration, map[string][]usage) {
 	res := map[string][]time.Duration{}
+	used := map[string][]usage{}
+	if undo, err := subreaper(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v: the orphans of a run are not counted in its figures\n", err)
+	} else {
+		defer undo()
+	}
+	reap := func(u *usage) {
+		if err := reapOrphans(u); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		}
+	}
 	live := map[string]bool{}
 	for i := range tools {
 		t := &tools[i]
 		if t.wrap == nil {
 			continue
 		}
-		if out, err := exec.Command(t.wrap(payload)[0], t.wrap(payload)[1:]...).CombinedOutput(); err != nil {
+		out, err := exec.Command(t.wrap(payload)[0], t.wrap(payload)[1:]...).CombinedOutput()
+		reap(&usage{})
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s cannot run %v here: %v: %s\n", t.name, payload, err, bytes.TrimSpace(out))
 			continue
 		}
@@ -230,12 +260,19 @@ func measure(tools []tool, payload []string, n int) map[string][]time.Duration {
 			argv := t.wrap(payload)
 			start := time.Now()
 			cmd := exec.Command(argv[0], argv[1:]...)
-			if err := cmd.Run(); err == nil {
-				res[t.name] = append(res[t.name], time.Since(start))
+			err := cmd.Run()
+			d := time.Since(start)
+			if err != nil {
+				reap(&usage{})
+				continue
 			}
+			u := runUsage(cmd)
+			reap(&u)
+			res[t.name] = append(res[t.name], d)
+			used[t.name] = append(used[t.name], u)
 		}
 	}
-	return res
+	return res, used
 }
 
 func median(d []time.Duration) time.Duration { return quantile(d, 0.5) }
@@ -258,8 +295,12 @@ func ratio(a, b time.Duration) string {
 	return strconv.FormatFloat(float64(a)/float64(b), 'f', 2, 64) + "x"
 }
 
-func table(w *bytes.Buffer, payload string, tools []tool, res map[string][]time.Duration) {
-	fmt.Fprintf(w, "### Start-up: `%s`\n\n| tool | median ms | IQR ms | vs bare | vs bwrap |\n|---|---:|---:|---:|---:|\n", payload)
+// table writes the start-up figures of one payload: per tool, the wall
+// time and the minor faults of its runs (used), and the memory they touched
+// (totals: the traced runs' peak resident memory summed over processes),
+// medians.
+func table(w *bytes.Buffer, payload string, tools []tool, res map[string][]time.Duration, used, totals map[string][]usage) {
+	fmt.Fprintf(w, "### Start-up: `%s`\n\n| tool | median ms | IQR ms | vs bare | vs bwrap | minor faults | memory touched MiB |\n|---|---:|---:|---:|---:|---:|---:|\n", payload)
 	bare, bwrap := median(res["bare"]), median(res["bwrap"])
 	for _, t := range tools {
 		d := res[t.name]
@@ -267,7 +308,9 @@ func table(w *bytes.Buffer, payload string, tools []tool, res map[string][]time.
 			continue
 		}
 		m := median(d)
-		fmt.Fprintf(w, "| %s | %s | %s-%s | %s | %s |\n", t.name, ms(m), ms(quantile(d, 0.25)), ms(quantile(d, 0.75)), ratio(m, bare), ratio(m, bwrap))
+		faults, _ := medianUsage(used[t.name])
+		_, rss := medianUsage(totals[t.name])
+		fmt.Fprintf(w, "| %s | %s | %s-%s | %s | %s | %s | %s |\n", t.name, ms(m), ms(quantile(d, 0.25)), ms(quantile(d, 0.75)), ratio(m, bare), ratio(m, bwrap), faults, rss)
 	}
 	fmt.Fprintln(w)
 }
@@ -447,8 +490,8 @@ func review(w *bytes.Buffer, repo, cordon, ws string, n int) {
 			tools = append(tools, t)
 		}
 	}
-	res := measure(tools, []string{"/bin/true"}, n)
-	table(w, "/bin/true", tools, res)
+	res, used := measure(tools, []string{"/bin/true"}, n)
+	table(w, "/bin/true", tools, res, used, nil)
 	if d, r := res["cordon"], res["cordon+review"]; len(d) > 0 && len(r) > 0 {
 		fmt.Fprintf(w, "A reviewed workspace adds %s ms to the median run (%s).\n\n", ms(median(r)-median(d)), ratio(median(r), median(d)))
 	}
