@@ -742,10 +742,23 @@ func TestServeProbes(t *testing.T) {
 		body, _ = io.ReadAll(resp.Body)
 		return strings.Contains(string(body), `cordon_probe_results{agent="builder",status="contained"}`)
 	})
-	if strings.Contains(string(body), `status="escaped"`) {
-		t.Errorf("a probe escaped:\n%s", body)
-	}
 	reports, _ := filepath.Glob(filepath.Join(s.dir, "state", "probes", "*.json"))
+	if strings.Contains(string(body), `status="escaped"`) {
+		var which []string
+		for _, r := range reports {
+			var rep struct {
+				Results []struct{ ID, Status, Evidence string }
+			}
+			b, _ := os.ReadFile(r)
+			json.Unmarshal(b, &rep)
+			for _, res := range rep.Results {
+				if res.Status != "contained" {
+					which = append(which, res.ID+": "+res.Status+": "+res.Evidence)
+				}
+			}
+		}
+		t.Errorf("a probe escaped:\n%s\nreports:\n%s", body, strings.Join(which, "\n"))
+	}
 	if len(reports) == 0 {
 		t.Errorf("no report recorded in %s", filepath.Join(s.dir, "state", "probes"))
 	}
