@@ -293,7 +293,9 @@ func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
 		}
 	}
 	for e := range tempEntries() {
-		if !tmpBefore[e] && strings.Contains(e, "cordon") {
+		// The probes' own directories (cordon-probe-...), of this run or
+		// of another probing at the same time, are not the run's.
+		if !tmpBefore[e] && strings.Contains(e, "cordon") && !strings.Contains(e, "cordon-probe-") {
 			left = append(left, "temporary "+e)
 		}
 	}
