@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,11 +22,15 @@ import (
 const DefaultMaxSize = 64 << 20
 
 // Log appends events to one audit log. Events are queued and written in
-// batches (group commit): one lock, one write and one fsync for every event
-// queued meanwhile, by this process's sandboxes together. Other processes
-// appending to the same log take turns on its lock file, held only while
-// they write (each batch continues the chain from whatever the log ends
-// with); their fsyncs overlap.
+// batches: one lock and one write for every event queued meanwhile, by
+// this process's sandboxes together. Writing and syncing are separate
+// turns (group commit): while one fdatasync is under way the next batch
+// is written, and the next fdatasync covers every record written by then,
+// so that each sync serves every caller waiting; a Flush returns only once
+// its records are on the disk. Other processes appending to the same log
+// take turns on its lock file, held only while they write (each batch
+// continues the chain from whatever the log ends with); their syncs
+// overlap.
 type Log struct {
 	path string
 	// MaxSize rotates the file when an append would take it past this.
@@ -37,16 +42,29 @@ type Log struct {
 	waiters    []chan error
 	writing    bool
 	checkpoint bool
-	sync       bool
-	// dirty: this process wrote records it has not fsynced yet. last is
-	// the file as this process left it after its last write, and the
-	// chain's head then: when the file is still exactly so, nobody
+	// The sync turn, under mu. written counts this process's writes,
+	// synced the last of them known on the disk; syncing, when set, is
+	// closed when the sync under way ends. A sync that failed makes every
+	// write up to failedTo fail with failed (the kernel reports a failed
+	// writeback once: a later sync's success would not cover it).
+	// unsynced holds the events of the writes not yet synced, counted as
+	// lost if their sync fails.
+	writes, synced uint64
+	syncing        chan struct{}
+	failedTo       uint64
+	failed         error
+	unsynced       []pending
+	// fsync makes a file's written data durable (fdatasync, which also
+	// persists the size an append changed); tests count calls.
+	fsync func(*os.File) error
+	// last is the file as this process left it after its last write, and
+	// the chain's head then: when the file is still exactly so, nobody
 	// appended since, and the head need not be read back. Only the writer
 	// of the moment touches them.
-	dirty    bool
 	last     fileState
 	lastHead *Record
-	// lock and file stay open between writes.
+	// lock and file stay open between writes; file changes (under mu)
+	// only once the sync turn has made it durable.
 	lock, file *os.File
 	// written, when set, receives the records of each write once they are
 	// in the file (see OnWrite).
@@ -79,16 +97,144 @@ func (l *Log) current() (*os.File, error) {
 		if err1 == nil && err2 == nil && os.SameFile(open, now) {
 			return l.file, nil
 		}
-		l.file.Close()
-		l.file = nil
+		if err := l.retire(); err != nil {
+			return nil, err
+		}
 	}
 	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
+	l.mu.Lock()
 	l.file = f
+	l.mu.Unlock()
 	return f, nil
 }
+
+// pending is a write not yet synced: its number and its events.
+type pending struct {
+	n      uint64
+	events []Event
+}
+
+// fdatasync persists f's data and its size.
+func fdatasync(f *os.File) error {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if cerr := c.Control(func(fd uintptr) {
+		for {
+			err = unix.Fdatasync(int(fd))
+			if err != unix.EINTR {
+				return
+			}
+		}
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// durable returns once every write this process made before the call is
+// on the disk. One sync runs at a time and covers every write made before
+// it started: callers that find one under way wait for it, and the first
+// of those it does not cover starts the next, for all of them.
+func (l *Log) durable() error {
+	l.mu.Lock()
+	target := l.writes
+	for {
+		if target <= l.failedTo {
+			err := l.failed
+			l.mu.Unlock()
+			return err
+		}
+		if target <= l.synced {
+			l.mu.Unlock()
+			return nil
+		}
+		if wait := l.syncing; wait != nil {
+			l.mu.Unlock()
+			<-wait
+			l.mu.Lock()
+			continue
+		}
+		done := make(chan struct{})
+		l.syncing = done
+		l.mu.Unlock()
+		// Callers just released by the last sync are appending again:
+		// let them write first, so that this sync serves them too.
+		runtime.Gosched()
+		l.mu.Lock()
+		f, upto := l.file, l.writes
+		l.mu.Unlock()
+		var err error
+		if f != nil {
+			err = l.fsync(f)
+		}
+		l.mu.Lock()
+		l.syncedTo(upto, err)
+		close(done)
+	}
+}
+
+// syncedTo ends a sync that covered the writes up to upto. The caller
+// holds mu and owns the sync turn.
+func (l *Log) syncedTo(upto uint64, err error) {
+	l.syncing = nil
+	i := 0
+	for i < len(l.unsynced) && l.unsynced[i].n <= upto {
+		i++
+	}
+	covered := l.unsynced[:i]
+	l.unsynced = l.unsynced[i:]
+	if err != nil {
+		l.failedTo, l.failed = upto, fmt.Errorf("audit log: %w", err)
+		for _, p := range covered {
+			l.loseLocked(p.events, l.failed)
+		}
+		return
+	}
+	l.synced = max(l.synced, upto)
+}
+
+// settle makes everything written to the current file durable, taking the
+// sync turn; with retire, the file is then closed and forgotten (it was
+// rotated away). The caller is the writer of the moment.
+func (l *Log) settle(retire bool) error {
+	l.mu.Lock()
+	for l.syncing != nil {
+		wait := l.syncing
+		l.mu.Unlock()
+		<-wait
+		l.mu.Lock()
+	}
+	f, upto := l.file, l.writes
+	var err error
+	if f != nil && upto > l.synced && upto > l.failedTo {
+		done := make(chan struct{})
+		l.syncing = done
+		l.mu.Unlock()
+		err = l.fsync(f)
+		l.mu.Lock()
+		l.syncedTo(upto, err)
+		close(done)
+	}
+	if retire {
+		l.file = nil
+	}
+	l.mu.Unlock()
+	if retire && f != nil {
+		f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	return nil
+}
+
+// retire settles the current file and closes it.
+func (l *Log) retire() error { return l.settle(true) }
 
 // fileState tells whether a file changed: an append changes its size and
 // modification time, a rotation its inode.
@@ -122,7 +268,7 @@ func Open(path string, o Options) (*Log, error) {
 	if o.MaxSize <= 0 {
 		o.MaxSize = DefaultMaxSize
 	}
-	return &Log{path: path, maxSize: o.MaxSize, key: o.Key}, nil
+	return &Log{path: path, maxSize: o.MaxSize, key: o.Key, fsync: fdatasync}, nil
 }
 
 // Path is the log's current file.
@@ -150,10 +296,19 @@ func (l *Log) Write() error { return l.flush(false, false) }
 func (l *Log) Seal() error { return l.flush(true, true) }
 
 func (l *Log) flush(checkpoint, sync bool) error {
+	if err := l.writeQueued(checkpoint); err != nil || !sync {
+		return err
+	}
+	return l.durable()
+}
+
+// writeQueued writes every queued event: whoever finds no write under way
+// writes all that is queued, again while more callers wait, and the others
+// wait for it.
+func (l *Log) writeQueued(checkpoint bool) error {
 	done := make(chan error, 1)
 	l.mu.Lock()
 	l.checkpoint = l.checkpoint || checkpoint
-	l.sync = l.sync || sync
 	l.waiters = append(l.waiters, done)
 	if l.writing {
 		l.mu.Unlock()
@@ -161,10 +316,10 @@ func (l *Log) flush(checkpoint, sync bool) error {
 	}
 	l.writing = true
 	for {
-		batch, waiters, cp, sync := l.queue, l.waiters, l.checkpoint, l.sync
-		l.queue, l.waiters, l.checkpoint, l.sync = nil, nil, false, false
+		batch, waiters, cp := l.queue, l.waiters, l.checkpoint
+		l.queue, l.waiters, l.checkpoint = nil, nil, false
 		l.mu.Unlock()
-		err := l.write(batch, cp, sync)
+		err := l.write(batch, cp)
 		if err != nil {
 			l.lose(batch, err)
 		}
@@ -186,16 +341,9 @@ func (l *Log) Append(evs ...Event) error {
 	return l.Flush()
 }
 
-// write appends a batch under the log's lock.
-func (l *Log) write(batch []Event, checkpoint, sync bool) error {
+// write appends a batch under the log's lock; the sync is the caller's.
+func (l *Log) write(batch []Event, checkpoint bool) error {
 	if len(batch) == 0 && !(checkpoint && l.key != nil) {
-		if sync && l.dirty && l.file != nil {
-			// What an earlier Write left for the disk.
-			if err := l.file.Sync(); err != nil {
-				return fmt.Errorf("audit log: %w", err)
-			}
-			l.dirty = false
-		}
 		return nil
 	}
 	if l.lock == nil {
@@ -252,11 +400,12 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 		add(Event{Time: time.Now().UTC(), Kind: Decision, Type: "checkpoint", Data: cp})
 	}
 	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && fi.Size()+int64(buf.Len()) > l.maxSize {
-		l.file = nil
-		if f, err = l.rotate(f); err != nil {
+		if f, err = l.rotate(); err != nil {
 			return err
 		}
+		l.mu.Lock()
 		l.file = f
+		l.mu.Unlock()
 	}
 	before, statErr := f.Stat()
 	if _, err := f.Write(buf.Bytes()); err != nil {
@@ -271,6 +420,8 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 	l.lastHead = nil
 	l.mu.Lock()
 	l.lost, l.lostWhy = nil, ""
+	l.writes++
+	l.unsynced = append(l.unsynced, pending{l.writes, batch})
 	l.mu.Unlock()
 	if fi, err := f.Stat(); err == nil {
 		l.last, l.lastHead = stateOf(fi), head
@@ -283,24 +434,11 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 	}
 	if cp != nil {
 		// The head names records that must be on the disk before it.
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("audit log: %w", err)
+		if err := l.settle(false); err != nil {
+			return err
 		}
-		l.dirty = false
 		return writeHead(l.path, cp)
 	}
-	if !sync {
-		l.dirty = true
-		return nil
-	}
-	// The chain is written; other writers may append while this waits for
-	// the disk, and the file system folds concurrent fsyncs of one file
-	// into one commit: group commit across processes.
-	unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("audit log: %w", err)
-	}
-	l.dirty = false
 	return nil
 }
 
@@ -309,6 +447,10 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 func (l *Log) lose(batch []Event, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.loseLocked(batch, err)
+}
+
+func (l *Log) loseLocked(batch []Event, err error) {
 	if l.lost == nil {
 		l.lost, l.lostWhy, l.lostAt = map[string]int{}, err.Error(), time.Now().UTC()
 	}
@@ -410,12 +552,14 @@ func lastRecord(f *os.File) (*Record, int64, error) {
 
 // rotate renames the current file to the next numbered one and opens a new
 // current file; the chain continues in it.
-func (l *Log) rotate(f *os.File) (*os.File, error) {
+func (l *Log) rotate() (*os.File, error) {
 	n := 1
 	if rotated := Rotated(l.path); len(rotated) > 0 {
 		n = rotatedNumber(l.path, rotated[len(rotated)-1]) + 1
 	}
-	f.Close()
+	if err := l.retire(); err != nil {
+		return nil, err
+	}
 	if err := os.Rename(l.path, fmt.Sprintf("%s.%06d", l.path, n)); err != nil {
 		return nil, fmt.Errorf("rotating the audit log: %w", err)
 	}
