@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -325,5 +326,29 @@ func TestOnWrite(t *testing.T) {
 		if got := seen[i]; got.Seq != r.Seq || got.Prev != r.Prev || got.Hash != r.Hash || got.Type != r.Type {
 			t.Fatalf("record %d: seen %+v, the file has %+v", i, got, r)
 		}
+	}
+}
+
+// A record's line is the JSON of the whole record with its hash last,
+// whether its event was encoded with it or before its place was known.
+func TestLineLayout(t *testing.T) {
+	r := &Record{Seq: 42, Prev: strings.Repeat("ab", 32), Event: ev(3)}
+	r.Time = r.Time.Add(1234)
+	line, err := encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := json.Marshal(struct {
+		Seq  int64  `json:"seq"`
+		Prev string `json:"prev"`
+		Event
+	}{r.Seq, r.Prev, r.Event})
+	want := append(whole[:len(whole)-1], []byte(hashKey+r.Hash+"\"}\n")...)
+	if !bytes.Equal(line, want) {
+		t.Fatalf("line\n%s\nwant\n%s", line, want)
+	}
+	back, err := decode(bytes.TrimSuffix(line, []byte("\n")))
+	if err != nil || back.Seq != 42 || back.Prev != r.Prev || back.Hash != r.Hash {
+		t.Fatalf("%+v %v", back, err)
 	}
 }

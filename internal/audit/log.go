@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -38,7 +39,7 @@ type Log struct {
 	key     ed25519.PrivateKey
 
 	mu         sync.Mutex
-	queue      []Event
+	queue      []queued
 	waiters    []chan error
 	writing    bool
 	checkpoint bool
@@ -90,31 +91,44 @@ func (l *Log) OnWrite(f func([]Record)) {
 // current returns the log file, kept open between writes and opened again
 // when it is no longer the file at the log's path (another process rotated
 // it, or it was removed). The caller holds the lock.
-func (l *Log) current() (*os.File, error) {
+func (l *Log) current() (*os.File, os.FileInfo, error) {
 	if l.file != nil {
 		open, err1 := l.file.Stat()
 		now, err2 := os.Stat(l.path)
 		if err1 == nil && err2 == nil && os.SameFile(open, now) {
-			return l.file, nil
+			return l.file, open, nil
 		}
 		if err := l.retire(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
 	}
 	l.mu.Lock()
 	l.file = f
 	l.mu.Unlock()
-	return f, nil
+	return f, fi, nil
 }
 
 // pending is a write not yet synced: its number and its events.
 type pending struct {
 	n      uint64
-	events []Event
+	events []queued
+}
+
+// queued is an event waiting to be written, with its JSON, encoded by the
+// caller of Add rather than by the writer of the moment.
+type queued struct {
+	Event
+	body []byte
+	err  error
 }
 
 // fdatasync persists f's data and its size.
@@ -277,8 +291,16 @@ func (l *Log) Path() string { return l.path }
 // Add queues events; they reach the disk with the next Flush, or with
 // another caller's.
 func (l *Log) Add(evs ...Event) {
+	qs := make([]queued, len(evs))
+	for i, ev := range evs {
+		if ev.Time.IsZero() {
+			ev.Time = time.Now().UTC()
+		}
+		qs[i].Event = ev
+		qs[i].body, qs[i].err = json.Marshal(ev)
+	}
 	l.mu.Lock()
-	l.queue = append(l.queue, evs...)
+	l.queue = append(l.queue, qs...)
 	l.mu.Unlock()
 }
 
@@ -342,7 +364,7 @@ func (l *Log) Append(evs ...Event) error {
 }
 
 // write appends a batch under the log's lock; the sync is the caller's.
-func (l *Log) write(batch []Event, checkpoint bool) error {
+func (l *Log) write(batch []queued, checkpoint bool) error {
 	if len(batch) == 0 && !(checkpoint && l.key != nil) {
 		return nil
 	}
@@ -358,14 +380,15 @@ func (l *Log) write(batch []Event, checkpoint bool) error {
 		return fmt.Errorf("audit log lock: %w", err)
 	}
 	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-	f, err := l.current()
+	f, fi, err := l.current()
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
-	head, dropped, err := l.tail(f)
+	head, dropped, err := l.tail(f, fi)
 	if err != nil {
 		return err
 	}
+	size := fi.Size() - dropped
 	var buf bytes.Buffer
 	var recs []Record
 	add := func(ev Event) error {
@@ -386,35 +409,36 @@ func (l *Log) write(batch []Event, checkpoint bool) error {
 	if gap := l.gap(); gap != nil {
 		add(*gap)
 	}
-	for _, ev := range batch {
-		if ev.Time.IsZero() {
-			ev.Time = time.Now().UTC()
+	for _, q := range batch {
+		if q.err != nil {
+			return fmt.Errorf("audit record: %w", q.err)
 		}
-		if err := add(ev); err != nil {
-			return err
-		}
+		r := &Record{Seq: head.Seq + 1, Prev: head.Hash, Event: q.Event}
+		var line []byte
+		line, r.Hash = chainLine(r.Seq, r.Prev, q.body)
+		buf.Write(line)
+		recs = append(recs, *r)
+		head = r
 	}
 	var cp *Checkpoint
 	if checkpoint && l.key != nil && head.Seq > 0 {
 		cp = sign(l.key, head.Seq, head.Hash)
 		add(Event{Time: time.Now().UTC(), Kind: Decision, Type: "checkpoint", Data: cp})
 	}
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && fi.Size()+int64(buf.Len()) > l.maxSize {
+	if size > 0 && size+int64(buf.Len()) > l.maxSize {
 		if f, err = l.rotate(); err != nil {
 			return err
 		}
 		l.mu.Lock()
 		l.file = f
 		l.mu.Unlock()
+		size = 0
 	}
-	before, statErr := f.Stat()
 	if _, err := f.Write(buf.Bytes()); err != nil {
 		l.lastHead = nil
 		// A write cut off by a full disk leaves no partial line behind:
 		// the gap is recorded by the next write instead (see gap).
-		if statErr == nil {
-			f.Truncate(before.Size())
-		}
+		f.Truncate(size)
 		return fmt.Errorf("audit log: %w", err)
 	}
 	l.lastHead = nil
@@ -444,13 +468,13 @@ func (l *Log) write(batch []Event, checkpoint bool) error {
 
 // lose counts the events of a write that failed, for the record of the
 // gap the next write adds.
-func (l *Log) lose(batch []Event, err error) {
+func (l *Log) lose(batch []queued, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.loseLocked(batch, err)
 }
 
-func (l *Log) loseLocked(batch []Event, err error) {
+func (l *Log) loseLocked(batch []queued, err error) {
 	if l.lost == nil {
 		l.lost, l.lostWhy, l.lostAt = map[string]int{}, err.Error(), time.Now().UTC()
 	}
@@ -483,11 +507,7 @@ func (l *Log) gap() *Event {
 // log), looking into the newest rotated file when the current one is
 // empty. An incomplete last line is cut off; its size is returned so that
 // the chain can say so.
-func (l *Log) tail(f *os.File) (*Record, int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
+func (l *Log) tail(f *os.File, fi os.FileInfo) (*Record, int64, error) {
 	if st := stateOf(fi); l.lastHead != nil && st.ino != 0 && st == l.last {
 		return l.lastHead, 0, nil
 	}
