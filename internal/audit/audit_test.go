@@ -352,3 +352,34 @@ func TestLineLayout(t *testing.T) {
 		t.Fatalf("%+v %v", back, err)
 	}
 }
+
+// A sync that fails fails every Append it covered, and the chain says the
+// events were lost: a later sync's success does not stand for them.
+func TestFailedSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, _ := Open(path, Options{})
+	fail := true
+	l.fsync = func(f *os.File) error {
+		if fail {
+			return errors.New("input/output error")
+		}
+		return fdatasync(f)
+	}
+	if err := l.Append(ev(0)); err == nil || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("append with a failing sync: %v", err)
+	}
+	if err := l.Flush(); err == nil {
+		t.Fatal("a flush after a failed sync, nothing written since, succeeded")
+	}
+	fail = false
+	if err := l.Append(ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Verify(Files(path), nil, nil)
+	if err != nil || s.Records != 3 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if !bytes.Contains(lines(t, path)[1], []byte(`"type":"records_lost"`)) {
+		t.Fatal("no record of the events whose sync failed")
+	}
+}
