@@ -52,9 +52,12 @@ type Log struct {
 	// lost if their sync fails.
 	writes, synced uint64
 	syncing        chan struct{}
-	failedTo       uint64
-	failed         error
-	unsynced       []pending
+	// waiting counts the callers waiting for a sync, served how many
+	// the last sync released.
+	waiting, served int
+	failedTo        uint64
+	failed          error
+	unsynced        []pending
 	// fsync makes a file's written data durable (fdatasync, which also
 	// persists the size an append changed); tests count calls.
 	fsync func(*os.File) error
@@ -157,6 +160,12 @@ func fdatasync(f *os.File) error {
 func (l *Log) durable() error {
 	l.mu.Lock()
 	target := l.writes
+	l.waiting++
+	defer func() {
+		l.mu.Lock()
+		l.waiting--
+		l.mu.Unlock()
+	}()
 	for {
 		if target <= l.failedTo {
 			err := l.failed
@@ -177,8 +186,11 @@ func (l *Log) durable() error {
 		l.syncing = done
 		l.mu.Unlock()
 		// Callers just released by the last sync are appending again:
-		// let them write first, so that this sync serves them too.
-		runtime.Gosched()
+		// let them write first, so that this sync serves them too. A
+		// lone caller does not wait for others.
+		if l.served > 1 {
+			runtime.Gosched()
+		}
 		l.mu.Lock()
 		f, upto := l.file, l.writes
 		l.mu.Unlock()
@@ -196,6 +208,7 @@ func (l *Log) durable() error {
 // holds mu and owns the sync turn.
 func (l *Log) syncedTo(upto uint64, err error) {
 	l.syncing = nil
+	l.served = l.waiting
 	i := 0
 	for i < len(l.unsynced) && l.unsynced[i].n <= upto {
 		i++
