@@ -184,11 +184,12 @@ func (l *Log) durable() error {
 		}
 		done := make(chan struct{})
 		l.syncing = done
+		crowd := l.served > 1
 		l.mu.Unlock()
 		// Callers just released by the last sync are appending again:
 		// let them write first, so that this sync serves them too. A
 		// lone caller does not wait for others.
-		if l.served > 1 {
+		if crowd {
 			runtime.Gosched()
 		}
 		l.mu.Lock()
