@@ -43,7 +43,7 @@ type Log struct {
 	waiters    []chan error
 	writing    bool
 	checkpoint bool
-	// The sync turn, under mu. written counts this process's writes,
+	// The sync turn, under mu. writes counts this process's writes,
 	// synced the last of them known on the disk; syncing, when set, is
 	// closed when the sync under way ends. A sync that failed makes every
 	// write up to failedTo fail with failed (the kernel reports a failed
