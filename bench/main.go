@@ -103,7 +103,7 @@ func main() {
 	if !*short {
 		goBench(&rep, repo, "Egress proxy throughput (CONNECT through cordon's proxy vs a direct loopback connection, 64 MiB per transfer)", "./internal/egress", "Throughput", "10x")
 		goBench(&rep, repo, "Egress proxy connection setup (dial, and CONNECT through the proxy, then a one-byte round trip, vs the same directly)", "./internal/egress", "ConnectSetup", "300x")
-		goBench(&rep, repo, "Audit log, events per second with every batch fsynced", "./internal/audit", "Durable", "400x")
+		goBench(&rep, repo, "Audit log, events per second with every event durable before its append returns (1, 8 and 32 writers sharing syncs)", "./internal/audit", "Durable", "400x")
 		goBench(&rep, repo, "Tool policy, one decision (a read that labels the session secret, then a refused fetch)", "./internal/toolpolicy", "Decide$", "100000x")
 		goBench(&rep, repo, "Tool policy, one decision with CEL argument constraints (two constraints on a fetch's URL)", "./internal/toolpolicy", "DecideConstraints", "100000x")
 		goBench(&rep, repo, "Reviewed workspace: cordon apply of 10,000 small files (in 100 directories)", "./internal/changes", "Apply10k", "3x")

@@ -3,10 +3,12 @@ package audit
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,11 +23,15 @@ import (
 const DefaultMaxSize = 64 << 20
 
 // Log appends events to one audit log. Events are queued and written in
-// batches (group commit): one lock, one write and one fsync for every event
-// queued meanwhile, by this process's sandboxes together. Other processes
-// appending to the same log take turns on its lock file, held only while
-// they write (each batch continues the chain from whatever the log ends
-// with); their fsyncs overlap.
+// batches: one lock and one write for every event queued meanwhile, by
+// this process's sandboxes together. Writing and syncing are separate
+// turns (group commit): while one fdatasync is under way the next batch
+// is written, and the next fdatasync covers every record written by then,
+// so that each sync serves every caller waiting; a Flush returns only once
+// its records are on the disk. Other processes appending to the same log
+// take turns on its lock file, held only while they write (each batch
+// continues the chain from whatever the log ends with); their syncs
+// overlap.
 type Log struct {
 	path string
 	// MaxSize rotates the file when an append would take it past this.
@@ -33,20 +39,36 @@ type Log struct {
 	key     ed25519.PrivateKey
 
 	mu         sync.Mutex
-	queue      []Event
+	queue      []queued
 	waiters    []chan error
 	writing    bool
 	checkpoint bool
-	sync       bool
-	// dirty: this process wrote records it has not fsynced yet. last is
-	// the file as this process left it after its last write, and the
-	// chain's head then: when the file is still exactly so, nobody
+	// The sync turn, under mu. writes counts this process's writes,
+	// synced the last of them known on the disk; syncing, when set, is
+	// closed when the sync under way ends. A sync that failed makes every
+	// write up to failedTo fail with failed (the kernel reports a failed
+	// writeback once: a later sync's success would not cover it).
+	// unsynced holds the events of the writes not yet synced, counted as
+	// lost if their sync fails.
+	writes, synced uint64
+	syncing        chan struct{}
+	// waiting counts the callers waiting for a sync, served how many
+	// the last sync released.
+	waiting, served int
+	failedTo        uint64
+	failed          error
+	unsynced        []pending
+	// fsync makes a file's written data durable (fdatasync, which also
+	// persists the size an append changed); tests count calls.
+	fsync func(*os.File) error
+	// last is the file as this process left it after its last write, and
+	// the chain's head then: when the file is still exactly so, nobody
 	// appended since, and the head need not be read back. Only the writer
 	// of the moment touches them.
-	dirty    bool
 	last     fileState
 	lastHead *Record
-	// lock and file stay open between writes.
+	// lock and file stay open between writes; file changes (under mu)
+	// only once the sync turn has made it durable.
 	lock, file *os.File
 	// written, when set, receives the records of each write once they are
 	// in the file (see OnWrite).
@@ -72,23 +94,175 @@ func (l *Log) OnWrite(f func([]Record)) {
 // current returns the log file, kept open between writes and opened again
 // when it is no longer the file at the log's path (another process rotated
 // it, or it was removed). The caller holds the lock.
-func (l *Log) current() (*os.File, error) {
+func (l *Log) current() (*os.File, os.FileInfo, error) {
 	if l.file != nil {
 		open, err1 := l.file.Stat()
 		now, err2 := os.Stat(l.path)
 		if err1 == nil && err2 == nil && os.SameFile(open, now) {
-			return l.file, nil
+			return l.file, open, nil
 		}
-		l.file.Close()
-		l.file = nil
+		if err := l.retire(); err != nil {
+			return nil, nil, err
+		}
 	}
 	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	l.mu.Lock()
 	l.file = f
-	return f, nil
+	l.mu.Unlock()
+	return f, fi, nil
 }
+
+// pending is a write not yet synced: its number and its events.
+type pending struct {
+	n      uint64
+	events []queued
+}
+
+// queued is an event waiting to be written, with its JSON, encoded by the
+// caller of Add rather than by the writer of the moment.
+type queued struct {
+	Event
+	body []byte
+	err  error
+}
+
+// fdatasync persists f's data and its size.
+func fdatasync(f *os.File) error {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if cerr := c.Control(func(fd uintptr) {
+		for {
+			err = unix.Fdatasync(int(fd))
+			if err != unix.EINTR {
+				return
+			}
+		}
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// durable returns once every write this process made before the call is
+// on the disk. One sync runs at a time and covers every write made before
+// it started: callers that find one under way wait for it, and the first
+// of those it does not cover starts the next, for all of them.
+func (l *Log) durable() error {
+	l.mu.Lock()
+	target := l.writes
+	l.waiting++
+	defer func() {
+		l.mu.Lock()
+		l.waiting--
+		l.mu.Unlock()
+	}()
+	for {
+		if target <= l.failedTo {
+			err := l.failed
+			l.mu.Unlock()
+			return err
+		}
+		if target <= l.synced {
+			l.mu.Unlock()
+			return nil
+		}
+		if wait := l.syncing; wait != nil {
+			l.mu.Unlock()
+			<-wait
+			l.mu.Lock()
+			continue
+		}
+		done := make(chan struct{})
+		l.syncing = done
+		crowd := l.served > 1
+		l.mu.Unlock()
+		// Callers just released by the last sync are appending again:
+		// let them write first, so that this sync serves them too. A
+		// lone caller does not wait for others.
+		if crowd {
+			runtime.Gosched()
+		}
+		l.mu.Lock()
+		f, upto := l.file, l.writes
+		l.mu.Unlock()
+		var err error
+		if f != nil {
+			err = l.fsync(f)
+		}
+		l.mu.Lock()
+		l.syncedTo(upto, err)
+		close(done)
+	}
+}
+
+// syncedTo ends a sync that covered the writes up to upto. The caller
+// holds mu and owns the sync turn.
+func (l *Log) syncedTo(upto uint64, err error) {
+	l.syncing = nil
+	l.served = l.waiting
+	i := 0
+	for i < len(l.unsynced) && l.unsynced[i].n <= upto {
+		i++
+	}
+	covered := l.unsynced[:i]
+	l.unsynced = l.unsynced[i:]
+	if err != nil {
+		l.failedTo, l.failed = upto, fmt.Errorf("audit log: %w", err)
+		for _, p := range covered {
+			l.loseLocked(p.events, l.failed)
+		}
+		return
+	}
+	l.synced = max(l.synced, upto)
+}
+
+// settle makes everything written to the current file durable, taking the
+// sync turn; with retire, the file is then closed and forgotten (it was
+// rotated away). The caller is the writer of the moment.
+func (l *Log) settle(retire bool) error {
+	l.mu.Lock()
+	for l.syncing != nil {
+		wait := l.syncing
+		l.mu.Unlock()
+		<-wait
+		l.mu.Lock()
+	}
+	f, upto := l.file, l.writes
+	var err error
+	if f != nil && upto > l.synced && upto > l.failedTo {
+		done := make(chan struct{})
+		l.syncing = done
+		l.mu.Unlock()
+		err = l.fsync(f)
+		l.mu.Lock()
+		l.syncedTo(upto, err)
+		close(done)
+	}
+	if retire {
+		l.file = nil
+	}
+	l.mu.Unlock()
+	if retire && f != nil {
+		f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	return nil
+}
+
+// retire settles the current file and closes it.
+func (l *Log) retire() error { return l.settle(true) }
 
 // fileState tells whether a file changed: an append changes its size and
 // modification time, a rotation its inode.
@@ -122,7 +296,7 @@ func Open(path string, o Options) (*Log, error) {
 	if o.MaxSize <= 0 {
 		o.MaxSize = DefaultMaxSize
 	}
-	return &Log{path: path, maxSize: o.MaxSize, key: o.Key}, nil
+	return &Log{path: path, maxSize: o.MaxSize, key: o.Key, fsync: fdatasync}, nil
 }
 
 // Path is the log's current file.
@@ -131,8 +305,16 @@ func (l *Log) Path() string { return l.path }
 // Add queues events; they reach the disk with the next Flush, or with
 // another caller's.
 func (l *Log) Add(evs ...Event) {
+	qs := make([]queued, len(evs))
+	for i, ev := range evs {
+		if ev.Time.IsZero() {
+			ev.Time = time.Now().UTC()
+		}
+		qs[i].Event = ev
+		qs[i].body, qs[i].err = json.Marshal(ev)
+	}
 	l.mu.Lock()
-	l.queue = append(l.queue, evs...)
+	l.queue = append(l.queue, qs...)
 	l.mu.Unlock()
 }
 
@@ -150,10 +332,19 @@ func (l *Log) Write() error { return l.flush(false, false) }
 func (l *Log) Seal() error { return l.flush(true, true) }
 
 func (l *Log) flush(checkpoint, sync bool) error {
+	if err := l.writeQueued(checkpoint); err != nil || !sync {
+		return err
+	}
+	return l.durable()
+}
+
+// writeQueued writes every queued event: whoever finds no write under way
+// writes all that is queued, again while more callers wait, and the others
+// wait for it.
+func (l *Log) writeQueued(checkpoint bool) error {
 	done := make(chan error, 1)
 	l.mu.Lock()
 	l.checkpoint = l.checkpoint || checkpoint
-	l.sync = l.sync || sync
 	l.waiters = append(l.waiters, done)
 	if l.writing {
 		l.mu.Unlock()
@@ -161,10 +352,10 @@ func (l *Log) flush(checkpoint, sync bool) error {
 	}
 	l.writing = true
 	for {
-		batch, waiters, cp, sync := l.queue, l.waiters, l.checkpoint, l.sync
-		l.queue, l.waiters, l.checkpoint, l.sync = nil, nil, false, false
+		batch, waiters, cp := l.queue, l.waiters, l.checkpoint
+		l.queue, l.waiters, l.checkpoint = nil, nil, false
 		l.mu.Unlock()
-		err := l.write(batch, cp, sync)
+		err := l.write(batch, cp)
 		if err != nil {
 			l.lose(batch, err)
 		}
@@ -186,16 +377,9 @@ func (l *Log) Append(evs ...Event) error {
 	return l.Flush()
 }
 
-// write appends a batch under the log's lock.
-func (l *Log) write(batch []Event, checkpoint, sync bool) error {
+// write appends a batch under the log's lock; the sync is the caller's.
+func (l *Log) write(batch []queued, checkpoint bool) error {
 	if len(batch) == 0 && !(checkpoint && l.key != nil) {
-		if sync && l.dirty && l.file != nil {
-			// What an earlier Write left for the disk.
-			if err := l.file.Sync(); err != nil {
-				return fmt.Errorf("audit log: %w", err)
-			}
-			l.dirty = false
-		}
 		return nil
 	}
 	if l.lock == nil {
@@ -210,14 +394,15 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 		return fmt.Errorf("audit log lock: %w", err)
 	}
 	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-	f, err := l.current()
+	f, fi, err := l.current()
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
-	head, dropped, err := l.tail(f)
+	head, dropped, err := l.tail(f, fi)
 	if err != nil {
 		return err
 	}
+	size := fi.Size() - dropped
 	var buf bytes.Buffer
 	var recs []Record
 	add := func(ev Event) error {
@@ -238,39 +423,43 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 	if gap := l.gap(); gap != nil {
 		add(*gap)
 	}
-	for _, ev := range batch {
-		if ev.Time.IsZero() {
-			ev.Time = time.Now().UTC()
+	for _, q := range batch {
+		if q.err != nil {
+			return fmt.Errorf("audit record: %w", q.err)
 		}
-		if err := add(ev); err != nil {
-			return err
-		}
+		r := &Record{Seq: head.Seq + 1, Prev: head.Hash, Event: q.Event}
+		var line []byte
+		line, r.Hash = chainLine(r.Seq, r.Prev, q.body)
+		buf.Write(line)
+		recs = append(recs, *r)
+		head = r
 	}
 	var cp *Checkpoint
 	if checkpoint && l.key != nil && head.Seq > 0 {
 		cp = sign(l.key, head.Seq, head.Hash)
 		add(Event{Time: time.Now().UTC(), Kind: Decision, Type: "checkpoint", Data: cp})
 	}
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && fi.Size()+int64(buf.Len()) > l.maxSize {
-		l.file = nil
-		if f, err = l.rotate(f); err != nil {
+	if size > 0 && size+int64(buf.Len()) > l.maxSize {
+		if f, err = l.rotate(); err != nil {
 			return err
 		}
+		l.mu.Lock()
 		l.file = f
+		l.mu.Unlock()
+		size = 0
 	}
-	before, statErr := f.Stat()
 	if _, err := f.Write(buf.Bytes()); err != nil {
 		l.lastHead = nil
 		// A write cut off by a full disk leaves no partial line behind:
 		// the gap is recorded by the next write instead (see gap).
-		if statErr == nil {
-			f.Truncate(before.Size())
-		}
+		f.Truncate(size)
 		return fmt.Errorf("audit log: %w", err)
 	}
 	l.lastHead = nil
 	l.mu.Lock()
 	l.lost, l.lostWhy = nil, ""
+	l.writes++
+	l.unsynced = append(l.unsynced, pending{l.writes, batch})
 	l.mu.Unlock()
 	if fi, err := f.Stat(); err == nil {
 		l.last, l.lastHead = stateOf(fi), head
@@ -283,32 +472,23 @@ func (l *Log) write(batch []Event, checkpoint, sync bool) error {
 	}
 	if cp != nil {
 		// The head names records that must be on the disk before it.
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("audit log: %w", err)
+		if err := l.settle(false); err != nil {
+			return err
 		}
-		l.dirty = false
 		return writeHead(l.path, cp)
 	}
-	if !sync {
-		l.dirty = true
-		return nil
-	}
-	// The chain is written; other writers may append while this waits for
-	// the disk, and the file system folds concurrent fsyncs of one file
-	// into one commit: group commit across processes.
-	unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("audit log: %w", err)
-	}
-	l.dirty = false
 	return nil
 }
 
 // lose counts the events of a write that failed, for the record of the
 // gap the next write adds.
-func (l *Log) lose(batch []Event, err error) {
+func (l *Log) lose(batch []queued, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.loseLocked(batch, err)
+}
+
+func (l *Log) loseLocked(batch []queued, err error) {
 	if l.lost == nil {
 		l.lost, l.lostWhy, l.lostAt = map[string]int{}, err.Error(), time.Now().UTC()
 	}
@@ -341,11 +521,7 @@ func (l *Log) gap() *Event {
 // log), looking into the newest rotated file when the current one is
 // empty. An incomplete last line is cut off; its size is returned so that
 // the chain can say so.
-func (l *Log) tail(f *os.File) (*Record, int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
+func (l *Log) tail(f *os.File, fi os.FileInfo) (*Record, int64, error) {
 	if st := stateOf(fi); l.lastHead != nil && st.ino != 0 && st == l.last {
 		return l.lastHead, 0, nil
 	}
@@ -410,12 +586,14 @@ func lastRecord(f *os.File) (*Record, int64, error) {
 
 // rotate renames the current file to the next numbered one and opens a new
 // current file; the chain continues in it.
-func (l *Log) rotate(f *os.File) (*os.File, error) {
+func (l *Log) rotate() (*os.File, error) {
 	n := 1
 	if rotated := Rotated(l.path); len(rotated) > 0 {
 		n = rotatedNumber(l.path, rotated[len(rotated)-1]) + 1
 	}
-	f.Close()
+	if err := l.retire(); err != nil {
+		return nil, err
+	}
 	if err := os.Rename(l.path, fmt.Sprintf("%s.%06d", l.path, n)); err != nil {
 		return nil, fmt.Errorf("rotating the audit log: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -63,22 +64,33 @@ const (
 // hash covers seq and prev, so that a record can be neither edited, moved
 // nor dropped without the chain showing it.
 func encode(r *Record) ([]byte, error) {
-	body, err := json.Marshal(struct {
-		Seq  int64  `json:"seq"`
-		Prev string `json:"prev"`
-		Event
-	}{r.Seq, r.Prev, r.Event})
+	body, err := json.Marshal(r.Event)
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(body)
-	r.Hash = hex.EncodeToString(sum[:])
-	line := make([]byte, 0, len(body)+len(hashKey)+hashLen+3)
-	line = append(line, body[:len(body)-1]...)
-	line = append(line, hashKey...)
-	line = append(line, r.Hash...)
-	line = append(line, '"', '}', '\n')
+	var line []byte
+	line, r.Hash = chainLine(r.Seq, r.Prev, body)
 	return line, nil
+}
+
+// chainLine returns the line of the record with seq and prev whose event
+// encodes as body (an Event's JSON, which always starts with its time),
+// and the record's hash: the same bytes as encoding the whole record, so
+// that events can be encoded before their place in the chain is known.
+func chainLine(seq int64, prev string, body []byte) ([]byte, string) {
+	line := make([]byte, 0, len(body)+len(prev)+len(hashKey)+hashLen+40)
+	line = append(line, `{"seq":`...)
+	line = strconv.AppendInt(line, seq, 10)
+	line = append(line, `,"prev":`...)
+	line = strconv.AppendQuote(line, prev)
+	line = append(line, ',')
+	line = append(line, body[1:]...)
+	sum := sha256.Sum256(line)
+	hash := hex.EncodeToString(sum[:])
+	line = append(line[:len(line)-1], hashKey...)
+	line = append(line, hash...)
+	line = append(line, '"', '}', '\n')
+	return line, hash
 }
 
 // errHash means a line's content does not match its hash.
