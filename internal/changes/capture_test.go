@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -351,27 +350,13 @@ func TestCaptureNoMountCrossing(t *testing.T) {
 // repository a .git file points to.
 func TestCaptureGitConfigured(t *testing.T) {
 	root(t)
-	protectedOf := func(s *Set) map[string]bool {
-		flagged := map[string]bool{}
-		for _, c := range s.Changes {
-			flagged[c.Path] = slices.Contains(c.Flags, FlagProtected)
-		}
-		return flagged
-	}
-	check := func(t *testing.T, got, want map[string]bool) {
-		for p, w := range want {
-			if got[p] != w {
-				t.Errorf("%s: protected %v, want %v", p, got[p], w)
-			}
-		}
-	}
 	t.Run("hooksPath", func(t *testing.T) {
 		e := newEnv(t)
 		write(t, e.host+"/.git/config", "[core]\n\thooksPath = .githooks\n", 0o644)
 		e.start()
 		write(t, e.upper+"/.githooks/pre-commit", "#!/bin/sh\n", 0o755)
 		write(t, e.upper+"/src/main.go", "package main\n", 0o644)
-		check(t, protectedOf(e.mustCapture(t)), map[string]bool{".githooks/pre-commit": true, "src/main.go": false})
+		checkProtected(t, e.mustCapture(t), map[string]bool{".githooks/pre-commit": true, "src/main.go": false})
 	})
 	t.Run("hooksPath set in the layer", func(t *testing.T) {
 		e := newEnv(t)
@@ -379,7 +364,7 @@ func TestCaptureGitConfigured(t *testing.T) {
 		e.start()
 		write(t, e.upper+"/.git/config", "[core]\n\thooksPath = tools\n", 0o644)
 		write(t, e.upper+"/tools/post-checkout", "#!/bin/sh\n", 0o755)
-		check(t, protectedOf(e.mustCapture(t)), map[string]bool{".git/config": true, "tools/post-checkout": true})
+		checkProtected(t, e.mustCapture(t), map[string]bool{".git/config": true, "tools/post-checkout": true})
 	})
 	t.Run("gitdir", func(t *testing.T) {
 		e := newEnv(t)
@@ -389,7 +374,7 @@ func TestCaptureGitConfigured(t *testing.T) {
 		write(t, e.upper+"/.repo/config", "[core]\n\tfsmonitor = evil\n", 0o644)
 		write(t, e.upper+"/.repo/hooks/post-checkout", "#!/bin/sh\n", 0o755)
 		write(t, e.upper+"/README", "hi\n", 0o644)
-		check(t, protectedOf(e.mustCapture(t)), map[string]bool{".repo/config": true, ".repo/hooks/post-checkout": true, "README": false})
+		checkProtected(t, e.mustCapture(t), map[string]bool{".repo/config": true, ".repo/hooks/post-checkout": true, "README": false})
 	})
 }
 
@@ -455,13 +440,6 @@ func TestCaptureMetaBound(t *testing.T) {
 // absolute or linked core.hooksPath; and other tools' project files.
 func TestCaptureGitReached(t *testing.T) {
 	root(t)
-	protectedOf := func(s *Set) map[string]bool {
-		flagged := map[string]bool{}
-		for _, c := range s.Changes {
-			flagged[c.Path] = c.Has(FlagProtected)
-		}
-		return flagged
-	}
 	for _, tc := range []struct {
 		name  string
 		host  func(e *env)
@@ -533,12 +511,7 @@ func TestCaptureGitReached(t *testing.T) {
 			tc.host(e)
 			e.start()
 			tc.layer(e)
-			got := protectedOf(e.mustCapture(t))
-			for p, w := range tc.want {
-				if got[p] != w {
-					t.Errorf("%s: protected %v, want %v (all: %v)", p, got[p], w, got)
-				}
-			}
+			checkProtected(t, e.mustCapture(t), tc.want)
 		})
 	}
 }

@@ -186,3 +186,18 @@ func readString(t testing.TB, p string) string {
 }
 
 func contains(b *bytes.Buffer, s string) bool { return strings.Contains(b.String(), s) }
+
+// checkProtected checks, for each path of want, whether s flags its change
+// protected as want says.
+func checkProtected(t testing.TB, s *Set, want map[string]bool) {
+	t.Helper()
+	got := map[string]bool{}
+	for _, c := range s.Changes {
+		got[c.Path] = c.Has(FlagProtected)
+	}
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%s: protected %v, want %v (all: %v)", p, got[p], w, got)
+		}
+	}
+}

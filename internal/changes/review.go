@@ -26,9 +26,9 @@ type Review struct {
 }
 
 // ReviewOf is the review record of a set captured from a run of p (loaded
-// from file).
-func ReviewOf(p *profile.Profile, file string) Review {
-	rv := Review{Agent: p.Agent, Profile: file, ProfileHash: p.Hash(),
+// from file, whose hash is hash).
+func ReviewOf(p *profile.Profile, file, hash string) Review {
+	rv := Review{Agent: p.Agent, Profile: file, ProfileHash: hash,
 		Require: p.ReviewPolicy().RequireApproval, Approvers: p.ApprovalPolicy().Approvers}
 	if rv.Require == nil {
 		rv.Require = []string{}

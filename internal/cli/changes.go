@@ -91,7 +91,7 @@ func keepChanges(e *env, p *profile.Profile, profileFile, run string, started ti
 			changes.Discard(dir, run)
 			return &outcome.Changes{Set: run, Digest: set.Digest}, nil
 		}
-		if err := changes.WriteReview(dir, run, changes.ReviewOf(p, profileFile)); err != nil {
+		if err := changes.WriteReview(dir, run, changes.ReviewOf(p, profileFile, p.Hash())); err != nil {
 			changes.Discard(dir, run)
 			return &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
 		}

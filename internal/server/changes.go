@@ -232,8 +232,8 @@ func captureLimits(p *profile.Profile) changes.Limits {
 // policyOf is the review record of e's change sets, kept beside each as
 // cordon run keeps it, for cordon apply as much as for this server.
 func policyOf(e *entry) changes.Review {
-	rv := changes.ReviewOf(e.profile, e.agent.ProfileFile)
-	rv.Agent, rv.ProfileHash = e.agent.Name, e.sha
+	rv := changes.ReviewOf(e.profile, e.agent.ProfileFile, e.sha)
+	rv.Agent = e.agent.Name
 	return rv
 }
 
@@ -465,8 +465,9 @@ func (s *Server) changesApply(w http.ResponseWriter, r *http.Request, c caller) 
 		// Whether approval is needed depends on what is applied; what a
 		// request shows, and an approval covers, is every held change of
 		// the set, so that approving a part never approves the rest.
-		if _, need := policyOf(e).Held(sel); need > 0 {
-			hold, n := policyOf(e).Held(set.Changes)
+		rv := policyOf(e)
+		if _, need := rv.Held(sel); need > 0 {
+			hold, n := rv.Held(set.Changes)
 			it, status, err := s.changeApproval(e, c, set, hold, n)
 			if err != nil {
 				return fail(w, status, "%v", err)
