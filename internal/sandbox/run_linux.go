@@ -24,6 +24,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/landlock"
 	"github.com/cordon-sandbox/cordon/internal/mnt"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/protect"
 	"github.com/cordon-sandbox/cordon/internal/seccomp"
@@ -660,6 +661,7 @@ func buildSpec(opts Options) (*Spec, error) {
 			// A writable bind of part of the reviewed tree, of a
 			// directory holding it, or into it, would write the host's
 			// tree past the review.
+			within := func(p, dir string) bool { _, ok := pathglob.Within(p, dir); return ok }
 			for _, m := range spec.Mounts {
 				if m.Writable && !m.Device && (within(m.Source, ws) || within(ws, m.Source) || within(m.Target, target)) {
 					return nil, setupErr("workspace", fmt.Errorf("the workspace %s is reviewed, but %s is bound writable %s: its writes would reach the host's tree unreviewed; bind it read-only, or outside the workspace", ws, m.Source, "at "+m.Target))
@@ -671,11 +673,6 @@ func buildSpec(opts Options) (*Spec, error) {
 		return nil, err
 	}
 	return spec, nil
-}
-
-// within reports whether p is dir or under it.
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // protectWritable plans, for every writable directory bound into the view,
