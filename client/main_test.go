@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"net"
 	"os"
 	"os/exec"
@@ -74,10 +75,8 @@ func startServe() (stop func(), err error) {
 	bin := os.Getenv("CORDON_BIN")
 	if bin == "" {
 		bin = filepath.Join(dir, "cordon")
-		build := exec.Command("go", "build", "-o", bin, "github.com/cordon-sandbox/cordon/cmd/cordon")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("building cordon: %v\n%s", err, out)
+		if err := testbin.Cordon(bin); err != nil {
+			return nil, err
 		}
 	}
 	if out, err := exec.Command(bin, "doctor").CombinedOutput(); err != nil {

@@ -47,7 +47,7 @@ bins=()
 for p in $platforms; do
 	goos=${p%/*} goarch=${p#*/}
 	bin=cordon-$version-$goos-$goarch
-	GOOS=$goos GOARCH=$goarch go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/$bin" ./cmd/cordon
+	GOOS=$goos GOARCH=$goarch ./build.sh -o "$out/$bin" -trimpath -buildvcs=false -ldflags="$ldflags"
 	bins+=("$bin")
 done
 (cd "$out" && sha256sum "${bins[@]}" >SHA256SUMS)

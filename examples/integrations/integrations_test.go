@@ -11,11 +11,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -191,15 +191,8 @@ func cordonDir(t *testing.T) string {
 		return filepath.Dir(abs)
 	}
 	dir := t.TempDir()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
-	build := exec.Command(gobin, "build", "-o", filepath.Join(dir, "cordon"), "./cmd/cordon")
-	build.Dir = filepath.Join("..", "..")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building cordon: %v\n%s", err, out)
+	if err := testbin.Cordon(filepath.Join(dir, "cordon")); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

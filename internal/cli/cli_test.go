@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"io"
 	"io/fs"
 	"net"
@@ -64,11 +65,8 @@ func buildAndRun(m *testing.M) int {
 	// cordon-weak is a test build that can leave layers out (CORDON_WEAKEN),
 	// to show that each escape probe can fail.
 	for name, tags := range map[string]string{"cordon": "", "cordon-weak": "cordon_weaken"} {
-		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags="+tags, "-o", filepath.Join(dir, name), "github.com/cordon-sandbox/cordon/cmd/cordon")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building", name+":", err)
+		if err := testbin.Cordon(filepath.Join(dir, name), "-trimpath", "-ldflags=-s -w", "-tags="+tags); err != nil {
+			fmt.Fprintln(os.Stderr, name+":", err)
 			return 1
 		}
 	}

@@ -3,9 +3,11 @@ package cli
 import (
 	"github.com/cordon-sandbox/cordon/internal/nsinit"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
 )
 
-// Hidden subcommands the cordon binary runs itself with.
+// Hidden subcommands the cordon binary runs itself with (when it carries
+// no lean sandbox program, see sandbox/lean).
 const (
 	hiddenInit    = sandbox.InitArg
 	hiddenHold    = sandbox.HoldArg
@@ -14,4 +16,4 @@ const (
 
 func initMain() { nsinit.Main() }
 
-func cleanupMain(dirs []string) { sandbox.Cleanup(dirs) }
+func cleanupMain(args []string) { cleanup.Main(args) }

@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"net/http"
 	"os"
 	"os/exec"
@@ -84,10 +85,8 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{cordon: filepath.Join(bin, "cordon"), base: base, view: profile.Default()}
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", r.cordon, "github.com/cordon-sandbox/cordon/cmd/cordon")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building cordon: %v\n%s", err, out)
+	if err := testbin.Cordon(r.cordon); err != nil {
+		t.Fatal(err)
 	}
 	if out, err := exec.Command(r.cordon, "doctor").CombinedOutput(); err != nil {
 		t.Skipf("this host cannot create cordon sandboxes (cordon doctor: %v)\n%s", err, out)

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/landlock"
-	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"github.com/cordon-sandbox/cordon/internal/seccomp"
 )
 
@@ -24,7 +24,7 @@ import (
 // from the thread that forks it: they are emptied on init's main thread,
 // to which Main locks the goroutine that starts the command. Everything else
 // applies to every thread of init. It returns the Landlock ABI in force.
-func confine(spec *sandbox.Spec) (int, error) {
+func confine(spec *wire.Spec) (int, error) {
 	last, err := lastCap()
 	if err != nil {
 		return 0, err
@@ -76,7 +76,7 @@ func confine(spec *sandbox.Spec) (int, error) {
 }
 
 // view lists what Landlock lets the sandbox write, from the spec.
-func view(spec *sandbox.Spec) landlock.View {
+func view(spec *wire.Spec) landlock.View {
 	v := landlock.View{
 		WritableDirs: []string{"/tmp", "/dev/shm", spec.Home},
 		Devices:      []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/pts"},
@@ -130,7 +130,7 @@ func lastCap() (int, error) {
 // setRlimits disables core dumps and sets the per-process limits. CPU time
 // gets a hard limit one second above the soft one: SIGXCPU first, which a
 // process may catch, then SIGKILL.
-func setRlimits(r sandbox.Rlimits) error {
+func setRlimits(r wire.Rlimits) error {
 	limits := []struct {
 		name     string
 		resource int

@@ -23,7 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // In a process started as init, the main goroutine stays on the process's
@@ -32,28 +32,28 @@ import (
 // the command is the one confine empties the capability sets of. Locking
 // later, in Main, could find the goroutine already moved to another thread.
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.InitArg {
+	if len(os.Args) > 1 && os.Args[1] == wire.InitArg {
 		runtime.LockOSThread()
 	}
 }
 
 // Main runs the init and never returns. It is reached through the hidden
-// subcommand sandbox.InitArg of the cordon binary.
+// subcommand wire.InitArg of the cordon binary.
 func Main() {
 	// The command is forked from this thread, which holds the emptied
 	// bounding and ambient capability sets (see confine).
 	runtime.LockOSThread()
-	status := os.NewFile(sandbox.StatusFD, "status")
-	report := func(s sandbox.Status) {
+	status := os.NewFile(wire.StatusFD, "status")
+	report := func(s wire.Status) {
 		b, _ := json.Marshal(s)
 		status.Write(append(b, '\n'))
 	}
 	if err := run(status, report); err != nil {
 		var se *stageError
 		if errors.As(err, &se) {
-			report(sandbox.Status{Event: "error", Stage: se.stage, Error: se.err.Error()})
+			report(wire.Status{Event: "error", Stage: se.stage, Error: se.err.Error()})
 		} else {
-			report(sandbox.Status{Event: "error", Error: err.Error()})
+			report(wire.Status{Event: "error", Error: err.Error()})
 		}
 		os.Exit(1)
 	}
@@ -74,12 +74,12 @@ func stage(name string, err error) error {
 	return &stageError{name, err}
 }
 
-func run(status *os.File, report func(sandbox.Status)) error {
+func run(status *os.File, report func(wire.Status)) error {
 	if unix.Gettid() != unix.Getpid() {
 		return stage("starting", errors.New("init is not on the process's main thread"))
 	}
-	specFile := os.NewFile(sandbox.SpecFD, "spec")
-	spec, rest, err := sandbox.ReadSpec(specFile)
+	specFile := os.NewFile(wire.SpecFD, "spec")
+	spec, rest, err := wire.ReadSpec(specFile)
 	if err != nil {
 		return stage("reading spec", err)
 	}
@@ -131,7 +131,7 @@ func run(status *os.File, report func(sandbox.Status)) error {
 		return stage("bringing up lo", err)
 	}
 	if spec.ProxyAddr != "" {
-		sock := os.NewFile(sandbox.ProxyFD, "proxy")
+		sock := os.NewFile(wire.ProxyFD, "proxy")
 		if err := relayProxy(spec.ProxyAddr, sock); err != nil {
 			return stage("listening for the egress proxy", err)
 		}
@@ -159,7 +159,7 @@ func run(status *os.File, report func(sandbox.Status)) error {
 	// cordon gone).
 	placed, err := io.ReadAll(rest)
 	specFile.Close()
-	if err != nil || strings.TrimSpace(string(placed)) != strings.TrimSpace(sandbox.Placed) {
+	if err != nil || strings.TrimSpace(string(placed)) != strings.TrimSpace(wire.Placed) {
 		return stage("waiting to be placed in the cgroup", fmt.Errorf("cordon did not confirm (%q, %v)", placed, err))
 	}
 
@@ -176,7 +176,7 @@ func run(status *os.File, report func(sandbox.Status)) error {
 				return stage("detaching from the output", err)
 			}
 		}
-		report(sandbox.Status{Event: "ready", LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
+		report(wire.Status{Event: "ready", LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
 		status.Close()
 		return serve(spec)
 	}
@@ -186,7 +186,7 @@ func run(status *os.File, report func(sandbox.Status)) error {
 		if !errors.Is(err, os.ErrNotExist) {
 			code = 126
 		}
-		report(sandbox.Status{Event: "exec-error", Error: err.Error(), Code: code})
+		report(wire.Status{Event: "exec-error", Error: err.Error(), Code: code})
 		return nil
 	}
 	if !spec.Weaken.InitSignals {
@@ -195,10 +195,10 @@ func run(status *os.File, report func(sandbox.Status)) error {
 			return stage("detaching from the output", err)
 		}
 	}
-	report(sandbox.Status{Event: "started", Pid: pid, LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
+	report(wire.Status{Event: "started", Pid: pid, LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
 
 	ws, other := supervise(pid, sigs)
-	st := sandbox.Status{Event: "exit", TmpUsed: tmpUsed(spec), OtherSignal: other}
+	st := wire.Status{Event: "exit", TmpUsed: tmpUsed(spec), OtherSignal: other}
 	if ws.Signaled() {
 		st.Signal = int(ws.Signal())
 	} else {
@@ -216,11 +216,11 @@ var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT
 // sandbox's PATH, and it starts in a new session with only descriptors 0-2.
 // It is forked with syscall.ForkExec rather than os/exec, whose first use
 // forks an extra child to probe for pidfd support.
-func startCommand(spec *sandbox.Spec, stdio []*os.File) (int, error) {
+func startCommand(spec *wire.Spec, stdio []*os.File) (int, error) {
 	if len(spec.Args) == 0 {
 		return 0, fmt.Errorf("no command")
 	}
-	prog := "/proc/self/exe" // init's own sealed copy of cordon
+	prog := fmt.Sprintf("/proc/self/fd/%d", wire.SelfFD) // the sealed copy of cordon
 	if !spec.SelfExec {
 		var err error
 		if prog, err = lookPath(spec.Args[0], spec.Path); err != nil {
@@ -347,7 +347,7 @@ func loopbackUp() error {
 // openConsole allocates a pseudo-terminal in the sandbox's devpts, sends its
 // master to the host side, and waits until the host side has sized it.
 func openConsole() (*os.File, error) {
-	sock := os.NewFile(sandbox.ConsoleFD, "console")
+	sock := os.NewFile(wire.ConsoleFD, "console")
 	defer sock.Close()
 	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -362,7 +362,7 @@ func openConsole() (*os.File, error) {
 		return nil, fmt.Errorf("opening peer: %w", errno)
 	}
 	peer := os.NewFile(pfd, "tty")
-	if err := sandbox.SendFD(sock, master); err != nil {
+	if err := wire.SendFD(sock, master); err != nil {
 		peer.Close()
 		return nil, fmt.Errorf("sending master: %w", err)
 	}
@@ -374,7 +374,7 @@ func openConsole() (*os.File, error) {
 }
 
 // tmpUsed returns the most bytes in use in any size-capped file system.
-func tmpUsed(spec *sandbox.Spec) int64 {
+func tmpUsed(spec *wire.Spec) int64 {
 	var most int64
 	for _, dir := range []string{"/tmp", "/dev/shm", spec.Home} {
 		var st unix.Statfs_t

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/mnt"
-	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // assembly is the host directory the new root is attached on while it is
@@ -85,28 +85,28 @@ func (r *rootfs) placeReview(s source, target *os.File) error {
 	}
 	// The upper directory is the merged root's: it has the workspace
 	// root's owner and mode.
-	if err := unix.Mkdirat(int(layer.Fd()), sandbox.LayerUpper, 0o700); err != nil {
+	if err := unix.Mkdirat(int(layer.Fd()), wire.LayerUpper, 0o700); err != nil {
 		return fmt.Errorf("layer: %w", err)
 	}
-	if err := unix.Mkdirat(int(layer.Fd()), sandbox.LayerWork, 0o700); err != nil {
+	if err := unix.Mkdirat(int(layer.Fd()), wire.LayerWork, 0o700); err != nil {
 		return fmt.Errorf("layer: %w", err)
 	}
 	// An owner with no id in the sandbox (a directory others may write,
 	// rootless) leaves the upper the sandbox user's, as its writes are.
 	if lower.Uid != overflowID && lower.Gid != overflowID {
-		if err := unix.Fchownat(int(layer.Fd()), sandbox.LayerUpper, int(lower.Uid), int(lower.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchownat(int(layer.Fd()), wire.LayerUpper, int(lower.Uid), int(lower.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fmt.Errorf("layer: %w", err)
 		}
 	}
-	if err := unix.Fchmodat(int(layer.Fd()), sandbox.LayerUpper, lower.Mode&0o7777, 0); err != nil {
+	if err := unix.Fchmodat(int(layer.Fd()), wire.LayerUpper, lower.Mode&0o7777, 0); err != nil {
 		return fmt.Errorf("layer: %w", err)
 	}
 
 	at := path.Join(assembly, staging)
 	ovl, err := mnt.New("overlay", map[string]string{
 		"lowerdir":  path.Join(at, "lower"),
-		"upperdir":  path.Join(at, "layer", sandbox.LayerUpper),
-		"workdir":   path.Join(at, "layer", sandbox.LayerWork),
+		"upperdir":  path.Join(at, "layer", wire.LayerUpper),
+		"workdir":   path.Join(at, "layer", wire.LayerWork),
 		"userxattr": "",
 	}, scratchAttr)
 	if err != nil {
@@ -124,9 +124,9 @@ func (r *rootfs) placeReview(s source, target *os.File) error {
 	}
 	rootFile := os.NewFile(uintptr(root), "layer")
 	defer rootFile.Close()
-	sock := os.NewFile(sandbox.LayerFD, "layer socket")
+	sock := os.NewFile(wire.LayerFD, "layer socket")
 	defer sock.Close()
-	if err := sandbox.SendFD(sock, rootFile); err != nil {
+	if err := wire.SendFD(sock, rootFile); err != nil {
 		return fmt.Errorf("sending the layer: %w", err)
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/mnt"
-	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // Entries of /proc that are replaced by an empty file (a read-only /dev/null,
@@ -37,7 +37,7 @@ const (
 
 // rootfs builds the sandbox's root file system on a fresh tmpfs.
 type rootfs struct {
-	spec  *sandbox.Spec
+	spec  *wire.Spec
 	root  *os.File // the new root's mount
 	ours  map[uint64]bool
 	notes []string
@@ -45,7 +45,7 @@ type rootfs struct {
 
 // source is a bind ready to be placed.
 type source struct {
-	m   sandbox.Mount
+	m   wire.Mount
 	src *mnt.Source
 }
 
@@ -291,7 +291,7 @@ func (r *rootfs) place(s source) error {
 // protect binds each protected path of a writable bind onto itself, as
 // the bind shows it (with its idmapping): read-only, or writable only to
 // pin it in place, since a mount point can be neither renamed nor removed.
-func (r *rootfs) protect(m sandbox.Mount) error {
+func (r *rootfs) protect(m wire.Mount) error {
 	for _, e := range m.Protect {
 		at := path.Join(strings.TrimPrefix(m.Target, "/"), e.Rel)
 		target, err := mnt.Walk(r.root, at, nil)
@@ -392,10 +392,10 @@ func (r *rootfs) writeEtc() error {
 		"hosts":    fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n", s.Hostname),
 	}
 	if s.GitIgnore != "" {
-		files[strings.TrimPrefix(sandbox.GitIgnoreFile, "/etc/")] = s.GitIgnore
+		files[strings.TrimPrefix(wire.GitIgnoreFile, "/etc/")] = s.GitIgnore
 	}
 	if s.Transparent {
-		files["resolv.conf"] = "nameserver " + strings.TrimSuffix(sandbox.DNSAddr, ":53") + "\n"
+		files["resolv.conf"] = "nameserver " + strings.TrimSuffix(wire.DNSAddr, ":53") + "\n"
 	}
 	for name, content := range files {
 		fd, err := unix.Openat(int(etc.Fd()), name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // serve is init's loop in a kept-alive sandbox: it runs each command the
@@ -24,9 +24,9 @@ import (
 // startCommand and supervise), and waits there in poll(2) on the control
 // socket and a pidfd per command: no goroutine, signal handler or thread
 // hand-off stands between a request or an exit and its answer.
-func serve(spec *sandbox.Spec) error {
-	ctl := os.NewFile(sandbox.ControlFD, "control")
-	send := func(s sandbox.Status) { sandbox.SendMessage(ctl, s) }
+func serve(spec *wire.Spec) error {
+	ctl := os.NewFile(wire.ControlFD, "control")
+	send := func(s wire.Status) { wire.SendMessage(ctl, s) }
 	type command struct {
 		id    uint64
 		pidfd int
@@ -35,7 +35,7 @@ func serve(spec *sandbox.Spec) error {
 	groups := map[uint64]int{}   // request -> pid
 	fds := make([]unix.PollFd, 0, 16)
 	for {
-		fds = append(fds[:0], unix.PollFd{Fd: int32(sandbox.ControlFD), Events: unix.POLLIN})
+		fds = append(fds[:0], unix.PollFd{Fd: int32(wire.ControlFD), Events: unix.POLLIN})
 		for _, c := range running {
 			fds = append(fds, unix.PollFd{Fd: int32(c.pidfd), Events: unix.POLLIN})
 		}
@@ -63,7 +63,7 @@ func serve(spec *sandbox.Spec) error {
 			delete(groups, c.id)
 			unix.Close(c.pidfd)
 			unix.Kill(-pid, unix.SIGKILL)
-			st := sandbox.Status{ID: c.id, Event: "exit", Pid: pid, TmpUsed: tmpUsed(spec)}
+			st := wire.Status{ID: c.id, Event: "exit", Pid: pid, TmpUsed: tmpUsed(spec)}
 			if ws.Signaled() {
 				st.Signal = int(ws.Signal())
 			} else {
@@ -79,9 +79,9 @@ func serve(spec *sandbox.Spec) error {
 			}
 			continue
 		}
-		var req sandbox.Request
-		files, err := sandbox.RecvMessage(ctl, &req)
-		if errors.Is(err, sandbox.ErrPeerGone) {
+		var req wire.Request
+		files, err := wire.RecvMessage(ctl, &req)
+		if errors.Is(err, wire.ErrPeerGone) {
 			unix.Kill(-1, unix.SIGKILL)
 			return nil
 		}
@@ -99,13 +99,13 @@ func serve(spec *sandbox.Spec) error {
 				if !errors.Is(err, os.ErrNotExist) {
 					code = 126
 				}
-				send(sandbox.Status{ID: req.ID, Event: "exec-error", Error: err.Error(), Code: code})
+				send(wire.Status{ID: req.ID, Event: "exec-error", Error: err.Error(), Code: code})
 				continue
 			}
 			pidfd, err := unix.PidfdOpen(pid, 0)
 			if err != nil {
 				unix.Kill(-pid, unix.SIGKILL)
-				send(sandbox.Status{ID: req.ID, Event: "exec-error", Error: fmt.Sprintf("watching the command: %v", err), Code: 126})
+				send(wire.Status{ID: req.ID, Event: "exec-error", Error: fmt.Sprintf("watching the command: %v", err), Code: 126})
 				continue
 			}
 			unix.CloseOnExec(pidfd)
@@ -131,7 +131,7 @@ func serve(spec *sandbox.Spec) error {
 
 // execRequest starts the command of a request, like startCommand, with the
 // request's descriptors as its stdio.
-func execRequest(spec *sandbox.Spec, req sandbox.Request, files []*os.File) (int, error) {
+func execRequest(spec *wire.Spec, req wire.Request, files []*os.File) (int, error) {
 	if want := map[bool]int{false: 3, true: 1}[req.TTY]; len(files) != want {
 		return 0, fmt.Errorf("exec request with %d descriptors, not %d", len(files), want)
 	}
@@ -142,9 +142,9 @@ func execRequest(spec *sandbox.Spec, req sandbox.Request, files []*os.File) (int
 	}
 	for _, kv := range req.Env {
 		name, value, _ := strings.Cut(kv, "=")
-		s.Env = sandbox.SetEnv(s.Env, name, value)
+		s.Env = wire.SetEnv(s.Env, name, value)
 	}
-	s.Path = sandbox.PathOf(s.Env)
+	s.Path = wire.PathOf(s.Env)
 	if req.TTY {
 		return startOnTerminal(&s, req, files[0])
 	}

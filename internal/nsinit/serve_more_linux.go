@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // startOnTerminal starts the command of an exec request with TTY on a
@@ -14,7 +14,7 @@ import (
 // master goes back to the host side on sock, sized as the request says;
 // the command gets the peer as its stdin, stdout, stderr and controlling
 // terminal.
-func startOnTerminal(s *sandbox.Spec, req sandbox.Request, sock *os.File) (int, error) {
+func startOnTerminal(s *wire.Spec, req wire.Request, sock *os.File) (int, error) {
 	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, fmt.Errorf("allocating a terminal: %w", err)
@@ -32,7 +32,7 @@ func startOnTerminal(s *sandbox.Spec, req sandbox.Request, sock *os.File) (int, 
 	}
 	peer := os.NewFile(pfd, "tty")
 	defer peer.Close()
-	if err := sandbox.SendFD(sock, master); err != nil {
+	if err := wire.SendFD(sock, master); err != nil {
 		return 0, fmt.Errorf("sending the terminal: %w", err)
 	}
 	s.TTY = true
@@ -44,7 +44,7 @@ func startOnTerminal(s *sandbox.Spec, req sandbox.Request, sock *os.File) (int, 
 // (tag 0), or why it could not (tag 1, the reason as text). The connect
 // does not block: the host side waits for it to complete, so that a port
 // whose backlog is full cannot stall init.
-func connectRequest(req sandbox.Request, files []*os.File) {
+func connectRequest(req wire.Request, files []*os.File) {
 	if len(files) != 1 {
 		return
 	}

@@ -12,14 +12,14 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // Tags of the descriptors init passes to cordon's proxy.
 const (
-	tagProxy       = sandbox.TagProxy
-	tagTransparent = sandbox.TagTransparent
-	tagDNS         = sandbox.TagDNS
+	tagProxy       = wire.TagProxy
+	tagTransparent = wire.TagTransparent
+	tagDNS         = wire.TagDNS
 )
 
 // transparent captures, inside the sandbox's network namespace, what clients
@@ -27,19 +27,19 @@ const (
 // outside 127.0.0.0/8 is routed to lo and redirected (nftables, nat output)
 // to a listener whose connections cordon's proxy receives with their
 // original destination; DNS queries to 127.0.0.53 reach cordon's resolver.
-func transparent(spec *sandbox.Spec, sock *os.File) error {
+func transparent(spec *wire.Spec, sock *os.File) error {
 	if err := defaultRouteViaLo(); err != nil {
 		return fmt.Errorf("routing through lo: %w", err)
 	}
-	if err := redirectTCP(sandbox.TransparentPort); err != nil {
+	if err := redirectTCP(wire.TransparentPort); err != nil {
 		return fmt.Errorf("redirecting TCP: %w", err)
 	}
-	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", sandbox.TransparentPort))
+	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", wire.TransparentPort))
 	if err != nil {
 		return err
 	}
 	go relay(ln, sock, tagTransparent)
-	dns, err := net.ListenPacket("udp4", sandbox.DNSAddr)
+	dns, err := net.ListenPacket("udp4", wire.DNSAddr)
 	if err != nil {
 		return fmt.Errorf("listening for DNS: %w", err)
 	}
@@ -49,7 +49,7 @@ func transparent(spec *sandbox.Spec, sock *os.File) error {
 		return err
 	}
 	defer f.Close()
-	return sandbox.SendFDTag(sock, f, tagDNS)
+	return wire.SendFDTag(sock, f, tagDNS)
 }
 
 // relay hands every accepted connection to cordon, tagged.
@@ -65,7 +65,7 @@ func relay(ln net.Listener, sock *os.File, tag byte) {
 		if err != nil {
 			continue
 		}
-		err = sandbox.SendFDTag(sock, f, tag)
+		err = wire.SendFDTag(sock, f, tag)
 		f.Close()
 		if err != nil {
 			return // cordon is gone

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"io"
 	"net"
 	"os"
@@ -177,7 +178,7 @@ func Start(opts Options) (*Box, error) {
 // dispatch hands each message of init to the command it is about, until
 // init is gone.
 func (x *Box) dispatch() {
-	buf := make([]byte, maxMessage)
+	buf := make([]byte, wire.MaxMessage)
 	for {
 		var st Status
 		n, _, _, _, err := x.ctl.ReadMsgUnix(buf, nil)
@@ -206,7 +207,7 @@ func (x *Box) dispatch() {
 
 // send sends a request to init, with files.
 func (x *Box) send(r Request, files ...*os.File) error {
-	b, oob, err := encodeMessage(r, files)
+	b, oob, err := wire.EncodeMessage(r, files)
 	if err != nil {
 		return err
 	}

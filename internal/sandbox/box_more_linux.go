@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"io"
 	"net"
 	"os"
@@ -53,7 +54,7 @@ func (c *command) hand(e ExecOptions, stdin, outW, errW *os.File) error {
 	}
 	// Init answers at once: the master, or nothing when the command could
 	// not start (its exec-error status says why).
-	master, err := RecvFD(mine)
+	master, err := wire.RecvFD(mine)
 	if err != nil {
 		return nil
 	}

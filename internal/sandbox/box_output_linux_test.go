@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -39,10 +39,8 @@ func cordon(t *testing.T) *sandbox.Executable {
 		}
 		defer os.RemoveAll(dir)
 		bin := filepath.Join(dir, "cordon")
-		build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/cordon-sandbox/cordon/cmd/cordon")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			cordonErr = fmt.Errorf("building cordon: %v\n%s", err, out)
+		if err := testbin.Cordon(bin); err != nil {
+			cordonErr = err
 			return
 		}
 		cordonExe, cordonErr = sandbox.ExecutableAt(bin)

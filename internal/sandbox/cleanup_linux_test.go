@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,7 @@ const (
 func TestCleanupRole(t *testing.T) {
 	switch os.Getenv(roleEnv) {
 	case "helper":
-		Cleanup(append([]string{"--"}, strings.Split(os.Getenv(tokensEnv), "\n")...))
+		cleanup.Main(append([]string{"--"}, strings.Split(os.Getenv(tokensEnv), "\n")...))
 		os.Exit(0)
 	case "cordon", "cordon-without-pidfd":
 		dyingCordon(os.Getenv(roleEnv) == "cordon")

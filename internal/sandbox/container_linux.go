@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"os"
 	"strings"
 
@@ -75,7 +76,7 @@ func IdmapCheck(dir string) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	spec := &Spec{Workdir: dir, Mounts: []Mount{{Source: dir, Target: dir, Writable: true}}}
+	spec := &Spec{Spec: wire.Spec{Workdir: dir, Mounts: []Mount{{Source: dir, Target: dir, Writable: true}}}}
 	files, err := openTrees(spec, rootIDs(spec), false)
 	for _, f := range files {
 		f.Close()

@@ -10,12 +10,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Executable is a sealed copy of the cordon binary being made in the
+// Executable is what the sandbox's init is started from, made ready in the
 // background: the copy is the slowest step on the host side, so the CLI
-// starts it before it parses its flags and the profile.
+// starts it before it parses its flags and the profile. It is the lean
+// sandbox program when cordon carries one (see package sandbox/lean),
+// else cordon itself.
 type Executable struct {
-	done  chan struct{}
-	f     *os.File
+	done chan struct{}
+	f    *os.File
+	// self is cordon itself, sealed, for runs whose command is cordon
+	// (SelfExec); with the lean program, made only when asked for.
+	self  *os.File
 	err   error
 	close sync.Once
 }
@@ -24,31 +29,53 @@ type Executable struct {
 // (see sealedSelf).
 func SealExecutable() *Executable { return prepare(false) }
 
-// SealedCopy always makes the sealed copy: for a run whose command is
-// cordon itself (SelfExec), exec'd inside, where Landlock lets nothing on the
-// host's disk outside the view run. One copy may start many sandboxes.
+// SealedCopy also makes a sealed copy of cordon itself: for a run whose
+// command is cordon (SelfExec), exec'd inside, where Landlock lets nothing
+// on the host's disk outside the view run, and for kept-alive sandboxes,
+// whose requests may be such runs. One copy may start many sandboxes.
 func SealedCopy() *Executable { return prepare(true) }
 
 func prepare(copy bool) *Executable {
 	e := &Executable{done: make(chan struct{})}
 	go func() {
-		e.f, e.err = sealedSelf(copy)
-		close(e.done)
+		defer close(e.done)
+		// Without the lean program, or where the host forbids running
+		// one from memory (vm.memfd_noexec), init is cordon itself.
+		switch lean, err := leanHelper(); {
+		case err != nil || lean == nil:
+			e.f, e.err = sealedSelf(copy)
+			e.self = e.f
+		default:
+			if e.f, e.err = highFD(lean); e.err == nil && copy {
+				e.self, e.err = sealedSelf(true)
+			}
+		}
 	}()
 	return e
 }
 
-// File waits for the copy.
+// File waits for what init is started from.
 func (e *Executable) File() (*os.File, error) {
 	<-e.done
 	return e.f, e.err
 }
 
-// Close waits for the copy and releases it; later calls do nothing.
+// Self waits for cordon's own sealed copy; nil unless made with
+// SealedCopy (or when init is cordon itself).
+func (e *Executable) Self() *os.File {
+	<-e.done
+	return e.self
+}
+
+// Close waits for the copies and releases them; later calls do nothing.
 func (e *Executable) Close() {
 	e.close.Do(func() {
-		if f, _ := e.File(); f != nil {
-			f.Close()
+		<-e.done
+		if e.self != nil && e.self != e.f {
+			e.self.Close()
+		}
+		if e.f != nil {
+			e.f.Close()
 		}
 	})
 }
@@ -69,24 +96,28 @@ func sealedSelf(copy bool) (*os.File, error) {
 	if !copy && rootOwned(src) {
 		return highFD(src)
 	}
-	fd, err := unix.MemfdCreate("cordon", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
+	return sealed("cordon", func(dst *os.File) error { return copyFile(dst, src) })
+}
+
+// sealed is a sealed in-memory file named name, filled by fill: no process
+// can write, grow or shrink it once sealed.
+func sealed(name string, fill func(*os.File) error) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
 	if errors.Is(err, unix.EINVAL) { // kernels before 6.3 know no MFD_EXEC
-		fd, err = unix.MemfdCreate("cordon", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)
 	}
-	mem := os.NewFile(uintptr(fd), "cordon")
-	if err := copyFile(mem, src); err != nil {
-		mem.Close()
-		return nil, fmt.Errorf("copying own executable: %w", err)
+	mem := os.NewFile(uintptr(fd), name)
+	defer mem.Close()
+	if err := fill(mem); err != nil {
+		return nil, fmt.Errorf("copying %s into memory: %w", name, err)
 	}
 	seals := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
 	if _, err := unix.FcntlInt(mem.Fd(), unix.F_ADD_SEALS, seals); err != nil {
-		mem.Close()
-		return nil, fmt.Errorf("sealing executable copy: %w", err)
+		return nil, fmt.Errorf("sealing %s: %w", name, err)
 	}
-	defer mem.Close()
 	return highFD(mem)
 }
 

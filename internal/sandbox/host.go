@@ -13,6 +13,10 @@ type Host struct {
 	Seccomp        string `json:"seccomp_error,omitempty"`
 	SeccompNotify  bool   `json:"seccomp_user_notification"`
 	Cgroup         Cgroup `json:"cgroup"`
+	// SandboxProgram is what each sandbox's init and cleanup helper run:
+	// "lean" (the program cordon carries, see sandbox/lean) or "cordon"
+	// (a build without it); an error when the lean one cannot be used.
+	SandboxProgram string `json:"sandbox_program"`
 }
 
 // Cgroup describes the cgroup hierarchy of the host.

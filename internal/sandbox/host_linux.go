@@ -29,6 +29,14 @@ func ProbeHost() Host {
 		UID:         os.Geteuid(),
 		LandlockABI: landlock.ABI(),
 	}
+	switch lean, err := LeanHelper(); {
+	case err != nil:
+		h.SandboxProgram = err.Error()
+	case lean:
+		h.SandboxProgram = "lean"
+	default:
+		h.SandboxProgram = "cordon"
+	}
 	if err := tryNamespaces(); err != nil {
 		h.UserNamespaces = err.Error()
 	}
@@ -44,7 +52,7 @@ func ProbeHost() Host {
 
 // tryNamespaces starts `cordon __hold` in the namespaces a sandbox uses.
 func tryNamespaces() error {
-	p, err := start("/proc/self/exe", []string{"cordon", HoldArg}, nil, &syscall.SysProcAttr{
+	p, err := start(helperPath(), []string{"cordon", HoldArg}, nil, &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Geteuid(), Size: 1}},

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,7 +28,7 @@ func TestMissingLayersFailClosed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := &Spec{Seccomp: true, Landlock: true}
+			spec := &Spec{Spec: wire.Spec{Seccomp: true, Landlock: true}}
 			res := &Result{}
 			err := checkLayers(spec, tt.allow, res)
 			if tt.wantErr != "" {
@@ -54,7 +55,7 @@ func TestOldLandlockNeedsConsent(t *testing.T) {
 	defer func(s func() error, l func() int) { seccompAvailable, landlockABI = s, l }(seccompAvailable, landlockABI)
 	seccompAvailable = func() error { return nil }
 	landlockABI = func() int { return 3 }
-	spec := &Spec{Seccomp: true, Landlock: true}
+	spec := &Spec{Spec: wire.Spec{Seccomp: true, Landlock: true}}
 	err := checkLayers(spec, nil, &Result{})
 	if err == nil || !strings.Contains(err.Error(), "ABI 3; cordon needs ABI 6") {
 		t.Fatalf("got %v, want a refusal naming both ABIs", err)
@@ -74,7 +75,7 @@ func TestLayersPresentAreKept(t *testing.T) {
 	defer func(s func() error, l func() int) { seccompAvailable, landlockABI = s, l }(seccompAvailable, landlockABI)
 	seccompAvailable = func() error { return nil }
 	landlockABI = func() int { return 7 }
-	spec := &Spec{Seccomp: true, Landlock: true}
+	spec := &Spec{Spec: wire.Spec{Seccomp: true, Landlock: true}}
 	res := &Result{}
 	// Allowing degradation does not switch off a layer the host has.
 	if err := checkLayers(spec, map[string]bool{LayerSeccomp: true, LayerLandlock: true}, res); err != nil {

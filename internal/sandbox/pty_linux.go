@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"io"
 	"os"
 	"os/signal"
@@ -59,7 +60,7 @@ func newTerminal(host *os.File, out io.Writer) (*terminal, error) {
 // relays in both directions.
 func (t *terminal) start() error {
 	t.Peer.Close()
-	master, err := RecvFD(t.sock)
+	master, err := wire.RecvFD(t.sock)
 	if err != nil {
 		close(t.done)
 		return fmt.Errorf("receiving the sandbox terminal: %w", err)
@@ -120,40 +121,4 @@ func (t *terminal) doClose() {
 		unix.IoctlSetTermios(int(t.host.Fd()), unix.TCSETS, t.saved)
 	}
 	t.master.Close()
-}
-
-// SendFD passes f over the unix socket sock.
-func SendFD(sock, f *os.File) error { return SendFDTag(sock, f, 0) }
-
-// SendFDTag passes f with a one-byte tag saying what it is.
-func SendFDTag(sock, f *os.File, tag byte) error {
-	return unix.Sendmsg(int(sock.Fd()), []byte{tag}, unix.UnixRights(int(f.Fd())), nil, 0)
-}
-
-// RecvFD receives one descriptor passed with SendFD.
-func RecvFD(sock *os.File) (*os.File, error) {
-	f, _, err := RecvFDTag(sock)
-	return f, err
-}
-
-// RecvFDTag receives one descriptor and its tag.
-func RecvFDTag(sock *os.File) (*os.File, byte, error) {
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
-	if err != nil {
-		return nil, 0, err
-	}
-	if n == 0 && oobn == 0 {
-		return nil, 0, io.EOF
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return nil, 0, fmt.Errorf("no descriptor received")
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return nil, 0, fmt.Errorf("no descriptor received")
-	}
-	return os.NewFile(uintptr(fds[0]), "passed"), buf[0], nil
 }

@@ -105,7 +105,3 @@ func setupErr(stage string, err error) error {
 	}
 	return &SetupError{Stage: stage, Err: err}
 }
-
-// HoldArg is the hidden subcommand that waits for its stdin to close; it
-// only exists to own a user namespace for an idmapped mount.
-const HoldArg = "__hold"

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"os"
 	"time"
 
@@ -25,7 +26,7 @@ func layerSocket() (peer *os.File, got <-chan *os.File, err error) {
 	ch := make(chan *os.File, 1)
 	go func() {
 		defer ours.Close()
-		f, err := RecvFD(ours)
+		f, err := wire.RecvFD(ours)
 		if err != nil || !isLayer(f) {
 			if f != nil {
 				f.Close()

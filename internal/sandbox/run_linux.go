@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"io"
 	"net"
 	"net/netip"
@@ -358,9 +359,14 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 	defer statusW.Close()
 
 	// Descriptors of init: SpecFD, StatusFD, ConsoleFD (or ControlFD),
-	// ProxyFD, then the detached mounts from FirstFD on.
+	// ProxyFD, LayerFD, SelfFD, then the detached mounts from FirstFD on.
 	extra := []*os.File{specR, statusW, bf.console}
-	extra = append(extra, nil, nil) // ProxyFD, LayerFD
+	extra = append(extra, nil, nil, nil) // ProxyFD, LayerFD, SelfFD
+	if spec.SelfExec || spec.Serve {
+		if extra[SelfFD-SpecFD] = exe.Self(); extra[SelfFD-SpecFD] == nil {
+			return nil, setupErr("protecting the cordon binary", errors.New("no sealed copy of cordon for a command that is cordon"))
+		}
+	}
 	var layer <-chan *os.File
 	if spec.Layer != nil {
 		peer, got, err := layerSocket()
@@ -426,7 +432,7 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 	if bf.ready != nil {
 		<-bf.ready
 	}
-	initPath := fmt.Sprintf("/proc/self/fd/%d", exeFile.Fd())
+	initPath := fdPath(exeFile)
 	if weakened("exeseal") {
 		initPath = "/proc/self/exe" // the binary on disk, as if not sealed
 	}
@@ -582,7 +588,7 @@ func buildSpec(opts Options) (*Spec, error) {
 		lookup = func(string) (string, bool) { return "", false }
 	}
 	env := p.Environ(lookup)
-	spec := &Spec{
+	spec := &Spec{Spec: wire.Spec{
 		Hostname: p.Hostname,
 		UserName: p.User.Name,
 		UID:      p.User.UID,
@@ -595,8 +601,8 @@ func buildSpec(opts Options) (*Spec, error) {
 		SelfExec: opts.SelfExec,
 		Landlock: true,
 		Seccomp:  true,
-	}
-	spec.Path = PathOf(env)
+	}}
+	spec.Path = wire.PathOf(env)
 	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
 		spec.Mounts = append(spec.Mounts, Mount{Source: "/dev/" + d, Target: "/dev/" + d, Device: true, Writable: true})
 	}
@@ -610,17 +616,17 @@ func buildSpec(opts Options) (*Spec, error) {
 		spec.ProxyAddr = ProxyAddr
 		proxyURL := "http://" + ProxyAddr
 		for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-			spec.Env = SetEnv(spec.Env, name, proxyURL)
+			spec.Env = wire.SetEnv(spec.Env, name, proxyURL)
 		}
 		for _, name := range []string{"ALL_PROXY", "all_proxy"} {
-			spec.Env = SetEnv(spec.Env, name, "socks5h://"+ProxyAddr)
+			spec.Env = wire.SetEnv(spec.Env, name, "socks5h://"+ProxyAddr)
 		}
 		// The sandbox's own loopback (a dev server it runs and tests) is
 		// reached directly, unless the profile sends loopback to the
 		// host's through the proxy.
 		if !allowsLoopback(p.Network.Allow) {
 			for _, name := range []string{"NO_PROXY", "no_proxy"} {
-				spec.Env = SetEnv(spec.Env, name, "localhost,127.0.0.1,::1")
+				spec.Env = wire.SetEnv(spec.Env, name, "localhost,127.0.0.1,::1")
 			}
 		}
 		if p.Network.Transparent {
@@ -715,8 +721,8 @@ func protectWritable(spec *Spec, opts Options) error {
 			// Go stamps what it builds with the state of the repository
 			// it builds in; the placeholder is no repository git can read,
 			// and go build would fail on it.
-			flags := strings.TrimSpace(EnvValue(spec.Env, "GOFLAGS") + " -buildvcs=false")
-			spec.Env = SetEnv(spec.Env, "GOFLAGS", flags)
+			flags := strings.TrimSpace(wire.EnvValue(spec.Env, "GOFLAGS") + " -buildvcs=false")
+			spec.Env = wire.SetEnv(spec.Env, "GOFLAGS", flags)
 		}
 	}
 	return nil
@@ -737,10 +743,10 @@ func ignoreInGit(spec *Spec, placeholders []string) {
 		return
 	}
 	spec.GitIgnore = "# placeholders cordon keeps in place of protected paths\n" + b.String()
-	n, _ := strconv.Atoi(EnvValue(spec.Env, "GIT_CONFIG_COUNT"))
-	spec.Env = SetEnv(spec.Env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n), "core.excludesFile")
-	spec.Env = SetEnv(spec.Env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), GitIgnoreFile)
-	spec.Env = SetEnv(spec.Env, "GIT_CONFIG_COUNT", strconv.Itoa(n+1))
+	n, _ := strconv.Atoi(wire.EnvValue(spec.Env, "GIT_CONFIG_COUNT"))
+	spec.Env = wire.SetEnv(spec.Env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n), "core.excludesFile")
+	spec.Env = wire.SetEnv(spec.Env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), GitIgnoreFile)
+	spec.Env = wire.SetEnv(spec.Env, "GIT_CONFIG_COUNT", strconv.Itoa(n+1))
 }
 
 // checkDir verifies that p is a directory reached without symlinks.
@@ -879,10 +885,10 @@ func holdUserns(fromUID, toUID, fromGID, toGID uint32, starter func(string, []st
 		Pdeathsig:   unix.SIGKILL,
 		Ptrace:      true,
 	}
-	helper, err := starter("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
+	helper, err := starter(helperPath(), []string{"cordon", HoldArg}, []*os.File{r}, sys)
 	if errors.Is(err, unix.EPERM) {
 		sys.Ptrace = false
-		helper, err = starter("/proc/self/exe", []string{"cordon", HoldArg}, []*os.File{r}, sys)
+		helper, err = starter(helperPath(), []string{"cordon", HoldArg}, []*os.File{r}, sys)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("starting id-mapping helper: %w", err)
@@ -966,7 +972,7 @@ func startProxy(opts Options, res *Result, stderr io.Writer, end func()) (*os.Fi
 		defer close(accepted)
 		defer mine.Close()
 		for {
-			f, tag, err := RecvFDTag(mine)
+			f, tag, err := wire.RecvFDTag(mine)
 			if err != nil {
 				return // init is gone
 			}

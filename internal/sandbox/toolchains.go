@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"github.com/cordon-sandbox/cordon/internal/toolchain"
 )
 
@@ -26,7 +27,7 @@ func addToolchains(spec *Spec, opts Options) ([]string, error) {
 		spec.Mounts = append(spec.Mounts, Mount{Source: b, Target: b})
 	}
 	if pl.Path != "" {
-		spec.Env = SetEnv(spec.Env, "PATH", pl.Path)
+		spec.Env = wire.SetEnv(spec.Env, "PATH", pl.Path)
 		spec.Path = pl.Path
 	}
 	return pl.Notes(), nil

@@ -4,6 +4,7 @@
 package python_test
 
 import (
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,10 +20,8 @@ func TestPythonClient(t *testing.T) {
 	bin := os.Getenv("CORDON_BIN")
 	if bin == "" {
 		bin = filepath.Join(t.TempDir(), "cordon")
-		build := exec.Command("go", "build", "-o", bin, "github.com/cordon-sandbox/cordon/cmd/cordon")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building cordon: %v\n%s", err, out)
+		if err := testbin.Cordon(bin); err != nil {
+			t.Fatal(err)
 		}
 	}
 	cmd := exec.Command(python, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")

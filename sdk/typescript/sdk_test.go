@@ -5,11 +5,11 @@
 package typescript_test
 
 import (
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"testing"
 )
@@ -36,15 +36,8 @@ func cordonBinary(t *testing.T) string {
 		return bin
 	}
 	bin := filepath.Join(t.TempDir(), "cordon")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
-	build := exec.Command(gobin, "build", "-o", bin, "./cmd/cordon")
-	build.Dir = filepath.Join("..", "..")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building cordon: %v\n%s", err, out)
+	if err := testbin.Cordon(bin); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

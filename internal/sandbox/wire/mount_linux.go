@@ -1,4 +1,4 @@
-package sandbox
+package wire
 
 import "golang.org/x/sys/unix"
 
