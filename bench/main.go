@@ -5,7 +5,7 @@
 // quartiles, and each figure's ratio to bare exec and to bubblewrap; with
 // -docs it also rewrites docs/BENCHMARKS.md and its start-up plot.
 //
-//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs] [-only startup|serve|review|compat]
+//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs] [-only startup|serve|idle|many|review|compat]
 package main
 
 import (
@@ -39,7 +39,7 @@ func main() {
 	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs")
 	cordon := flag.String("cordon", "./cordon", "the cordon binary to measure")
 	docs := flag.Bool("docs", false, "rewrite docs/BENCHMARKS.md and docs/benchmarks-startup.svg with the results")
-	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
+	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), idle (memory per idle sandbox), many (sandboxes started together) or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
 	flag.Parse()
 	if *short {
 		*n = 3
@@ -85,6 +85,18 @@ func main() {
 	if *only == "startup" {
 		var rep bytes.Buffer
 		startup(&rep, peers(abs, ws), *n)
+		os.Stdout.Write(rep.Bytes())
+		return
+	}
+	if *only == "idle" || *only == "many" {
+		var rep bytes.Buffer
+		tools := peers(abs, ws)
+		if *only == "idle" {
+			idleMemory(&rep, abs, tools)
+			idleServedRow(&rep, abs)
+		} else {
+			concurrency(&rep, abs, tools, *short)
+		}
 		os.Stdout.Write(rep.Bytes())
 		return
 	}

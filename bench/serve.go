@@ -74,11 +74,7 @@ func served(w *bytes.Buffer, cordon string, n int) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s-%s | %s |\n", r.what, ms(median(r.d)), ms(quantile(r.d, 0.25)), ms(quantile(r.d, 0.75)), ratio(median(r.d), bare))
 	}
-	if mib, err := idleServed(cordon, 32); err == nil {
-		fmt.Fprintf(w, "\nMemory per idle pre-warmed sandbox: %.1f MiB (PSS of cordon serve and its processes with 32 sandboxes waiting, less with none, over 32).\n", mib)
-	} else {
-		fmt.Fprintf(w, "\nMemory per idle pre-warmed sandbox: not measured (%v).\n", err)
-	}
+	idleServedRow(w, cordon)
 	fmt.Fprintf(w, "\nHosted sandboxes, by their own published figures (over the network, not comparable to loopback, and not measured here):\n\n| service | published | cordon warm claim + run is |\n|---|---|---:|\n")
 	for _, h := range hosted {
 		if warm > 0 {
@@ -250,4 +246,13 @@ func ran(res api.ExecResult, err error) error {
 		return fmt.Errorf("%s", res.Outcome.Message)
 	}
 	return nil
+}
+
+// idleServedRow reports what a waiting sandbox of cordon serve costs.
+func idleServedRow(w *bytes.Buffer, cordon string) {
+	if mib, err := idleServed(cordon, 32); err == nil {
+		fmt.Fprintf(w, "\nMemory per idle pre-warmed sandbox: %.1f MiB (PSS of cordon serve and its processes with 32 sandboxes waiting, less with none, over 32).\n", mib)
+	} else {
+		fmt.Fprintf(w, "\nMemory per idle pre-warmed sandbox: not measured (%v).\n", err)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -221,7 +222,7 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, a *approverAuth) h
 	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
-		loginPage.Execute(w, map[string]any{"Note": r.URL.Query().Get("note")})
+		loginPage().Execute(w, map[string]any{"Note": r.URL.Query().Get("note")})
 	})
 	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<12)
@@ -231,7 +232,7 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, a *approverAuth) h
 		}
 		if !a.signIn(w, r.PostFormValue("token")) {
 			w.WriteHeader(http.StatusUnauthorized)
-			loginPage.Execute(w, map[string]any{"Note": "That token is no approver's."})
+			loginPage().Execute(w, map[string]any{"Note": "That token is no approver's."})
 			return
 		}
 		http.Redirect(w, r, "/", http.StatusSeeOther)
@@ -267,7 +268,7 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, a *approverAuth) h
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
-		page.Execute(w, map[string]any{"Pending": items, "Recent": recent, "Name": s.name, "CSRF": s.csrf, "Note": r.URL.Query().Get("note")})
+		page().Execute(w, map[string]any{"Pending": items, "Recent": recent, "Name": s.name, "CSRF": s.csrf, "Note": r.URL.Query().Get("note")})
 	})
 	mux.HandleFunc("POST /decide", func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<16)
@@ -334,7 +335,9 @@ func approvalsHandler(store *approvals.Store, log *audit.Log, a *approverAuth) h
 	return mux
 }
 
-var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
+// The pages are parsed when first served: most cordon processes serve none.
+var loginPage = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("login").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>cordon: approvals, sign in</title>
 <style>body { font-family: system-ui, sans-serif; margin: 2em; max-width: 40em; } .note { background: #eef; padding: .5em; }</style>
 </head><body>
@@ -347,18 +350,20 @@ var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 <p>Decisions are taken in the name your token has in cordon's configuration.</p>
 </body></html>
 `))
+})
 
-var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"json": func(b json.RawMessage) string {
-		var v any
-		if json.Unmarshal(b, &v) != nil {
-			return string(b)
-		}
-		out, _ := json.MarshalIndent(v, "", "  ")
-		return string(out)
-	},
-	"when": func(t time.Time) string { return t.Local().Format("15:04:05 Jan 2") },
-}).Parse(`<!doctype html>
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Funcs(template.FuncMap{
+		"json": func(b json.RawMessage) string {
+			var v any
+			if json.Unmarshal(b, &v) != nil {
+				return string(b)
+			}
+			out, _ := json.MarshalIndent(v, "", "  ")
+			return string(out)
+		},
+		"when": func(t time.Time) string { return t.Local().Format("15:04:05 Jan 2") },
+	}).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>cordon: approvals</title>
 <style>
 body { font-family: system-ui, sans-serif; margin: 2em; max-width: 60em; }
@@ -398,6 +403,7 @@ Class <b>{{.Class}}</b>{{if not .Reversible}}: <span class="irrev">cannot be und
 </table>{{end}}
 </body></html>
 `))
+})
 
 // oneLine shows text an agent or a tool server chose on one line: spaces
 // collapsed, cut at 200 bytes, control characters escaped.

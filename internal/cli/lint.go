@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/version"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/lint"
@@ -45,7 +46,7 @@ func lintCmd(e *env, args []string) int {
 	case "json":
 		err = lint.WriteJSON(e.stdout, findings)
 	case "sarif":
-		err = lint.WriteSARIF(e.stdout, findings, Version)
+		err = lint.WriteSARIF(e.stdout, findings, version.String())
 	default:
 		lint.WriteText(e.stdout, findings)
 	}

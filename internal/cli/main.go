@@ -33,11 +33,6 @@ const (
 	ExitCordon = 125
 )
 
-// Version is cordon's version, as reports (probe, SARIF, the API, MCP)
-// carry it: see internal/version for where it comes from and how a
-// release sets it.
-var Version = version.String()
-
 // env is what a subcommand needs from the process, so tests can supply it.
 type env struct {
 	stdin          *os.File
@@ -81,7 +76,7 @@ func Main(args []string) int {
 		cleanupMain(rest)
 		return 0
 	case "--version":
-		fmt.Fprintln(e.stdout, "cordon", Version)
+		fmt.Fprintln(e.stdout, "cordon", version.String())
 		return 0
 	}
 	// The commands, their help and their flags: commands.go.

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/version"
 	"io"
 	"strings"
 )
@@ -21,7 +22,7 @@ func manCmd(e *env, args []string) int {
 // writeMan writes cordon(1). It carries no date, so that the same cordon
 // always makes the same page.
 func writeMan(w io.Writer) {
-	fmt.Fprintf(w, ".TH CORDON 1 \"\" %s \"User Commands\"\n.nh\n", roffQuoted("cordon "+Version))
+	fmt.Fprintf(w, ".TH CORDON 1 \"\" %s \"User Commands\"\n.nh\n", roffQuoted("cordon "+version.String()))
 	fmt.Fprint(w, ".SH NAME\ncordon \\- run the commands and tools of AI agents in a least-privilege sandbox\n")
 	fmt.Fprint(w, ".SH SYNOPSIS\n.B cordon\n.I command\n.RI [ flags ]\n.RI [ operands ]\n")
 	fmt.Fprint(w, ".SH DESCRIPTION\n", roffText("cordon builds a sandbox for each command or tool call of an AI agent from a profile: "+

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/version"
 	"maps"
 	"net"
 	"net/http"
@@ -247,7 +248,7 @@ func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, al
 		Restart:   restart,
 		Record:    record,
 		NewID:     newSessionID,
-		Version:   Version,
+		Version:   version.String(),
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Line(fmt.Sprintf(format, args...)))
 		},

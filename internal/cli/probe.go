@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/version"
 	"io"
 	"os"
 	"os/exec"
@@ -115,7 +116,7 @@ func probeCmd(e *env, args []string) int {
 		probe.WriteChanges(e.stderr, probe.Compare(old.Results, rs))
 	}
 	report := probe.Report{
-		Cordon:        Version,
+		Cordon:        version.String(),
 		Time:          time.Now().UTC().Truncate(time.Second),
 		Host:          probeHost(),
 		ProfileSHA256: p.Hash(),

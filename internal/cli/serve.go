@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/version"
 	"maps"
 	"net"
 	"net/http"
@@ -153,7 +154,7 @@ func serveCmd(e *env, args []string) int {
 	}
 	srv, err := server.New(server.Options{
 		Config: cfg, Start: start, Audit: al.log, Approvals: store,
-		Log: e.stderr, Version: Version, Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway, StateDir: state,
+		Log: e.stderr, Version: version.String(), Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway, StateDir: state,
 		SpoolDir: filepath.Join(state, "spool"), // made private by the server
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/version"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/telemetry"
@@ -12,7 +13,7 @@ import (
 // OpenTelemetry collector (see internal/telemetry); the returned function
 // sends what is left, waiting at most five seconds for the collector.
 func traced(ctx context.Context, e *env, service string) (func(), error) {
-	shutdown, err := telemetry.Setup(ctx, service, Version)
+	shutdown, err := telemetry.Setup(ctx, service, version.String())
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,6 @@ func versionCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("version takes no operands, got %q", fs.Arg(0)))
 	}
 	in := version.Get()
-	in.Version = Version
 	if !*asJSON {
 		fmt.Fprintln(e.stdout, "cordon", in.Version)
 		return 0

@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Finding is one credential found: the rule that matched and where.
@@ -47,36 +48,41 @@ type rule struct {
 // of the text.
 const end = `(?:[\x60'"\s;,\\]|$)`
 
-var rules = []rule{
-	{id: "aws-access-token", re: regexp.MustCompile(`\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b`), group: 1, keywords: []string{"a3t", "akia", "asia", "abia", "acca"}, span: 24},
-	{id: "github-pat", re: regexp.MustCompile(`\b(gh[pousr]_[0-9a-zA-Z]{36})\b`), group: 1, keywords: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, span: 48},
-	{id: "github-fine-grained-pat", re: regexp.MustCompile(`\b(github_pat_\w{82})\b`), group: 1, keywords: []string{"github_pat_"}, span: 100},
-	{id: "gitlab-token", re: regexp.MustCompile(`\b(gl(?:pat|dt|ptt|rt|cbt|oas|soat|ft|imt|agent)-[\w-]{20,})`), group: 1, keywords: []string{"glpat-", "gldt-", "glptt-", "glrt-", "glcbt-", "gloas-", "glsoat-", "glft-", "glimt-", "glagent-"}, span: 300},
-	{id: "slack-token", re: regexp.MustCompile(`\b(xox[baprse]-[0-9]{10,13}-[0-9A-Za-z-]{10,})`), group: 1, keywords: []string{"xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-", "xoxe-"}, span: 300},
-	{id: "slack-app-token", re: regexp.MustCompile(`(?i)\b(xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)`), group: 1, keywords: []string{"xapp-"}, span: 300},
-	{id: "slack-webhook-url", re: regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}`), keywords: []string{"hooks.slack.com/"}, span: 100},
-	{id: "stripe-access-token", re: regexp.MustCompile(`\b((?:sk|rk)_(?:test|live|prod)_[a-zA-Z0-9]{10,99})` + end), group: 1, keywords: []string{"_test_", "_live_", "_prod_"}, span: 120, lead: 2},
-	{id: "gcp-api-key", re: regexp.MustCompile(`\b(AIza[\w-]{35})` + end), group: 1, keywords: []string{"aiza"}, span: 48},
-	{id: "openai-api-key", re: regexp.MustCompile(`\b(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{58,74}T3BlbkFJ[A-Za-z0-9_-]{58,74}|sk-[a-zA-Z0-9]{20}T3BlbkFJ[a-zA-Z0-9]{20})`), group: 1, keywords: []string{"t3blbkfj"}, span: 100, lead: 100},
-	{id: "anthropic-api-key", re: regexp.MustCompile(`\b(sk-ant-(?:api|admin)\d\d-[a-zA-Z0-9_\-]{80,100})`), group: 1, keywords: []string{"sk-ant-"}, span: 120},
-	{id: "npm-access-token", re: regexp.MustCompile(`(?i)\b(npm_[a-z0-9]{36})` + end), group: 1, keywords: []string{"npm_"}, span: 48},
-	{id: "private-key", re: regexp.MustCompile(`(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----`), keywords: []string{"-----begin"}, span: 1 << 16},
-	// A private key cut short (a preview, a truncated read) is still one.
-	{id: "private-key", re: regexp.MustCompile(`(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:\\n|\s)*[A-Za-z0-9+/=]{16,}`), keywords: []string{"-----begin"}, span: 256},
-	{id: "jwt", re: regexp.MustCompile(`\b(ey[a-zA-Z0-9]{17,}\.ey[a-zA-Z0-9/\\_-]{17,}\.(?:[a-zA-Z0-9/\\_-]{10,}={0,2})?)` + end), group: 1, keywords: []string{"eyj"}, span: 2048},
-}
+// rules are compiled on first use: most cordon processes scan nothing.
+var rules = sync.OnceValue(func() []rule {
+	return []rule{
+		{id: "aws-access-token", re: regexp.MustCompile(`\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b`), group: 1, keywords: []string{"a3t", "akia", "asia", "abia", "acca"}, span: 24},
+		{id: "github-pat", re: regexp.MustCompile(`\b(gh[pousr]_[0-9a-zA-Z]{36})\b`), group: 1, keywords: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, span: 48},
+		{id: "github-fine-grained-pat", re: regexp.MustCompile(`\b(github_pat_\w{82})\b`), group: 1, keywords: []string{"github_pat_"}, span: 100},
+		{id: "gitlab-token", re: regexp.MustCompile(`\b(gl(?:pat|dt|ptt|rt|cbt|oas|soat|ft|imt|agent)-[\w-]{20,})`), group: 1, keywords: []string{"glpat-", "gldt-", "glptt-", "glrt-", "glcbt-", "gloas-", "glsoat-", "glft-", "glimt-", "glagent-"}, span: 300},
+		{id: "slack-token", re: regexp.MustCompile(`\b(xox[baprse]-[0-9]{10,13}-[0-9A-Za-z-]{10,})`), group: 1, keywords: []string{"xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-", "xoxe-"}, span: 300},
+		{id: "slack-app-token", re: regexp.MustCompile(`(?i)\b(xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)`), group: 1, keywords: []string{"xapp-"}, span: 300},
+		{id: "slack-webhook-url", re: regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}`), keywords: []string{"hooks.slack.com/"}, span: 100},
+		{id: "stripe-access-token", re: regexp.MustCompile(`\b((?:sk|rk)_(?:test|live|prod)_[a-zA-Z0-9]{10,99})` + end), group: 1, keywords: []string{"_test_", "_live_", "_prod_"}, span: 120, lead: 2},
+		{id: "gcp-api-key", re: regexp.MustCompile(`\b(AIza[\w-]{35})` + end), group: 1, keywords: []string{"aiza"}, span: 48},
+		{id: "openai-api-key", re: regexp.MustCompile(`\b(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{58,74}T3BlbkFJ[A-Za-z0-9_-]{58,74}|sk-[a-zA-Z0-9]{20}T3BlbkFJ[a-zA-Z0-9]{20})`), group: 1, keywords: []string{"t3blbkfj"}, span: 100, lead: 100},
+		{id: "anthropic-api-key", re: regexp.MustCompile(`\b(sk-ant-(?:api|admin)\d\d-[a-zA-Z0-9_\-]{80,100})`), group: 1, keywords: []string{"sk-ant-"}, span: 120},
+		{id: "npm-access-token", re: regexp.MustCompile(`(?i)\b(npm_[a-z0-9]{36})` + end), group: 1, keywords: []string{"npm_"}, span: 48},
+		{id: "private-key", re: regexp.MustCompile(`(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----`), keywords: []string{"-----begin"}, span: 1 << 16},
+		// A private key cut short (a preview, a truncated read) is still one.
+		{id: "private-key", re: regexp.MustCompile(`(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:\\n|\s)*[A-Za-z0-9+/=]{16,}`), keywords: []string{"-----begin"}, span: 256},
+		{id: "jwt", re: regexp.MustCompile(`\b(ey[a-zA-Z0-9]{17,}\.ey[a-zA-Z0-9/\\_-]{17,}\.(?:[a-zA-Z0-9/\\_-]{10,}={0,2})?)` + end), group: 1, keywords: []string{"eyj"}, span: 2048},
+	}
+})
 
 // generic finds the value of an assignment to a name that says it holds
 // a credential (password=..., "api_key": "...", SECRET_TOKEN: ...): the
 // expression is matched right after each keyword.
-var generic = rule{
-	id:       "generic-credential",
-	re:       regexp.MustCompile(`^[\w.-]{0,20}(?:\\?["'])?[ \t]{0,3}(?:=|:=|:|=>)[ \t]{0,3}(?:\\?["'\x60])?([^\s"'\x60;,\\<>(){}\[\]]{8,200})`),
-	group:    1,
-	keep:     credentialValue,
-	keywords: []string{"password", "passwd", "pwd", "secret", "token", "credential", "api_key", "api-key", "api.key", "apikey", "access_key", "access-key", "accesskey", "private_key", "private-key"},
-	span:     260,
-}
+var generic = sync.OnceValue(func() rule {
+	return rule{
+		id:       "generic-credential",
+		re:       regexp.MustCompile(`^[\w.-]{0,20}(?:\\?["'])?[ \t]{0,3}(?:=|:=|:|=>)[ \t]{0,3}(?:\\?["'\x60])?([^\s"'\x60;,\\<>(){}\[\]]{8,200})`),
+		group:    1,
+		keep:     credentialValue,
+		keywords: []string{"password", "passwd", "pwd", "secret", "token", "credential", "api_key", "api-key", "api.key", "apikey", "access_key", "access-key", "accesskey", "private_key", "private-key"},
+		span:     260,
+	}
+})
 
 // tokenChars are the characters of a random-looking token (base64 and
 // base64url, and '=' of padding).
@@ -123,7 +129,7 @@ func scan(text []byte, limit int, nested bool) []Finding {
 	}
 	s := string(text)
 	lower := asciiLower(text)
-	for _, r := range rules {
+	for _, r := range rules() {
 		for _, w := range windows(lower, r.keywords, r.lead, r.span) {
 			for _, m := range r.re.FindAllStringSubmatchIndex(s[w[0]:w[1]], -1) {
 				start, stop := m[2*r.group], m[2*r.group+1]
@@ -136,6 +142,7 @@ func scan(text []byte, limit int, nested bool) []Finding {
 			}
 		}
 	}
+	generic := generic()
 	for _, k := range generic.keywords {
 		for at := 0; ; {
 			i := strings.Index(lower[at:], k)
