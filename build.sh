@@ -33,5 +33,8 @@ case $root$tmp in *'"'* | *'\'*)
 	exit 2
 	;;
 esac
-printf '{"Replace":{"%s/internal/sandbox/leanbin/cordon-sandbox":"%s/cordon-sandbox"}}\n' "$root" "$tmp" >"$tmp/overlay.json"
+# Its digest names the copy a root cordon shares between sandboxes.
+sha256sum "$tmp/cordon-sandbox" | cut -d' ' -f1 >"$tmp/cordon-sandbox.sha256"
+lean=$root/internal/sandbox/leanbin/cordon-sandbox
+printf '{"Replace":{"%s":"%s","%s.sha256":"%s.sha256"}}\n' "$lean" "$tmp/cordon-sandbox" "$lean" "$tmp/cordon-sandbox" >"$tmp/overlay.json"
 go build "$@" -overlay "$tmp/overlay.json" -o "$out" ./cmd/cordon

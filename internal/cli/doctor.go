@@ -133,7 +133,7 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *container
 
 	switch h.SandboxProgram {
 	case "lean":
-		row("sandbox program", "lean: init and the cleanup helper run cordon's small sandbox program, from a sealed copy in memory")
+		row("sandbox program", "lean: init and the cleanup helper run cordon's small sandbox program, from a copy only root may write (as root: one per host, in /run/cordon) or sealed in memory")
 	case "cordon":
 		row("sandbox program", "cordon itself: this build carries no lean sandbox program (build it with build.sh); each sandbox starts slower and touches more memory")
 	default:

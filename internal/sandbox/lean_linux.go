@@ -7,33 +7,156 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// leanFS carries the lean sandbox program (see package sandbox/lean) when
-// cordon was built with it (build.sh); a plain go build carries none.
+// embedded carries the lean sandbox program (see package sandbox/lean),
+// and its SHA-256, when cordon was built with it (build.sh); a plain go
+// build carries neither.
 //
 //go:embed leanbin
-var leanFS embed.FS
+var embedded embed.FS
+
+// leanFS is where the lean program is read from; tests change it.
+var leanFS fs.FS = embedded
 
 const leanName = "leanbin/cordon-sandbox"
 
-// leanHelper is the sealed in-memory copy of the lean program, made once per
-// process and shared by every sandbox it starts; nil without one.
+// leanHelper is what every sandbox this process starts runs its init and
+// cleanup helper from, made once: for root, the host's shared copy of the
+// lean program (see sharedCopy), else a sealed copy in memory; nil
+// without one.
 var leanHelper = sync.OnceValues(func() (*os.File, error) {
-	src, err := leanFS.Open(leanName)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := fs.Stat(leanFS, leanName); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
+	if os.Geteuid() == 0 {
+		if sum, err := fs.ReadFile(leanFS, leanName+".sha256"); err == nil {
+			if f, err := sharedCopy(hostDir, strings.TrimSpace(string(sum))); err == nil {
+				return f, nil
+			}
+		}
+	}
+	return sealed("cordon-sandbox", copyLean)
+})
+
+// copyLean writes the lean program to dst.
+func copyLean(dst *os.File) error {
+	src, err := leanFS.Open(leanName)
 	if err != nil {
-		return nil, fmt.Errorf("opening the sandbox program: %w", err)
+		return fmt.Errorf("opening the sandbox program: %w", err)
 	}
 	defer src.Close()
-	return sealed("cordon-sandbox", func(dst *os.File) error {
-		_, err := io.Copy(dst, src)
+	_, err = io.Copy(dst, src)
+	return err
+}
+
+// hostDir is where a root cordon keeps the lean program for all sandboxes
+// of the host; tests change it.
+var hostDir = "/run/cordon"
+
+// sharedCopy returns the lean program whose SHA-256 is sum from dir, where
+// it is written first if missing: a file host root owns and only root may
+// write, in a directory the same holds for. No sandbox user (never host
+// root) can then change what init runs (CVE-2019-5736), and every sandbox
+// of the host shares its pages, where a copy in memory per cordon process
+// costs each sandbox its own.
+func sharedCopy(dir, sum string) (*os.File, error) {
+	if len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" {
+		return nil, fmt.Errorf("the sandbox program's digest %q is not a SHA-256", sum)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", dir, err)
+	}
+	d := os.NewFile(uintptr(dfd), dir)
+	defer d.Close()
+	if !rootOwned(d) {
+		return nil, fmt.Errorf("%s is not host root's alone", dir)
+	}
+	name := "sandbox-" + sum
+	want, err := fs.Stat(leanFS, leanName)
+	if err != nil {
+		return nil, err
+	}
+	f, err := openShared(dfd, name, want.Size())
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = writeShared(dfd, name); err == nil {
+			f, err = openShared(dfd, name, want.Size())
+			pruneShared(d, name)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", dir, name, err)
+	}
+	defer f.Close()
+	return highFD(f)
+}
+
+// staleShared is the age past which other builds' shared copies are
+// removed when a new one is written; a sandbox running from one keeps it
+// (unlinked) until it ends, and its cordon writes it again when next run.
+const staleShared = 24 * time.Hour
+
+// pruneShared removes the shared copies of other builds not written in the
+// last staleShared: each upgrade would otherwise leave one, in memory.
+func pruneShared(d *os.File, keep string) {
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		var st unix.Stat_t
+		if n == keep || !strings.HasPrefix(n, "sandbox-") || unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		if time.Since(time.Unix(st.Mtim.Unix())) > staleShared {
+			unix.Unlinkat(int(d.Fd()), n, 0)
+		}
+	}
+}
+
+// openShared opens the shared copy, if it is a regular file of size bytes
+// that only root may write.
+func openShared(dfd int, name string, size int64) (*os.File, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size || !rootOwned(f) {
+		f.Close()
+		return nil, errors.New("not the sandbox program cordon wrote")
+	}
+	return f, nil
+}
+
+// writeShared writes the shared copy as an unnamed file, then names it:
+// no other cordon ever sees it half-written.
+func writeShared(dfd int, name string) error {
+	fd, err := unix.Openat(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o555)
+	if err != nil {
 		return err
-	})
-})
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if err := copyLean(f); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o555); err != nil {
+		return err
+	}
+	err = unix.Linkat(unix.AT_FDCWD, fdPath(f), dfd, name, unix.AT_SYMLINK_FOLLOW)
+	if errors.Is(err, unix.EEXIST) { // another cordon wrote it meanwhile
+		return nil
+	}
+	return err
+}
 
 // helperPath is what cordon starts its helpers outside the sandbox from
 // (the cleanup helper, the id-mapping helper): the lean program when cordon

@@ -1,0 +1,142 @@
+package sandbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeLean makes leanFS hold data as the lean program for the test, and
+// returns its digest.
+func fakeLean(t *testing.T, data string) string {
+	old := leanFS
+	t.Cleanup(func() { leanFS = old })
+	leanFS = fstest.MapFS{leanName: {Data: []byte(data)}}
+	sum := sha256.Sum256([]byte(data))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestSharedCopy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the shared copy is root's")
+	}
+	const program = "the lean program's bytes"
+	sum := fakeLean(t, program)
+	dir := filepath.Join(t.TempDir(), "run")
+	other := filepath.Join(dir, "sandbox-"+sumOf("an older build"))
+	recent := filepath.Join(dir, "sandbox-"+sumOf("a build still in use"))
+	os.Mkdir(dir, 0o755)
+	for _, p := range []string{other, recent} {
+		if err := os.WriteFile(p, []byte("x"), 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * staleShared)
+	os.Chtimes(other, old, old)
+
+	f, err := sharedCopy(dir, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(f)
+	if string(b) != program {
+		t.Fatalf("shared copy holds %q, want %q", b, program)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 || st.Mode&0o7777 != 0o555 {
+		t.Errorf("shared copy is uid %d mode %o, want root's, 0555", st.Uid, st.Mode&0o7777)
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Errorf("an older build's copy was kept: %v", err)
+	}
+	if _, err := os.Stat(recent); err != nil {
+		t.Errorf("a recent build's copy was removed: %v", err)
+	}
+	// The next cordon reuses it.
+	g, err := sharedCopy(dir, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var st2 unix.Stat_t
+	unix.Fstat(int(g.Fd()), &st2)
+	if st2.Ino != st.Ino {
+		t.Error("a second cordon wrote its own copy")
+	}
+}
+
+// TestSharedCopyRefuses: what a user other than root could have changed,
+// or a file cordon did not write, is never run.
+func TestSharedCopyRefuses(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the shared copy is root's")
+	}
+	sum := fakeLean(t, "the lean program's bytes")
+	name := "sandbox-" + sum
+	for _, tc := range []struct {
+		what  string
+		setup func(dir string) error
+	}{
+		{"a directory others may write", func(dir string) error { return os.Chmod(dir, 0o777) }},
+		{"a directory another user owns", func(dir string) error { return os.Chown(dir, 1000, 1000) }},
+		{"a directory reached through a link", func(dir string) error {
+			os.Rename(dir, dir+"-real")
+			return os.Symlink(dir+"-real", dir)
+		}},
+		{"a file another user owns", func(dir string) error {
+			p := filepath.Join(dir, name)
+			if err := os.WriteFile(p, []byte("the lean program's bytes"), 0o555); err != nil {
+				return err
+			}
+			return os.Chown(p, 1000, 1000)
+		}},
+		{"a file others may write", func(dir string) error {
+			p := filepath.Join(dir, name)
+			if err := os.WriteFile(p, []byte("the lean program's bytes"), 0o555); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o757)
+		}},
+		{"a file of another size", func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\nevil\n"), 0o555)
+		}},
+		{"a link", func(dir string) error {
+			os.WriteFile(filepath.Join(dir, "elsewhere"), []byte("the lean program's bytes"), 0o555)
+			return os.Symlink("elsewhere", filepath.Join(dir, name))
+		}},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.setup(dir); err != nil {
+				t.Fatal(err)
+			}
+			if f, err := sharedCopy(dir, sum); err == nil {
+				f.Close()
+				t.Fatal("used")
+			}
+		})
+	}
+	if f, err := sharedCopy(t.TempDir(), "../../etc/passwd"); err == nil {
+		f.Close()
+		t.Error("a digest that is no SHA-256 named a file")
+	}
+}
+
+func sumOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
