@@ -113,14 +113,9 @@ func main() {
 	concurrency(&rep, abs, tools, *short)
 	idleMemory(&rep, abs, tools)
 	if !*short {
-		goBench(&rep, repo, "Egress proxy throughput (CONNECT through cordon's proxy vs a direct loopback connection, 64 MiB per transfer)", "./internal/egress", "Throughput", "10x")
-		goBench(&rep, repo, "Egress proxy connection setup (dial, and CONNECT through the proxy, then a one-byte round trip, vs the same directly)", "./internal/egress", "ConnectSetup", "300x")
-		goBench(&rep, repo, "Audit log, events per second with every event durable before its append returns (1, 8 and 32 writers sharing syncs)", "./internal/audit", "Durable", "400x")
-		goBench(&rep, repo, "Tool policy, one decision (a read that labels the session secret, then a refused fetch)", "./internal/toolpolicy", "Decide$", "100000x")
-		goBench(&rep, repo, "Tool policy, one decision with CEL argument constraints (two constraints on a fetch's URL)", "./internal/toolpolicy", "DecideConstraints", "100000x")
-		goBench(&rep, repo, "Reviewed workspace: cordon apply of 10,000 small files (in 100 directories)", "./internal/changes", "Apply10k", "3x")
-		goBench(&rep, repo, "MCP gateway, one tool call (an upstream tool called directly, through cordon's gateway, and through it with the durable audit log; in-memory transports, medians)", "./internal/gateway", "Call", "2000x")
+		microBenches(&rep, repo)
 	}
+	writeGoals(&rep)
 	for _, t := range tools {
 		if t.wrap == nil {
 			fmt.Fprintf(&rep, "- %s: not measured (%s)\n", t.name, t.why)
@@ -145,6 +140,14 @@ func startup(w *bytes.Buffer, tools []tool, n int) []bar {
 		res, used := measure(tools, payload, n)
 		tr := traceTools(payload, tools, res, min(n, tracedRounds))
 		table(w, strings.Join(payload, " "), tools, res, used, tr.totals)
+		if c := median(res["cordon"]); payload[0] == "/bin/true" && c > 0 {
+			if b := median(res["bwrap"]); b > 0 {
+				record(goalColdBwrap, float64(c)/float64(b))
+			}
+			if b := median(res["bwrap+cgroup"]); b > 0 {
+				record(goalColdCgroup, float64(c)/float64(b))
+			}
+		}
 		procTable(w, strings.Join(payload, " "), tr.tools, tr.rows, min(n, tracedRounds))
 		for _, t := range tools {
 			if d := res[t.name]; len(d) > 0 {
@@ -335,6 +338,7 @@ func concurrency(w *bytes.Buffer, cordon string, tools []tool, short bool) {
 		ks = []int{1, 8}
 	}
 	fmt.Fprintf(w, "### Many at once: `/bin/true` in k sandboxes started together\n\nWall time until the last one ends, and per sandbox.\n\n| tool | k | total ms | per sandbox ms |\n|---|---:|---:|---:|\n")
+	perSandbox := map[string]time.Duration{} // at the largest k
 	for _, t := range tools {
 		if t.wrap == nil || (t.name != "bwrap" && t.name != "cordon") {
 			continue
@@ -363,9 +367,15 @@ func concurrency(w *bytes.Buffer, cordon string, tools []tool, short bool) {
 				note = fmt.Sprintf(" (%d failed)", failed)
 			}
 			fmt.Fprintf(w, "| %s | %d | %s%s | %s |\n", t.name, k, ms(total), note, ms(total/time.Duration(k)))
+			if failed == 0 {
+				perSandbox[t.name] = total / time.Duration(k)
+			}
 		}
 	}
 	fmt.Fprintln(w)
+	if c, b := perSandbox["cordon"], perSandbox["bwrap"]; c > 0 && b > 0 {
+		record(goalMany, float64(c)/float64(b))
+	}
 }
 
 // idleMemory starts a few sandboxes running sleep and sums the resident
@@ -402,6 +412,9 @@ func idleMemory(w *bytes.Buffer, cordon string, tools []tool) {
 		}
 		if len(cmds) > 0 {
 			fmt.Fprintf(w, "| %s | %.1f |\n", t.name, float64(kib)/1024/float64(len(cmds)))
+			if t.name == "cordon" {
+				record(goalIdleRun, float64(kib)/1024/float64(len(cmds)))
+			}
 		}
 	}
 	fmt.Fprintln(w)
@@ -450,8 +463,9 @@ func pss(pid int) int64 {
 	return n
 }
 
-// goBench runs a Go benchmark of the repository and copies its figures.
-func goBench(w *bytes.Buffer, root, title, pkg, name, times string) {
+// goBench runs a Go benchmark of the repository, copies its figures and
+// returns go test's output.
+func goBench(w *bytes.Buffer, root, title, pkg, name, times string) string {
 	cmd := exec.Command("go", "test", "-run", "^$", "-bench", name, "-benchtime", times, pkg)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
@@ -465,6 +479,7 @@ func goBench(w *bytes.Buffer, root, title, pkg, name, times string) {
 		fmt.Fprintf(w, "(failed: %v)\n", err)
 	}
 	fmt.Fprintf(w, "```\n\n")
+	return string(out)
 }
 
 func machine() string {
@@ -508,4 +523,29 @@ func review(w *bytes.Buffer, repo, cordon, ws string, n int) {
 		fmt.Fprintf(w, "A reviewed workspace adds %s ms to the median run (%s).\n\n", ms(median(r)-median(d)), ratio(median(r), median(d)))
 	}
 	goBench(w, repo, "Reviewed workspace: cordon apply of 10,000 small files (in 100 directories)", "./internal/changes", "Apply10k", "3x")
+}
+
+// microBenches runs the Go benchmarks of the hot paths and records their
+// goals.
+func microBenches(w *bytes.Buffer, repo string) {
+	metric := func(out, name, unit, goal string, scale float64) {
+		if v, ok := benchMetric(out, name, unit); ok {
+			record(goal, v*scale)
+		}
+	}
+	out := goBench(w, repo, "Egress proxy throughput (CONNECT through cordon's proxy vs a direct loopback connection, 64 MiB per transfer)", "./internal/egress", "Throughput", "10x")
+	metric(out, "BenchmarkThroughput", "proxied/direct", goalProxyBytes, 1)
+	out = goBench(w, repo, "Egress proxy connection setup (dial, and CONNECT through the proxy, then a one-byte round trip, vs the same directly)", "./internal/egress", "ConnectSetup", "300x")
+	metric(out, "BenchmarkConnectSetup", "proxied/direct", goalProxySetup, 1)
+	out = goBench(w, repo, "Audit log, events per second with every event durable before its append returns (1, 8 and 32 writers sharing syncs)", "./internal/audit", "Durable", "400x")
+	metric(out, "BenchmarkDurable/writers=8", "events/s", goalAudit, 1)
+	out = goBench(w, repo, "Tool policy, one decision (a read that labels the session secret, then a refused fetch)", "./internal/toolpolicy", "Decide$", "100000x")
+	metric(out, "BenchmarkDecide", "p99-µs/decision", goalPolicy, 1)
+	out = goBench(w, repo, "Tool policy, one decision with CEL argument constraints (two constraints on a fetch's URL)", "./internal/toolpolicy", "DecideConstraints", "100000x")
+	metric(out, "BenchmarkDecideConstraints", "p99-µs/decision", goalPolicy, 1)
+	out = goBench(w, repo, "Tool policy, decisions on resolved files (a read of `.env.production` labelled by glob rules and recorded, then a write held to `notes/` by `args.path.within`; two decisions and two records per op)", "./internal/toolpolicy", "DecideFiles", "20000x")
+	metric(out, "BenchmarkDecideFiles", "p99-µs/decision", goalPolicy, 1)
+	goBench(w, repo, "Reviewed workspace: cordon apply of 10,000 small files (in 100 directories)", "./internal/changes", "Apply10k", "3x")
+	out = goBench(w, repo, "MCP gateway, one tool call (an upstream tool called directly, through cordon's gateway, and through it with the durable audit log; in-memory transports, medians)", "./internal/gateway", "Call", "2000x")
+	metric(out, "BenchmarkCall", "added-µs/call", goalGatewayCall, 1)
 }

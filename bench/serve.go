@@ -65,6 +65,9 @@ func served(w *bytes.Buffer, cordon string, n int) {
 			warm = median(res[serveKinds[1]])
 		}
 	}
+	if bare > 0 && warm > 0 {
+		record(goalServeHTTP, float64(warm)/float64(bare))
+	}
 	fmt.Fprintf(w, "%d interleaved rounds; each claim takes a sandbox built ahead (namespaces, root, Landlock, seccomp, cgroup), never used before. With audit_sync each (the default), a command's records are on the disk (fsync) before its answer; with 100ms they are written before it and fsynced within 100 ms. The check: claim + run within 2x a bare fork/exec. The last row is the floor of any request to a server on this host: a round trip that runs nothing.\n\n", n)
 	fmt.Fprintf(w, "| what | median ms | IQR ms | vs bare fork/exec |\n|---|---:|---:|---:|\n")
 	for _, r := range rows {
@@ -252,6 +255,7 @@ func ran(res api.ExecResult, err error) error {
 func idleServedRow(w *bytes.Buffer, cordon string) {
 	if mib, err := idleServed(cordon, 32); err == nil {
 		fmt.Fprintf(w, "\nMemory per idle pre-warmed sandbox: %.1f MiB (PSS of cordon serve and its processes with 32 sandboxes waiting, less with none, over 32).\n", mib)
+		record(goalIdleServe, mib)
 	} else {
 		fmt.Fprintf(w, "\nMemory per idle pre-warmed sandbox: not measured (%v).\n", err)
 	}
