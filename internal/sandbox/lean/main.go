@@ -13,6 +13,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/nsinit"
 	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
@@ -28,11 +32,21 @@ func main() {
 	case wire.InitArg:
 		nsinit.Main()
 	case wire.CleanupArg:
+		name("cordon-cleanup")
 		cleanup.Main(os.Args[2:])
 	case wire.HoldArg:
+		name("cordon-hold")
 		io.Copy(io.Discard, os.Stdin)
 	default:
 		fmt.Fprintln(os.Stderr, "cordon-sandbox: this program is started by cordon only")
 		os.Exit(2)
 	}
+}
+
+// name names the process for ps and top: started from a descriptor, it
+// would otherwise be called by the descriptor's number.
+func name(n string) {
+	b := append([]byte(n), 0)
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&b[0])), 0, 0, 0)
+	runtime.KeepAlive(b)
 }
