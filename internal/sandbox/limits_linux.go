@@ -3,7 +3,10 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,6 +46,10 @@ type limiter struct {
 	// helper's stdin, and the helper.
 	cleanup       *os.File
 	cleanupHelper *process
+	// shared, for a kept-alive sandbox, has the process's one cleanup
+	// helper (sharedCleanup) watch it, under sharedID.
+	shared   bool
+	sharedID string
 	// release removes the protected paths' placeholders, once the
 	// sandbox is gone; released makes it happen once.
 	release  func()
@@ -69,9 +76,9 @@ func needsCgroup(r profile.Resources) bool {
 // newLimiter creates the sandbox's cgroup when a limit needs one, and fills
 // the spec's rlimits. Without a delegated cgroup it refuses, unless the user
 // allowed running with the limits that then fall back or go unenforced.
-func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result) (*limiter, error) {
+func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result, shared bool) (*limiter, error) {
 	r := p.Resources
-	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil}
+	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil, shared: shared}
 	spec.Rlimits = Rlimits{
 		CPUSeconds: ceilSeconds(r.CPUTime),
 		FileSize:   quantity(r.FileSize),
@@ -300,6 +307,10 @@ func (l *limiter) remove() {
 		if l.cleanup != nil {
 			l.cleanup.Write([]byte{1})
 		}
+		if l.sharedID != "" {
+			sharedCleanup.tell("done", l.sharedID)
+			l.sharedID = ""
+		}
 	}
 	l.releaseCleanup()
 }
@@ -307,6 +318,10 @@ func (l *limiter) remove() {
 // releaseCleanup ends the cleanup helper: with its stdin closed, it removes
 // whatever of the cgroup is left, and exits.
 func (l *limiter) releaseCleanup() {
+	if l.sharedID != "" {
+		sharedCleanup.tell("failed", l.sharedID)
+		l.sharedID = ""
+	}
 	if l.cleanup != nil {
 		l.cleanup.Close()
 		l.cleanup = nil
@@ -409,6 +424,11 @@ func (l *limiter) startCleanup(dirs, placeholders []string) error {
 	if weakened("cgroup-cleanup") {
 		return nil
 	}
+	if l.shared {
+		var err error
+		l.sharedID, err = sharedCleanup.add(dirs, placeholders)
+		return err
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
@@ -448,4 +468,76 @@ func (l *limiter) unprotect() {
 			l.release()
 		}
 	})
+}
+
+// sharedCleanup is the one cleanup helper of a process that keeps
+// sandboxes alive (Start, for cordon serve), rather than one per sandbox:
+// started with the first, and again, told of every sandbox it watches, if
+// it has gone.
+var sharedCleanup = &sharedHelper{live: map[string]string{}}
+
+type sharedHelper struct {
+	mu sync.Mutex
+	w  *os.File
+	// live are the add lines of the sandboxes not done, by ID.
+	live map[string]string
+	next uint64
+}
+
+// add has the helper watch a sandbox's cgroup directories and
+// placeholders; it returns the sandbox's ID.
+func (h *sharedHelper) add(dirs, placeholders []string) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.next++
+	id := strconv.FormatUint(h.next, 10)
+	line := "add " + id + " " + strings.Join(dirs, " ") + " -- " + strings.Join(placeholders, " ") + "\n"
+	h.live[id] = line
+	if h.w != nil {
+		if _, err := h.w.WriteString(line); err == nil {
+			return id, nil
+		}
+		h.w.Close()
+		h.w = nil
+	}
+	if err := h.restart(); err != nil {
+		delete(h.live, id)
+		return "", fmt.Errorf("starting the cgroup cleanup helper: %w", err)
+	}
+	return id, nil
+}
+
+// restart starts a helper and tells it of every sandbox not done.
+func (h *sharedHelper) restart() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	files := cleanupFiles(r)
+	defer closeAll(files[1:])
+	p, err := start(helperPath(), []string{"cordon", CleanupArg, cleanup.SharedArg}, files, &syscall.SysProcAttr{Setsid: true})
+	if err != nil {
+		w.Close()
+		return err
+	}
+	go p.wait()
+	for _, line := range h.live {
+		if _, err := w.WriteString(line); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	h.w = w
+	return nil
+}
+
+// tell says "done" (cordon removed it all) or "failed" of a sandbox.
+func (h *sharedHelper) tell(what, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.live, id)
+	if h.w != nil {
+		h.w.WriteString(what + " " + id + "\n")
+	}
 }

@@ -260,7 +260,7 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 	if weakened("tmp-size") {
 		spec.TmpSize = 0 // tmpfs without a size: half the host's memory
 	}
-	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res)
+	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res, opts.keepAlive)
 	if err != nil {
 		spec.release()
 		return nil, nil, err
