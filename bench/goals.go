@@ -35,7 +35,7 @@ const (
 	goalIdleRun      = "memory per idle sandbox, `cordon run`"
 	goalIdleServe    = "memory per idle pre-warmed sandbox, `cordon serve`"
 	goalServeHTTP    = "`cordon serve`: claim + run over loopback HTTP, audit_sync each, against a bare fork/exec"
-	goalServeInProc  = "`cordon serve`: claim + run through the Go API in the same process, against a bare fork/exec"
+	goalServeInProc  = "a command in a pre-warmed sandbox through the Go API in the same process (sandbox.Box.Exec: no HTTP, no audit log), against a bare fork/exec"
 	goalProxyBytes   = "egress proxy throughput, CONNECT, of a direct connection's"
 	goalProxySetup   = "egress proxy connection setup, against direct"
 	goalAudit        = "audit log, durable events per second, 8 writers"

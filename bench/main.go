@@ -546,6 +546,8 @@ func microBenches(w *bytes.Buffer, repo string) {
 	out = goBench(w, repo, "Tool policy, decisions on resolved files (a read of `.env.production` labelled by glob rules and recorded, then a write held to `notes/` by `args.path.within`; two decisions and two records per op)", "./internal/toolpolicy", "DecideFiles", "20000x")
 	metric(out, "BenchmarkDecideFiles", "p99-µs/decision", goalPolicy, 1)
 	goBench(w, repo, "Reviewed workspace: cordon apply of 10,000 small files (in 100 directories)", "./internal/changes", "Apply10k", "3x")
+	out = goBench(w, repo, "A command in a pre-warmed sandbox through the Go API in the same process (sandbox.Box.Exec of /bin/true, what cordon serve does for a claimed sandbox without HTTP or the audit log), interleaved with a bare fork/exec, medians", "./internal/sandbox", "BoxExec", "300x")
+	metric(out, "BenchmarkBoxExec", "box/bare", goalServeInProc, 1)
 	out = goBench(w, repo, "MCP gateway, one tool call (an upstream tool called directly, through cordon's gateway, and through it with the durable audit log; in-memory transports, medians)", "./internal/gateway", "Call", "2000x")
 	metric(out, "BenchmarkCall", "added-µs/call", goalGatewayCall, 1)
 }

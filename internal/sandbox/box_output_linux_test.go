@@ -29,7 +29,7 @@ var (
 // cordon is a sealed copy of the cordon binary, built without cgo as
 // released: the sandbox's init and its cleanup helper start from it (the
 // test binary, built with cgo for the race detector, cannot be init).
-func cordon(t *testing.T) *sandbox.Executable {
+func cordon(t testing.TB) *sandbox.Executable {
 	t.Helper()
 	cordonOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "cordon-box-test")
@@ -55,7 +55,7 @@ func cordon(t *testing.T) *sandbox.Executable {
 // own, with the limits given (name, value, ...), and returns it with its
 // workspace on the host. It skips the test where this host cannot build
 // sandboxes.
-func startBox(t *testing.T, limits ...string) (*sandbox.Box, string) {
+func startBox(t testing.TB, limits ...string) (*sandbox.Box, string) {
 	t.Helper()
 	p := profile.Default()
 	p.Workspace.Path = t.TempDir()
