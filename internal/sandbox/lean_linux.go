@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"embed"
 	"errors"
 	"fmt"
@@ -81,15 +82,26 @@ func sharedCopy(dir, sum string) (*os.File, error) {
 	if !rootOwned(d) {
 		return nil, fmt.Errorf("%s is not host root's alone", dir)
 	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(dfd, &sfs); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if sfs.Flags&unix.ST_NOEXEC != 0 {
+		return nil, fmt.Errorf("%s is on a file system mounted noexec", dir)
+	}
+	// A tmpfs holds only what was written since the host started, by
+	// root; a copy on a disk may predate this boot (an image that ships
+	// one), so its bytes are compared with the program's each time.
+	verify := sfs.Type != unix.TMPFS_MAGIC
 	name := "sandbox-" + sum
 	want, err := fs.Stat(leanFS, leanName)
 	if err != nil {
 		return nil, err
 	}
-	f, err := openShared(dfd, name, want.Size())
+	f, err := openShared(dfd, name, want.Size(), verify)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = writeShared(dfd, name); err == nil {
-			f, err = openShared(dfd, name, want.Size())
+			f, err = openShared(dfd, name, want.Size(), false)
 			pruneShared(d, name)
 		}
 	}
@@ -121,9 +133,10 @@ func pruneShared(d *os.File, keep string) {
 }
 
 // openShared opens the shared copy, if it is a regular file of size bytes
-// that only root may write.
-func openShared(dfd int, name string, size int64) (*os.File, error) {
-	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// that only root may write (and, with verify, holds the program's bytes).
+// It never waits: a FIFO planted at the name does not block the open.
+func openShared(dfd int, name string, size int64, verify bool) (*os.File, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +146,38 @@ func openShared(dfd int, name string, size int64) (*os.File, error) {
 		f.Close()
 		return nil, errors.New("not the sandbox program cordon wrote")
 	}
+	if verify {
+		if err := sameAsLean(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	return f, nil
+}
+
+// sameAsLean compares f's bytes with the lean program's.
+func sameAsLean(f *os.File) error {
+	src, err := leanFS.Open(leanName)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	a, b := make([]byte, 32<<10), make([]byte, 32<<10)
+	for off := int64(0); ; {
+		n, err := io.ReadFull(src, a)
+		if n > 0 {
+			if m, _ := f.ReadAt(b[:n], off); m != n || !bytes.Equal(a[:n], b[:n]) {
+				return errors.New("not the sandbox program: its bytes differ")
+			}
+			off += int64(n)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // writeShared writes the shared copy as an unnamed file, then names it:
@@ -151,7 +195,16 @@ func writeShared(dfd int, name string) error {
 	if err := f.Chmod(0o555); err != nil {
 		return err
 	}
-	err = unix.Linkat(unix.AT_FDCWD, fdPath(f), dfd, name, unix.AT_SYMLINK_FOLLOW)
+	// Named through a read-only descriptor, the writable one closed first:
+	// a cordon that runs the copy as soon as it has a name never finds it
+	// open for writing (ETXTBSY).
+	ro, err := os.Open(fdPath(f))
+	if err != nil {
+		return err
+	}
+	defer ro.Close()
+	f.Close()
+	err = unix.Linkat(unix.AT_FDCWD, fdPath(ro), dfd, name, unix.AT_SYMLINK_FOLLOW)
 	if errors.Is(err, unix.EEXIST) { // another cordon wrote it meanwhile
 		return nil
 	}

@@ -3,9 +3,13 @@ package sandbox
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -111,6 +115,9 @@ func TestSharedCopyRefuses(t *testing.T) {
 		{"a file of another size", func(dir string) error {
 			return os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\nevil\n"), 0o555)
 		}},
+		{"a FIFO (the open must not wait for a writer)", func(dir string) error {
+			return unix.Mkfifo(filepath.Join(dir, name), 0o555)
+		}},
 		{"a link", func(dir string) error {
 			os.WriteFile(filepath.Join(dir, "elsewhere"), []byte("the lean program's bytes"), 0o555)
 			return os.Symlink("elsewhere", filepath.Join(dir, name))
@@ -130,6 +137,30 @@ func TestSharedCopyRefuses(t *testing.T) {
 			}
 		})
 	}
+	// On a disk, a copy that predates this boot is compared with the
+	// program: same owner, mode and size, other bytes, refused.
+	dir := filepath.Join(t.TempDir(), "run")
+	os.Mkdir(dir, 0o755)
+	var sfs unix.Statfs_t
+	if unix.Statfs(dir, &sfs) == nil && sfs.Type != unix.TMPFS_MAGIC {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("the lean program's BYTES"), 0o555); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := sharedCopy(dir, sum); err == nil {
+			f.Close()
+			t.Error("a copy on a disk with other bytes was used")
+		}
+		os.Remove(filepath.Join(dir, name))
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("the lean program's bytes"), 0o555); err != nil {
+			t.Fatal(err)
+		}
+		f, err := sharedCopy(dir, sum)
+		if err != nil {
+			t.Errorf("a copy on a disk with the program's bytes was refused: %v", err)
+		} else {
+			f.Close()
+		}
+	}
 	if f, err := sharedCopy(t.TempDir(), "../../etc/passwd"); err == nil {
 		f.Close()
 		t.Error("a digest that is no SHA-256 named a file")
@@ -139,4 +170,46 @@ func TestSharedCopyRefuses(t *testing.T) {
 func sumOf(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestSharedCopyNoexec: on a file system mounted noexec the shared copy
+// could not run; it is not used (cordon falls back to a copy in memory).
+func TestSharedCopyNoexec(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the shared copy is root's")
+	}
+	sum := fakeLean(t, "the lean program's bytes")
+	dir := t.TempDir()
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread, and its mount namespace, end with
+		// the goroutine.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			errc <- err
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			errc <- err
+			return
+		}
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOEXEC, "mode=0755"); err != nil {
+			errc <- err
+			return
+		}
+		f, err := sharedCopy(filepath.Join(dir, "run"), sum)
+		if err == nil {
+			f.Close()
+			errc <- errors.New("a copy on a noexec file system was used")
+			return
+		}
+		if !strings.Contains(err.Error(), "noexec") {
+			errc <- fmt.Errorf("refused, but not for noexec: %v", err)
+			return
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
 }
