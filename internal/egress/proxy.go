@@ -520,9 +520,8 @@ func (p *Proxy) serveHTTP(cc *clientConn) {
 	req.Close = true // one request per connection
 	req.RequestURI = ""
 	t := p.newTunnel(ev, cc, up, host)
-	// The response is counted as it is written, so that it is in the
-	// event by the time the client has it.
-	t.countFirst = true
+	// The response is counted before it is written (as every relay
+	// counts), so that it is in the event by the time the client has it.
 	send := func() error {
 		return req.Write(writerFunc(func(b []byte) (int, error) { return t.write(up, b, true) }))
 	}
