@@ -170,6 +170,7 @@ func (p *Proxy) Serve(c net.Conn) {
 	defer p.leave()
 	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	cc := newClientConn(c, !p.NoHeadLimit)
+	defer cc.release()
 	first, err := cc.br.Peek(1)
 	if err != nil {
 		return
@@ -422,9 +423,13 @@ type clientConn struct {
 
 func newClientConn(c net.Conn, capped bool) *clientConn {
 	cc := &clientConn{conn: c, capped: capped}
-	cc.br = bufio.NewReaderSize(cc, clientBuf)
+	cc.br = getReader(cc)
 	return cc
 }
+
+// release gives back the reader's buffer, once nothing reads the
+// connection any more.
+func (cc *clientConn) release() { putReader(cc.br) }
 
 // Read reads the connection for br.
 func (cc *clientConn) Read(b []byte) (int, error) {

@@ -27,9 +27,6 @@ type tunnel struct {
 	idle   time.Duration
 	// last is when bytes last crossed the tunnel, either way (UnixNano).
 	last atomic.Int64
-	// buf is the buffer the client's side copies HTTP request bodies
-	// with, allocated when first needed.
-	buf  []byte
 	once sync.Once
 }
 
@@ -114,7 +111,9 @@ func (t *tunnel) relay(dst, src net.Conn, out bool) error {
 	if handled, err := t.splice(dst, src, out); handled {
 		return err
 	}
-	buf := make([]byte, 32<<10)
+	b := getCopyBuf()
+	defer putCopyBuf(b)
+	buf := *b
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
