@@ -76,6 +76,8 @@ const (
 // HTTP forward proxy, CONNECT and SOCKS5 on the same connection, told apart
 // by the first byte.
 type Proxy struct {
+	// Policy does not change once the proxy serves: its decisions on
+	// names are kept.
 	Policy *Policy
 	Budget Budget
 	// Resolve looks a name up; nil uses the host's resolver. Only names an
@@ -115,6 +117,10 @@ type Proxy struct {
 	// was called.
 	upstream map[net.Conn]bool
 	closed   bool
+
+	// names are the decisions on names before their lookup (checkName).
+	namesMu sync.Mutex
+	names   map[nameKey]nameVerdict
 
 	// Transparent mode: the names the resolver answered, by fake address.
 	fakeByName map[string]netip.Addr
@@ -260,10 +266,11 @@ func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, 
 		if p.LookupFirst { // test builds only
 			p.lookup(host)
 		}
-		if !validName(host) {
+		valid, d := p.checkName(proto, host, port, method)
+		if !valid {
 			return end(Deny, "", fmt.Sprintf("%s:%d: not a valid host name", safeName(host), port))
 		}
-		if d := p.Policy.CheckName(Request{Host: host, Port: port, Method: method}); !d.Allow {
+		if !d.Allow {
 			return end(Deny, d.Rule, d.Reason)
 		}
 		found, err := p.lookup(host)
