@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -15,9 +16,11 @@ import (
 // splice relays src to dst in the kernel, through a pipe, when both are TCP
 // connections: each read from src is counted, against the byte budget, while
 // it is in the pipe, before any of it is written, and only what the budget
-// leaves of it is written; then the copy stops, as write's does. handled is
-// false when splice cannot carry this pair (nothing has been read then) and
-// the caller copies through a buffer instead.
+// leaves of it is written; then the copy stops, as write's does. A pipe is
+// held only while bytes move: a relay waiting for src holds none. handled
+// is false when splice cannot carry this pair (or no pipe can be had) and
+// the caller copies through a buffer from where splice stopped: nothing is
+// in a pipe then.
 func (t *tunnel) splice(dst, src net.Conn, out bool) (handled bool, err error) {
 	s, ok := src.(*net.TCPConn)
 	d, ok2 := dst.(*net.TCPConn)
@@ -32,20 +35,20 @@ func (t *tunnel) splice(dst, src net.Conn, out bool) (handled bool, err error) {
 	if err != nil {
 		return false, nil
 	}
-	pp, err := getPipe()
-	if err != nil {
-		return false, nil
-	}
-	defer pp.release()
-	for first := true; ; first = false {
-		n, err := pp.fill(rd)
-		if err != nil {
-			if first && errors.Is(err, unix.EINVAL) {
-				return false, nil // not spliceable: nothing was read
-			}
-			return true, err
+	var pp *kpipe
+	defer func() {
+		if pp != nil {
+			pp.release()
 		}
-		if n == 0 {
+	}()
+	for {
+		n, err := fill(rd, &pp)
+		switch {
+		case errors.Is(err, errNoPipe), err == unix.EINVAL:
+			return false, nil // nothing was read, nothing is in a pipe
+		case err != nil:
+			return true, err
+		case n == 0:
 			return true, nil // src ended
 		}
 		t.touch()
@@ -73,14 +76,21 @@ type kpipe struct {
 }
 
 // pipeSize is the capacity asked of each pipe: the most one splice moves.
-const pipeSize = 1 << 20
+// Pipes count against their user's pipe pages (fs.pipe-user-pages-soft),
+// which the sandbox's processes may share: a relay holds one only while it
+// moves bytes.
+const pipeSize = 256 << 10
 
 // pipes holds empty pipes for reuse; one dropped by the pool is closed by
-// its cleanup.
-var pipes sync.Pool
+// its cleanup. held is how many relays hold one.
+var (
+	pipes sync.Pool
+	held  atomic.Int64
+)
 
 func getPipe() (*kpipe, error) {
 	if pp, ok := pipes.Get().(*kpipe); ok {
+		held.Add(1)
 		return pp, nil
 	}
 	var fds [2]int
@@ -96,6 +106,7 @@ func getPipe() (*kpipe, error) {
 	}
 	pp := &kpipe{r: fds[0], w: fds[1], size: size}
 	pp.cleanup = runtime.AddCleanup(pp, closePipe, fds)
+	held.Add(1)
 	return pp, nil
 }
 
@@ -107,6 +118,7 @@ func closePipe(fds [2]int) {
 // release returns an empty pipe to the pool and closes one that still holds
 // bytes.
 func (pp *kpipe) release() {
+	held.Add(-1)
 	if pp.data == 0 {
 		pipes.Put(pp)
 		return
@@ -115,17 +127,39 @@ func (pp *kpipe) release() {
 	closePipe([2]int{pp.r, pp.w})
 }
 
-// fill moves what src has, up to the pipe's size, into the (empty) pipe,
-// waiting for src to have something; 0 means src ended.
-func (pp *kpipe) fill(src syscall.RawConn) (int, error) {
+// errNoPipe is what fill gets when no pipe can be had.
+var errNoPipe = errors.New("no pipe")
+
+// fill waits for src to have something to read, then moves what it has, up
+// to a pipe's size, into *pp (empty), taken from the pool only then: while
+// it waits, the relay holds no pipe. 0 means src ended. The attempts and
+// the waits between them are one RawConn.Read, which sees every readiness
+// notice that comes after its first attempt.
+func fill(src syscall.RawConn, pp **kpipe) (int, error) {
 	var n int64
 	var serr error
 	err := src.Read(func(fd uintptr) bool {
-		for {
-			n, serr = unix.Splice(int(fd), nil, pp.w, nil, pp.size, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-			if serr != unix.EINTR {
-				return serr != unix.EAGAIN
+		if *pp == nil {
+			p, err := getPipe()
+			if err != nil {
+				serr = errNoPipe
+				return true
 			}
+			*pp = p
+		}
+		for {
+			n, serr = unix.Splice(int(fd), nil, (*pp).w, nil, (*pp).size, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			switch serr {
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN:
+				// Nothing to read yet: the empty pipe goes back
+				// while src is waited for.
+				(*pp).release()
+				*pp = nil
+				return false
+			}
+			return true
 		}
 	})
 	if err == nil {
@@ -134,7 +168,7 @@ func (pp *kpipe) fill(src syscall.RawConn) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	pp.data += int(n)
+	(*pp).data += int(n)
 	return int(n), nil
 }
 
