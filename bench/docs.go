@@ -100,8 +100,10 @@ counters are now read through descriptors opened once), and later for
 seconds, because every v1 cgroup move took the global lock that waits for
 the grace period.
 
-The egress proxy hands a tunnel's bytes to the kernel (splice) when no
-byte budget is set; with a budget, every write is counted against it first.
+The egress proxy hands a tunnel's bytes to the kernel (splice) whenever
+both sides are TCP connections, with or without a byte budget: each splice
+is counted, against the budget when there is one, before its bytes are
+written.
 
 Go micro-benchmarks for the hot paths: ` + "`go test -run '^$' -bench . ./internal/profile ./internal/seccomp/policy ./internal/egress ./internal/audit ./internal/toolpolicy ./internal/gateway`" + `
 (profile loading, seccomp program assembly, egress rule matching, proxy

@@ -35,8 +35,11 @@ const maxChunkLine = 4 << 10
 // switches protocols (Upgrade, CONNECT): whether the server switches or
 // not, what the client sends next is looked at afresh by send.
 func (t *tunnel) sendHTTP(br *bufio.Reader) error {
-	var head []byte
-	parse := bufio.NewReaderSize(nil, clientBuf)
+	hb := getHead()
+	head := *hb
+	defer func() { putHead(hb, head) }()
+	parse := getReader(nil)
+	defer putReader(parse)
 	for first := true; ; first = false {
 		var line int
 		var err error
@@ -212,10 +215,9 @@ func hostOnly(h string) string {
 
 // sendN sends the next n bytes of br up the tunnel.
 func (t *tunnel) sendN(br *bufio.Reader, n int64) error {
-	if t.buf == nil {
-		t.buf = make([]byte, 32<<10)
-	}
-	sent, err := io.CopyBuffer(writerFunc(func(b []byte) (int, error) { return t.write(t.up, b, true) }), io.LimitReader(br, n), t.buf)
+	buf := getCopyBuf()
+	defer putCopyBuf(buf)
+	sent, err := io.CopyBuffer(writerFunc(func(b []byte) (int, error) { return t.write(t.up, b, true) }), io.LimitReader(br, n), *buf)
 	if err == nil && sent < n {
 		err = io.ErrUnexpectedEOF
 	}

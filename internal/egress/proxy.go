@@ -76,6 +76,8 @@ const (
 // HTTP forward proxy, CONNECT and SOCKS5 on the same connection, told apart
 // by the first byte.
 type Proxy struct {
+	// Policy does not change once the proxy serves: its decisions on
+	// names are kept.
 	Policy *Policy
 	Budget Budget
 	// Resolve looks a name up; nil uses the host's resolver. Only names an
@@ -115,6 +117,10 @@ type Proxy struct {
 	// was called.
 	upstream map[net.Conn]bool
 	closed   bool
+
+	// names are the decisions on names before their lookup (checkName).
+	namesMu sync.Mutex
+	names   map[nameKey]nameVerdict
 
 	// Transparent mode: the names the resolver answered, by fake address.
 	fakeByName map[string]netip.Addr
@@ -170,6 +176,7 @@ func (p *Proxy) Serve(c net.Conn) {
 	defer p.leave()
 	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	cc := newClientConn(c, !p.NoHeadLimit)
+	defer cc.release()
 	first, err := cc.br.Peek(1)
 	if err != nil {
 		return
@@ -259,10 +266,11 @@ func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, 
 		if p.LookupFirst { // test builds only
 			p.lookup(host)
 		}
-		if !validName(host) {
+		valid, d := p.checkName(proto, host, port, method)
+		if !valid {
 			return end(Deny, "", fmt.Sprintf("%s:%d: not a valid host name", safeName(host), port))
 		}
-		if d := p.Policy.CheckName(Request{Host: host, Port: port, Method: method}); !d.Allow {
+		if !d.Allow {
 			return end(Deny, d.Rule, d.Reason)
 		}
 		found, err := p.lookup(host)
@@ -422,9 +430,13 @@ type clientConn struct {
 
 func newClientConn(c net.Conn, capped bool) *clientConn {
 	cc := &clientConn{conn: c, capped: capped}
-	cc.br = bufio.NewReaderSize(cc, clientBuf)
+	cc.br = getReader(cc)
 	return cc
 }
+
+// release gives back the reader's buffer, once nothing reads the
+// connection any more.
+func (cc *clientConn) release() { putReader(cc.br) }
 
 // Read reads the connection for br.
 func (cc *clientConn) Read(b []byte) (int, error) {
@@ -520,9 +532,8 @@ func (p *Proxy) serveHTTP(cc *clientConn) {
 	req.Close = true // one request per connection
 	req.RequestURI = ""
 	t := p.newTunnel(ev, cc, up, host)
-	// The response is counted as it is written, so that it is in the
-	// event by the time the client has it.
-	t.countFirst = true
+	// The response is counted before it is written (as every relay
+	// counts), so that it is in the event by the time the client has it.
 	send := func() error {
 		return req.Write(writerFunc(func(b []byte) (int, error) { return t.write(up, b, true) }))
 	}

@@ -378,11 +378,9 @@ func TestOnDecision(t *testing.T) {
 	}
 }
 
-// Without a byte budget a tunnel's bytes are moved by the kernel; they are
-// still counted, to the byte, both ways (a chunk is counted when it has
-// passed, the last one when its side ends).
+// A tunnel's bytes, moved by the kernel, are counted to the byte, both ways.
 func TestTunnelCountsSplicedBytes(t *testing.T) {
-	const up, down = 3*spliceChunk + 123, spliceChunk + 7
+	const up, down = 3<<20 + 123, 1<<20 + 7
 	target := serve(t, func(c net.Conn) {
 		io.CopyN(io.Discard, c, up)
 		c.Write(make([]byte, down))

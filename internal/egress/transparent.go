@@ -161,6 +161,8 @@ func (p *Proxy) ServeTransparent(c net.Conn, dst netip.AddrPort) {
 		return
 	}
 	defer p.hangUp(up)
-	t := p.newTunnel(ev, newClientConn(c, false), up, host)
+	cc := newClientConn(c, false)
+	defer cc.release()
+	t := p.newTunnel(ev, cc, up, host)
 	t.run(t.send, false)
 }

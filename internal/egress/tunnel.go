@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,14 +25,8 @@ type tunnel struct {
 	host   string
 	byName bool
 	idle   time.Duration
-	// countFirst has every byte counted before it is written, even
-	// without a byte budget (no splice).
-	countFirst bool
 	// last is when bytes last crossed the tunnel, either way (UnixNano).
 	last atomic.Int64
-	// buf is the buffer the client's side copies HTTP request bodies
-	// with, allocated when first needed.
-	buf  []byte
 	once sync.Once
 }
 
@@ -108,66 +101,32 @@ func (t *tunnel) run(send func() error, oneShot bool) {
 	}
 }
 
-// spliceChunk is how much the kernel moves between two counts of a relay.
-const spliceChunk = 1 << 20
-
 // relay copies a tunnel's bytes from src to dst until src ends, counting
-// them (out: sent by the sandbox); nil means src ended cleanly. With no
-// byte budget for that direction and TCP on both sides, the kernel moves
-// the bytes (splice): the count is current to the last chunk while the
-// tunnel is open, exact when this side ends; with a budget (or countFirst),
-// every write is counted, against the budget, before it is made, and the
-// copy stops when the budget is used up.
+// them (out: sent by the sandbox); nil means src ended cleanly. Every read
+// is counted before it is written, against the byte budget of its direction
+// when there is one, and the copy stops when the budget is used up. Between
+// two TCP connections the kernel moves the bytes (splice); otherwise they
+// are copied through a buffer.
 func (t *tunnel) relay(dst, src net.Conn, out bool) error {
-	p := t.p
-	limit := p.Budget.BytesIn
-	if out {
-		limit = p.Budget.BytesOut
+	if handled, err := t.splice(dst, src, out); handled {
+		return err
 	}
-	tcpDst, ok := dst.(*net.TCPConn)
-	if _, tcpSrc := src.(*net.TCPConn); limit > 0 || t.countFirst || !ok || !tcpSrc {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				t.touch()
-				if _, werr := t.write(dst, buf[:n], out); werr != nil {
-					return werr
-				}
-			}
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-		}
-	}
+	b := getCopyBuf()
+	defer putCopyBuf(b)
+	buf := *b
 	for {
-		// A chunk's reads are timed so that a slow stream still shows
-		// it is active between chunks: only the reading side has a
-		// deadline, so nothing read is lost when it passes, and the
-		// watchdog in run decides whether the tunnel is idle.
-		src.SetReadDeadline(time.Now().Add(max(t.idle/4, time.Millisecond)))
-		n, err := tcpDst.ReadFrom(&io.LimitedReader{R: src, N: spliceChunk})
-		p.mu.Lock()
-		if out {
-			p.out += n
-			t.ev.BytesOut += n
-		} else {
-			p.in += n
-			t.ev.BytesIn += n
-		}
-		p.mu.Unlock()
+		n, err := src.Read(buf)
 		if n > 0 {
 			t.touch()
+			if _, werr := t.write(dst, buf[:n], out); werr != nil {
+				return werr
+			}
 		}
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-		case err != nil:
-			return err
-		case n < spliceChunk:
+		if err == io.EOF {
 			return nil
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -180,23 +139,7 @@ var errBudget = errors.New("egress budget used up")
 // of it, and errBudget once the budget is used up. The bytes are counted
 // before they are written.
 func (t *tunnel) write(dst net.Conn, b []byte, out bool) (int, error) {
-	p := t.p
-	p.mu.Lock()
-	limit, used := p.Budget.BytesIn, p.in
-	if out {
-		limit, used = p.Budget.BytesOut, p.out
-	}
-	if limit > 0 && used+int64(len(b)) > limit {
-		b = b[:max(0, limit-used)]
-	}
-	if out {
-		p.out += int64(len(b))
-		t.ev.BytesOut += int64(len(b))
-	} else {
-		p.in += int64(len(b))
-		t.ev.BytesIn += int64(len(b))
-	}
-	p.mu.Unlock()
+	b = b[:t.count(int64(len(b)), out)]
 	n, err := dst.Write(b)
 	if n > 0 {
 		t.touch()
@@ -204,13 +147,44 @@ func (t *tunnel) write(dst net.Conn, b []byte, out bool) (int, error) {
 	if err != nil {
 		return n, err
 	}
+	return n, t.budgetLeft()
+}
+
+// count counts n bytes about to be sent (out) or received, and returns how
+// many of them the byte budget of that direction lets through: all of them
+// without one.
+func (t *tunnel) count(n int64, out bool) int64 {
+	p := t.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	limit, used := p.Budget.BytesIn, p.in
+	if out {
+		limit, used = p.Budget.BytesOut, p.out
+	}
+	if limit > 0 && used+n > limit {
+		n = max(0, limit-used)
+	}
+	if out {
+		p.out += n
+		t.ev.BytesOut += n
+	} else {
+		p.in += n
+		t.ev.BytesIn += n
+	}
+	return n
+}
+
+// budgetLeft returns errBudget, and notes the cut in the event, once a
+// budget is used up.
+func (t *tunnel) budgetLeft() error {
+	p := t.p
 	if why := p.overBudget(false); why != "" {
 		p.mu.Lock()
 		t.ev.Reason += fmt.Sprintf("; cut: the egress budget (%s) is used up", why)
 		p.mu.Unlock()
-		return n, errBudget
+		return errBudget
 	}
-	return n, nil
+	return nil
 }
 
 func closeWrite(c net.Conn) {
