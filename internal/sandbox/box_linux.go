@@ -66,6 +66,7 @@ func Start(opts Options) (*Box, error) {
 		exe = SealedCopy()
 		defer exe.Close()
 	}
+	opts.Exe = exe // the cleanup helper starts from it too
 	res := &Result{}
 	spec, lim, err := prepareSandbox(opts, res)
 	if err != nil {

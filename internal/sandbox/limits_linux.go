@@ -50,6 +50,8 @@ type limiter struct {
 	// helper (sharedCleanup) watch it, under sharedID.
 	shared   bool
 	sharedID string
+	// exe is what init starts from, and the cleanup helper too.
+	exe *Executable
 	// release removes the protected paths' placeholders, once the
 	// sandbox is gone; released makes it happen once.
 	release  func()
@@ -76,9 +78,9 @@ func needsCgroup(r profile.Resources) bool {
 // newLimiter creates the sandbox's cgroup when a limit needs one, and fills
 // the spec's rlimits. Without a delegated cgroup it refuses, unless the user
 // allowed running with the limits that then fall back or go unenforced.
-func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result, shared bool) (*limiter, error) {
+func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result, shared bool, exe *Executable) (*limiter, error) {
 	r := p.Resources
-	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil, shared: shared}
+	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil, shared: shared, exe: exe}
 	spec.Rlimits = Rlimits{
 		CPUSeconds: ceilSeconds(r.CPUTime),
 		FileSize:   quantity(r.FileSize),
@@ -426,7 +428,7 @@ func (l *limiter) startCleanup(dirs, placeholders []string) error {
 	}
 	if l.shared {
 		var err error
-		l.sharedID, err = sharedCleanup.add(dirs, placeholders)
+		l.sharedID, err = sharedCleanup.add(dirs, placeholders, l.helper())
 		return err
 	}
 	r, w, err := os.Pipe()
@@ -438,7 +440,7 @@ func (l *limiter) startCleanup(dirs, placeholders []string) error {
 	args = append(args, placeholders...)
 	files := cleanupFiles(r)
 	defer closeAll(files[1:])
-	l.cleanupHelper, err = start(helperPath(), args, files, &syscall.SysProcAttr{Setsid: true})
+	l.cleanupHelper, err = start(l.helper(), args, files, &syscall.SysProcAttr{Setsid: true})
 	if err != nil {
 		w.Close()
 		return fmt.Errorf("starting the cgroup cleanup helper: %w", err)
@@ -485,8 +487,9 @@ type sharedHelper struct {
 }
 
 // add has the helper watch a sandbox's cgroup directories and
-// placeholders; it returns the sandbox's ID.
-func (h *sharedHelper) add(dirs, placeholders []string) (string, error) {
+// placeholders, starting the helper from program if there is none; it
+// returns the sandbox's ID.
+func (h *sharedHelper) add(dirs, placeholders []string, program string) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.next++
@@ -500,7 +503,7 @@ func (h *sharedHelper) add(dirs, placeholders []string) (string, error) {
 		h.w.Close()
 		h.w = nil
 	}
-	if err := h.restart(); err != nil {
+	if err := h.restart(program); err != nil {
 		delete(h.live, id)
 		return "", fmt.Errorf("starting the cgroup cleanup helper: %w", err)
 	}
@@ -508,7 +511,7 @@ func (h *sharedHelper) add(dirs, placeholders []string) (string, error) {
 }
 
 // restart starts a helper and tells it of every sandbox not done.
-func (h *sharedHelper) restart() error {
+func (h *sharedHelper) restart(program string) error {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
@@ -516,7 +519,7 @@ func (h *sharedHelper) restart() error {
 	defer r.Close()
 	files := cleanupFiles(r)
 	defer closeAll(files[1:])
-	p, err := start(helperPath(), []string{"cordon", CleanupArg, cleanup.SharedArg}, files, &syscall.SysProcAttr{Setsid: true})
+	p, err := start(program, []string{"cordon", CleanupArg, cleanup.SharedArg}, files, &syscall.SysProcAttr{Setsid: true})
 	if err != nil {
 		w.Close()
 		return err
@@ -540,4 +543,14 @@ func (h *sharedHelper) tell(what, id string) {
 	if h.w != nil {
 		h.w.WriteString(what + " " + id + "\n")
 	}
+}
+
+// helper is what the cleanup helper starts from: what init does.
+func (l *limiter) helper() string {
+	if l.exe != nil {
+		if f, err := l.exe.File(); err == nil && f != nil {
+			return fdPath(f)
+		}
+	}
+	return helperPath()
 }

@@ -59,6 +59,7 @@ func run(opts Options, res *Result) error {
 		exe = SealExecutable()
 	}
 	defer exe.Close()
+	opts.Exe = exe // the cleanup helper starts from it too
 	// Signals for cordon go to the command; a second SIGINT or SIGTERM
 	// kills the sandbox. On a terminal, window changes reach the command
 	// through the pseudo-terminal instead. Registering a signal waits for
@@ -260,7 +261,7 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 	if weakened("tmp-size") {
 		spec.TmpSize = 0 // tmpfs without a size: half the host's memory
 	}
-	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res, opts.keepAlive)
+	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res, opts.keepAlive, opts.Exe)
 	if err != nil {
 		spec.release()
 		return nil, nil, err
