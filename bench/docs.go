@@ -22,7 +22,7 @@ cordon against the sandboxes people would use instead, measured on one
 machine in one run: every tool is started in turn, round after round, so
 that a noisy host slows them all alike. Run it yourself:
 
-` + "```sh\nbench/run            # installs bubblewrap, firejail and sandbox-runtime, builds cordon, measures\nbench/run -short     # a quick pass that proves the harness works (CI runs this)\nbench/run -docs      # also rewrites this file and the plot from the results\nbench/run -only startup  # only the start-up tables, with each process's faults and memory\n```" + `
+` + "```sh\nbench/run            # installs bubblewrap, firejail and sandbox-runtime, builds cordon, measures\nbench/run -short     # a quick pass that proves the harness works (CI runs this)\nbench/run -docs      # also rewrites this file and the plot from the results\nbench/run -only startup  # only the start-up tables, with each process's faults and memory\nbench/run -only idle     # memory per idle sandbox; -only many: sandboxes started together; -only serve\n```" + `
 
 What is compared: bare exec; ` + "`unshare -Upmnif --mount-proc`" + ` (the
 namespaces alone); bubblewrap with an equivalent view (system directories
@@ -43,10 +43,16 @@ processes, summed). The harness then runs each tool traced (ptrace,
 stopping a process only as it starts another, execs and exits) and lists
 every process with its own figures, read as it exits: where a host makes
 touching memory slow, these figures, not the time on a quiet machine, say
-what start-up will cost. On this machine a cordon run of /bin/true takes
-about 3,800 minor faults, 15 times bubblewrap's whole run (about 250):
-about 1,800 in the CLI and about 1,000 each in the cleanup helper and in
-init, each a Go runtime carrying every package of the CLI.
+what start-up will cost. On this machine a cordon run of /bin/true took
+about 3,800 minor faults and 65 MiB of touched memory while its init and
+cleanup helper were cordon itself, each a Go runtime carrying every
+package of the CLI (about 1,000 faults and 19 MiB each). They now run
+cordon's lean sandbox program (internal/sandbox/lean, about 250 faults and
+3.5 MiB each, a copy shared by every sandbox of the host), and a run takes
+about 2,400 faults and 38 MiB; what is left is mostly the CLI's own Go
+runtime and package initialisers (about 700 faults before it does
+anything). A cordon built with a plain ` + "`go build`" + ` (no lean program) still
+runs like before.
 
 The harness times each run itself rather than through hyperfine, which
 runs all of one command's rounds before the next command's: here every
@@ -68,10 +74,12 @@ init is now forked from a thread of cordon that passes through the cgroups;
 registering the forwarded signals (a round trip to the Go runtime's signal
 thread for each); the seccomp program's assembly and the syscall tables
 behind it (now generated with the source); decoding resource limits through
-a YAML round trip. With two Go runtimes, seven namespaces, a cgroup and an
-fsync on every run, a cold start stays above bubblewrap's on this machine;
-starting faster than bubblewrap needs sandboxes built before they are asked
-for (pre-warmed pools).
+a YAML round trip; the secret-scanning rules and the approvals pages built
+by every cordon process as it started. With three Go runtimes (the CLI,
+the cleanup helper, init), seven namespaces, a cgroup and an fsync on
+every run, a cold start stays above bubblewrap's on this machine; starting
+faster than bubblewrap needs sandboxes built before they are asked for
+(pre-warmed pools).
 
 cordon serve is that: the "cordon serve" rows claim a sandbox built ahead
 and run /bin/true in it over the loopback HTTP API, against a bare
@@ -85,9 +93,10 @@ command; the host reads the socket through Go's poller; each wake-up across
 processes costs 0.1-0.2 ms on this virtual machine); the HTTP request and
 the server add about 0.3 ms in the same process and about 1 ms between
 processes; the audit records' fsync before the answer (audit_sync each,
-the default) adds 0.2-0.5 ms more. The goal is 2x a bare fork/exec;
-cordon serve is at 2.5-3.5x here, and at 1.95x when client and server
-share a process. The build of a replacement
+the default) adds 0.2-0.5 ms more. The goals: 2.5x a bare fork/exec over
+HTTP, 1.5x through the Go API in the same process (the BoxExec row). The
+sandboxes of a cordon serve share one cleanup helper, so each waiting
+sandbox is one process, its init. The build of a replacement
 sandbox starts 20 ms after a claim, so that it does not compete with the
 claimed sandbox's first command for the two cores.
 
