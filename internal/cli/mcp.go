@@ -47,6 +47,7 @@ func mcpCmd(e *env, args []string) int {
 	if listOnly {
 		usage = "mcp tools [flags]"
 	}
+	gateway.TuneGC() // a long-lived relay of MCP messages
 	fs := newFlags(e, "mcp", usage)
 	var f mcpFlags
 	f.register(fs)

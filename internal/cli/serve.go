@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/gateway"
 	"github.com/cordon-sandbox/cordon/internal/version"
 	"maps"
 	"net"
@@ -39,6 +40,7 @@ func serveCmd(e *env, args []string) int {
 		fmt.Fprintln(e.stderr, "cordon: give the token to its holder once; put only the sha256 in the configuration's tokens")
 		return 0
 	}
+	gateway.TuneGC() // a long-lived relay of MCP messages and API requests
 	exe := sandbox.SealedCopy()
 	defer exe.Close()
 	fs := newFlags(e, "serve", "serve --config FILE [flags] | serve token")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"testing"
 	"time"
@@ -21,6 +22,11 @@ import (
 // then each result, fsynced before the call runs and before its result is
 // shown), all over in-memory transports, interleaved.
 func BenchmarkCall(b *testing.B) {
+	// As cordon mcp and cordon serve run.
+	prev := debug.SetGCPercent(100)
+	debug.SetGCPercent(prev)
+	defer debug.SetGCPercent(prev)
+	gateway.TuneGC()
 	ctx := context.Background()
 	up, tr := newUpstream(b)
 	direct, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, connectServer(b, up.server), nil)
