@@ -52,7 +52,13 @@ func serveHTTP(t *testing.T, g *gateway.Gateway, origins ...string) *httptest.Se
 	}
 	srv.Config.Handler = h
 	srv.Start()
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		// A session's standing GET may outlive its client's Close (the
+		// client opens it in the background): cut every connection, or
+		// Close waits for that request for ever.
+		srv.CloseClientConnections()
+		srv.Close()
+	})
 	return srv
 }
 
