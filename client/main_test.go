@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/client"
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 )
 
 // The examples run against a real cordon serve that TestMain starts (from

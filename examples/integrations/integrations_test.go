@@ -11,7 +11,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 )
 
 // recipeFiles are the files of the recipes, each quoted whole by the doc.

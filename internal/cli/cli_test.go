@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"io"
 	"io/fs"
 	"net"
@@ -24,6 +23,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 )
 
 // binDir holds the cordon binary the scripts run: the real static binary,

@@ -3,11 +3,11 @@ package cli
 import (
 	"flag"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/version"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/lint"
 	"github.com/cordon-sandbox/cordon/internal/probe"
+	"github.com/cordon-sandbox/cordon/internal/version"
 )
 
 // lintCmd implements `cordon lint [--format text|json|sarif] [--reports DIR]

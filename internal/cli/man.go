@@ -3,9 +3,10 @@ package cli
 import (
 	"flag"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/version"
 	"io"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/version"
 )
 
 // manCmd implements `cordon man`: the manual page cordon(1), in roff,

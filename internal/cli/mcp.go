@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/version"
 	"maps"
 	"net"
 	"net/http"
@@ -33,6 +32,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
+	"github.com/cordon-sandbox/cordon/internal/version"
 )
 
 // mcpCmd implements `cordon mcp [flags]`: the MCP tool gateway for one

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/version"
 	"io"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/version"
 )
 
 // probeCmd implements `cordon probe [flags]`: the escape probes, run in

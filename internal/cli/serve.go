@@ -7,8 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/gateway"
-	"github.com/cordon-sandbox/cordon/internal/version"
 	"maps"
 	"net"
 	"net/http"
@@ -25,11 +23,13 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/gateway"
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/server"
 	"github.com/cordon-sandbox/cordon/internal/statedb"
+	"github.com/cordon-sandbox/cordon/internal/version"
 )
 
 // serveCmd implements `cordon serve --config FILE` and `cordon serve token`.

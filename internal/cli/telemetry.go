@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/version"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/telemetry"
+	"github.com/cordon-sandbox/cordon/internal/version"
 )
 
 // traced starts sending traces as service when the environment names an

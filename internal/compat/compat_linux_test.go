@@ -2,7 +2,6 @@ package compat_test
 
 import (
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 )
 
 // nobody is the unprivileged user of the rootless columns when the test

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"io"
 	"net"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/cgroup"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // Box is a sandbox kept alive: built once (namespaces, root, confinement,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"io"
 	"net"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // Terminal is the pseudo-terminal of a command of a Box: allocated by the

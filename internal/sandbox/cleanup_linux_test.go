@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"bufio"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/protect"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
 )
 
 // The roles the test binary plays in TestCleanupAfterKilledCordon.

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"os"
 	"strings"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/cgroup"
 	"github.com/cordon-sandbox/cordon/internal/container"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // idmapError is a writable bind that cordon, as root, could not idmap to

@@ -3,12 +3,13 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 func TestMissingLayersFailClosed(t *testing.T) {

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/cgroup"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
 	"golang.org/x/sys/unix"
 )
 

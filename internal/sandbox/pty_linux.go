@@ -2,13 +2,14 @@ package sandbox
 
 import (
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"io"
 	"os"
 	"os/signal"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // terminal relays between cordon's own terminal and a pseudo-terminal that

@@ -1,13 +1,13 @@
 package sandbox
 
 import (
-	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // layerEvery is how often a reviewed workspace's layer is checked for

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"io"
 	"net"
 	"net/netip"
@@ -28,6 +27,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/protect"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"github.com/cordon-sandbox/cordon/internal/seccomp"
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )

@@ -7,12 +7,12 @@
 package sandbox
 
 import (
-	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 	"net"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/protect"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // Spec is what the host side keeps of a sandbox's Spec: what init is sent,

@@ -4,12 +4,13 @@
 package python_test
 
 import (
-	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 )
 
 func TestPythonClient(t *testing.T) {

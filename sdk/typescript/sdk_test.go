@@ -5,13 +5,14 @@
 package typescript_test
 
 import (
-	"github.com/cordon-sandbox/cordon/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/testbin"
 )
 
 // nodeMajor is the major version of the node on PATH; 0 when there is none.
