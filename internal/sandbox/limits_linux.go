@@ -431,22 +431,29 @@ func (l *limiter) startCleanup(dirs, placeholders []string) error {
 		l.sharedID, err = sharedCleanup.add(dirs, placeholders, l.helper())
 		return err
 	}
+	args := append(append(dirs[:len(dirs):len(dirs)], "--"), placeholders...)
+	var err error
+	l.cleanupHelper, l.cleanup, err = startHelper(l.helper(), args)
+	return err
+}
+
+// startHelper starts the cleanup helper from program with args, in its own
+// session (it survives a signal sent to cordon's process group), and
+// returns it with the writing end of its stdin.
+func startHelper(program string, args []string) (*process, *os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer r.Close()
-	args := append(append([]string{"cordon", CleanupArg}, dirs...), "--")
-	args = append(args, placeholders...)
 	files := cleanupFiles(r)
 	defer closeAll(files[1:])
-	l.cleanupHelper, err = start(l.helper(), args, files, &syscall.SysProcAttr{Setsid: true})
+	p, err := start(program, append([]string{"cordon", CleanupArg}, args...), files, &syscall.SysProcAttr{Setsid: true})
 	if err != nil {
 		w.Close()
-		return fmt.Errorf("starting the cgroup cleanup helper: %w", err)
+		return nil, nil, fmt.Errorf("starting the cgroup cleanup helper: %w", err)
 	}
-	l.cleanup = w
-	return nil
+	return p, w, nil
 }
 
 // cleanupFiles are the cleanup helper's files: stdin r, and fd 3 a pidfd
@@ -495,6 +502,9 @@ func (h *sharedHelper) add(dirs, placeholders []string, program string) (string,
 	h.next++
 	id := strconv.FormatUint(h.next, 10)
 	line := "add " + id + " " + strings.Join(dirs, " ") + " -- " + strings.Join(placeholders, " ") + "\n"
+	if len(line) > cleanup.MaxLine {
+		return "", fmt.Errorf("the sandbox's cgroups and placeholders take %d bytes to name, over the cleanup helper's %d", len(line), cleanup.MaxLine)
+	}
 	h.live[id] = line
 	if h.w != nil {
 		if _, err := h.w.WriteString(line); err == nil {
@@ -505,23 +515,15 @@ func (h *sharedHelper) add(dirs, placeholders []string, program string) (string,
 	}
 	if err := h.restart(program); err != nil {
 		delete(h.live, id)
-		return "", fmt.Errorf("starting the cgroup cleanup helper: %w", err)
+		return "", err
 	}
 	return id, nil
 }
 
 // restart starts a helper and tells it of every sandbox not done.
 func (h *sharedHelper) restart(program string) error {
-	r, w, err := os.Pipe()
+	p, w, err := startHelper(program, []string{cleanup.SharedArg})
 	if err != nil {
-		return err
-	}
-	defer r.Close()
-	files := cleanupFiles(r)
-	defer closeAll(files[1:])
-	p, err := start(program, []string{"cordon", CleanupArg, cleanup.SharedArg}, files, &syscall.SysProcAttr{Setsid: true})
-	if err != nil {
-		w.Close()
 		return err
 	}
 	go p.wait()

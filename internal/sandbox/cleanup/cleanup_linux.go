@@ -69,16 +69,25 @@ func Main(args []string) {
 // killed), it does so for every sandbox not done.
 func Shared(stdin io.Reader) {
 	r := registry{sandboxes: map[string][]string{}, reclaim: reclaim, sweep: protect.Sweep, waitForCordon: waitForCordon}
+	r.serve(stdin)
+}
+
+// serve applies what stdin says until it closes, then ends.
+func (r *registry) serve(stdin io.Reader) {
 	sc := bufio.NewScanner(stdin)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
+	sc.Buffer(make([]byte, 64<<10), MaxLine)
 	for sc.Scan() {
 		r.apply(sc.Text())
 	}
+	// A line over the bound (cordon sends none) ends what the helper is
+	// told, not cordon's sandboxes: it still waits for cordon to go.
+	io.Copy(io.Discard, stdin)
 	r.end()
 }
 
-// maxLine bounds one line of Shared's input.
-const maxLine = 4 << 20
+// MaxLine bounds one line of Shared's input; cordon refuses a sandbox
+// whose line would be longer.
+const MaxLine = 4 << 20
 
 // registry is what Shared has been told.
 type registry struct {

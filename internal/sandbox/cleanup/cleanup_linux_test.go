@@ -1,6 +1,7 @@
 package cleanup
 
 import (
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -58,5 +59,45 @@ func TestShared(t *testing.T) {
 	}
 	if !slices.Contains(reclaimed, "/sys/fs/cgroup/pids/cordon-3") {
 		t.Errorf("a sandbox left at the end was not reclaimed: %v", reclaimed)
+	}
+}
+
+// TestSharedLineTooLong: a line over MaxLine stops what the helper is told,
+// but the sandboxes it watches are reclaimed only once cordon has gone
+// (stdin closed), not while cordon still runs them.
+func TestSharedLineTooLong(t *testing.T) {
+	reclaimed := make(chan []string, 4)
+	r := registry{
+		sandboxes:     map[string][]string{},
+		reclaim:       func(dirs []string, _ time.Time) bool { reclaimed <- dirs; return true },
+		sweep:         func([]string) {},
+		waitForCordon: func(time.Time) {},
+	}
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() { r.serve(pr); close(done) }()
+	written := make(chan struct{})
+	go func() {
+		io.WriteString(pw, "add 1 /sys/fs/cgroup/pids/cordon-1 -- ph1\n")
+		io.WriteString(pw, strings.Repeat("x", MaxLine+1)+"\n")
+		io.WriteString(pw, "add 2 /sys/fs/cgroup/pids/cordon-2 -- ph2\n")
+		close(written)
+	}()
+	select {
+	case d := <-reclaimed:
+		t.Fatalf("reclaimed %v while cordon still runs", d)
+	case <-done:
+		t.Fatal("the helper ended while cordon still runs")
+	case <-written: // every byte read: the helper still listens
+	}
+	select {
+	case d := <-reclaimed:
+		t.Fatalf("reclaimed %v while cordon still runs", d)
+	default:
+	}
+	pw.Close()
+	<-done
+	if d := <-reclaimed; !slices.Equal(d, []string{"/sys/fs/cgroup/pids/cordon-1"}) {
+		t.Errorf("reclaimed %v at the end", d)
 	}
 }
