@@ -64,14 +64,14 @@ func TestNameDecisionsBounded(t *testing.T) {
 	p := &Proxy{Policy: mustPolicy(t, []string{"*.allowed.test"}, nil)}
 	for i := range maxNames + 10 {
 		host := "h" + strconv.Itoa(i) + ".allowed.test"
-		if valid, d := p.checkName("connect", host, 443, ""); !valid || !d.Allow {
+		if valid, d := p.checkName(host, 443, ""); !valid || !d.Allow {
 			t.Fatalf("%s: valid %v, %+v", host, valid, d)
 		}
-		if valid, d := p.checkName("connect", host, 25, ""); !valid || d.Allow {
+		if valid, d := p.checkName(host, 25, ""); !valid || d.Allow {
 			t.Fatalf("%s port 25: valid %v, %+v", host, valid, d)
 		}
 	}
-	if valid, _ := p.checkName("connect", "bad\x00name", 443, ""); valid {
+	if valid, _ := p.checkName("bad\x00name", 443, ""); valid {
 		t.Error("an invalid name passed")
 	}
 	if len(p.names) != maxNames {

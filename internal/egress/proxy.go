@@ -120,7 +120,7 @@ type Proxy struct {
 
 	// names are the decisions on names before their lookup (checkName).
 	namesMu sync.Mutex
-	names   map[nameKey]nameVerdict
+	names   map[nameKey]Decision
 
 	// Transparent mode: the names the resolver answered, by fake address.
 	fakeByName map[string]netip.Addr
@@ -266,7 +266,7 @@ func (p *Proxy) decide(proto, host string, port uint16, method string) (*Event, 
 		if p.LookupFirst { // test builds only
 			p.lookup(host)
 		}
-		valid, d := p.checkName(proto, host, port, method)
+		valid, d := p.checkName(host, port, method)
 		if !valid {
 			return end(Deny, "", fmt.Sprintf("%s:%d: not a valid host name", safeName(host), port))
 		}

@@ -125,8 +125,11 @@ func sealed(name string, fill func(*os.File) error) (*os.File, error) {
 // it.
 func rootOwned(f *os.File) bool {
 	var st unix.Stat_t
-	return unix.Fstat(int(f.Fd()), &st) == nil && st.Uid == 0 && st.Mode&0o022 == 0
+	return unix.Fstat(int(f.Fd()), &st) == nil && rootOnly(&st)
 }
+
+// rootOnly reports whether st is host root's, and only root may write it.
+func rootOnly(st *unix.Stat_t) bool { return st.Uid == 0 && st.Mode&0o022 == 0 }
 
 // highFD duplicates f clear of the low numbers the child's descriptors are
 // moved to before exec.

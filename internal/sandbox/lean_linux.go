@@ -142,7 +142,7 @@ func openShared(dfd int, name string, size int64, verify bool) (*os.File, error)
 	}
 	f := os.NewFile(uintptr(fd), name)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size || !rootOwned(f) {
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size || !rootOnly(&st) {
 		f.Close()
 		return nil, errors.New("not the sandbox program cordon wrote")
 	}
