@@ -142,20 +142,20 @@ func scan(text []byte, limit int, nested bool) []Finding {
 			}
 		}
 	}
-	generic := generic()
-	for _, k := range generic.keywords {
+	g := generic()
+	for _, k := range g.keywords {
 		for at := 0; ; {
 			i := strings.Index(lower[at:], k)
 			if i < 0 {
 				break
 			}
 			at = i + at + len(k)
-			w := s[at:min(len(s), at+generic.span)]
-			m := generic.re.FindStringSubmatchIndex(w)
-			if m == nil || !generic.keep(w[m[2]:m[3]]) {
+			w := s[at:min(len(s), at+g.span)]
+			m := g.re.FindStringSubmatchIndex(w)
+			if m == nil || !g.keep(w[m[2]:m[3]]) {
 				continue
 			}
-			if add(generic.id, at+m[2], at+m[3]) {
+			if add(g.id, at+m[2], at+m[3]) {
 				return kept
 			}
 		}
