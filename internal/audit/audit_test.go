@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func ev(i int) Event {
@@ -296,6 +297,44 @@ func TestGroupCommitDurable(t *testing.T) {
 	s, err := Verify(Files(path), nil, nil)
 	if err != nil || s.Records != writers {
 		t.Fatalf("%+v %v", s, err)
+	}
+}
+
+// Writers that append again as soon as their record is durable are served
+// by one sync each round, not split into two groups that take turns: the
+// sync waits for the callers the last one released, for half a sync's
+// time at most (here a sync takes 20 ms, long enough for the writers on
+// any machine).
+func TestGroupCommitGathers(t *testing.T) {
+	const writers, rounds = 8, 20
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, _ := Open(path, Options{})
+	l.maxGather = 10 * time.Second
+	var syncs atomic.Int64
+	l.fsync = func(f *os.File) error {
+		syncs.Add(1)
+		time.Sleep(20 * time.Millisecond)
+		return fdatasync(f)
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				if err := l.Append(ev(i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// The first sync may cover only some writers; every later one covers
+	// all that are still appending. Two groups taking turns would need
+	// about twice as many.
+	if n := syncs.Load(); n > rounds+2 {
+		t.Errorf("%d syncs for %d writers appending %d times each; want at most %d", n, writers, rounds, rounds+2)
 	}
 }
 

@@ -52,12 +52,20 @@ type Log struct {
 	// lost if their sync fails.
 	writes, synced uint64
 	syncing        chan struct{}
-	// waiting counts the callers waiting for a sync, served how many
-	// the last sync released.
-	waiting, served int
-	failedTo        uint64
-	failed          error
-	unsynced        []pending
+	// pending holds the writes that callers wait to see synced, one per
+	// caller, in order; expect is how many callers were waiting when the
+	// last sync ended (those it released, and the rest), so how many the
+	// next sync can hope to serve. gather, when set, is closed once that
+	// many wait again. lastSync is how long the last sync took.
+	pending  []uint64
+	expect   int
+	gather   chan struct{}
+	lastSync time.Duration
+	// maxGather bounds gatherLocked's wait; tests lengthen it.
+	maxGather time.Duration
+	failedTo  uint64
+	failed    error
+	unsynced  []pending
 	// fsync makes a file's written data durable (fdatasync, which also
 	// persists the size an append changed); tests count calls.
 	fsync func(*os.File) error
@@ -160,12 +168,13 @@ func fdatasync(f *os.File) error {
 func (l *Log) durable() error {
 	l.mu.Lock()
 	target := l.writes
-	l.waiting++
-	defer func() {
-		l.mu.Lock()
-		l.waiting--
-		l.mu.Unlock()
-	}()
+	if target > l.synced && target > l.failedTo {
+		l.pending = append(l.pending, target)
+		if l.gather != nil && len(l.pending) >= l.expect {
+			close(l.gather)
+			l.gather = nil
+		}
+	}
 	for {
 		if target <= l.failedTo {
 			err := l.failed
@@ -184,32 +193,65 @@ func (l *Log) durable() error {
 		}
 		done := make(chan struct{})
 		l.syncing = done
-		crowd := l.served > 1
-		l.mu.Unlock()
-		// Callers just released by the last sync are appending again:
-		// let them write first, so that this sync serves them too. A
-		// lone caller does not wait for others.
-		if crowd {
-			runtime.Gosched()
-		}
-		l.mu.Lock()
+		l.gatherLocked()
 		f, upto := l.file, l.writes
 		l.mu.Unlock()
 		var err error
+		start := time.Now()
 		if f != nil {
 			err = l.fsync(f)
 		}
 		l.mu.Lock()
+		l.lastSync = time.Since(start)
 		l.syncedTo(upto, err)
 		close(done)
 	}
 }
 
+// gatherLocked lets the callers the last sync released write again before
+// the next sync starts, so that it serves them too: it waits until as many
+// callers wait as did when the last sync ended, for half a sync's time at
+// most. A lone caller does not wait. The caller holds mu and the sync
+// turn; mu is held again on return.
+func (l *Log) gatherLocked() {
+	if l.expect <= 1 || len(l.pending) >= l.expect {
+		return
+	}
+	bound := min(l.lastSync/2, l.maxGather)
+	if bound <= 0 {
+		l.mu.Unlock()
+		runtime.Gosched()
+		l.mu.Lock()
+		return
+	}
+	g := make(chan struct{})
+	l.gather = g
+	l.mu.Unlock()
+	t := time.NewTimer(bound)
+	select {
+	case <-g:
+	case <-t.C:
+	}
+	t.Stop()
+	l.mu.Lock()
+	if l.gather == g {
+		l.gather = nil
+	}
+}
+
+// maxGather bounds the wait of gatherLocked on a slow disk.
+const maxGather = time.Millisecond
+
 // syncedTo ends a sync that covered the writes up to upto. The caller
 // holds mu and owns the sync turn.
 func (l *Log) syncedTo(upto uint64, err error) {
 	l.syncing = nil
-	l.served = l.waiting
+	served := 0
+	for served < len(l.pending) && l.pending[served] <= upto {
+		served++
+	}
+	l.expect = len(l.pending)
+	l.pending = append(l.pending[:0], l.pending[served:]...)
 	i := 0
 	for i < len(l.unsynced) && l.unsynced[i].n <= upto {
 		i++
@@ -296,7 +338,7 @@ func Open(path string, o Options) (*Log, error) {
 	if o.MaxSize <= 0 {
 		o.MaxSize = DefaultMaxSize
 	}
-	return &Log{path: path, maxSize: o.MaxSize, key: o.Key, fsync: fdatasync}, nil
+	return &Log{path: path, maxSize: o.MaxSize, key: o.Key, fsync: fdatasync, maxGather: maxGather}, nil
 }
 
 // Path is the log's current file.
