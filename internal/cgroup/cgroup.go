@@ -247,9 +247,11 @@ func parseInt(b []byte) (int64, error) {
 type counters struct {
 	mu    sync.Mutex
 	files map[string]*os.File
+	buf   [4096]byte // what read reads into, under mu
 }
 
-// read returns the current content of dir/file.
+// read returns the current content of dir/file (a copy: the file is read
+// every few milliseconds, into the same buffer).
 func (c *counters) read(dir, file string) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -265,12 +267,11 @@ func (c *counters) read(dir, file string) ([]byte, error) {
 		}
 		c.files[p] = f
 	}
-	buf := make([]byte, 4096)
-	n, err := f.ReadAt(buf, 0)
+	n, err := f.ReadAt(c.buf[:], 0)
 	if err != nil && err != io.EOF {
 		return nil, err
 	}
-	return buf[:n], nil
+	return bytes.Clone(c.buf[:n]), nil
 }
 
 // optInt reads a counter that older kernels lack.

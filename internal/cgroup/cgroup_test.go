@@ -365,3 +365,28 @@ func realGroup(t *testing.T, version string, l Limits) Group {
 	}
 	return g
 }
+
+// What read returns stays as it was read: the counters are read again
+// into one buffer, and a value a caller holds must not change under it.
+func TestCountersReadCopies(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pids.current"), []byte("7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var c counters
+	defer c.close()
+	first, err := c.read(dir, "pids.current")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.current"), []byte("9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.read(dir, "pids.current")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(first) != "7\n" || string(second) != "9\n" {
+		t.Errorf("read %q then %q; want \"7\\n\" then \"9\\n\"", first, second)
+	}
+}

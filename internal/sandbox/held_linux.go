@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/bufpool"
 )
 
 // outputGrace is how long, after a command of a kept-alive sandbox has
@@ -29,7 +31,9 @@ const (
 // deadline passes: what then waits in the pipe is still copied, nothing
 // written after. It stops early when dst fails.
 func pump(r *os.File, dst io.Writer) {
-	buf := make([]byte, 32<<10)
+	b := bufpool.Get()
+	defer bufpool.Put(b)
+	buf := b[:]
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {

@@ -22,6 +22,9 @@ func newMetrics() *metrics {
 	return &metrics{counters: map[string]float64{}, warmNow: map[string]int{}}
 }
 
+// labelValue escapes a label's value as the exposition format says.
+var labelValue = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
 // series names one series: name{k="v",...}, labels given as pairs.
 func series(name string, labels ...string) string {
 	if len(labels) == 0 {
@@ -33,8 +36,7 @@ func series(name string, labels ...string) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		v := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(labels[i+1])
-		fmt.Fprintf(&b, "%s=%q", labels[i], v)
+		fmt.Fprintf(&b, "%s=\"%s\"", labels[i], labelValue.Replace(labels[i+1]))
 	}
 	b.WriteByte('}')
 	return b.String()

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/bufpool"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
@@ -191,6 +192,10 @@ func (o *output) Close() {
 	}
 }
 
+// writers are the buffered writers answers are written through, reused
+// from one answer to the next.
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
+
 // sendResult answers a command that did not stream: an api.ExecResult, or
 // within info (an api.Sandbox) as its result, written as it is read from
 // out, base64-encoded on the way, and again as text for a stream that is
@@ -201,7 +206,12 @@ func (s *Server) sendResult(w http.ResponseWriter, status int, info *api.Sandbox
 	defer g.done()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	bw := bufio.NewWriterSize(g, 32<<10)
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(g)
+	defer func() {
+		bw.Reset(nil)
+		writers.Put(bw)
+	}()
 	if info != nil {
 		head, err := json.Marshal(info)
 		if err != nil || len(head) < 2 {
@@ -250,7 +260,9 @@ func (s *Server) sendResult(w http.ResponseWriter, status int, info *api.Sandbox
 // well-formed: the client sees it broken, never silently shorter.
 func copyBase64(w io.Writer, r io.Reader, g *sendGuard) bool {
 	enc := base64.NewEncoder(base64.StdEncoding, w)
-	buf := make([]byte, 30<<10) // a multiple of 3: no carry between reads
+	b := bufpool.Get()
+	defer bufpool.Put(b)
+	buf := b[:30<<10] // a multiple of 3: no carry between reads
 	for !g.failed.Load() {
 		n, err := io.ReadFull(r, buf)
 		enc.Write(buf[:n])

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"unicode/utf8"
+
+	"github.com/cordon-sandbox/cordon/internal/bufpool"
 )
 
 // The API answers a command's output as base64, and beside it as text
@@ -82,7 +84,9 @@ func (v *utf8Check) valid() bool { return !v.bad && len(v.tail) == 0 }
 // and reports whether the client still takes it (as copyBase64).
 func copyJSONText(w *bufio.Writer, r io.Reader, g *sendGuard) bool {
 	const hex = "0123456789abcdef"
-	buf := make([]byte, 32<<10)
+	b := bufpool.Get()
+	defer bufpool.Put(b)
+	buf := b[:]
 	for !g.failed.Load() {
 		n, err := r.Read(buf)
 		for _, c := range buf[:n] {
