@@ -20,6 +20,17 @@ var credentials = []string{
 // top of a directory, make it a home directory or a store of secrets.
 func Credentials() []string { return slices.Clone(credentials) }
 
+// EvalSymlinks is filepath.EvalSymlinks, answering with one lstat for a
+// path that does not exist, as most of the paths that Homes and the
+// credentials under them name do not: the walk costs a system call and an
+// allocation for every component, for every account of the host.
+func EvalSymlinks(p string) (string, error) {
+	if _, err := os.Lstat(p); err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(p)
+}
+
 // Homes are the home directories cordon knows of: the current user's,
 // $HOME's, and every account's in /etc/passwd, each as given and, where a
 // link leads elsewhere, as its real path too (a path found by following
@@ -39,7 +50,7 @@ func Homes() []string {
 		f.Close()
 	}
 	for h := range maps.Clone(homes) {
-		if real, err := filepath.EvalSymlinks(h); err == nil {
+		if real, err := EvalSymlinks(h); err == nil {
 			homes[real] = true
 		}
 	}

@@ -167,7 +167,7 @@ func withReal(paths ...string) []string {
 	var out []string
 	for _, p := range paths {
 		out = append(out, p)
-		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+		if real, err := protect.EvalSymlinks(p); err == nil && real != p {
 			out = append(out, real)
 		}
 	}

@@ -320,7 +320,7 @@ func newResolver(p *profile.Profile, h Host) *resolver {
 			}
 		}
 		for _, c := range protect.Credentials() {
-			if real, err := filepath.EvalSymlinks(filepath.Join(h, c)); err == nil && !within(real, h) {
+			if real, err := protect.EvalSymlinks(filepath.Join(h, c)); err == nil && !within(real, h) {
 				r.credDirs = append(r.credDirs, credDir{name: c, path: real})
 			}
 		}
