@@ -1,11 +1,13 @@
 // Package telemetry sends traces of what cordon decides and runs (the tool
 // calls of cordon mcp, the requests and commands of cordon serve) to an
-// OpenTelemetry collector, over OTLP/HTTP with the official Go SDK.
+// OpenTelemetry collector, over OTLP/HTTP (http/protobuf) with the official
+// Go SDK and an exporter of its own (otlp.go).
 //
 // It is off unless the standard environment names a collector:
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (with
-// OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT and the rest read by the exporter as
-// the OpenTelemetry specification says); OTEL_SDK_DISABLED=true or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, with
+// the _HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, _CLIENT_CERTIFICATE
+// and _CLIENT_KEY of either, as the OpenTelemetry specification says (the
+// _PROTOCOL, if set, must be http/protobuf); OTEL_SDK_DISABLED=true or
 // OTEL_TRACES_EXPORTER=none keep it off. Off, every span is a no-op.
 //
 // Spans carry names, decisions, rules, labels and sizes: never an
@@ -21,7 +23,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -59,7 +60,7 @@ func Setup(ctx context.Context, service, version string) (shutdown func(context.
 	if !Enabled() {
 		return none, nil
 	}
-	exp, err := otlptracehttp.New(ctx)
+	exp, err := newExporter()
 	if err != nil {
 		return none, fmt.Errorf("telemetry: the OTLP exporter: %w", err)
 	}
