@@ -77,7 +77,12 @@ registering the forwarded signals (a round trip to the Go runtime's signal
 thread for each); the seccomp program's assembly and the syscall tables
 behind it (now generated with the source); decoding resource limits through
 a YAML round trip; the secret-scanning rules and the approvals pages built
-by every cordon process as it started. With three Go runtimes (the CLI,
+by every cordon process as it started; the OpenTelemetry exporter's
+protobuf runtime and gRPC, 68 package initialisers and 4 MB of binary in
+every cordon process for the few that send traces (the exporter is now
+cordon's own: ` + "`cordon version`" + ` went from about 745 to 585 minor faults); a walk
+of every account's home, component by component, for credentials and
+shared directories that mostly do not exist (one lstat answers for those). With three Go runtimes (the CLI,
 the cleanup helper, init), seven namespaces, a cgroup and an fsync on
 every run, a cold start stays above bubblewrap's on this machine; starting
 faster than bubblewrap needs sandboxes built before they are asked for
@@ -95,7 +100,12 @@ command; the host reads the socket through Go's poller; each wake-up across
 processes costs 0.1-0.2 ms on this virtual machine); the HTTP request and
 the server add about 0.3 ms in the same process and about 1 ms between
 processes; the audit records' fsync before the answer (audit_sync each,
-the default) adds 0.2-0.5 ms more. The goals: 2.5x a bare fork/exec over
+the default) adds 0.2-0.5 ms more. A command's output buffers (32 KiB for
+each stream, the answer's writer and its encoders) and the cgroup counters
+the watcher reads every few milliseconds were allocated fresh each time;
+with the collector handing freed memory back to the kernel, a request
+faulted in about 150 pages, 4-5 ms on this machine, and now about 30 (the
+buffers are reused). The goals: 2.5x a bare fork/exec over
 HTTP, 1.5x through the Go API in the same process (the BoxExec row). The
 sandboxes of a cordon serve share one cleanup helper, so each waiting
 sandbox is one process, its init. The build of a replacement
@@ -129,6 +139,17 @@ Go's default collector target (GOGC 100) collecting them cost twice the
 relay itself, so cordon mcp and cordon serve run at 400 (unless GOGC or
 GOMEMLIMIT is set): 390 µs added per call before, about 130 µs after, the
 benchmark set as they are.
+
+The audit log commits in groups: one fdatasync serves every record written
+before it started, and a sync waits, for half a sync's time at most, for
+the writers the last one released to write again, so that 8 writers that
+each wait for their own record share one sync instead of taking turns in
+two groups (about 7 events per sync, from about 4.5). Each writer still
+waits for a sync that covers its own record: with 8 of them, a sync here
+(0.15-0.25 ms, more on a busy disk) and the wake-ups and writes around it
+bound the rate to what the Audit log row shows; 50k durable events per
+second would need a disk that syncs in 0.15 ms with nothing else in the
+cycle, or writers that do not wait for their own record.
 
 ## Latest results
 

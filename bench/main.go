@@ -537,7 +537,7 @@ func microBenches(w *bytes.Buffer, repo string) {
 	metric(out, "BenchmarkThroughput", "proxied/direct", goalProxyBytes, 1)
 	out = goBench(w, repo, "Egress proxy connection setup (dial, and CONNECT through the proxy, then a one-byte round trip, vs the same directly)", "./internal/egress", "ConnectSetup", "300x")
 	metric(out, "BenchmarkConnectSetup", "proxied/direct", goalProxySetup, 1)
-	out = goBench(w, repo, "Audit log, events per second with every event durable before its append returns (1, 8 and 32 writers sharing syncs)", "./internal/audit", "Durable", "400x")
+	out = goBench(w, repo, "Audit log, events per second with every event durable before its append returns (1, 8 and 32 writers sharing syncs)", "./internal/audit", "Durable", "4000x")
 	metric(out, "BenchmarkDurable/writers=8", "events/s", goalAudit, 1)
 	out = goBench(w, repo, "Tool policy, one decision (a read that labels the session secret, then a refused fetch)", "./internal/toolpolicy", "Decide$", "100000x")
 	metric(out, "BenchmarkDecide", "p99-µs/decision", goalPolicy, 1)
