@@ -36,7 +36,7 @@ func stub(t *testing.T) sdktrace.ReadOnlySpan {
 		Name: "cordon.tool_call",
 		SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1, 1, 1, 1, 1, 1, 1, 1},
 			TraceFlags: trace.FlagsSampled, TraceState: ts}),
-		Parent: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{2, 2, 2, 2, 2, 2, 2, 2}, Remote: true}),
+		Parent:    trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{2, 2, 2, 2, 2, 2, 2, 2}, Remote: true}),
 		SpanKind:  trace.SpanKindServer,
 		StartTime: start,
 		EndTime:   start.Add(time.Millisecond),
@@ -115,7 +115,9 @@ func TestExportRequestDecodes(t *testing.T) {
 	}
 }
 
-func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue { return &commonpb.KeyValue{Key: k, Value: v} }
+func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: k, Value: v}
+}
 
 func array(vs ...*commonpb.AnyValue) *commonpb.AnyValue {
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vs}}}
