@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"embed"
 	"errors"
 	"fmt"
@@ -65,87 +66,50 @@ var hostDir = "/run/cordon"
 // root) can then change what init runs (CVE-2019-5736), and every sandbox
 // of the host shares its pages, where a copy in memory per cordon process
 // costs each sandbox its own.
-//
-// Copies live in a directory named after the host's boot (boot-ID, the
-// kernel's random boot_id): what is found there was written by root since
-// this boot started. A copy from before, on a /run that is a disk or
-// shipped in an image, is in another boot's directory: never run, and
-// removed when this boot's copy is written.
 func sharedCopy(dir, sum string) (*os.File, error) {
 	if len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" {
 		return nil, fmt.Errorf("the sandbox program's digest %q is not a SHA-256", sum)
 	}
-	boot, err := bootID()
-	if err != nil {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, err
 	}
-	d, err := rootDir(unix.AT_FDCWD, dir, 0o755)
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("opening %s: %w", dir, err)
 	}
+	d := os.NewFile(uintptr(dfd), dir)
 	defer d.Close()
+	if !rootOwned(d) {
+		return nil, fmt.Errorf("%s is not host root's alone", dir)
+	}
 	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(int(d.Fd()), &sfs); err != nil {
+	if err := unix.Fstatfs(dfd, &sfs); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	if sfs.Flags&unix.ST_NOEXEC != 0 {
 		return nil, fmt.Errorf("%s is on a file system mounted noexec", dir)
 	}
-	bd, err := rootDir(int(d.Fd()), "boot-"+boot, 0o700)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	defer bd.Close()
+	// A tmpfs holds only what was written since the host started, by
+	// root; a copy on a disk may predate this boot (an image that ships
+	// one), so its bytes are compared with the program's each time.
+	verify := sfs.Type != unix.TMPFS_MAGIC
 	name := "sandbox-" + sum
 	want, err := fs.Stat(leanFS, leanName)
 	if err != nil {
 		return nil, err
 	}
-	dfd := int(bd.Fd())
-	f, err := openShared(dfd, name, want.Size())
+	f, err := openShared(dfd, name, want.Size(), verify)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = writeShared(dfd, name); err == nil {
-			f, err = openShared(dfd, name, want.Size())
-			pruneShared(bd, name)
-			pruneOld(d, "boot-"+boot)
+			f, err = openShared(dfd, name, want.Size(), false)
+			pruneShared(d, name)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s/boot-%s/%s: %w", dir, boot, name, err)
+		return nil, fmt.Errorf("%s/%s: %w", dir, name, err)
 	}
 	defer f.Close()
 	return highFD(f)
-}
-
-// bootID is the kernel's identifier of this boot, random at each.
-func bootID() (string, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return "", fmt.Errorf("reading the boot id: %w", err)
-	}
-	id := strings.TrimSpace(string(b))
-	if len(id) != 36 || strings.Trim(id, "0123456789abcdef-") != "" {
-		return "", fmt.Errorf("the boot id %q is not one", id)
-	}
-	return id, nil
-}
-
-// rootDir opens the directory name under dfd, made with mode if missing,
-// if it is host root's and only root may write it; never through a link.
-func rootDir(dfd int, name string, mode uint32) (*os.File, error) {
-	if err := unix.Mkdirat(dfd, name, mode); err != nil && !errors.Is(err, unix.EEXIST) {
-		return nil, fmt.Errorf("creating %s: %w", name, err)
-	}
-	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", name, err)
-	}
-	d := os.NewFile(uintptr(fd), name)
-	if !rootOwned(d) {
-		d.Close()
-		return nil, fmt.Errorf("%s is not host root's alone", name)
-	}
-	return d, nil
 }
 
 // staleShared is the age past which other builds' shared copies are
@@ -158,54 +122,20 @@ const staleShared = 24 * time.Hour
 func pruneShared(d *os.File, keep string) {
 	names, _ := d.Readdirnames(-1)
 	for _, n := range names {
-		if n != keep && strings.HasPrefix(n, "sandbox-") {
-			removeStale(d, n)
-		}
-	}
-}
-
-// removeStale removes the copy n in d if it was not written in the last
-// staleShared.
-func removeStale(d *os.File, n string) {
-	var st unix.Stat_t
-	if unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && time.Since(time.Unix(st.Mtim.Unix())) > staleShared {
-		unix.Unlinkat(int(d.Fd()), n, 0)
-	}
-}
-
-// pruneOld removes, from the top directory d, the directories of other
-// boots with the copies in them (none is ever run again), and copies that
-// cordon kept there before it kept them per boot, once stale.
-func pruneOld(d *os.File, keep string) {
-	names, _ := d.Readdirnames(-1)
-	for _, n := range names {
-		if strings.HasPrefix(n, "sandbox-") {
-			removeStale(d, n)
+		var st unix.Stat_t
+		if n == keep || !strings.HasPrefix(n, "sandbox-") || unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 			continue
 		}
-		if n == keep || !strings.HasPrefix(n, "boot-") {
-			continue
+		if time.Since(time.Unix(st.Mtim.Unix())) > staleShared {
+			unix.Unlinkat(int(d.Fd()), n, 0)
 		}
-		fd, err := unix.Openat(int(d.Fd()), n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue
-		}
-		old := os.NewFile(uintptr(fd), n)
-		inside, _ := old.Readdirnames(-1)
-		for _, c := range inside {
-			if strings.HasPrefix(c, "sandbox-") {
-				unix.Unlinkat(fd, c, 0)
-			}
-		}
-		old.Close()
-		unix.Unlinkat(int(d.Fd()), n, unix.AT_REMOVEDIR)
 	}
 }
 
 // openShared opens the shared copy, if it is a regular file of size bytes
-// that only root may write. It never waits: a FIFO planted at the name
-// does not block the open.
-func openShared(dfd int, name string, size int64) (*os.File, error) {
+// that only root may write (and, with verify, holds the program's bytes).
+// It never waits: a FIFO planted at the name does not block the open.
+func openShared(dfd int, name string, size int64, verify bool) (*os.File, error) {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -216,7 +146,38 @@ func openShared(dfd int, name string, size int64) (*os.File, error) {
 		f.Close()
 		return nil, errors.New("not the sandbox program cordon wrote")
 	}
+	if verify {
+		if err := sameAsLean(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	return f, nil
+}
+
+// sameAsLean compares f's bytes with the lean program's.
+func sameAsLean(f *os.File) error {
+	src, err := leanFS.Open(leanName)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	a, b := make([]byte, 32<<10), make([]byte, 32<<10)
+	for off := int64(0); ; {
+		n, err := io.ReadFull(src, a)
+		if n > 0 {
+			if m, _ := f.ReadAt(b[:n], off); m != n || !bytes.Equal(a[:n], b[:n]) {
+				return errors.New("not the sandbox program: its bytes differ")
+			}
+			off += int64(n)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // writeShared writes the shared copy as an unnamed file, then names it:

@@ -36,22 +36,16 @@ func TestSharedCopy(t *testing.T) {
 	const program = "the lean program's bytes"
 	sum := fakeLean(t, program)
 	dir := filepath.Join(t.TempDir(), "run")
-	boot := bootDir(t, dir)
-	other := filepath.Join(boot, "sandbox-"+sumOf("an older build"))
-	recent := filepath.Join(boot, "sandbox-"+sumOf("a build still in use"))
-	legacy := filepath.Join(dir, "sandbox-"+sumOf("a copy kept before copies were kept per boot"))
-	lastBoot := filepath.Join(dir, "boot-00000000-0000-0000-0000-000000000000")
-	before := filepath.Join(lastBoot, "sandbox-"+sum)
-	os.MkdirAll(boot, 0o700)
-	os.Mkdir(lastBoot, 0o700)
-	for _, p := range []string{other, recent, legacy, before} {
+	other := filepath.Join(dir, "sandbox-"+sumOf("an older build"))
+	recent := filepath.Join(dir, "sandbox-"+sumOf("a build still in use"))
+	os.Mkdir(dir, 0o755)
+	for _, p := range []string{other, recent} {
 		if err := os.WriteFile(p, []byte("x"), 0o555); err != nil {
 			t.Fatal(err)
 		}
 	}
 	old := time.Now().Add(-2 * staleShared)
 	os.Chtimes(other, old, old)
-	os.Chtimes(legacy, old, old)
 
 	f, err := sharedCopy(dir, sum)
 	if err != nil {
@@ -74,12 +68,6 @@ func TestSharedCopy(t *testing.T) {
 	}
 	if _, err := os.Stat(recent); err != nil {
 		t.Errorf("a recent build's copy was removed: %v", err)
-	}
-	if _, err := os.Stat(legacy); !os.IsNotExist(err) {
-		t.Errorf("a stale copy outside the boot's directory was kept: %v", err)
-	}
-	if _, err := os.Stat(lastBoot); !os.IsNotExist(err) {
-		t.Errorf("another boot's directory was kept: %v", err)
 	}
 	// The next cordon reuses it.
 	g, err := sharedCopy(dir, sum)
@@ -112,41 +100,34 @@ func TestSharedCopyRefuses(t *testing.T) {
 			os.Rename(dir, dir+"-real")
 			return os.Symlink(dir+"-real", dir)
 		}},
-		{"a boot directory others may write", func(dir string) error { return os.Chmod(filepath.Join(dir, bootName(t)), 0o777) }},
-		{"a boot directory another user owns", func(dir string) error { return os.Chown(filepath.Join(dir, bootName(t)), 1000, 1000) }},
-		{"a boot directory reached through a link", func(dir string) error {
-			b := filepath.Join(dir, bootName(t))
-			os.Rename(b, dir+"/elsewhere")
-			return os.Symlink("elsewhere", b)
-		}},
 		{"a file another user owns", func(dir string) error {
-			p := filepath.Join(dir, bootName(t), name)
+			p := filepath.Join(dir, name)
 			if err := os.WriteFile(p, []byte("the lean program's bytes"), 0o555); err != nil {
 				return err
 			}
 			return os.Chown(p, 1000, 1000)
 		}},
 		{"a file others may write", func(dir string) error {
-			p := filepath.Join(dir, bootName(t), name)
+			p := filepath.Join(dir, name)
 			if err := os.WriteFile(p, []byte("the lean program's bytes"), 0o555); err != nil {
 				return err
 			}
 			return os.Chmod(p, 0o757)
 		}},
 		{"a file of another size", func(dir string) error {
-			return os.WriteFile(filepath.Join(dir, bootName(t), name), []byte("#!/bin/sh\nevil\n"), 0o555)
+			return os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\nevil\n"), 0o555)
 		}},
 		{"a FIFO (the open must not wait for a writer)", func(dir string) error {
-			return unix.Mkfifo(filepath.Join(dir, bootName(t), name), 0o555)
+			return unix.Mkfifo(filepath.Join(dir, name), 0o555)
 		}},
 		{"a link", func(dir string) error {
 			os.WriteFile(filepath.Join(dir, "elsewhere"), []byte("the lean program's bytes"), 0o555)
-			return os.Symlink("../elsewhere", filepath.Join(dir, bootName(t), name))
+			return os.Symlink("elsewhere", filepath.Join(dir, name))
 		}},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
-			if err := os.MkdirAll(filepath.Join(dir, bootName(t)), 0o700); err != nil {
+			if err := os.Mkdir(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
 			if err := tc.setup(dir); err != nil {
@@ -158,44 +139,35 @@ func TestSharedCopyRefuses(t *testing.T) {
 			}
 		})
 	}
-	// A copy with the program's name, owner, mode and size, but other
-	// bytes, left from before this boot (a /run on a disk, an image that
-	// ships one) is never run: it is in another boot's directory.
+	// On a disk, a copy that predates this boot is compared with the
+	// program: same owner, mode and size, other bytes, refused.
 	dir := filepath.Join(t.TempDir(), "run")
-	planted := filepath.Join(dir, "boot-11111111-1111-1111-1111-111111111111", name)
-	os.MkdirAll(filepath.Dir(planted), 0o700)
-	if err := os.WriteFile(planted, []byte("the lean program's BYTES"), 0o555); err != nil {
-		t.Fatal(err)
-	}
-	f, err := sharedCopy(dir, sum)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(f)
-	f.Close()
-	if string(b) != "the lean program's bytes" {
-		t.Errorf("the copy run holds %q", b)
-	}
-	if _, err := os.Stat(planted); !os.IsNotExist(err) {
-		t.Errorf("another boot's copy was kept: %v", err)
+	os.Mkdir(dir, 0o755)
+	var sfs unix.Statfs_t
+	if unix.Statfs(dir, &sfs) == nil && sfs.Type != unix.TMPFS_MAGIC {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("the lean program's BYTES"), 0o555); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := sharedCopy(dir, sum); err == nil {
+			f.Close()
+			t.Error("a copy on a disk with other bytes was used")
+		}
+		os.Remove(filepath.Join(dir, name))
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("the lean program's bytes"), 0o555); err != nil {
+			t.Fatal(err)
+		}
+		f, err := sharedCopy(dir, sum)
+		if err != nil {
+			t.Errorf("a copy on a disk with the program's bytes was refused: %v", err)
+		} else {
+			f.Close()
+		}
 	}
 	if f, err := sharedCopy(t.TempDir(), "../../etc/passwd"); err == nil {
 		f.Close()
 		t.Error("a digest that is no SHA-256 named a file")
 	}
 }
-
-// bootName is the name of this boot's directory of copies.
-func bootName(t *testing.T) string {
-	id, err := bootID()
-	if err != nil {
-		t.Skip(err)
-	}
-	return "boot-" + id
-}
-
-// bootDir is this boot's directory of copies under dir.
-func bootDir(t *testing.T, dir string) string { return filepath.Join(dir, bootName(t)) }
 
 func sumOf(s string) string {
 	sum := sha256.Sum256([]byte(s))
