@@ -2,6 +2,8 @@ package protect
 
 import (
 	"bufio"
+	"errors"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -23,9 +25,12 @@ func Credentials() []string { return slices.Clone(credentials) }
 // EvalSymlinks is filepath.EvalSymlinks, answering with one lstat for a
 // path that does not exist, as most of the paths that Homes and the
 // credentials under them name do not: the walk costs a system call and an
-// allocation for every component, for every account of the host.
+// allocation for every component, for every account of the host. Only a
+// path that is not there is answered so: the kernel follows at most 40
+// links in a lookup, filepath.EvalSymlinks 255, so a longer chain fails
+// the lstat (ELOOP) and is walked.
 func EvalSymlinks(p string) (string, error) {
-	if _, err := os.Lstat(p); err != nil {
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
 	return filepath.EvalSymlinks(p)

@@ -1,6 +1,7 @@
 package protect
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,9 +22,18 @@ func TestEvalSymlinksAsFilepath(t *testing.T) {
 	must(os.Symlink("nowhere", filepath.Join(dir, "dangling")))
 	must(os.Symlink("loop", filepath.Join(dir, "loop")))
 	must(os.WriteFile(filepath.Join(dir, "file"), nil, 0o600))
+	// A chain of more links than the kernel follows in one lookup (40),
+	// fewer than filepath.EvalSymlinks does (255): lstat fails (ELOOP)
+	// where the walk finds the home.
+	prev := "home"
+	for i := range 50 {
+		name := fmt.Sprintf("chain%d", i)
+		must(os.Symlink(prev, filepath.Join(dir, name)))
+		prev = name
+	}
 	for _, p := range []string{
 		"home", "home/.ssh", "home/.aws", "link", "link/.ssh", "link/.aws",
-		"dangling", "dangling/.ssh", "loop", "loop/.ssh", "file/.ssh", "missing/.ssh",
+		"dangling", "dangling/.ssh", prev, prev + "/.ssh", prev + "/.aws", "loop", "loop/.ssh", "file/.ssh", "missing/.ssh",
 	} {
 		p = filepath.Join(dir, p)
 		want, werr := filepath.EvalSymlinks(p)
