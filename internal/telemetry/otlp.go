@@ -94,15 +94,31 @@ func newExporter() (*exporter, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
-	e.client = &http.Client{Transport: tr}
+	e.client = &http.Client{Transport: tr, CheckRedirect: sameOrigin}
 	return e, nil
 }
 
+// sameOrigin follows a collector's redirect only within its scheme, host
+// and port: the headers (API keys, tokens) go with every request, and Go
+// strips only its own credentials (Authorization, Cookie) on a redirect
+// elsewhere, none on one from https to http. A redirect not followed
+// answers the export (a refusal, not sent again).
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if first := via[0].URL; len(via) >= 10 || req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return http.ErrUseLastResponse
+	}
+	return nil
+}
+
 // endpoint parses a collector's URL.
+// The error never repeats a password the URL holds.
 func endpoint(name, v string) (*url.URL, error) {
 	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s %q: not an http or https URL", name, v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a URL", name)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%s %q: not an http or https URL", name, u.Redacted())
 	}
 	return u, nil
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,5 +250,62 @@ func TestExporterRetriesAndCompresses(t *testing.T) {
 	}
 	if n := calls.Load(); n != 1 {
 		t.Errorf("%d requests for a refused export, want 1", n)
+	}
+}
+
+// The headers, which hold the collector's keys, never follow a redirect to
+// another origin (another host or port, or from https to http).
+func TestExporterRedirectKeepsHeaders(t *testing.T) {
+	var leaked atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Api-Key") != "" {
+			leaked.Add(1)
+		}
+	}))
+	defer elsewhere.Close()
+	var here atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved" {
+			here.Add(1)
+			return
+		}
+		if r.URL.Query().Get("to") == "here" {
+			http.Redirect(w, r, "/moved", http.StatusTemporaryRedirect)
+			return
+		}
+		http.Redirect(w, r, elsewhere.URL+"/v1/traces", http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	clearEnv(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", srv.URL+"/v1/traces")
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=secret")
+	e, err := newExporter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{stub(t)}); err == nil {
+		t.Error("an export redirected to another origin reported success")
+	}
+	if n := leaked.Load(); n != 0 {
+		t.Errorf("the headers followed a redirect to another origin %d times", n)
+	}
+	e.url = srv.URL + "/v1/traces?to=here"
+	if err := e.ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{stub(t)}); err != nil || here.Load() != 1 {
+		t.Errorf("a redirect within the collector's origin was not followed: %v", err)
+	}
+}
+
+// A malformed endpoint is refused without repeating its password.
+func TestExporterEndpointErrorRedacted(t *testing.T) {
+	for _, v := range []string{"grpc://user:hunter2@collector:4317", "http://user:hunter2@collector:4318/%zz"} {
+		clearEnv(t)
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", v)
+		_, err := newExporter()
+		if err == nil {
+			t.Fatalf("%s: taken", v)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("the error repeats the password: %v", err)
+		}
 	}
 }
