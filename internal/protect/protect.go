@@ -24,11 +24,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
@@ -126,6 +128,9 @@ func Make(root string, o Options) (*Plan, error) {
 	for try := 1; ; try++ {
 		p, err := makePlan(root, o)
 		if try < maxReplans && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrExist)) {
+			// A random pause, longer each time, so that runs planning in
+			// step stop meeting each other.
+			time.Sleep(time.Duration(rand.IntN(try*250)) * time.Microsecond)
 			continue
 		}
 		return p, err
@@ -134,7 +139,7 @@ func Make(root string, o Options) (*Plan, error) {
 
 // maxReplans bounds the plans Make makes while other runs remove their
 // placeholders.
-const maxReplans = 8
+const maxReplans = 32
 
 func makePlan(root string, o Options) (*Plan, error) {
 	d, err := openRoot(root)
