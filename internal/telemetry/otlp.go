@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -221,7 +222,7 @@ func (e *exporter) send(ctx context.Context, body []byte) (retry bool, after tim
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return ctx.Err() == nil, 0, fmt.Errorf("sending traces: %w", err)
+		return ctx.Err() == nil && !permanent(err), 0, fmt.Errorf("sending traces: %w", err)
 	}
 	defer resp.Body.Close()
 	// Read, bounded, so that the connection can be used again.
@@ -238,6 +239,16 @@ func (e *exporter) send(ctx context.Context, body []byte) (retry bool, after tim
 		return true, after, err
 	}
 	return false, 0, err
+}
+
+// permanent reports an error that sending again cannot mend: the
+// collector's certificate refused.
+func permanent(err error) bool {
+	var cert *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &cert) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid)
 }
 
 // Shutdown stops sending; the spans still queued were flushed by the

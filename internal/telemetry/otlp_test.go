@@ -309,3 +309,36 @@ func TestExporterEndpointErrorRedacted(t *testing.T) {
 		}
 	}
 }
+
+// A collector whose certificate is not trusted is not tried again: no
+// retry can mend it.
+func TestExporterCertificateNotRetried(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	clearEnv(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	e, err := newExporter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.timeout = time.Minute
+	var tries atomic.Int32
+	e.client.Transport = counted{e.client.Transport, &tries}
+	if err := e.ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{stub(t)}); err == nil {
+		t.Fatal("an export to an untrusted certificate reported success")
+	}
+	if n := tries.Load(); n != 1 {
+		t.Errorf("%d tries; want 1", n)
+	}
+}
+
+// counted counts the requests it sends.
+type counted struct {
+	rt http.RoundTripper
+	n  *atomic.Int32
+}
+
+func (c counted) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
