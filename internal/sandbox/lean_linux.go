@@ -89,19 +89,15 @@ func sharedCopy(dir, sum string) (*os.File, error) {
 	if sfs.Flags&unix.ST_NOEXEC != 0 {
 		return nil, fmt.Errorf("%s is on a file system mounted noexec", dir)
 	}
-	// A tmpfs holds only what was written since the host started, by
-	// root; a copy on a disk may predate this boot (an image that ships
-	// one), so its bytes are compared with the program's each time.
-	verify := sfs.Type != unix.TMPFS_MAGIC
 	name := "sandbox-" + sum
 	want, err := fs.Stat(leanFS, leanName)
 	if err != nil {
 		return nil, err
 	}
-	f, err := openShared(dfd, name, want.Size(), verify)
+	f, err := openShared(dfd, name, want.Size())
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = writeShared(dfd, name); err == nil {
-			f, err = openShared(dfd, name, want.Size(), false)
+			f, err = openShared(dfd, name, want.Size())
 			pruneShared(d, name)
 		}
 	}
@@ -123,7 +119,7 @@ func pruneShared(d *os.File, keep string) {
 	names, _ := d.Readdirnames(-1)
 	for _, n := range names {
 		var st unix.Stat_t
-		if n == keep || !strings.HasPrefix(n, "sandbox-") || unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		if n == keep || n == keep+".ok" || !strings.HasPrefix(n, "sandbox-") || unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 			continue
 		}
 		if time.Since(time.Unix(st.Mtim.Unix())) > staleShared {
@@ -133,9 +129,11 @@ func pruneShared(d *os.File, keep string) {
 }
 
 // openShared opens the shared copy, if it is a regular file of size bytes
-// that only root may write (and, with verify, holds the program's bytes).
+// that only root may write, holding the program's bytes: compared with
+// them, unless this cordon or one before it in this boot compared this
+// very file already (see vouch_linux.go).
 // It never waits: a FIFO planted at the name does not block the open.
-func openShared(dfd int, name string, size int64, verify bool) (*os.File, error) {
+func openShared(dfd int, name string, size int64) (*os.File, error) {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -146,11 +144,12 @@ func openShared(dfd int, name string, size int64, verify bool) (*os.File, error)
 		f.Close()
 		return nil, errors.New("not the sandbox program cordon wrote")
 	}
-	if verify {
+	if !vouched(dfd, name, f) {
 		if err := sameAsLean(f); err != nil {
 			f.Close()
 			return nil, err
 		}
+		vouch(dfd, name, f)
 	}
 	return f, nil
 }

@@ -80,6 +80,36 @@ func TestSharedCopy(t *testing.T) {
 	if st2.Ino != st.Ino {
 		t.Error("a second cordon wrote its own copy")
 	}
+
+	// The copy is compared once: the next cordon finds it vouched for and
+	// does not read it (here the program changed under it, and the copy
+	// is still used). Changed since (a chmod), it is compared again, and
+	// now refused.
+	fakeLean(t, "the lean program's BYTES")
+	h, err := sharedCopy(dir, sum)
+	if err != nil {
+		t.Fatalf("a copy vouched for was compared again: %v", err)
+	}
+	h.Close()
+	if err := os.Chmod(filepath.Join(dir, "sandbox-"+sum), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := sharedCopy(dir, sum); err == nil {
+		h.Close()
+		t.Error("a copy changed since it was vouched for was used without a compare")
+	}
+}
+
+// mountTmpfs mounts a tmpfs on dir for the test, in a mount namespace of
+// the test's own thread; false when it cannot.
+func mountTmpfs(t *testing.T, dir string) bool {
+	t.Helper()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "mode=0755"); err != nil {
+		t.Logf("no tmpfs: %v", err)
+		return false
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return true
 }
 
 // TestSharedCopyRefuses: what a user other than root could have changed,
@@ -139,26 +169,39 @@ func TestSharedCopyRefuses(t *testing.T) {
 			}
 		})
 	}
-	// On a disk, a copy that predates this boot is compared with the
-	// program: same owner, mode and size, other bytes, refused.
-	dir := filepath.Join(t.TempDir(), "run")
-	os.Mkdir(dir, 0o755)
-	var sfs unix.Statfs_t
-	if unix.Statfs(dir, &sfs) == nil && sfs.Type != unix.TMPFS_MAGIC {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("the lean program's BYTES"), 0o555); err != nil {
+	// A copy with the program's name, owner, mode and size but other
+	// bytes (shipped in an image, whose /run a container runtime copies
+	// into a tmpfs, or left on a disk) is compared and refused, whatever
+	// record of a check came with it; one with the program's bytes is
+	// used.
+	for _, tmpfs := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "run")
+		os.Mkdir(dir, 0o755)
+		if tmpfs {
+			if !mountTmpfs(t, dir) {
+				continue
+			}
+		}
+		copyPath := filepath.Join(dir, name)
+		if err := os.WriteFile(copyPath, []byte("the lean program's BYTES"), 0o555); err != nil {
 			t.Fatal(err)
 		}
+		var st unix.Stat_t
+		unix.Stat(copyPath, &st)
+		boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		forged := fmt.Sprintf("%s %d %d %d.%09d %d\n", strings.TrimSpace(string(boot)), st.Dev, st.Ino, st.Ctim.Sec, st.Ctim.Nsec+1, st.Size)
+		os.WriteFile(copyPath+".ok", []byte(forged), 0o400)
 		if f, err := sharedCopy(dir, sum); err == nil {
 			f.Close()
-			t.Error("a copy on a disk with other bytes was used")
+			t.Errorf("tmpfs %v: a copy with other bytes was used", tmpfs)
 		}
-		os.Remove(filepath.Join(dir, name))
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("the lean program's bytes"), 0o555); err != nil {
+		os.Remove(copyPath)
+		if err := os.WriteFile(copyPath, []byte("the lean program's bytes"), 0o555); err != nil {
 			t.Fatal(err)
 		}
 		f, err := sharedCopy(dir, sum)
 		if err != nil {
-			t.Errorf("a copy on a disk with the program's bytes was refused: %v", err)
+			t.Errorf("tmpfs %v: a copy with the program's bytes was refused: %v", tmpfs, err)
 		} else {
 			f.Close()
 		}

@@ -1,0 +1,89 @@
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// A shared copy of the sandbox program is compared with the program's
+// bytes the first time a cordon finds it, wherever /run is: a tmpfs may
+// have been filled from an image (a container runtime copies the image's
+// /run into the tmpfs it mounts there), and a disk may hold a copy from
+// before this boot. Once compared, or written, the copy is vouched for in
+// NAME.ok: this boot, and the copy's inode and change time, which the
+// kernel sets when the inode is made or changed and no one can choose. A
+// record shipped with an image cannot name the inode as it is on this
+// host; a copy changed since (its bytes, owner or mode) no longer matches
+// its record, and is compared again.
+
+// maxVouch bounds the record read.
+const maxVouch = 256
+
+// vouchFor is the record of f as it is now, in this boot; "" when the
+// boot cannot be told (then nothing is vouched for).
+func vouchFor(f *os.File) string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s %d %d %d.%09d %d\n", strings.TrimSpace(string(boot)), st.Dev, st.Ino, st.Ctim.Sec, st.Ctim.Nsec, st.Size)
+}
+
+// vouched reports whether name.ok, in the directory dfd, vouches for f as
+// it is now.
+func vouched(dfd int, name string, f *os.File) bool {
+	want := vouchFor(f)
+	if want == "" {
+		return false
+	}
+	fd, err := unix.Openat(dfd, name+".ok", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	r := os.NewFile(uintptr(fd), name+".ok")
+	defer r.Close()
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !rootOnly(&st) || st.Size > maxVouch {
+		return false
+	}
+	got, err := io.ReadAll(io.LimitReader(r, maxVouch))
+	return err == nil && string(got) == want
+}
+
+// vouch records f, just compared or written, as name.ok in the directory
+// dfd; a record that cannot be written only means the next cordon
+// compares again.
+func vouch(dfd int, name string, f *os.File) {
+	rec := vouchFor(f)
+	if rec == "" {
+		return
+	}
+	b := make([]byte, 8)
+	rand.Read(b)
+	tmp := name + ".ok." + hex.EncodeToString(b)
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o400)
+	if err != nil {
+		return
+	}
+	w := os.NewFile(uintptr(fd), tmp)
+	_, err = w.WriteString(rec)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, name+".ok")
+	}
+	if err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+	}
+}
