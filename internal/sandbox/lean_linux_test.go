@@ -81,23 +81,51 @@ func TestSharedCopy(t *testing.T) {
 		t.Error("a second cordon wrote its own copy")
 	}
 
-	// The copy is compared once: the next cordon finds it vouched for and
-	// does not read it (here the program changed under it, and the copy
-	// is still used). Changed since (a chmod), it is compared again, and
-	// now refused.
-	fakeLean(t, "the lean program's BYTES")
-	h, err := sharedCopy(dir, sum)
-	if err != nil {
-		t.Fatalf("a copy vouched for was compared again: %v", err)
+	// On a disk the copy is compared each time: here the program changed
+	// under it, and the copy is refused.
+	changed := func(t *testing.T) {
+		t.Helper()
+		old := leanFS
+		t.Cleanup(func() { leanFS = old })
+		leanFS = fstest.MapFS{leanName: {Data: []byte("the lean program's BYTES")}}
 	}
-	h.Close()
-	if err := os.Chmod(filepath.Join(dir, "sandbox-"+sum), 0o555); err != nil {
-		t.Fatal(err)
-	}
-	if h, err := sharedCopy(dir, sum); err == nil {
+	t.Run("disk", func(t *testing.T) {
+		changed(t)
+		if h, err := sharedCopy(dir, sum); err == nil {
+			h.Close()
+			t.Error("a copy on a disk was used without a compare")
+		}
+	})
+
+	// On a tmpfs the copy is compared once: the next cordon finds it
+	// vouched for and does not read it (here the program changed under it,
+	// and the copy is still used). Changed since (a chmod), it is compared
+	// again, and now refused.
+	t.Run("tmpfs", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "run")
+		os.Mkdir(dir, 0o755)
+		if !mountTmpfs(t, dir) {
+			t.Skip("no tmpfs")
+		}
+		f, err := sharedCopy(dir, sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		changed(t)
+		h, err := sharedCopy(dir, sum)
+		if err != nil {
+			t.Fatalf("a copy vouched for was compared again: %v", err)
+		}
 		h.Close()
-		t.Error("a copy changed since it was vouched for was used without a compare")
-	}
+		if err := os.Chmod(filepath.Join(dir, "sandbox-"+sum), 0o555); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := sharedCopy(dir, sum); err == nil {
+			h.Close()
+			t.Error("a copy changed since it was vouched for was used without a compare")
+		}
+	})
 }
 
 // mountTmpfs mounts a tmpfs on dir for the test, in a mount namespace of
@@ -271,4 +299,77 @@ func TestSharedCleanupLineBounded(t *testing.T) {
 	if len(h.live) != 0 || h.w != nil {
 		t.Errorf("a refused sandbox was kept (%d) or a helper started", len(h.live))
 	}
+}
+
+// TestSharedCopyForgedRecord: where the inode number and change time are
+// the medium's (a disk, a disk image a container's rootfs or /run may come
+// from, FUSE, a network file system), whoever made the medium chose them,
+// and, knowing the boot id and the device, could ship a record naming a
+// copy with other bytes exactly. Such a copy is compared each time, also
+// when it is mounted over the name in a tmpfs directory.
+func TestSharedCopyForgedRecord(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the shared copy is root's")
+	}
+	sum := fakeLean(t, "the lean program's bytes")
+	name := "sandbox-" + sum
+	forge := func(t *testing.T, copyPath, okPath string) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(copyPath, &st); err != nil {
+			t.Fatal(err)
+		}
+		boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		if err != nil {
+			t.Skip("no boot id")
+		}
+		rec := fmt.Sprintf("%s %d %d %d.%09d %d\n", strings.TrimSpace(string(boot)), st.Dev, st.Ino, st.Ctim.Sec, st.Ctim.Nsec, st.Size)
+		if err := os.WriteFile(okPath, []byte(rec), 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	disk := t.TempDir()
+	var sfs unix.Statfs_t
+	if unix.Statfs(disk, &sfs) != nil || sfs.Type == unix.TMPFS_MAGIC {
+		t.Skip("no disk file system for the test")
+	}
+
+	t.Run("disk", func(t *testing.T) {
+		dir := filepath.Join(disk, "run")
+		os.Mkdir(dir, 0o755)
+		copyPath := filepath.Join(dir, name)
+		if err := os.WriteFile(copyPath, []byte("the lean program's BYTES"), 0o555); err != nil {
+			t.Fatal(err)
+		}
+		forge(t, copyPath, copyPath+".ok")
+		if f, err := sharedCopy(dir, sum); err == nil {
+			f.Close()
+			t.Error("a copy on a disk with other bytes was used on a record made for it")
+		}
+	})
+
+	t.Run("mounted over the name", func(t *testing.T) {
+		dir := filepath.Join(disk, "tmp-run")
+		os.Mkdir(dir, 0o755)
+		if !mountTmpfs(t, dir) {
+			t.Skip("no tmpfs")
+		}
+		src := filepath.Join(disk, "planted")
+		if err := os.WriteFile(src, []byte("the lean program's BYTES"), 0o555); err != nil {
+			t.Fatal(err)
+		}
+		copyPath := filepath.Join(dir, name)
+		if err := os.WriteFile(copyPath, nil, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount(src, copyPath, "", unix.MS_BIND, ""); err != nil {
+			t.Skipf("no bind mount: %v", err)
+		}
+		t.Cleanup(func() { unix.Unmount(copyPath, unix.MNT_DETACH) })
+		forge(t, copyPath, copyPath+".ok")
+		if f, err := sharedCopy(dir, sum); err == nil {
+			f.Close()
+			t.Error("a disk file mounted over the copy's name in a tmpfs was used on a record made for it")
+		}
+	})
 }

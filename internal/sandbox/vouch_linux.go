@@ -21,15 +21,31 @@ import (
 // record shipped with an image cannot name the inode as it is on this
 // host; a copy changed since (its bytes, owner or mode) no longer matches
 // its record, and is compared again.
+//
+// Only a copy on a tmpfs is vouched for (the copy's own file system: a
+// file may be mounted over the name, from elsewhere than the directory):
+// there the kernel gives the inode its number and change time when this
+// boot makes it. A disk, a disk image (squashfs, erofs, an ext4 file, as
+// a container's rootfs may be), overlayfs (whose lower layers may be
+// such images), FUSE or a network file system report the inode number and
+// change time their medium or server holds, which whoever made it chose:
+// knowing the boot id (anyone on the host can read it) and the device
+// number, they could write a record that vouches for other bytes. A copy
+// there is compared each time.
 
 // maxVouch bounds the record read.
 const maxVouch = 256
 
 // vouchFor is the record of f as it is now, in this boot; "" when the
-// boot cannot be told (then nothing is vouched for).
+// boot cannot be told, or f is not on a tmpfs (then nothing is vouched
+// for).
 func vouchFor(f *os.File) string {
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
+		return ""
+	}
+	var sfs unix.Statfs_t
+	if unix.Fstatfs(int(f.Fd()), &sfs) != nil || sfs.Type != unix.TMPFS_MAGIC {
 		return ""
 	}
 	var st unix.Stat_t
