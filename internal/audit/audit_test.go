@@ -422,3 +422,81 @@ func TestFailedSync(t *testing.T) {
 		t.Fatal("no record of the events whose sync failed")
 	}
 }
+
+// Two processes appending to one log share syncs: one whose records a
+// sync of the other covered does not sync again. Once a sync of the file
+// failed, each syncs for itself. (Two Logs on one path stand for two
+// processes: each opens the files itself.)
+func TestSyncsSharedBetweenProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, _ := Open(path, Options{})
+	b, _ := Open(path, Options{})
+	var syncsA, syncsB atomic.Int64
+	failA := false
+	a.fsync = func(f *os.File) error {
+		syncsA.Add(1)
+		if failA {
+			return errors.New("EIO")
+		}
+		return fdatasync(f)
+	}
+	b.fsync = func(f *os.File) error { syncsB.Add(1); return fdatasync(f) }
+	if _, ok := identity(mustCreate(t, path)); !ok {
+		t.Skip("the file system keeps no birth time: syncs are not shared")
+	}
+
+	// b writes, then a writes and syncs: the sync covers b's record too.
+	b.Add(ev(1))
+	if err := b.Write(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Append(ev(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if syncsA.Load() != 1 || syncsB.Load() != 0 {
+		t.Fatalf("syncs: a %d, b %d; want a's to serve both", syncsA.Load(), syncsB.Load())
+	}
+	// Written after a's sync, b's next record is b's own to sync.
+	if err := b.Append(ev(3)); err != nil {
+		t.Fatal(err)
+	}
+	if syncsB.Load() != 1 {
+		t.Fatalf("b synced %d times; want 1 for a record no sync covered", syncsB.Load())
+	}
+	// b writes; a's sync fails, and a later one succeeds, past b's
+	// record: b still syncs for itself (the failed writeback may have
+	// been b's, and only b's own sync reports it to b).
+	b.Add(ev(4))
+	if err := b.Write(); err != nil {
+		t.Fatal(err)
+	}
+	failA = true
+	if err := a.Append(ev(5)); err == nil {
+		t.Fatal("a failed sync reported success")
+	}
+	failA = false
+	a2, _ := Open(path, Options{}) // a fresh process: a's log is failed for good
+	a2.fsync = a.fsync
+	if err := a2.Append(ev(6)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if syncsB.Load() != 2 {
+		t.Fatalf("b synced %d times; want its own sync after another's failed", syncsB.Load())
+	}
+}
+
+func mustCreate(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}

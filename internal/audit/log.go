@@ -63,9 +63,14 @@ type Log struct {
 	lastSync time.Duration
 	// maxGather bounds gatherLocked's wait; tests lengthen it.
 	maxGather time.Duration
-	failedTo  uint64
-	failed    error
-	unsynced  []pending
+	// end is where this process's last write to file ended, and syncLock
+	// the lock file then: a sync another process finished past end
+	// covers it (see shared.go).
+	end      int64
+	syncLock *os.File
+	failedTo uint64
+	failed   error
+	unsynced []pending
 	// fsync makes a file's written data durable (fdatasync, which also
 	// persists the size an append changed); tests count calls.
 	fsync func(*os.File) error
@@ -194,12 +199,12 @@ func (l *Log) durable() error {
 		done := make(chan struct{})
 		l.syncing = done
 		l.gatherLocked()
-		f, upto := l.file, l.writes
+		f, upto, end, lock := l.file, l.writes, l.end, l.syncLock
 		l.mu.Unlock()
 		var err error
 		start := time.Now()
 		if f != nil {
-			err = l.fsync(f)
+			err = syncShared(lock, f, end, l.fsync)
 		}
 		l.mu.Lock()
 		l.lastSync = time.Since(start)
@@ -279,13 +284,13 @@ func (l *Log) settle(retire bool) error {
 		<-wait
 		l.mu.Lock()
 	}
-	f, upto := l.file, l.writes
+	f, upto, end, lock := l.file, l.writes, l.end, l.syncLock
 	var err error
 	if f != nil && upto > l.synced && upto > l.failedTo {
 		done := make(chan struct{})
 		l.syncing = done
 		l.mu.Unlock()
-		err = l.fsync(f)
+		err = syncShared(lock, f, end, l.fsync)
 		l.mu.Lock()
 		l.syncedTo(upto, err)
 		close(done)
@@ -501,6 +506,7 @@ func (l *Log) write(batch []queued, checkpoint bool) error {
 	l.mu.Lock()
 	l.lost, l.lostWhy = nil, ""
 	l.writes++
+	l.end, l.syncLock = size+int64(buf.Len()), lock
 	l.unsynced = append(l.unsynced, pending{l.writes, batch})
 	l.mu.Unlock()
 	if fi, err := f.Stat(); err == nil {
