@@ -500,3 +500,64 @@ func mustCreate(t *testing.T, path string) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// A sync that covered an incomplete last line (a writer cut off) does not
+// cover the records written where that line was once it was removed: the
+// file shrank, and grew again under the offset the sync reached.
+// The line cut off may be long, or be cut off so early that it holds
+// only what the next record starts with too.
+func TestSharedSyncAfterTruncation(t *testing.T) {
+	for _, long := range []bool{true, false} {
+		t.Run(fmt.Sprint("long=", long), func(t *testing.T) { testSharedSyncAfterTruncation(t, long) })
+	}
+}
+
+func testSharedSyncAfterTruncation(t *testing.T, long bool) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if _, ok := identity(mustCreate(t, path)); !ok {
+		t.Skip("the file system keeps no birth time: syncs are not shared")
+	}
+	a, _ := Open(path, Options{})
+	if err := a.Append(ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	// A writer is cut off partway through a line.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head, _, err := lastRecord(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := `{"seq":2,"prev":"` + head.Hash + `"`
+	if long {
+		cut += strings.Repeat("x", 8<<10)
+	}
+	f.Write([]byte(cut))
+	fi, _ := f.Stat()
+	// Another process syncs the file, cut-off line and all.
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syncShared(lock, f, fi.Size(), fdatasync); err != nil {
+		t.Fatal(err)
+	}
+	// It claims the complete lines only.
+	if st, _ := readState(lock); st.Synced != fi.Size()-int64(len(cut)) {
+		t.Fatalf("a sync claims %d bytes of %d, of which %d a line cut off", st.Synced, fi.Size(), len(cut))
+	}
+	// The next writer removes the line and writes where it was.
+	b, _ := Open(path, Options{})
+	var syncsB atomic.Int64
+	b.fsync = func(f *os.File) error { syncsB.Add(1); return fdatasync(f) }
+	if err := b.Append(ev(2)); err != nil {
+		t.Fatal(err)
+	}
+	if syncsB.Load() != 1 {
+		t.Fatalf("b synced %d times; want 1: no sync covered its records", syncsB.Load())
+	}
+}

@@ -19,6 +19,16 @@ import (
 // would not cover what was lost). Syncs take turns on a lock of one byte
 // of the lock file, so a process that waits while another syncs finds,
 // once its turn comes, whether that sync covered it.
+//
+// The log does not only grow: a writer cut off leaves an incomplete last
+// line that the next writer removes, and a write that failed is undone,
+// each time by a process that may not know of shared syncs (an older
+// cordon) or die before saying so. A sync past such a line does not cover
+// the records later written where it was. So a sync claims the file up to
+// the end of its last complete line, the record holds the last bytes of
+// that line (its hash, which no other record has), and a sync serves only
+// while the file still holds them where they were: records written after
+// a truncation have other bytes there, or end before them.
 
 // syncState is the record of the last sync, at the start of the lock file.
 type syncState struct {
@@ -27,10 +37,14 @@ type syncState struct {
 	BirthSec, BirthNs int64
 	Synced            int64
 	Failed            uint8
-	_                 [7]byte
+	// TailLen bytes of Tail are the file's last before Synced, as the
+	// sync found them.
+	TailLen uint8
+	_       [6]byte
+	Tail    [64]byte
 }
 
-var syncMagic = [8]byte{'c', 'd', 's', 'y', 'n', 'c', '0', '1'}
+var syncMagic = [8]byte{'c', 'd', 's', 'y', 'n', 'c', '0', '2'}
 
 // syncTurn is the byte of the lock file whose lock is the sync turn; the
 // writers' flock on the whole file does not interact with it.
@@ -81,7 +95,7 @@ func syncShared(lock, f *os.File, end int64, sync func(*os.File) error) error {
 		unix.FcntlFlock(lock.Fd(), unix.F_OFD_SETLK, &turn)
 	}()
 	last, known := readState(lock)
-	if known && last.sameFile(id) && last.Failed == 0 && last.Synced >= end {
+	if known && last.sameFile(id) && last.Failed == 0 && last.Synced >= end && last.holds(f) {
 		return nil
 	}
 	// What is in the file now was all written before this sync starts:
@@ -90,18 +104,54 @@ func syncShared(lock, f *os.File, end int64, sync func(*os.File) error) error {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return sync(f)
 	}
-	err := sync(f)
 	next := id
-	switch {
-	case err != nil || (known && last.sameFile(id) && last.Failed != 0):
+	next.Synced, next.TailLen = lineEnd(f, st.Size, &next.Tail)
+	if next.Synced == 0 && known && last.sameFile(id) && last.holds(f) {
+		next.Synced, next.TailLen, next.Tail = last.Synced, last.TailLen, last.Tail
+	}
+	err := sync(f)
+	if err != nil || (known && last.sameFile(id) && last.Failed != 0) {
 		next.Failed = 1
-	case known && last.sameFile(id):
-		next.Synced = max(last.Synced, st.Size)
-	default:
-		next.Synced = st.Size
 	}
 	writeState(lock, next)
 	return err
+}
+
+// lineEnd returns where the last complete line of f's first size bytes
+// ends, with the bytes before that copied to tail: they end with the
+// line's hash, which no other record has. It returns 0 when it finds no
+// such line near the end (a long write under way, or a cut).
+func lineEnd(f *os.File, size int64, tail *[64]byte) (int64, uint8) {
+	const window = 16 << 10
+	off := max(0, size-window)
+	b := make([]byte, size-off)
+	if n, _ := f.ReadAt(b, off); n != len(b) {
+		return 0, 0
+	}
+	i := bytes.LastIndexByte(b, '\n')
+	if i < 0 {
+		return 0, 0
+	}
+	n := min(i+1, len(tail))
+	if n < len(tail) && off > 0 {
+		return 0, 0
+	}
+	copy(tail[:], b[i+1-n:i+1])
+	return off + int64(i) + 1, uint8(n)
+}
+
+// holds reports whether f still holds, where s's sync found them, the
+// last bytes that sync covered.
+func (s syncState) holds(f *os.File) bool {
+	if int(s.TailLen) > len(s.Tail) || int64(s.TailLen) > s.Synced {
+		return false
+	}
+	if s.TailLen == 0 {
+		return s.Synced == 0
+	}
+	b := make([]byte, s.TailLen)
+	n, _ := f.ReadAt(b, s.Synced-int64(s.TailLen))
+	return n == len(b) && bytes.Equal(b, s.Tail[:s.TailLen])
 }
 
 func readState(lock *os.File) (syncState, bool) {
