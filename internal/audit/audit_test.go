@@ -445,7 +445,12 @@ func TestSyncsSharedBetweenProcesses(t *testing.T) {
 		t.Skip("the file system keeps no birth time: syncs are not shared")
 	}
 
-	// b writes, then a writes and syncs: the sync covers b's record too.
+	// a has the file open; b writes, then a writes and syncs: the sync
+	// covers b's record too.
+	a.Add(ev(0))
+	if err := a.Write(); err != nil {
+		t.Fatal(err)
+	}
 	b.Add(ev(1))
 	if err := b.Write(); err != nil {
 		t.Fatal(err)
@@ -469,6 +474,12 @@ func TestSyncsSharedBetweenProcesses(t *testing.T) {
 	// b writes; a's sync fails, and a later one succeeds, past b's
 	// record: b still syncs for itself (the failed writeback may have
 	// been b's, and only b's own sync reports it to b).
+	a2, _ := Open(path, Options{}) // a fresh process: a's log is failed for good
+	a2.fsync = a.fsync
+	a2.Add(ev(40))
+	if err := a2.Write(); err != nil {
+		t.Fatal(err)
+	}
 	b.Add(ev(4))
 	if err := b.Write(); err != nil {
 		t.Fatal(err)
@@ -478,8 +489,6 @@ func TestSyncsSharedBetweenProcesses(t *testing.T) {
 		t.Fatal("a failed sync reported success")
 	}
 	failA = false
-	a2, _ := Open(path, Options{}) // a fresh process: a's log is failed for good
-	a2.fsync = a.fsync
 	if err := a2.Append(ev(6)); err != nil {
 		t.Fatal(err)
 	}
@@ -488,6 +497,82 @@ func TestSyncsSharedBetweenProcesses(t *testing.T) {
 	}
 	if syncsB.Load() != 2 {
 		t.Fatalf("b synced %d times; want its own sync after another's failed", syncsB.Load())
+	}
+}
+
+// A process's sync serves only the records written after it opened the
+// file: a writeback of earlier ones may have failed and been reported to
+// another process that did not say so (an older cordon, or one that died
+// before it could), and then not to a file opened since.
+func TestSharedSyncOpenedLater(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if _, ok := identity(mustCreate(t, path)); !ok {
+		t.Skip("the file system keeps no birth time: syncs are not shared")
+	}
+	b, _ := Open(path, Options{})
+	var syncsB atomic.Int64
+	b.fsync = func(f *os.File) error { syncsB.Add(1); return fdatasync(f) }
+	b.Add(ev(1))
+	if err := b.Write(); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := Open(path, Options{})
+	if err := a.Append(ev(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if syncsB.Load() != 1 {
+		t.Fatalf("b synced %d times; want 1: a opened the file after b wrote", syncsB.Load())
+	}
+}
+
+// A process whose sync of the file failed says so with every later sync
+// of it, even when the record of the failure was not kept (it could not be
+// written, or the process died first): its file does not hear of that
+// failure again, so its later syncs do not cover what the failed one
+// lost.
+func TestSharedSyncAfterUnrecordedFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if _, ok := identity(mustCreate(t, path)); !ok {
+		t.Skip("the file system keeps no birth time: syncs are not shared")
+	}
+	a, _ := Open(path, Options{})
+	b, _ := Open(path, Options{})
+	failA := false
+	a.fsync = func(f *os.File) error {
+		if failA {
+			return errors.New("EIO")
+		}
+		return fdatasync(f)
+	}
+	var syncsB atomic.Int64
+	b.fsync = func(f *os.File) error { syncsB.Add(1); return fdatasync(f) }
+	a.Add(ev(0))
+	if err := a.Write(); err != nil {
+		t.Fatal(err)
+	}
+	b.Add(ev(1))
+	if err := b.Write(); err != nil {
+		t.Fatal(err)
+	}
+	failA = true
+	if err := a.Append(ev(2)); err == nil {
+		t.Fatal("a failed sync reported success")
+	}
+	failA = false
+	if err := os.Truncate(path+".lock", 0); err != nil { // the record lost
+		t.Fatal(err)
+	}
+	if err := a.Append(ev(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if syncsB.Load() != 1 {
+		t.Fatalf("b synced %d times; want its own sync after a's failed", syncsB.Load())
 	}
 }
 
@@ -527,6 +612,8 @@ func testSharedSyncAfterTruncation(t *testing.T, long bool) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	fi, _ := f.Stat()
+	opened := fi.Size()
 	head, _, err := lastRecord(f)
 	if err != nil {
 		t.Fatal(err)
@@ -536,14 +623,14 @@ func testSharedSyncAfterTruncation(t *testing.T, long bool) {
 		cut += strings.Repeat("x", 8<<10)
 	}
 	f.Write([]byte(cut))
-	fi, _ := f.Stat()
+	fi, _ = f.Stat()
 	// Another process syncs the file, cut-off line and all.
 	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Close()
-	if err := syncShared(lock, f, fi.Size(), fdatasync); err != nil {
+	if err := syncShared(shared{lock: lock, opened: opened, begin: opened, end: fi.Size()}, f, fdatasync); err != nil {
 		t.Fatal(err)
 	}
 	// It claims the complete lines only.

@@ -65,12 +65,14 @@ type Log struct {
 	maxGather time.Duration
 	// end is where this process's last write to file ended, and syncLock
 	// the lock file then: a sync another process finished past end
-	// covers it (see shared.go).
-	end      int64
-	syncLock *os.File
-	failedTo uint64
-	failed   error
-	unsynced []pending
+	// covers it (see shared.go). opened is file's size when this process
+	// opened it, and fileFailed tells that a sync of it failed here.
+	end, opened int64
+	syncLock    *os.File
+	fileFailed  bool
+	failedTo    uint64
+	failed      error
+	unsynced    []pending
 	// fsync makes a file's written data durable (fdatasync, which also
 	// persists the size an append changed); tests count calls.
 	fsync func(*os.File) error
@@ -128,15 +130,27 @@ func (l *Log) current() (*os.File, os.FileInfo, error) {
 		return nil, nil, err
 	}
 	l.mu.Lock()
-	l.file = f
+	l.file, l.opened, l.fileFailed = f, fi.Size(), false
 	l.mu.Unlock()
 	return f, fi, nil
 }
 
-// pending is a write not yet synced: its number and its events.
+// pending is a write not yet synced: its number, its events and where in
+// the file it started.
 type pending struct {
 	n      uint64
 	events []queued
+	start  int64
+}
+
+// toShareLocked describes the sync of the writes to the current file not
+// yet synced, for syncShared. The caller holds mu.
+func (l *Log) toShareLocked() shared {
+	s := shared{lock: l.syncLock, opened: l.opened, begin: l.end, end: l.end, failed: l.fileFailed}
+	if len(l.unsynced) > 0 {
+		s.begin = l.unsynced[0].start
+	}
+	return s
 }
 
 // queued is an event waiting to be written, with its JSON, encoded by the
@@ -199,12 +213,12 @@ func (l *Log) durable() error {
 		done := make(chan struct{})
 		l.syncing = done
 		l.gatherLocked()
-		f, upto, end, lock := l.file, l.writes, l.end, l.syncLock
+		f, upto, sh := l.file, l.writes, l.toShareLocked()
 		l.mu.Unlock()
 		var err error
 		start := time.Now()
 		if f != nil {
-			err = syncShared(lock, f, end, l.fsync)
+			err = syncShared(sh, f, l.fsync)
 		}
 		l.mu.Lock()
 		l.lastSync = time.Since(start)
@@ -264,6 +278,7 @@ func (l *Log) syncedTo(upto uint64, err error) {
 	covered := l.unsynced[:i]
 	l.unsynced = l.unsynced[i:]
 	if err != nil {
+		l.fileFailed = true
 		l.failedTo, l.failed = upto, fmt.Errorf("audit log: %w", err)
 		for _, p := range covered {
 			l.loseLocked(p.events, l.failed)
@@ -284,13 +299,13 @@ func (l *Log) settle(retire bool) error {
 		<-wait
 		l.mu.Lock()
 	}
-	f, upto, end, lock := l.file, l.writes, l.end, l.syncLock
+	f, upto, sh := l.file, l.writes, l.toShareLocked()
 	var err error
 	if f != nil && upto > l.synced && upto > l.failedTo {
 		done := make(chan struct{})
 		l.syncing = done
 		l.mu.Unlock()
-		err = syncShared(lock, f, end, l.fsync)
+		err = syncShared(sh, f, l.fsync)
 		l.mu.Lock()
 		l.syncedTo(upto, err)
 		close(done)
@@ -490,8 +505,14 @@ func (l *Log) write(batch []queued, checkpoint bool) error {
 		if f, err = l.rotate(); err != nil {
 			return err
 		}
+		var opened int64
+		if fi, err := f.Stat(); err == nil {
+			opened = fi.Size()
+		} else {
+			opened = 1 << 62 // unknown: no other's sync covers it
+		}
 		l.mu.Lock()
-		l.file = f
+		l.file, l.opened, l.fileFailed = f, opened, false
 		l.mu.Unlock()
 		size = 0
 	}
@@ -507,7 +528,7 @@ func (l *Log) write(batch []queued, checkpoint bool) error {
 	l.lost, l.lostWhy = nil, ""
 	l.writes++
 	l.end, l.syncLock = size+int64(buf.Len()), lock
-	l.unsynced = append(l.unsynced, pending{l.writes, batch})
+	l.unsynced = append(l.unsynced, pending{l.writes, batch, size})
 	l.mu.Unlock()
 	if fi, err := f.Stat(); err == nil {
 		l.last, l.lastHead = stateOf(fi), head

@@ -36,7 +36,10 @@ type syncState struct {
 	Dev, Ino          uint64
 	BirthSec, BirthNs int64
 	Synced            int64
-	Failed            uint8
+	// From is the file's size when the process that synced opened it:
+	// that sync reports a failed writeback of what was written after.
+	From   int64
+	Failed uint8
 	// TailLen bytes of Tail are the file's last before Synced, as the
 	// sync found them.
 	TailLen uint8
@@ -44,7 +47,18 @@ type syncState struct {
 	Tail    [64]byte
 }
 
-var syncMagic = [8]byte{'c', 'd', 's', 'y', 'n', 'c', '0', '2'}
+var syncMagic = [8]byte{'c', 'd', 's', 'y', 'n', 'c', '0', '3'}
+
+// shared is what syncShared needs to know of a process's writes: the lock
+// file, the file's size when the process opened it, where its writes not
+// yet synced begin and end, and whether a sync of the file failed in the
+// process (its file will not hear of that failure again, and it may not
+// have been recorded: a sync made without the turn).
+type shared struct {
+	lock               *os.File
+	opened, begin, end int64
+	failed             bool
+}
 
 // syncTurn is the byte of the lock file whose lock is the sync turn; the
 // writers' flock on the whole file does not interact with it.
@@ -70,12 +84,20 @@ func (s syncState) sameFile(o syncState) bool {
 	return s.Magic == o.Magic && s.Dev == o.Dev && s.Ino == o.Ino && s.BirthSec == o.BirthSec && s.BirthNs == o.BirthNs
 }
 
-// syncShared makes f durable up to end (where this process's last write to
-// it ended), unless a sync another process finished since already covered
-// it; sync is the sync itself. lock is the log's lock file; without it, or
-// where the file's identity cannot be told, f is synced as it would be
-// alone.
-func syncShared(lock, f *os.File, end int64, sync func(*os.File) error) error {
+// syncShared makes f durable up to sh.end (where this process's last
+// write to it ended), unless a sync another process finished since
+// already covered it; sync is the sync itself. sh.lock is the log's lock
+// file; without it, or where the file's identity cannot be told, f is
+// synced as it would be alone.
+//
+// Another's sync covers only writes made after it opened the file: the
+// kernel reports a failed writeback to each open file that was open when
+// it failed, but to a file opened later only if nobody heard of it yet,
+// and whoever did may not have said so here (an older cordon, a process
+// that died before writing the record, a record that could not be
+// written).
+func syncShared(sh shared, f *os.File, sync func(*os.File) error) error {
+	lock, end := sh.lock, sh.end
 	id, ok := identity(f)
 	if lock == nil || !ok {
 		return sync(f)
@@ -95,7 +117,7 @@ func syncShared(lock, f *os.File, end int64, sync func(*os.File) error) error {
 		unix.FcntlFlock(lock.Fd(), unix.F_OFD_SETLK, &turn)
 	}()
 	last, known := readState(lock)
-	if known && last.sameFile(id) && last.Failed == 0 && last.Synced >= end && last.holds(f) {
+	if known && last.sameFile(id) && last.Failed == 0 && last.From <= sh.begin && last.Synced >= end && last.holds(f) {
 		return nil
 	}
 	// What is in the file now was all written before this sync starts:
@@ -105,12 +127,13 @@ func syncShared(lock, f *os.File, end int64, sync func(*os.File) error) error {
 		return sync(f)
 	}
 	next := id
+	next.From = sh.opened
 	next.Synced, next.TailLen = lineEnd(f, st.Size, &next.Tail)
 	if next.Synced == 0 && known && last.sameFile(id) && last.holds(f) {
-		next.Synced, next.TailLen, next.Tail = last.Synced, last.TailLen, last.Tail
+		next.From, next.Synced, next.TailLen, next.Tail = last.From, last.Synced, last.TailLen, last.Tail
 	}
 	err := sync(f)
-	if err != nil || (known && last.sameFile(id) && last.Failed != 0) {
+	if err != nil || sh.failed || (known && last.sameFile(id) && last.Failed != 0) {
 		next.Failed = 1
 	}
 	writeState(lock, next)
