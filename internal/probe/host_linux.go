@@ -294,8 +294,10 @@ func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
 	}
 	for e := range tempEntries() {
 		// The probes' own directories (cordon-probe-...), of this run or
-		// of another probing at the same time, are not the run's.
-		if !tmpBefore[e] && strings.Contains(e, "cordon") && !strings.Contains(e, "cordon-probe-") {
+		// of another probing at the same time, are not the run's, nor is
+		// the spool directory a cordon serve makes once, as it starts
+		// (cordon-spool-...), another server's on the same host.
+		if !tmpBefore[e] && strings.Contains(e, "cordon") && !strings.Contains(e, "cordon-probe-") && !strings.Contains(e, "cordon-spool-") {
 			left = append(left, "temporary "+e)
 		}
 	}
