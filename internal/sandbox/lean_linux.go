@@ -132,26 +132,44 @@ func pruneShared(d *os.File, keep string) {
 // that only root may write, holding the program's bytes: compared with
 // them, unless this cordon or one before it in this boot compared this
 // very file already (see vouch_linux.go).
-// It never waits: a FIFO planted at the name does not block the open.
 func openShared(dfd int, name string, size int64) (*os.File, error) {
-	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	f, st, err := openRootOnly(dfd, name)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), name)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size || !rootOnly(&st) {
+	if st.Size != size {
 		f.Close()
-		return nil, errors.New("not the sandbox program cordon wrote")
+		return nil, errNotShared
 	}
-	if !vouched(dfd, name, f) {
+	if rec := vouchFor(f, &st); !vouched(dfd, name, rec) {
 		if err := sameAsLean(f); err != nil {
 			f.Close()
 			return nil, err
 		}
-		vouch(dfd, name, f)
+		vouch(dfd, name, rec)
 	}
 	return f, nil
+}
+
+// errNotShared is a file at the shared copy's name that cordon did not
+// write.
+var errNotShared = errors.New("not the sandbox program cordon wrote")
+
+// openRootOnly opens name in the directory dfd if it is a regular file
+// that only root may write. It never waits: a FIFO planted at the name
+// does not block the open.
+func openRootOnly(dfd int, name string) (*os.File, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, st, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !rootOnly(&st) {
+		f.Close()
+		return nil, st, errNotShared
+	}
+	return f, st, nil
 }
 
 // sameAsLean compares f's bytes with the lean program's.

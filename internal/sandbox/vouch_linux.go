@@ -36,10 +36,11 @@ import (
 // maxVouch bounds the record read.
 const maxVouch = 256
 
-// vouchFor is the record of f as it is now, in this boot; "" when the
-// boot cannot be told, or f is not on a tmpfs (then nothing is vouched
-// for).
-func vouchFor(f *os.File) string {
+// vouchFor is the record of f, whose fstat is st, in this boot; "" when
+// the boot cannot be told, or f is not on a tmpfs (then nothing is
+// vouched for). It is taken before f is compared: a copy changed during
+// the compare no longer matches it.
+func vouchFor(f *os.File, st *unix.Stat_t) string {
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return ""
@@ -48,39 +49,31 @@ func vouchFor(f *os.File) string {
 	if unix.Fstatfs(int(f.Fd()), &sfs) != nil || sfs.Type != unix.TMPFS_MAGIC {
 		return ""
 	}
-	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil {
-		return ""
-	}
 	return fmt.Sprintf("%s %d %d %d.%09d %d\n", strings.TrimSpace(string(boot)), st.Dev, st.Ino, st.Ctim.Sec, st.Ctim.Nsec, st.Size)
 }
 
-// vouched reports whether name.ok, in the directory dfd, vouches for f as
-// it is now.
-func vouched(dfd int, name string, f *os.File) bool {
-	want := vouchFor(f)
+// vouched reports whether name.ok, in the directory dfd, is the record
+// want.
+func vouched(dfd int, name, want string) bool {
 	if want == "" {
 		return false
 	}
-	fd, err := unix.Openat(dfd, name+".ok", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	r, st, err := openRootOnly(dfd, name+".ok")
 	if err != nil {
 		return false
 	}
-	r := os.NewFile(uintptr(fd), name+".ok")
 	defer r.Close()
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !rootOnly(&st) || st.Size > maxVouch {
+	if st.Size > maxVouch {
 		return false
 	}
 	got, err := io.ReadAll(io.LimitReader(r, maxVouch))
 	return err == nil && string(got) == want
 }
 
-// vouch records f, just compared or written, as name.ok in the directory
-// dfd; a record that cannot be written only means the next cordon
-// compares again.
-func vouch(dfd int, name string, f *os.File) {
-	rec := vouchFor(f)
+// vouch writes rec, the record of a copy just compared, as name.ok in the
+// directory dfd; a record that cannot be written only means the next
+// cordon compares again.
+func vouch(dfd int, name, rec string) {
 	if rec == "" {
 		return
 	}
