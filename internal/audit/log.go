@@ -213,18 +213,26 @@ func (l *Log) durable() error {
 		done := make(chan struct{})
 		l.syncing = done
 		l.gatherLocked()
-		f, upto, sh := l.file, l.writes, l.toShareLocked()
-		l.mu.Unlock()
-		var err error
-		start := time.Now()
-		if f != nil {
-			err = syncShared(sh, f, l.fsync)
-		}
-		l.mu.Lock()
-		l.lastSync = time.Since(start)
-		l.syncedTo(upto, err)
-		close(done)
+		l.syncTurnLocked(done)
 	}
+}
+
+// syncTurnLocked syncs the writes made so far in the sync turn done (the
+// caller set it in syncing), then ends the turn. The caller holds mu;
+// mu is held again on return.
+func (l *Log) syncTurnLocked(done chan struct{}) error {
+	f, upto, sh := l.file, l.writes, l.toShareLocked()
+	l.mu.Unlock()
+	var err error
+	start := time.Now()
+	if f != nil {
+		err = syncShared(sh, f, l.fsync)
+	}
+	l.mu.Lock()
+	l.lastSync = time.Since(start)
+	l.syncedTo(upto, err)
+	close(done)
+	return err
 }
 
 // gatherLocked lets the callers the last sync released write again before
@@ -299,16 +307,12 @@ func (l *Log) settle(retire bool) error {
 		<-wait
 		l.mu.Lock()
 	}
-	f, upto, sh := l.file, l.writes, l.toShareLocked()
+	f, upto := l.file, l.writes
 	var err error
 	if f != nil && upto > l.synced && upto > l.failedTo {
 		done := make(chan struct{})
 		l.syncing = done
-		l.mu.Unlock()
-		err = syncShared(sh, f, l.fsync)
-		l.mu.Lock()
-		l.syncedTo(upto, err)
-		close(done)
+		err = l.syncTurnLocked(done)
 	}
 	if retire {
 		l.file = nil
