@@ -162,6 +162,9 @@ func serveCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	// Last, once every sandbox has ended: the cleanup helper, so that
+	// nothing of cordon serve outlives it.
+	defer sandbox.EndCleanup(5 * time.Second)
 	defer srv.Close()
 	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil {
 		if ip, err := netip.ParseAddr(host); host != "localhost" && (err != nil || !ip.IsLoopback()) {
@@ -199,9 +202,6 @@ func serveCmd(e *env, args []string) int {
 	return 0
 }
 
-// drain stops cordon serve on a signal: no new connections or requests
-// (503), the running commands finish within grace, then every sandbox
-// ends; another signal on sigs cuts the grace short.
 // serveFlags are cordon serve's flags.
 type serveFlags struct {
 	config, listen, auditLog, store string
@@ -216,6 +216,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.store, "approval-store", "", "the approval store the admin API decides in: a `DIR`, an SQLite file or a postgres:// URL (default: the configuration's database)")
 }
 
+// drain stops cordon serve on a signal: no new connections or requests
+// (503), the running commands finish within grace, then every sandbox
+// ends; another signal on sigs cuts the grace short.
 func drain(e *env, srv *server.Server, hs *http.Server, grace time.Duration, sigs <-chan os.Signal) {
 	fmt.Fprintf(e.stderr, "cordon: stopping: no new requests; running commands have %s to finish (a second signal ends them now)\n", grace)
 	ctx, cancel := context.WithTimeout(context.Background(), grace)

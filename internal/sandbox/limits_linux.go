@@ -488,6 +488,8 @@ var sharedCleanup = &sharedHelper{live: map[string]string{}}
 type sharedHelper struct {
 	mu sync.Mutex
 	w  *os.File
+	// ended closes when the running helper has exited.
+	ended chan struct{}
 	// live are the add lines of the sandboxes not done, by ID.
 	live map[string]string
 	next uint64
@@ -526,7 +528,12 @@ func (h *sharedHelper) restart(program string) error {
 	if err != nil {
 		return err
 	}
-	go p.wait()
+	ended := make(chan struct{})
+	go func() {
+		p.wait()
+		close(ended)
+	}()
+	h.ended = ended
 	for _, line := range h.live {
 		if _, err := w.WriteString(line); err != nil {
 			w.Close()
@@ -544,6 +551,29 @@ func (h *sharedHelper) tell(what, id string) {
 	delete(h.live, id)
 	if h.w != nil {
 		h.w.WriteString(what + " " + id + "\n")
+	}
+}
+
+// EndCleanup ends the shared cleanup helper of a process whose sandboxes
+// have all ended (cordon serve, stopping): it waits, at most wait, for the
+// helper to exit, so nothing of cordon outlives it. With a sandbox not
+// done, the helper instead stays to clean up after this process has gone.
+func EndCleanup(wait time.Duration) {
+	h := sharedCleanup
+	h.mu.Lock()
+	w, ended, idle := h.w, h.ended, len(h.live) == 0
+	h.w = nil
+	h.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.Close()
+	if !idle {
+		return
+	}
+	select {
+	case <-ended:
+	case <-time.After(wait):
 	}
 }
 

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"errors"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 )
@@ -22,3 +23,6 @@ func SealExecutable() *Executable { return &Executable{} }
 
 // Close does nothing outside Linux.
 func (*Executable) Close() {}
+
+// EndCleanup does nothing outside Linux.
+func EndCleanup(time.Duration) {}
