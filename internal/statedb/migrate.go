@@ -37,6 +37,25 @@ CREATE TABLE IF NOT EXISTS cordon_idempotency (
 	PRIMARY KEY (agent, key)
 );
 CREATE INDEX IF NOT EXISTS cordon_idempotency_created ON cordon_idempotency (created);`},
+	{`
+CREATE TABLE IF NOT EXISTS cordon_nodes (
+	name        text PRIMARY KEY,
+	incarnation text NOT NULL,
+	advertise   text NOT NULL,
+	state       text NOT NULL,
+	started     timestamptz NOT NULL,
+	heartbeat   timestamptz NOT NULL,
+	load        jsonb NOT NULL
+);`, `
+CREATE TABLE IF NOT EXISTS cordon_nodes (
+	name        text PRIMARY KEY,
+	incarnation text NOT NULL,
+	advertise   text NOT NULL,
+	state       text NOT NULL,
+	started     integer NOT NULL, -- nanoseconds since 1970, UTC
+	heartbeat   integer NOT NULL, -- nanoseconds since 1970, UTC
+	load        text NOT NULL
+);`},
 }
 
 // schemaLock is the advisory lock that serializes migrations across the
