@@ -74,6 +74,12 @@ func serveCmd(e *env, args []string) int {
 	if v, ok := e.getenv("CORDON_DATABASE"); ok && v != "" && cfg.Database == "" {
 		cfg.Database = v
 	}
+	if f.node != "" {
+		cfg.Node = f.node
+	}
+	if err := cfg.FromEnv(func(k string) string { v, _ := e.getenv(k); return v }); err != nil {
+		return fail(e, err)
+	}
 	state := cfg.State
 	if state == "" {
 		state = filepath.Join(config.StateDir(), "serve")
@@ -90,6 +96,9 @@ func serveCmd(e *env, args []string) int {
 	// state/sandboxes: what it sees is checked from there.
 	if cfg.Database == "" {
 		cfg.Database = filepath.Join(state, "db", "cordon.db")
+	}
+	if f.drain {
+		return drainNode(e, cfg)
 	}
 	sandboxDir := filepath.Join(state, "sandboxes", "sb")
 	for _, a := range cfg.Agents {
@@ -121,9 +130,14 @@ func serveCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("approval store: %w", err))
 	}
 	node := cfg.Node
-	if node == "" {
-		host, _ := os.Hostname()
-		node = host + "/" + cfg.Listen
+	// The registry may ask this node to drain (cordon serve --drain): as
+	// a SIGTERM.
+	sigs := make(chan os.Signal, 2)
+	onDrain := func() {
+		select {
+		case sigs <- syscall.SIGTERM:
+		default:
+		}
 	}
 	gateway := func(ctx context.Context, a *server.Agent, p *profile.Profile, record func(...audit.Event) error) (http.Handler, func(), error) {
 		layers := maps.Clone(allow)
@@ -156,7 +170,7 @@ func serveCmd(e *env, args []string) int {
 	}
 	srv, err := server.New(server.Options{
 		Config: cfg, Start: start, Audit: al.log, Approvals: store,
-		Log: e.stderr, Version: version.String(), Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway, StateDir: state,
+		Log: e.stderr, Version: version.String(), Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway, StateDir: state, OnDrain: onDrain,
 		SpoolDir: filepath.Join(state, "spool"), // made private by the server
 	})
 	if err != nil {
@@ -181,7 +195,6 @@ func serveCmd(e *env, args []string) int {
 	if w := fdBudget(cfg.HTTP.MaxConnections); w != "" {
 		fmt.Fprintf(e.stderr, "cordon: warning: %s\n", w)
 	}
-	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	flush, err := traced(context.Background(), e, "cordon-serve")
@@ -204,8 +217,9 @@ func serveCmd(e *env, args []string) int {
 
 // serveFlags are cordon serve's flags.
 type serveFlags struct {
-	config, listen, auditLog, store string
-	degraded                        list
+	config, listen, auditLog, store, node string
+	degraded                              list
+	drain                                 bool
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -213,6 +227,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "", "listen on `ADDR` (default: the configuration's, else "+server.DefaultListen+")")
 	fs.Var(&f.degraded, "allow-degraded", "build sandboxes even if `LAYER` is unavailable; repeatable or comma-separated")
 	fs.StringVar(&f.auditLog, "audit-log", "", "the audit log `FILE` (default: the configuration's, see cordon audit)")
+	fs.StringVar(&f.node, "node", "", "this node's `NAME` in the database, the same across restarts (default: the configuration's node, CORDON_NODE, else the host's name)")
+	fs.BoolVar(&f.drain, "drain", false, "ask the node (--node, or this configuration's) to drain: it takes no new sandboxes, lets running commands finish within drain_grace, then stops; waits for it")
 	fs.StringVar(&f.store, "approval-store", "", "the approval store the admin API decides in: a `DIR`, an SQLite file or a postgres:// URL (default: the configuration's database)")
 }
 
@@ -310,4 +326,47 @@ func fdBudget(maxConns int) string {
 		return fmt.Sprintf("http.max_connections (%d) leaves fewer than %d of the %d open files this process may have for its sandboxes, audit log and database: lower it or raise the limit (ulimit -n)", maxConns, reserve, lim.Cur)
 	}
 	return ""
+}
+
+// drainNode asks a node, through the database, to drain (its next
+// heartbeat sees it), and waits until it has stopped.
+func drainNode(e *env, cfg *server.Config) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	db, err := statedb.Open(ctx, cfg.Database)
+	cancel()
+	if err != nil {
+		return fail(e, err)
+	}
+	defer db.Close()
+	name := cfg.Node
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	n, err := db.NodeByName(ctx, name)
+	if err == nil && n.State == statedb.NodeAlive {
+		_, err = db.SetNodeState(ctx, name, n.Incarnation, statedb.NodeAlive, statedb.NodeDraining)
+	}
+	cancel()
+	switch {
+	case errors.Is(err, statedb.ErrNotFound):
+		return fail(e, fmt.Errorf("drain: no node %s in %s", name, db.Name()))
+	case err != nil:
+		return fail(e, fmt.Errorf("drain: %w", err))
+	case n.State != statedb.NodeAlive && n.State != statedb.NodeDraining:
+		fmt.Fprintf(e.stderr, "cordon: node %s is %s already\n", name, n.State)
+		return 0
+	}
+	fmt.Fprintf(e.stderr, "cordon: node %s drains: no new sandboxes; running commands have %s to finish\n", name, cfg.Grace)
+	// Its heartbeat sees the request, its drain takes the grace, and its
+	// sandboxes then end.
+	deadline := time.Now().Add(cfg.Grace + 2*server.DefaultNodeTimeout + time.Minute)
+	for time.Now().Before(deadline) {
+		time.Sleep(250 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		now, err := db.NodeByName(ctx, name)
+		cancel()
+		if err == nil && (now.State == statedb.NodeLeft || now.State == statedb.NodeDead || now.Incarnation != n.Incarnation) {
+			fmt.Fprintf(e.stderr, "cordon: node %s has stopped (%s)\n", name, now.State)
+			return 0
+		}
+	}
+	return fail(e, fmt.Errorf("drain: node %s has not stopped by %s", name, deadline.Format(time.RFC3339)))
 }

@@ -38,11 +38,11 @@ func (s *Server) longestLifetime() time.Duration {
 
 // reserveCluster counts a sandbox being claimed against the cluster's
 // max_sandboxes (every agent, every node sharing the database), and
-// records its session in the same transaction; nil when the
-// configuration sets no such bound.
+// records its session in the same transaction; without such a bound, a
+// node that others forward to records the session alone.
 func (s *Server) reserveCluster(e *entry) error {
 	max := s.opts.Config.MaxSandboxes
-	if max == 0 {
+	if max == 0 && s.advertise() == "" {
 		return nil
 	}
 	within := s.longestLifetime()
@@ -50,6 +50,14 @@ func (s *Server) reserveCluster(e *entry) error {
 	info.Node = s.opts.Node
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if max == 0 {
+		// The other nodes find the sandbox by its session (relay.go):
+		// it is there before the create is answered.
+		if err := s.opts.DB.PutSession(ctx, e.id, s.opts.Node, e.agent.Name, info); err != nil {
+			return fmt.Errorf("%w: recording the sandbox for the other nodes: %v", errUnavailable, err)
+		}
+		return nil
+	}
 	err := s.opts.DB.ReserveSession(ctx, e.id, s.opts.Node, e.agent.Name, info, max, within, s.opts.Now())
 	if errors.Is(err, statedb.ErrFull) {
 		return fmt.Errorf("%w: %v (max_sandboxes: %d, every node)", errTooMany, err, max)

@@ -40,7 +40,8 @@ type Config struct {
 	// SQLite file (default: db/cordon.db in the state directory; a
 	// relative path is the configuration file's), or a postgres:// URL
 	// that several nodes share (CORDON_DATABASE when unset); Node names
-	// this node in it (default: HOSTNAME/LISTEN).
+	// this node in it, the same across its restarts (CORDON_NODE when
+	// unset, else the host's name: see FromEnv).
 	Database string `yaml:"database"`
 	Node     string `yaml:"node"`
 	// ProbeEvery runs the escape probes on every agent's profile at start,
@@ -69,6 +70,10 @@ type Config struct {
 	// Commands bounds the commands running at once and what each may
 	// cost the server.
 	Commands Commands `yaml:"commands"`
+
+	// Cluster is how this node works with the others sharing the
+	// database: nodes.go.
+	Cluster Cluster `yaml:"cluster"`
 
 	File       string        `yaml:"-"`
 	SyncEvery  time.Duration `yaml:"-"` // 0: each
@@ -236,6 +241,9 @@ func LoadConfig(path string) (*Config, error) {
 		}
 	}
 	if err := c.Commands.check(at); err != nil {
+		return nil, err
+	}
+	if err := c.checkCluster(at); err != nil {
 		return nil, err
 	}
 	if len(c.Agents) == 0 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/statedb"
 )
 
 // DefaultDrainGrace is how long a stopping server lets running requests
@@ -45,6 +47,13 @@ func refuseDraining(w http.ResponseWriter) int {
 // command's among them, have answered, or ctx ends. Close then ends the
 // sandboxes.
 func (s *Server) Drain(ctx context.Context) error {
+	// The other nodes place no new sandboxes here from now on.
+	s.drainAsked.Store(true)
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if _, err := s.opts.DB.SetNodeState(dctx, s.opts.Node, s.incarnation, statedb.NodeAlive, statedb.NodeDraining); err != nil {
+		s.logf("draining: %v", err)
+	}
+	cancel()
 	s.mu.Lock()
 	s.draining = true
 	if s.inflight == 0 {

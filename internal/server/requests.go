@@ -66,7 +66,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, c caller) int {
 	b, cfg := s.bounds, s.opts.Config
 	var ok bool
 	var wait time.Duration
-	if c.token != nil {
+	if c.via != "" {
+		// Counted by the node that forwarded it.
+		ok = true
+	} else if c.token != nil {
 		rate := cfg.RateLimit.Token
 		if c.token.RateLimit != nil {
 			rate = *c.token.RateLimit
@@ -97,6 +100,12 @@ func (s *Server) recordRequest(r *http.Request, c caller, status int) {
 	}
 	data := map[string]any{"token": c.name(), "method": capString(r.Method, maxRecordedMethod),
 		"path": capString(r.URL.Path, maxRecordedPath), "status": status, "remote": capString(r.RemoteAddr, maxRecordedRemote)}
+	if c.via != "" {
+		data["via"], data["remote"] = capString(c.via, maxRecordedRemote), capString(c.who, maxRecordedRemote)
+	}
+	if c.to != "" {
+		data["forwarded_to"] = capString(c.to, maxRecordedRemote)
+	}
 	if len(r.URL.Path) > maxRecordedPath {
 		sum := sha256.Sum256([]byte(r.URL.Path))
 		data["path_bytes"] = len(r.URL.Path)

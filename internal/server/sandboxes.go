@@ -126,6 +126,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	markStarted(ctx)
 	if req.Exec == nil {
 		info := e.info()
+		info.Node = s.opts.Node
 		k.done(http.StatusCreated, false, info)
 		return reply(w, http.StatusCreated, info)
 	}
@@ -144,6 +145,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	}
 	defer out.Close()
 	info := e.info()
+	info.Node = s.opts.Node
 	kept := info
 	r2 := keptOutput(r.Header.Get(KeyHeader), out, o)
 	kept.Result = &r2
@@ -228,7 +230,10 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, c caller) (*entr
 			if r.Method == http.MethodGet && r.URL.Path == api.Version+"/sandboxes/"+id {
 				return nil, reply(w, http.StatusOK, remote[0])
 			}
-			return nil, fail(w, http.StatusMisdirectedRequest, "sandbox %s runs on node %s: send the request there", id, remote[0].Node)
+			if remote[0].State == "ended" {
+				return nil, fail(w, http.StatusGone, "sandbox %s has ended (%s)", id, remote[0].Ended)
+			}
+			return nil, fail(w, http.StatusMisdirectedRequest, "sandbox %s runs on node %s, which this node cannot forward to (no cluster.advertise and secret on both, or the node is not live): send the request there", id, remote[0].Node)
 		}
 		return nil, fail(w, http.StatusNotFound, "no sandbox %s", id)
 	}

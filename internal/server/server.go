@@ -22,6 +22,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
@@ -83,6 +84,9 @@ type Options struct {
 	Gateway func(ctx context.Context, a *Agent, p *profile.Profile, record func(...audit.Event) error) (http.Handler, func(), error)
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// OnDrain is called when the registry says this node is to drain
+	// (cordon serve --drain): the caller stops the server as on SIGTERM.
+	OnDrain func()
 	// SpoolDir is where the output of commands that do not stream waits
 	// for its answer (made private); "": a directory of its own in the
 	// system's temporary directory.
@@ -129,6 +133,15 @@ type Server struct {
 	dropSpool bool // spoolDir is the server's own, removed by Close
 
 	forwards map[string]int // forwarded connections open, by sandbox (under mu)
+
+	// incarnation is this run of the node in the registry (nodes.go);
+	// lastBeat the time of its last heartbeat, in nanoseconds; drainAsked
+	// whether the registry asked it to drain.
+	incarnation string
+	lastBeat    atomic.Int64
+	drainAsked  atomic.Bool
+	// relay forwards requests to the other nodes (relay.go).
+	relay *relay
 }
 
 // New makes a server and starts filling its pools.
@@ -157,6 +170,10 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.uploads = openUploads(s.spoolDir)
+	if err := s.register(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.relay = newRelay(s)
 	if err := s.recoverAtStart(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -174,7 +191,8 @@ func New(opts Options) (*Server, error) {
 	if every == 0 {
 		every = time.Second
 	}
-	s.wg.Add(5)
+	s.wg.Add(6)
+	go s.heartbeats()
 	go s.syncer(every)
 	go s.indexer()
 	go s.summarizer()
@@ -241,6 +259,7 @@ func (s *Server) Close() {
 	if s.stateLock != nil {
 		s.stateLock.Close()
 	}
+	s.deregister()
 }
 
 // recorded makes a request's records durable as the configuration says:
@@ -333,6 +352,10 @@ func (s *Server) indexer() {
 // caller is who made a request.
 type caller struct {
 	token *Token // nil: no valid token
+	// via is the node that forwarded the request, who the address of the
+	// client it came from (relay.go); to is the node this one forwarded
+	// it to.
+	via, who, to string
 }
 
 func (c caller) name() string {
@@ -373,7 +396,12 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			w.Header().Set("Connection", "close")
 		}
 		status := 0
-		if need != public {
+		if via, who, err := s.forwardedFrom(r, time.Now()); err != nil {
+			status = fail(w, http.StatusUnauthorized, "%v", err)
+		} else {
+			c.via, c.who = via, who
+		}
+		if need != public && status == 0 {
 			if s.enter() {
 				defer s.leave()
 			} else {
@@ -398,7 +426,15 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			if unread {
 				w.Header().Del("Connection")
 			}
-			status = h(w, r, c)
+			if n, ok := s.relayTo(r, pattern, c); ok {
+				c.to = n.Name
+				status = s.relay.forward(w, r, n)
+				if pattern == "POST "+api.Version+"/sandboxes" {
+					s.relay.placed(n.Name)
+				}
+			} else {
+				status = h(w, r, c)
+			}
 		} else if unread {
 			// Nor is what is left of the body waited for after the
 			// answer longer than it takes a body already sent to arrive

@@ -113,11 +113,7 @@ func countLive(ctx context.Context, q interface {
 		if err := rows.Scan(&raw); err != nil {
 			return 0, fmt.Errorf("sessions: %w", err)
 		}
-		var s struct {
-			State   string    `json:"state"`
-			Expires time.Time `json:"expires"`
-		}
-		if json.Unmarshal(raw, &s) == nil && s.State == "running" && s.Expires.After(now) {
+		if running(raw, now) {
 			live++
 		}
 	}
@@ -125,4 +121,38 @@ func countLive(ctx context.Context, q interface {
 		return 0, fmt.Errorf("sessions: %w", err)
 	}
 	return live, nil
+}
+
+// LiveByNode counts the live sessions of agent on each node (see
+// ReserveSession for live).
+func (d *DB) LiveByNode(ctx context.Context, agent string, within time.Duration, clock time.Time) (map[string]int, error) {
+	rows, err := d.db.QueryContext(ctx, d.d.param("SELECT node, info FROM cordon_sandboxes WHERE agent = $1 AND updated > $2"), agent, d.d.when(time.Now().Add(-within)))
+	if err != nil {
+		return nil, fmt.Errorf("sessions: %w", err)
+	}
+	defer rows.Close()
+	live := map[string]int{}
+	for rows.Next() {
+		var node string
+		var raw []byte
+		if err := rows.Scan(&node, &raw); err != nil {
+			return nil, fmt.Errorf("sessions: %w", err)
+		}
+		if running(raw, clock) {
+			live[node]++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sessions: %w", err)
+	}
+	return live, nil
+}
+
+// running reports whether a session's info says running, unexpired.
+func running(raw []byte, now time.Time) bool {
+	var s struct {
+		State   string    `json:"state"`
+		Expires time.Time `json:"expires"`
+	}
+	return json.Unmarshal(raw, &s) == nil && s.State == "running" && s.Expires.After(now)
 }

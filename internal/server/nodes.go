@@ -1,0 +1,361 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/hostfile"
+	"github.com/cordon-sandbox/cordon/internal/statedb"
+)
+
+// Cluster is how this node works with the others sharing its database.
+type Cluster struct {
+	// Advertise is the URL the other nodes send this node's sandboxes'
+	// requests to (CORDON_ADVERTISE when unset). Without it, or without a
+	// secret, a request for this node's sandbox sent to another node is
+	// answered 421 with this node's name.
+	Advertise string `yaml:"advertise"`
+	// SecretFile holds the secret the nodes sign the requests they
+	// forward with, at least 32 bytes (CORDON_CLUSTER_SECRET holds the
+	// secret itself when unset); a relative path is the configuration
+	// file's.
+	SecretFile string `yaml:"secret_file"`
+	// Heartbeat is how often a node says it is alive (default 2s);
+	// NodeTimeout how long a node may be silent before another declares
+	// it dead and its sandboxes lost (default 15s, at least 3 beats).
+	Heartbeat   string `yaml:"heartbeat"`
+	NodeTimeout string `yaml:"node_timeout"`
+
+	beat, timeout time.Duration
+	secret        []byte
+}
+
+// Defaults of the cluster section.
+const (
+	DefaultHeartbeat   = 2 * time.Second
+	DefaultNodeTimeout = 15 * time.Second
+	// minSecret is the shortest cluster secret taken, in bytes.
+	minSecret = 32
+)
+
+// endedNodeLost is why the sandboxes of a node declared dead ended.
+const endedNodeLost = "node_lost"
+
+// checkCluster reads the cluster section (the secret file among it).
+func (c *Config) checkCluster(at func(p, field, msg string) error) error {
+	cl := &c.Cluster
+	var err error
+	if cl.beat, err = duration(cl.Heartbeat, DefaultHeartbeat); err != nil {
+		return at("$.cluster.heartbeat", "cluster.heartbeat", err.Error())
+	}
+	if cl.timeout, err = duration(cl.NodeTimeout, DefaultNodeTimeout); err != nil {
+		return at("$.cluster.node_timeout", "cluster.node_timeout", err.Error())
+	}
+	if cl.timeout < 3*cl.beat {
+		return at("$.cluster.node_timeout", "cluster.node_timeout", fmt.Sprintf("want at least 3 heartbeats (%s), so that a late beat is not a death", 3*cl.beat))
+	}
+	if cl.Advertise != "" {
+		if err := checkAdvertise(cl.Advertise); err != nil {
+			return at("$.cluster.advertise", "cluster.advertise", err.Error())
+		}
+	}
+	if cl.SecretFile != "" {
+		p := cl.SecretFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(c.File), p)
+		}
+		data, err := hostfile.ReadFile(p, 4096)
+		if err != nil {
+			return at("$.cluster.secret_file", "cluster.secret_file", err.Error())
+		}
+		if cl.secret = []byte(strings.TrimSpace(string(data))); len(cl.secret) < minSecret {
+			return at("$.cluster.secret_file", "cluster.secret_file", fmt.Sprintf("%s holds %d bytes; want a secret of at least %d (openssl rand -hex 32)", p, len(cl.secret), minSecret))
+		}
+	}
+	return nil
+}
+
+// checkAdvertise checks a node's advertised URL: http or https, a host,
+// nothing else.
+func checkAdvertise(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("want the node's URL as http://HOST:PORT or https://HOST:PORT, found %q", s)
+	}
+	return nil
+}
+
+// FromEnv completes the configuration from the environment where the file
+// leaves it to the place a node runs (a pod's name, its address):
+// CORDON_NODE names the node, CORDON_ADVERTISE is its URL for the others,
+// CORDON_CLUSTER_SECRET the secret they share. The file's values win.
+// Without either, the node is named after its host.
+func (c *Config) FromEnv(getenv func(string) string) error {
+	if c.Node == "" {
+		c.Node = getenv("CORDON_NODE")
+	}
+	if c.Node == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			return errors.New("the node has no name: set node in the configuration or CORDON_NODE")
+		}
+		c.Node = host
+	}
+	if !validNode(c.Node) {
+		return fmt.Errorf("node %q: a node's name is 1 to 253 letters, digits, '.', '_', '-', ':' and '/'", c.Node)
+	}
+	cl := &c.Cluster
+	if cl.Advertise == "" {
+		if cl.Advertise = getenv("CORDON_ADVERTISE"); cl.Advertise != "" {
+			if err := checkAdvertise(cl.Advertise); err != nil {
+				return fmt.Errorf("CORDON_ADVERTISE: %w", err)
+			}
+		}
+	}
+	if cl.secret == nil {
+		if s := strings.TrimSpace(getenv("CORDON_CLUSTER_SECRET")); s != "" {
+			if len(s) < minSecret {
+				return fmt.Errorf("CORDON_CLUSTER_SECRET holds %d bytes; want at least %d", len(s), minSecret)
+			}
+			cl.secret = []byte(s)
+		}
+	}
+	if cl.Advertise != "" && cl.secret == nil {
+		return errors.New("cluster.advertise needs the cluster's secret (cluster.secret_file or CORDON_CLUSTER_SECRET): the nodes sign the requests they forward with it")
+	}
+	return nil
+}
+
+// validNode reports whether s can name a node.
+func validNode(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-:/", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// register enters this node in the database's registry, before the
+// server does anything in its name: a live node of the same name is
+// refused (its sandboxes would be taken for this one's leftovers).
+func (s *Server) register() error {
+	b := make([]byte, 8)
+	rand.Read(b)
+	s.incarnation = hex.EncodeToString(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.opts.DB.Register(ctx, statedb.Node{Name: s.opts.Node, Incarnation: s.incarnation, Advertise: s.advertise(), Load: s.load()}, s.timeout())
+	if err != nil {
+		return fmt.Errorf("node %s: %w", s.opts.Node, err)
+	}
+	s.lastBeat.Store(time.Now().UnixNano())
+	return nil
+}
+
+func (s *Server) advertise() string {
+	if s.opts.Config.Cluster.secret == nil {
+		return "" // no forwarding without a secret
+	}
+	return strings.TrimSuffix(s.opts.Config.Cluster.Advertise, "/")
+}
+
+func (s *Server) beat() time.Duration {
+	if b := s.opts.Config.Cluster.beat; b > 0 {
+		return b
+	}
+	return DefaultHeartbeat
+}
+
+func (s *Server) timeout() time.Duration {
+	if t := s.opts.Config.Cluster.timeout; t > 0 {
+		return t
+	}
+	return DefaultNodeTimeout
+}
+
+// load is this node's live sandboxes and bound per agent.
+func (s *Server) load() statedb.Load {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := statedb.Load{Agents: map[string]statedb.AgentLoad{}}
+	for name, a := range s.opts.Config.Agents {
+		l.Agents[name] = statedb.AgentLoad{Live: s.claiming[name], Max: a.MaxSandboxes}
+	}
+	for _, e := range s.entries {
+		if e.state() == "" {
+			al := l.Agents[e.agent.Name]
+			al.Live++
+			l.Agents[e.agent.Name] = al
+		}
+	}
+	return l
+}
+
+// heartbeats says every beat that this node is alive, learns whether it
+// was asked to drain, and declares dead the nodes silent for longer than
+// node_timeout. A node that cannot beat for node_timeout ends its own
+// sandboxes (the others are declaring them lost), and registers again
+// once the database answers.
+func (s *Server) heartbeats() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.beat())
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		err := s.heartbeat()
+		switch {
+		case err != nil && !failing:
+			s.logf("heartbeat: %v (tried again every %v)", err, s.beat())
+		case err == nil && failing:
+			s.logf("heartbeat: the database answers again")
+		}
+		failing = err != nil
+	}
+}
+
+// heartbeat is one round of heartbeats.
+func (s *Server) heartbeat() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.beat())
+	defer cancel()
+	state, err := s.opts.DB.Heartbeat(ctx, s.opts.Node, s.incarnation, s.load())
+	switch {
+	case errors.Is(err, statedb.ErrFenced):
+		s.logf("node %s was declared dead by another node: its sandboxes are ended (%s); registering again", s.opts.Node, endedNodeLost)
+		s.endAll(endedNodeLost)
+		if err := s.register(); err != nil {
+			return err
+		}
+	case err != nil:
+		if time.Since(time.Unix(0, s.lastBeat.Load())) > s.timeout() && s.endAll(endedNodeLost) > 0 {
+			s.logf("no heartbeat for longer than node_timeout (%s): this node's sandboxes are ended (%s), as the other nodes report them", s.timeout(), endedNodeLost)
+		}
+		return err
+	default:
+		s.lastBeat.Store(time.Now().UnixNano())
+		if state == statedb.NodeDraining && s.drainAsked.CompareAndSwap(false, true) {
+			s.logf("asked to drain (cordon serve --drain)")
+			if s.opts.OnDrain != nil {
+				go s.opts.OnDrain()
+			}
+		}
+	}
+	return s.sweepDead(ctx)
+}
+
+// endAll ends every claimed sandbox of this node for why, and returns how
+// many it ended.
+func (s *Server) endAll(why string) int {
+	s.mu.Lock()
+	var live []*entry
+	for _, e := range s.entries {
+		if e.state() == "" {
+			live = append(live, e)
+		}
+	}
+	s.mu.Unlock()
+	for _, e := range live {
+		s.end(e, why)
+	}
+	return len(live)
+}
+
+// sweepDead declares dead the nodes silent past node_timeout; for each
+// one this node was first to declare, their sandboxes are recorded as
+// ended (node_lost), in this node's audit log and in the sessions.
+func (s *Server) sweepDead(ctx context.Context) error {
+	nodes, err := s.opts.DB.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if n.Name == s.opts.Node || (n.State != statedb.NodeAlive && n.State != statedb.NodeDraining) || n.Age <= s.timeout() {
+			continue
+		}
+		won, err := s.opts.DB.DeclareDead(ctx, n.Name, n.Incarnation, s.timeout())
+		if err != nil {
+			return err
+		}
+		if !won {
+			continue
+		}
+		s.logf("node %s was silent for %s (node_timeout %s): declared dead", n.Name, n.Age.Round(time.Millisecond), s.timeout())
+		if err := s.endLost(n.Name, n.Age); err != nil {
+			return fmt.Errorf("ending the sandboxes of node %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+// endLost records the sandboxes of a dead node as ended (node_lost): in
+// this node's audit log first, then in the sessions every node reads.
+func (s *Server) endLost(node string, silent time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sessions, err := s.opts.DB.NodeSessions(ctx, node)
+	if err != nil {
+		return err
+	}
+	var lost []api.Sandbox
+	for _, sess := range sessions {
+		var sb api.Sandbox
+		if json.Unmarshal(sess.Info, &sb) != nil {
+			sb = api.Sandbox{ID: sess.ID, Agent: sess.Agent}
+		}
+		if sb.State != "ended" {
+			sb.ID, sb.Agent = sess.ID, sess.Agent
+			lost = append(lost, sb)
+		}
+	}
+	sort.Slice(lost, func(i, j int) bool { return lost[i].ID < lost[j].ID })
+	ids := make([]string, len(lost))
+	for i, sb := range lost {
+		ids[i] = sb.ID
+		s.event(audit.Event{Sandbox: sb.ID, Agent: sb.Agent, Kind: audit.Decision, Type: "end",
+			Data: map[string]any{"reason": endedNodeLost, "node": node, "declared_by": s.opts.Node}})
+	}
+	s.event(audit.Event{Kind: audit.Decision, Type: "node_lost", Data: map[string]any{"node": node, "silent_ms": silent.Milliseconds(), "sandboxes": ids}})
+	if err := s.auditWritten(s.opts.Audit.Flush()); err != nil {
+		return fmt.Errorf("recording the lost sandboxes: %w", err)
+	}
+	for _, sb := range lost {
+		sb.Node, sb.State, sb.Ended, sb.Running = node, "ended", endedNodeLost, 0
+		if err := s.opts.DB.PutSession(ctx, sb.ID, node, sb.Agent, sb); err != nil {
+			return err
+		}
+		s.metrics.ended(sb.Agent, endedNodeLost)
+	}
+	return nil
+}
+
+// deregister marks this node stopped in the registry (Close).
+func (s *Server) deregister() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, from := range []string{statedb.NodeAlive, statedb.NodeDraining} {
+		if ok, err := s.opts.DB.SetNodeState(ctx, s.opts.Node, s.incarnation, from, statedb.NodeLeft); ok || err != nil {
+			return
+		}
+	}
+}
