@@ -49,7 +49,8 @@ func startServe(t *testing.T, agents string, files map[string]string) *served {
 }
 
 // startServeWith is startServe with top-level configuration lines, and the
-// tokens (name -> token) to use instead of new ones.
+// tokens (name -> token) to use instead of new ones; {{listen}} in them
+// is the address the server will listen on.
 func startServeWith(t *testing.T, agents string, files map[string]string, top string, tokens map[string]string) *served {
 	t.Helper()
 	if exec.Command(filepath.Join(binDir, "cordon"), "doctor").Run() != nil {
@@ -83,15 +84,16 @@ func startServeWith(t *testing.T, agents string, files map[string]string, top st
 			fmt.Fprintf(&cfg, "  - name: %s-token\n    agent: %s\n    sha256: %s\n", name, name, sum)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte(cfg.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close()
+	// {{listen}} in the configuration is the address the server listens on.
+	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte(strings.ReplaceAll(cfg.String(), "{{listen}}", addr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	s.url = "http://" + addr
 	s.cmd = exec.Command(filepath.Join(binDir, "cordon"), "serve", "--config", filepath.Join(dir, "serve.yaml"), "--listen", addr)
 	s.cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "state"), "CORDON_AUDIT_LOG="+filepath.Join(dir, "audit", "audit.jsonl"), "HOME="+dir)

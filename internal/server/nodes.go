@@ -159,14 +159,25 @@ func (s *Server) register() error {
 	b := make([]byte, 8)
 	rand.Read(b)
 	s.incarnation = hex.EncodeToString(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := s.opts.DB.Register(ctx, statedb.Node{Name: s.opts.Node, Incarnation: s.incarnation, Advertise: s.advertise(), Load: s.load()}, s.timeout())
-	if err != nil {
-		return fmt.Errorf("node %s: %w", s.opts.Node, err)
+	// A node beats every beat: one of this name silent for 3 beats is
+	// gone (this node's last run, killed), and this run takes the name
+	// over; one that beats meanwhile is alive, and this run is refused.
+	gone := 3 * s.beat()
+	deadline := time.Now().Add(gone + 2*s.beat())
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := s.opts.DB.Register(ctx, statedb.Node{Name: s.opts.Node, Incarnation: s.incarnation, Advertise: s.advertise(), Load: s.load()}, gone)
+		cancel()
+		switch {
+		case errors.Is(err, statedb.ErrNodeInUse) && time.Now().Before(deadline):
+			time.Sleep(s.beat())
+			continue
+		case err != nil:
+			return fmt.Errorf("node %s: %w", s.opts.Node, err)
+		}
+		s.lastBeat.Store(time.Now().UnixNano())
+		return nil
 	}
-	s.lastBeat.Store(time.Now().UnixNano())
-	return nil
 }
 
 func (s *Server) advertise() string {

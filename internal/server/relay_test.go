@@ -318,10 +318,25 @@ func TestClusterDrainAndNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	cfg := &Config{Agents: map[string]*Agent{}, Node: "n2"}
-	_, err = New(Options{Config: cfg, Audit: mustAudit(t), DB: db, Node: "n2", Start: func(*Agent, *profile.Profile, string) (Sandbox, error) { return nil, nil }})
-	if err == nil || !strings.Contains(err.Error(), "in use") {
+	again := func(name string) (*Server, error) {
+		cfg := &Config{Agents: map[string]*Agent{}, Node: name, Cluster: Cluster{beat: 50 * time.Millisecond, timeout: 400 * time.Millisecond}}
+		return New(Options{Config: cfg, Audit: mustAudit(t), DB: db, Node: name, Start: func(*Agent, *profile.Profile, string) (Sandbox, error) { return nil, nil }})
+	}
+	if _, err := again("n2"); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("a second node named n2: %v", err)
+	}
+	// A node killed outright stops beating: its next run takes its name
+	// over without waiting for node_timeout.
+	if err := db.Register(ctx, statedb.Node{Name: "killed", Incarnation: "k1"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := again("killed")
+	if err != nil {
+		t.Fatalf("the next run of a killed node: %v", err)
+	}
+	srv.Close()
+	if n, err := db.NodeByName(ctx, "killed"); err != nil || n.Incarnation == "k1" || n.State != statedb.NodeLeft {
+		t.Fatalf("the killed node's row after its next run stopped: %+v %v", n, err)
 	}
 }
 

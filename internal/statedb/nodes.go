@@ -81,10 +81,10 @@ func (d *DB) age(column string) string {
 
 // Register enters a node in the registry as alive: a new name, or one
 // whose last incarnation stopped, was declared dead, or has been silent
-// for longer than timeout. A name another incarnation still beats for is
+// for longer than gone. A name another incarnation still beats for is
 // refused (ErrNodeInUse): two nodes of one name would end each other's
 // sandboxes.
-func (d *DB) Register(ctx context.Context, n Node, timeout time.Duration) error {
+func (d *DB) Register(ctx context.Context, n Node, gone time.Duration) error {
 	load, err := json.Marshal(n.Load)
 	if err != nil {
 		return err
@@ -106,8 +106,8 @@ func (d *DB) Register(ctx context.Context, n Node, timeout time.Duration) error 
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("nodes: %w", err)
-	case inc != n.Incarnation && (state == NodeAlive || state == NodeDraining) && time.Duration(age)*time.Millisecond < timeout:
-		return fmt.Errorf("%w: node %s last beat %s ago (node_timeout %s); give each node its own name", ErrNodeInUse, n.Name, time.Duration(age)*time.Millisecond, timeout)
+	case inc != n.Incarnation && (state == NodeAlive || state == NodeDraining) && time.Duration(age)*time.Millisecond < gone:
+		return fmt.Errorf("%w: node %s beats (last %s ago); give each node its own name", ErrNodeInUse, n.Name, time.Duration(age)*time.Millisecond)
 	}
 	if _, err := tx.ExecContext(ctx, d.d.param(`INSERT INTO cordon_nodes (name, incarnation, advertise, state, started, heartbeat, load)
 VALUES ($1, $2, $3, $4, `+d.now()+`, `+d.now()+`, $5)
