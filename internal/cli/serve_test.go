@@ -443,10 +443,11 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-// TestServeSharedDatabase runs two cordon serve nodes on one PostgreSQL:
-// both see the same pending approvals and decisions, the same audit
-// records, and each other's sandboxes.
-func TestServeSharedDatabase(t *testing.T) {
+// testSchema returns the URL of a schema of its own in the PostgreSQL of
+// CORDON_TEST_POSTGRES, dropped when the test ends; without one, the test
+// is skipped.
+func testSchema(t *testing.T) string {
+	t.Helper()
 	url := os.Getenv("CORDON_TEST_POSTGRES")
 	if url == "" {
 		t.Skip("CORDON_TEST_POSTGRES is not set (.ci/run starts a PostgreSQL and sets it)")
@@ -457,16 +458,26 @@ func TestServeSharedDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	t.Cleanup(func() {
+		conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		conn.Close(ctx)
+	})
 	sep := "?"
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	db := url + sep + "search_path=" + schema
+	return url + sep + "search_path=" + schema
+}
+
+// TestServeSharedDatabase runs two cordon serve nodes on one PostgreSQL:
+// both see the same pending approvals and decisions, the same audit
+// records, and each other's sandboxes.
+func TestServeSharedDatabase(t *testing.T) {
+	ctx := context.Background()
+	db := testSchema(t)
 	tokens := map[string]string{}
 	for _, name := range []string{"builder", "ops"} {
 		tokens[name], _ = server.NewToken()

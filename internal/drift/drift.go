@@ -109,18 +109,23 @@ func parseMounts(mi []byte) map[string]mountLine {
 }
 
 // onlyDetached reports whether the mount table changed only by losing
-// read-only mounts that sat on read-only mounts: what the kernel does in
-// every namespace when the host replaces a file bound on its own
-// (/etc/resolv.conf renewed, ld.so.cache rebuilt by rename). The sandbox
-// then sees what is below, which it could not write either. A mount lost
-// from a writable one (a protected path in the workspace, which the host's
-// git replaced) is a change: what it covered is writable.
+// read-only mounts that sat on read-only mounts, or by such mounts' files
+// being deleted: what the kernel shows in every namespace when the host
+// replaces a file bound on its own (/etc/resolv.conf renewed, ld.so.cache
+// rebuilt by rename, as every package install does). The sandbox then
+// sees what is below, or the old file, neither of which it could write.
+// A mount lost from a writable one (a protected path in the workspace,
+// which the host's git replaced) is a change: what it covered is writable.
 func onlyDetached(old, now map[string]mountLine) bool {
 	if old == nil || now == nil {
 		return false
 	}
 	for id, m := range now {
-		if o, ok := old[id]; !ok || o.text != m.text {
+		o, ok := old[id]
+		if !ok {
+			return false
+		}
+		if o.text != m.text && !(deletedOnly(o.text, m.text) && o.readOnly && old[o.parent].readOnly) {
 			return false
 		}
 	}
@@ -130,6 +135,21 @@ func onlyDetached(old, now map[string]mountLine) bool {
 		}
 		parent, ok := old[o.parent]
 		if !o.readOnly || !ok || !parent.readOnly {
+			return false
+		}
+	}
+	return true
+}
+
+// deletedOnly reports whether a mountinfo line changed only by its root
+// (the fourth field) gaining the kernel's "//deleted".
+func deletedOnly(old, now string) bool {
+	o, n := strings.Fields(old), strings.Fields(now)
+	if len(o) != len(n) || len(o) < 4 || n[3] != o[3]+"//deleted" {
+		return false
+	}
+	for i := range o {
+		if i != 3 && o[i] != n[i] {
 			return false
 		}
 	}

@@ -102,6 +102,10 @@ func TestMountsDetached(t *testing.T) {
 		{"unchanged", base, false},
 		{"resolv.conf replaced on the host", drop("2"), false},
 		{"the workspace's .git/config replaced on the host", drop("4"), true},
+		{"ld.so.cache replaced on the host, its old file kept", strings.Replace(base, "/etc/resolv.conf /etc/resolv.conf", "/etc/resolv.conf//deleted /etc/resolv.conf", 1), false},
+		{"the workspace's .git/config deleted on the host", strings.Replace(base, "/work/.git/config /work/.git/config", "/work/.git/config//deleted /work/.git/config", 1), true},
+		{"a file deleted and its mount made writable", strings.Replace(base, "/etc/resolv.conf /etc/resolv.conf ro,nosuid", "/etc/resolv.conf//deleted /etc/resolv.conf rw,nosuid", 1), true},
+		{"another root", strings.Replace(base, "/etc/resolv.conf /etc/resolv.conf", "/etc/shadow /etc/resolv.conf", 1), true},
 		{"a mount added", base + "5 3 0:9 / /work/x rw - tmpfs tmpfs rw\n", true},
 		{"a mount made writable", strings.Replace(base, "/etc/resolv.conf ro,nosuid", "/etc/resolv.conf rw,nosuid", 1), true},
 	} {

@@ -248,7 +248,9 @@ func (s *Server) heartbeats() {
 
 // heartbeat is one round of heartbeats.
 func (s *Server) heartbeat() error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.beat())
+	// A loaded database may take longer than a beat: a beat waits for
+	// it up to half the timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout()/2)
 	defer cancel()
 	state, err := s.opts.DB.Heartbeat(ctx, s.opts.Node, s.incarnation, s.load())
 	switch {
@@ -296,7 +298,7 @@ func (s *Server) endAll(why string) int {
 // one this node was first to declare, their sandboxes are recorded as
 // ended (node_lost), in this node's audit log and in the sessions.
 func (s *Server) sweepDead(ctx context.Context) error {
-	nodes, err := s.opts.DB.Nodes(ctx)
+	nodes, err := s.opts.DB.BeatNodes(ctx)
 	if err != nil {
 		return err
 	}

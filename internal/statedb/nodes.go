@@ -130,7 +130,7 @@ func (d *DB) Heartbeat(ctx context.Context, name, incarnation string, load Load)
 		return "", err
 	}
 	var state string
-	err = d.db.QueryRowContext(ctx, d.d.param(`UPDATE cordon_nodes SET heartbeat = `+d.now()+`, load = $3
+	err = d.beats.QueryRowContext(ctx, d.d.param(`UPDATE cordon_nodes SET heartbeat = `+d.now()+`, load = $3
 WHERE name = $1 AND incarnation = $2 AND state IN ('alive', 'draining') RETURNING state`), name, incarnation, string(data)).Scan(&state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", ErrFenced
@@ -142,8 +142,13 @@ WHERE name = $1 AND incarnation = $2 AND state IN ('alive', 'draining') RETURNIN
 }
 
 // Nodes returns every node of the registry, by name.
-func (d *DB) Nodes(ctx context.Context) ([]Node, error) {
-	rows, err := d.db.QueryContext(ctx, "SELECT name, incarnation, advertise, state, load, "+d.age("heartbeat")+" FROM cordon_nodes ORDER BY name")
+func (d *DB) Nodes(ctx context.Context) ([]Node, error) { return d.nodes(ctx, d.db) }
+
+// BeatNodes is Nodes on the heartbeat's own connections.
+func (d *DB) BeatNodes(ctx context.Context) ([]Node, error) { return d.nodes(ctx, d.beats) }
+
+func (d *DB) nodes(ctx context.Context, q *sql.DB) ([]Node, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name, incarnation, advertise, state, load, "+d.age("heartbeat")+" FROM cordon_nodes ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
@@ -182,8 +187,8 @@ func (d *DB) NodeByName(ctx context.Context, name string) (Node, error) {
 // did so: of the nodes that find it silent, one wins, and ends its
 // sandboxes.
 func (d *DB) DeclareDead(ctx context.Context, name, incarnation string, timeout time.Duration) (bool, error) {
-	res, err := d.exec(ctx, `UPDATE cordon_nodes SET state = 'dead'
-WHERE name = $1 AND incarnation = $2 AND state IN ('alive', 'draining') AND `+d.olderThan("heartbeat", 3), name, incarnation, timeout.Milliseconds())
+	res, err := d.beats.ExecContext(ctx, d.d.param(`UPDATE cordon_nodes SET state = 'dead'
+WHERE name = $1 AND incarnation = $2 AND state IN ('alive', 'draining') AND `+d.olderThan("heartbeat", 3)), name, incarnation, timeout.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("nodes: %w", err)
 	}

@@ -107,10 +107,21 @@ CREATE TABLE IF NOT EXISTS cordon_sandboxes (
 
 // DB is the state database.
 type DB struct {
-	db   *sql.DB
-	d    dialect
-	name string
+	db *sql.DB
+	// beats is the registry's own pool (nodes.go): a node's heartbeat
+	// never waits behind the requests' queries.
+	beats *sql.DB
+	d     dialect
+	name  string
 }
+
+// Bounds of a node's connections to PostgreSQL: the requests' pool and
+// the heartbeat's; kept open between queries, as a connection costs a
+// TLS handshake.
+const (
+	maxConns     = 24
+	maxBeatConns = 2
+)
 
 // IsPostgres reports whether where names a PostgreSQL database.
 func IsPostgres(where string) bool {
@@ -164,7 +175,18 @@ func Open(ctx context.Context, where string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database %s: %w", name, err)
 	}
-	out := &DB{db: db, d: d, name: name}
+	out := &DB{db: db, beats: db, d: d, name: name}
+	if d.postgres {
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
+		db.SetConnMaxIdleTime(5 * time.Minute)
+		if out.beats, err = sql.Open(d.driver, dsn); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("database %s: %w", name, err)
+		}
+		out.beats.SetMaxOpenConns(maxBeatConns)
+		out.beats.SetMaxIdleConns(maxBeatConns)
+	}
 	err = out.migrate(ctx)
 	// SQLite turns a new file to WAL on a first connection without
 	// waiting for another process doing the same: that one is waited
@@ -177,7 +199,7 @@ func Open(ctx context.Context, where string) (*DB, error) {
 		err = out.migrate(ctx)
 	}
 	if err != nil {
-		db.Close()
+		out.Close()
 		return nil, fmt.Errorf("database %s: %w", name, err)
 	}
 	return out, nil
@@ -195,7 +217,12 @@ func (d *DB) Ping(ctx context.Context) error {
 }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	if d.beats != d.db {
+		d.beats.Close()
+	}
+	return d.db.Close()
+}
 
 // exec runs a statement written with $1, $2, ... placeholders.
 func (d *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
