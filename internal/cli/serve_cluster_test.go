@@ -69,7 +69,7 @@ func TestServeCluster(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		failures []string
-		on       = map[string]string{}    // sandbox -> node
+		on       = map[string]string{}  // sandbox -> node
 		answered = map[string][]acked{} // sandbox -> commands answered
 	)
 	failed := func(format string, args ...any) {
