@@ -88,6 +88,12 @@ func serveCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("state directory: %w", err))
 	}
 	cfg.State = state
+	if f.drain {
+		if cfg.Database == "" {
+			cfg.Database = filepath.Join(state, "db", "cordon.db")
+		}
+		return drainNode(e, cfg)
+	}
 	al, err := openAudit(e, *auditLog, nil)
 	if err != nil {
 		return fail(e, fmt.Errorf("audit log: %w", err))
@@ -96,9 +102,6 @@ func serveCmd(e *env, args []string) int {
 	// state/sandboxes: what it sees is checked from there.
 	if cfg.Database == "" {
 		cfg.Database = filepath.Join(state, "db", "cordon.db")
-	}
-	if f.drain {
-		return drainNode(e, cfg)
 	}
 	sandboxDir := filepath.Join(state, "sandboxes", "sb")
 	for _, a := range cfg.Agents {

@@ -56,7 +56,7 @@ func TestServeCluster(t *testing.T) {
 	agents := fmt.Sprintf("  worker:\n    profile: default\n    pool: 2\n    max_sandboxes: %d\n", perNode)
 	var nodes []*served
 	for i := 1; i <= 3; i++ {
-		top := fmt.Sprintf("database: %q\nnode: node-%d\ncluster:\n  advertise: http://{{listen}}\n  secret_file: %q\n  heartbeat: 250ms\n  node_timeout: 4s\n", db, i, secret)
+		top := fmt.Sprintf("database: %q\nnode: node-%d\ncluster:\n  advertise: http://{{listen}}\n  secret_file: %q\n  heartbeat: 250ms\n  node_timeout: 6s\n", db, i, secret)
 		nodes = append(nodes, startServeWith(t, agents, nil, top, tokens))
 	}
 	proxy := startNginx(t, nginx, nodes)
@@ -230,6 +230,20 @@ func TestServeCluster(t *testing.T) {
 	// node-3 runs again under its name, ends what it left, and every node
 	// stops cleanly: nothing is left, and every log verifies.
 	dead.restart(t)
+	// node-2 is drained from the command line: it stops by itself.
+	drained := nodes[1]
+	drain := exec.Command(filepath.Join(binDir, "cordon"), "serve", "--drain", "--config", filepath.Join(drained.dir, "serve.yaml"))
+	drain.Env = drained.cmd.Env
+	drainKids := children(drained.cmd.Process.Pid)
+	if out, err := drain.CombinedOutput(); err != nil || !strings.Contains(string(out), "node node-2 has stopped (left)") {
+		t.Fatalf("cordon serve --drain: %v\n%s", err, out)
+	}
+	if err := drained.cmd.Wait(); err != nil {
+		t.Fatalf("node-2 after --drain: %v\n%s", err, drained.log)
+	}
+	if left := drained.leftovers(drainKids); len(left) > 0 {
+		t.Errorf("left behind by the drained node-2: %s", strings.Join(left, "; "))
+	}
 	for _, s := range nodes {
 		kids := children(s.cmd.Process.Pid)
 		s.stop(t)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -128,6 +129,11 @@ func TestClusterForwards(t *testing.T) {
 		}
 		if want := node + ":" + id + " ran echo hi\n"; string(res.Stdout) != want {
 			t.Fatalf("exec on %s through n1: %q, want %q", node, res.Stdout, want)
+		}
+		// Streamed, too.
+		var out bytes.Buffer
+		if o, err := alice.Exec(ctx, id, api.ExecRequest{Args: []string{"streamed"}}, &out, io.Discard); err != nil || o.Status != "ok" || out.String() != node+":"+id+" ran streamed\n" {
+			t.Fatalf("a streamed exec on %s through n1: %q %+v %v", node, out.String(), o, err)
 		}
 		got, err := c.client(n2, "alice-a").Get(ctx, id)
 		if err != nil || got.Node != node || got.State != "running" {
