@@ -175,7 +175,7 @@ func (s *Server) register() error {
 		case err != nil:
 			return fmt.Errorf("node %s: %w", s.opts.Node, err)
 		}
-		s.lastBeat.Store(time.Now().UnixNano())
+		s.beatingSince.Store(time.Now().UnixNano())
 		return nil
 	}
 }
@@ -221,9 +221,9 @@ func (s *Server) load() statedb.Load {
 
 // heartbeats says every beat that this node is alive, learns whether it
 // was asked to drain, and declares dead the nodes silent for longer than
-// node_timeout. A node that cannot beat for node_timeout ends its own
-// sandboxes (the others are declaring them lost), and registers again
-// once the database answers.
+// node_timeout. A node that finds itself declared dead (cut off from the
+// database while the others were not) ends its sandboxes, which the
+// others report lost, and registers again.
 func (s *Server) heartbeats() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.beat())
@@ -261,12 +261,13 @@ func (s *Server) heartbeat() error {
 			return err
 		}
 	case err != nil:
-		if time.Since(time.Unix(0, s.lastBeat.Load())) > s.timeout() && s.endAll(endedNodeLost) > 0 {
-			s.logf("no heartbeat for longer than node_timeout (%s): this node's sandboxes are ended (%s), as the other nodes report them", s.timeout(), endedNodeLost)
-		}
+		// The database may be down for every node (a failover): this
+		// node's sandboxes go on. If the others could beat meanwhile and
+		// declared this one dead, the next heartbeat finds it fenced.
+		s.beatingSince.Store(0)
 		return err
 	default:
-		s.lastBeat.Store(time.Now().UnixNano())
+		s.beatingSince.CompareAndSwap(0, time.Now().UnixNano())
 		if state == statedb.NodeDraining && s.drainAsked.CompareAndSwap(false, true) {
 			s.logf("asked to drain (cordon serve --drain)")
 			if s.opts.OnDrain != nil {
@@ -298,6 +299,12 @@ func (s *Server) endAll(why string) int {
 // one this node was first to declare, their sandboxes are recorded as
 // ended (node_lost), in this node's audit log and in the sessions.
 func (s *Server) sweepDead(ctx context.Context) error {
+	// Only a node that has itself beaten for node_timeout without a miss
+	// may find another silent: after an outage of the database, every
+	// node looks silent to the first one back.
+	if since := s.beatingSince.Load(); since == 0 || time.Since(time.Unix(0, since)) < s.timeout() {
+		return nil
+	}
 	nodes, err := s.opts.DB.BeatNodes(ctx)
 	if err != nil {
 		return err

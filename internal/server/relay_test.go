@@ -353,3 +353,31 @@ func mustAudit(t *testing.T) *audit.Log {
 	}
 	return al
 }
+
+// A node whose heartbeats only just began to succeed (it started, or the
+// database came back) declares nobody dead: every node looks silent to
+// the first one back after an outage.
+func TestClusterNoDeathsAfterOutage(t *testing.T) {
+	c := newCluster(t)
+	n := c.start(t, "n1", func(cfg *Config) { cfg.Cluster.beat, cfg.Cluster.timeout = time.Hour, 3*time.Hour })
+	ctx := context.Background()
+	if err := n.db.Register(ctx, statedb.Node{Name: "quiet", Incarnation: "q"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	n.srv.opts.Config.Cluster.timeout = 100 * time.Millisecond // the ticker keeps its hour
+	time.Sleep(150 * time.Millisecond)
+	n.srv.beatingSince.Store(time.Now().UnixNano())
+	if err := n.srv.sweepDead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := n.db.NodeByName(ctx, "quiet"); q.State != statedb.NodeAlive {
+		t.Fatalf("declared dead by a node beating for less than node_timeout: %+v", q)
+	}
+	n.srv.beatingSince.Store(time.Now().Add(-time.Second).UnixNano())
+	if err := n.srv.sweepDead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := n.db.NodeByName(ctx, "quiet"); q.State != statedb.NodeDead {
+		t.Fatalf("not declared dead by a node beating for longer than node_timeout: %+v", q)
+	}
+}

@@ -135,11 +135,12 @@ type Server struct {
 	forwards map[string]int // forwarded connections open, by sandbox (under mu)
 
 	// incarnation is this run of the node in the registry (nodes.go);
-	// lastBeat the time of its last heartbeat, in nanoseconds; drainAsked
-	// whether the registry asked it to drain.
-	incarnation string
-	lastBeat    atomic.Int64
-	drainAsked  atomic.Bool
+	// beatingSince when its heartbeats last began to succeed without a
+	// miss (nanoseconds; 0 after a miss); drainAsked whether the
+	// registry asked it to drain.
+	incarnation  string
+	beatingSince atomic.Int64
+	drainAsked   atomic.Bool
 	// relay forwards requests to the other nodes (relay.go).
 	relay *relay
 }
