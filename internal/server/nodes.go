@@ -321,6 +321,7 @@ func (s *Server) sweepDead(ctx context.Context) error {
 			continue
 		}
 		s.logf("node %s was silent for %s (node_timeout %s): declared dead", n.Name, n.Age.Round(time.Millisecond), s.timeout())
+		s.metrics.add(1, "cordon_nodes_declared_dead_total", "node", n.Name)
 		if err := s.endLost(n.Name, n.Age); err != nil {
 			return fmt.Errorf("ending the sandboxes of node %s: %w", n.Name, err)
 		}

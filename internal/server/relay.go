@@ -105,6 +105,11 @@ func (rl *relay) forward(w http.ResponseWriter, r *http.Request, node statedb.No
 	if err != nil {
 		return fail(w, http.StatusBadGateway, "node %s advertises %q: %v", node.Name, node.Advertise, err)
 	}
+	what := "sandbox"
+	if r.PathValue("id") == "" {
+		what = "create"
+	}
+	rl.s.metrics.add(1, "cordon_requests_forwarded_total", "node", node.Name, "what", what)
 	status := 0
 	t := &relayTarget{node: node.Name, url: u, via: rl.s.opts.Node, who: r.RemoteAddr, reply: &status}
 	rl.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), relayKey{}, t)))
@@ -254,4 +259,9 @@ func (s *Server) relayTo(r *http.Request, pattern string, c caller) (statedb.Nod
 		return statedb.Node{}, false
 	}
 	return s.owner(r.Context(), r.PathValue("id"), c)
+}
+
+func init() {
+	help["cordon_requests_forwarded_total"] = [2]string{"counter", "Requests this node forwarded to another, by node and by what (create: placed there; sandbox: a request for its sandbox)."}
+	help["cordon_nodes_declared_dead_total"] = [2]string{"counter", "Nodes this node declared dead (silent past node_timeout), by node."}
 }

@@ -146,6 +146,9 @@ func TestClusterForwards(t *testing.T) {
 			t.Fatalf("bob's exec in alice's sandbox: %v", err)
 		}
 	}
+	if m := metricsOf(t, n1, c.tokens["ops"]); !strings.Contains(m, `cordon_requests_forwarded_total{node="n2",what="create"} 2`) || !strings.Contains(m, `cordon_requests_forwarded_total{node="n2",what="sandbox"}`) {
+		t.Fatalf("n1's metrics of what it forwarded:\n%s", m)
+	}
 	list, err := c.client(n2, "alice-a").List(ctx)
 	if err != nil || len(list) != 4 {
 		t.Fatalf("list through n2: %d %v", len(list), err)
@@ -380,4 +383,17 @@ func TestClusterNoDeathsAfterOutage(t *testing.T) {
 	if q, _ := n.db.NodeByName(ctx, "quiet"); q.State != statedb.NodeDead {
 		t.Fatalf("not declared dead by a node beating for longer than node_timeout: %+v", q)
 	}
+}
+
+func metricsOf(t *testing.T, n *clusterNode, token string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", n.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
