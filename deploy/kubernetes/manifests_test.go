@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -483,5 +484,101 @@ func TestOverlay(t *testing.T) {
 	}
 	for _, p := range inspect(t, o) {
 		t.Errorf("%s: %s", p.check, p.msg)
+	}
+}
+
+// podEnv is the container's environment as the kubelet makes it for the
+// StatefulSet's first pod: the downward API's name and namespace, the
+// Secret's keys, and $(VAR) expanded from the variables defined before.
+func podEnv(t *testing.T, o *objects, c *corev1.Container) map[string]string {
+	t.Helper()
+	set := o.sets[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = expand(e.Value, env)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			env[e.Name] = set.Name + "-0"
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			env[e.Name] = set.Namespace
+		case e.ValueFrom.SecretKeyRef != nil:
+			for _, s := range o.secrets {
+				if s.Name == e.ValueFrom.SecretKeyRef.Name {
+					env[e.Name] = string(s.Data[e.ValueFrom.SecretKeyRef.Key])
+				}
+			}
+		default:
+			t.Fatalf("%s: a source the test does not know", e.Name)
+		}
+	}
+	return env
+}
+
+// expand does what the kubelet does to a variable's value: $(NAME) of a
+// variable defined before becomes its value, $$ a $, the rest stays.
+func expand(s string, env map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case strings.HasPrefix(s[i:], "$$"):
+			b.WriteByte('$')
+			i++
+		case strings.HasPrefix(s[i:], "$("):
+			end := strings.IndexByte(s[i:], ')')
+			if v, ok := env[s[i+2:i+max(end, 2)]]; end > 0 && ok {
+				b.WriteString(v)
+				i += end
+				continue
+			}
+			b.WriteByte(s[i])
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+func TestExpand(t *testing.T) {
+	env := map[string]string{"A": "a", "B": "b"}
+	for in, want := range map[string]string{"$(A).$(B)": "a.b", "$(C)": "$(C)", "$$(A)": "$(A)", "x$(A": "x$(A", "$()": "$()"} {
+		if got := expand(in, env); got != want {
+			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestNodeEnvironment gives the environment the pod's container gets to
+// cordon serve's own reading of it: the node's name, the URL the others
+// forward to, the cluster secret.
+func TestNodeEnvironment(t *testing.T) {
+	o := renderBase(t)
+	c := &ctx{set: o.sets[0]}
+	c.pod = &c.set.Spec.Template.Spec
+	c.container = &c.pod.Containers[0]
+	c.config = configMapOf(o, c.pod)
+	env := podEnv(t, o, c.container)
+	want := "http://cordon-0." + nodesService + "." + c.set.Namespace + ".svc.cluster.local:8700"
+	if env["CORDON_NODE"] != "cordon-0" || env["CORDON_ADVERTISE"] != want {
+		t.Fatalf("CORDON_NODE %q, CORDON_ADVERTISE %q; want cordon-0 and %s", env["CORDON_NODE"], env["CORDON_ADVERTISE"], want)
+	}
+	cfg, err := loadAsMounted(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromEnv := reflect.ValueOf(cfg).MethodByName("FromEnv")
+	if !fromEnv.IsValid() {
+		t.Skip("cordon's configuration in this tree does not read the node's environment (CORDON_NODE, CORDON_ADVERTISE, CORDON_CLUSTER_SECRET) yet; the values are checked above")
+	}
+	getenv := func(k string) string { return env[k] }
+	out := fromEnv.Call([]reflect.Value{reflect.ValueOf(getenv)})
+	if err, _ := out[0].Interface().(error); err != nil {
+		t.Fatalf("cordon serve refuses the pod's environment: %v", err)
+	}
+	if cfg.Node != "cordon-0" {
+		t.Errorf("the node is named %q", cfg.Node)
+	}
+	if adv := reflect.ValueOf(cfg).Elem().FieldByName("Cluster").FieldByName("Advertise"); !adv.IsValid() || adv.String() != want {
+		t.Errorf("cordon serve advertises %v, want %s", adv, want)
 	}
 }
