@@ -269,11 +269,11 @@ func drainGrace(c *ctx) (time.Duration, error) {
 // Sizes of what a node's memory holds (docs/BENCHMARKS.md, docs/SERVER.md).
 const (
 	mib           = 1 << 20
-	serveIdle     = 64 * mib  // cordon serve idle: about 24-30 MB measured; room for its own growth
-	perWarm       = 1.2 * mib // an idle pre-warmed sandbox of cordon serve
-	perIdle       = 10.3 * mib
-	perCommand    = 256 << 10 // a command's output buffers and captures
-	stdinDecoding = 4         // a stdin is held about four times while decoded
+	serveIdle     = 64 * mib   // cordon serve idle: about 24-30 MB measured; room for its own growth
+	perWarm       = 1.2 * mib  // an idle pre-warmed sandbox of cordon serve
+	perIdle       = 10.3 * mib // an idle cordon run: more than a claimed, idle sandbox of cordon serve takes
+	perCommand    = 256 << 10  // a command's output buffers and captures
+	stdinDecoding = 4          // a stdin is held about four times while decoded
 )
 
 var checks = []check{
