@@ -226,24 +226,12 @@ func (s *Server) load() statedb.Load {
 // others report lost, and registers again.
 func (s *Server) heartbeats() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.beat())
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
+	s.repeat(s.beat(), func() error {
+		if err := s.heartbeat(); err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
 		}
-		err := s.heartbeat()
-		switch {
-		case err != nil && !failing:
-			s.logf("heartbeat: %v (tried again every %v)", err, s.beat())
-		case err == nil && failing:
-			s.logf("heartbeat: the database answers again")
-		}
-		failing = err != nil
-	}
+		return nil
+	}, "(tried again every "+s.beat().String()+")", "heartbeat: the database answers again")
 }
 
 // heartbeat is one round of heartbeats.

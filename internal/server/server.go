@@ -326,27 +326,33 @@ func (s *Server) syncer(every time.Duration) {
 const indexEvery = 200 * time.Millisecond
 
 // indexer sends the database what is queued every indexEvery (Close sends
-// what is left). A failure is logged when it starts and when it ends, not
-// every time.
+// what is left).
 func (s *Server) indexer() {
 	defer s.wg.Done()
-	t := time.NewTicker(indexEvery)
+	s.repeat(indexEvery, s.index, "(kept, and sent again every "+indexEvery.String()+")", "the database takes the audit index again")
+}
+
+// repeat calls f every interval until the server stops. A failure is
+// logged, followed by failing, when it starts, and ok when it ends: not
+// every time.
+func (s *Server) repeat(interval time.Duration, f func() error, failing, ok string) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
-	failing := false
+	failed := false
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
-		err := s.index()
+		err := f()
 		switch {
-		case err != nil && !failing:
-			s.logf("%v (kept, and sent again every %v)", err, indexEvery)
-		case err == nil && failing:
-			s.logf("the database takes the audit index again")
+		case err != nil && !failed:
+			s.logf("%v %s", err, failing)
+		case err == nil && failed:
+			s.logf("%s", ok)
 		}
-		failing = err != nil
+		failed = err != nil
 	}
 }
 
