@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/client"
 	"github.com/cordon-sandbox/cordon/internal/api"
@@ -281,9 +282,11 @@ func TestServeTerminal(t *testing.T) {
 		if strings.HasPrefix(line, "40 120") {
 			break
 		}
-		if i == 100 {
+		if i == 250 {
 			t.Fatalf("the terminal was not resized: %q", line)
 		}
+		// A loaded machine may take a while to pass the resize on.
+		time.Sleep(20 * time.Millisecond)
 	}
 	go io.Copy(io.Discard, out)
 	io.WriteString(term, "exit 3\n")
