@@ -85,8 +85,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 			pr.Out.Host = pr.Out.URL.Host
 			pr.Out.Header.Del("Authorization") // the token stays here
 			pr.Out.Header.Del("Cookie")
-			// No X-Forwarded-*: the sandbox learns nothing of its callers
-			// or of the server's name.
+			// No X-Forwarded-*, nor the signature of the node that
+			// forwarded the request here (relay.go), which the sandbox
+			// could send again as that node's: the sandbox learns nothing
+			// of its callers or of the server's name.
+			for _, h := range forwardHeaders {
+				pr.Out.Header.Del(h)
+			}
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

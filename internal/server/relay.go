@@ -31,6 +31,10 @@ const (
 	forwardedSig = "Cordon-Forwarded-Sig"
 )
 
+// forwardHeaders are the forwarding headers, which a client never sets
+// and a sandbox never sees.
+var forwardHeaders = []string{forwardedBy, forwardedFor, forwardedAt, forwardedSig}
+
 // forwardSkew is how far a forwarded request's time may be from the
 // receiving node's clock.
 const forwardSkew = time.Minute
@@ -75,7 +79,7 @@ func newRelay(s *Server) *relay {
 			t := pr.In.Context().Value(relayKey{}).(*relayTarget)
 			pr.SetURL(t.url)
 			pr.Out.Host = t.url.Host
-			for _, h := range []string{forwardedBy, forwardedFor, forwardedAt, forwardedSig} {
+			for _, h := range forwardHeaders {
 				pr.Out.Header.Del(h)
 			}
 			signForward(s.opts.Config.Cluster.secret, pr.Out.Header, t.via, t.who, pr.In.Method, pr.In.URL.RequestURI(), time.Now())

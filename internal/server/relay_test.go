@@ -29,6 +29,8 @@ type cluster struct {
 	sums   map[string]string
 	secret []byte
 	nodes  map[string]*clusterNode
+	// box builds the sandboxes of node; nil: a fakeBox.
+	box func(node, id string) Sandbox
 }
 
 type clusterNode struct {
@@ -70,8 +72,11 @@ func (c *cluster) start(t *testing.T, name string, tweak func(*Config)) *cluster
 	if n.db, err = statedb.Open(context.Background(), c.db); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Config: cfg, Audit: al, DB: n.db, Node: name, OnDrain: func() { n.drained.Add(1) },
+	srv, err := New(Options{Log: testLog{t, name}, Config: cfg, Audit: al, DB: n.db, Node: name, OnDrain: func() { n.drained.Add(1) },
 		Start: func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
+			if c.box != nil {
+				return c.box(name, id), nil
+			}
 			return &fakeBox{id: name + ":" + id, done: make(chan struct{})}, nil
 		}})
 	if err != nil {
@@ -396,4 +401,15 @@ func metricsOf(t *testing.T, n *clusterNode, token string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// testLog is a node's log, in the test's.
+type testLog struct {
+	t    *testing.T
+	name string
+}
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Logf("%s: %s", l.name, bytes.TrimSpace(p))
+	return len(p), nil
 }
