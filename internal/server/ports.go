@@ -122,7 +122,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 	// An informational answer (103 Early Hints, say) would reach the
 	// client with the sandbox's headers, past ModifyResponse: only a
 	// WebSocket's 101 goes through.
-	proxy.ServeHTTP(no1xx{sw}, r)
+	_, aborted := serveAborting(func() int {
+		proxy.ServeHTTP(no1xx{sw}, r)
+		return 0
+	})
 	// Trailers are the sandbox's words as much (a Set-Cookie, say), and
 	// the proxy sets them once the body is through: none is sent.
 	for k := range w.Header() {
@@ -133,7 +136,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 	if sw.status != 0 {
 		status = sw.status
 	}
-	s.record(e.id, c, audit.Decision, "port_forward", map[string]any{"port": port, "method": r.Method, "path": "/" + r.PathValue("path"), "status": status, "token": c.name()})
+	rec := map[string]any{"port": port, "method": r.Method, "path": "/" + r.PathValue("path"), "status": status, "token": c.name()}
+	if aborted {
+		rec["aborted"] = true // the answer broke off half sent
+	}
+	s.record(e.id, c, audit.Decision, "port_forward", rec)
+	if aborted {
+		panic(abortedAnswer{status})
+	}
 	return status
 }
 

@@ -103,11 +103,13 @@ func newRelay(s *Server) *relay {
 	return rl
 }
 
-// forward sends the request to node and returns the status it answered.
-func (rl *relay) forward(w http.ResponseWriter, r *http.Request, node statedb.Node) int {
+// forward sends the request to node and returns the status it answered,
+// and whether the answer broke off half sent (the client or the node went
+// away): the caller records the request, then aborts the connection.
+func (rl *relay) forward(w http.ResponseWriter, r *http.Request, node statedb.Node) (int, bool) {
 	u, err := url.Parse(node.Advertise)
 	if err != nil {
-		return fail(w, http.StatusBadGateway, "node %s advertises %q: %v", node.Name, node.Advertise, err)
+		return fail(w, http.StatusBadGateway, "node %s advertises %q: %v", node.Name, node.Advertise, err), false
 	}
 	what := "sandbox"
 	if r.PathValue("id") == "" {
@@ -116,8 +118,11 @@ func (rl *relay) forward(w http.ResponseWriter, r *http.Request, node statedb.No
 	rl.s.metrics.add(1, "cordon_requests_forwarded_total", "node", node.Name, "what", what)
 	status := 0
 	t := &relayTarget{node: node.Name, url: u, via: rl.s.opts.Node, who: r.RemoteAddr, reply: &status}
-	rl.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), relayKey{}, t)))
-	return status
+	_, aborted := serveAborting(func() int {
+		rl.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), relayKey{}, t)))
+		return 0
+	})
+	return status, aborted
 }
 
 // signForward sets the headers of a forwarded request: this node, the

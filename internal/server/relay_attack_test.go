@@ -1,11 +1,21 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/statedb"
 )
 
 // onNode creates a sandbox of alice through node n, where it stays (the
@@ -64,4 +74,178 @@ func TestClusterPortForwardHidesSignature(t *testing.T) {
 		}
 		t.Fatalf("the sandbox's server got the forwarding headers (a replay of them to n2 answered %d):\n%s", replayed, heads)
 	}
+}
+
+// streamBox streams a line of output every few milliseconds until its
+// command's context ends.
+type streamBox struct{ *fakeBox }
+
+func (b *streamBox) Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			code := 0
+			return outcome.Outcome{Status: outcome.OK, CommandExitCode: &code}, nil
+		case <-time.After(5 * time.Millisecond):
+		}
+		if e.Stdout != nil {
+			fmt.Fprintf(e.Stdout, "%s\n", strings.Repeat("x", 4096))
+		}
+	}
+}
+
+// apiRequests returns the api_request records of a node's log for path.
+func apiRequests(t *testing.T, n *clusterNode, method, path string) []map[string]any {
+	var out []map[string]any
+	for _, r := range readRecords(t, n.log) {
+		if d, ok := r.Data.(map[string]any); ok && r.Type == "api_request" && d["path"] == path && d["method"] == method {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// A client that goes away in the middle of a forwarded answer (or a node
+// that dies in the middle of one) does not take the request out of the
+// forwarding node's audit log.
+func TestClusterRelayAbortIsRecorded(t *testing.T) {
+	c := newCluster(t)
+	c.box = func(node, id string) Sandbox {
+		return &streamBox{&fakeBox{id: node + ":" + id, done: make(chan struct{})}}
+	}
+	n1, n2 := c.start(t, "n1", nil), c.start(t, "n2", nil)
+	id := c.onNode(t, n2, "n2")
+	path := "/v1/sandboxes/" + id + "/exec"
+	conn, err := net.Dial("tcp", strings.TrimPrefix(n1.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"args":["yes"],"stream":true}`
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: n1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		path, c.tokens["alice-a"], len(body), body)
+	br := bufio.NewReader(conn)
+	status, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(status, "200") {
+		t.Fatalf("a streamed exec through n1: %q %v", status, err)
+	}
+	if _, err := io.ReadFull(br, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	// The client goes away mid-stream, resetting its connection.
+	conn.(*net.TCPConn).SetLinger(0)
+	conn.Close()
+	waitFor(t, "n2's record of the exec", func() bool { return len(apiRequests(t, n2, "POST", path)) == 1 })
+	waitFor(t, "n1's record of the exec it forwarded", func() bool {
+		recs := apiRequests(t, n1, "POST", path)
+		return len(recs) == 1 && recs[0]["forwarded_to"] == "n2"
+	})
+}
+
+// rogueNode is a node of the registry that beats, has room for agent a,
+// and answers with handler.
+func rogueNode(t *testing.T, c *cluster, name string, handler http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(handler)
+	db, err := statedb.Open(context.Background(), c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := statedb.Load{Agents: map[string]statedb.AgentLoad{"a": {Max: 100}}}
+	if err := db.Register(context.Background(), statedb.Node{Name: name, Incarnation: "r", Advertise: ts.URL, Load: load}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			db.Heartbeat(context.Background(), name, "r", load)
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+		ts.Close()
+		db.Close()
+	})
+	return ts
+}
+
+// A create placed on a node that breaks off its answer is no longer
+// counted against that node's room once it ended, and is recorded.
+func TestClusterRelayAbortedCreateIsPlaced(t *testing.T) {
+	c := newCluster(t)
+	n1 := c.start(t, "n1", nil)
+	var got atomic.Int32
+	rogueNode(t, c, "n3", func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"id":"sb-`))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the node dies mid-answer
+	})
+	cl := c.client(n1, "alice-a")
+	for i := 0; i < 3; i++ {
+		if _, err := cl.Create(context.Background(), ""); err == nil {
+			t.Fatalf("create %d: a broken answer was taken", i)
+		}
+	}
+	if got.Load() != 3 {
+		t.Fatalf("the rogue node got %d creates, want 3", got.Load())
+	}
+	n1.srv.relay.mu.Lock()
+	pending := n1.srv.relay.pending["n3"]
+	n1.srv.relay.mu.Unlock()
+	if pending != 0 {
+		t.Errorf("creates still counted pending on n3 after their answers broke off: %d", pending)
+	}
+	waitFor(t, "n1's records of the creates", func() bool {
+		recs := apiRequests(t, n1, "POST", "/v1/sandboxes")
+		n := 0
+		for _, r := range recs {
+			if r["forwarded_to"] == "n3" {
+				n++
+			}
+		}
+		return n == 3
+	})
+}
+
+// An answer of a sandbox's server that breaks off is recorded, as the
+// request that got it.
+func TestPortAnswerBrokenOffIsRecorded(t *testing.T) {
+	hostile := startHostileHTTP(t, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+	c := newCluster(t)
+	c.box = func(node, id string) Sandbox {
+		return &portBox{fakeBox: &fakeBox{id: node + ":" + id, done: make(chan struct{})}, addr: hostile.ln.Addr().String()}
+	}
+	n1 := c.start(t, "n1", nil)
+	id := c.onNode(t, n1, "n1")
+	resp, err := c.client(n1, "alice-a").Port(context.Background(), id, 8080, "GET", "/cut", nil)
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Fatal("an answer that broke off came whole")
+	}
+	waitFor(t, "the records of the request", func() bool {
+		var fwd, req bool
+		for _, r := range readRecords(t, n1.log) {
+			d, _ := r.Data.(map[string]any)
+			switch {
+			case r.Type == "port_forward" && d["path"] == "/cut":
+				fwd = d["status"] == float64(200) && d["aborted"] == true
+			case r.Type == "api_request" && d["path"] == "/v1/sandboxes/"+id+"/ports/8080/cut":
+				req = d["status"] == float64(200) && d["aborted"] == true
+			}
+		}
+		return fwd && req
+	})
 }

@@ -402,7 +402,7 @@ func (s *Server) handle(pattern string, need role, h handler) {
 		if unread {
 			w.Header().Set("Connection", "close")
 		}
-		status := 0
+		status, aborted := 0, false
 		if via, who, err := s.forwardedFrom(r, time.Now()); err != nil {
 			status = fail(w, http.StatusUnauthorized, "%v", err)
 		} else {
@@ -435,12 +435,12 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			}
 			if n, ok := s.relayTo(r, pattern, c); ok {
 				c.to = n.Name
-				status = s.relay.forward(w, r, n)
+				status, aborted = s.relay.forward(w, r, n)
 				if pattern == "POST "+api.Version+"/sandboxes" {
 					s.relay.placed(n.Name)
 				}
 			} else {
-				status = h(w, r, c)
+				status, aborted = serveAborting(func() int { return h(w, r, c) })
 			}
 		} else if unread {
 			// Nor is what is left of the body waited for after the
@@ -452,10 +452,40 @@ func (s *Server) handle(pattern string, need role, h handler) {
 		s.metrics.request(r.Pattern, status)
 		endRequest(span, status, c)
 		if need != public || status >= 400 {
-			s.recordRequest(r, c, status)
+			s.recordRequest(r, c, status, aborted)
+		}
+		if aborted {
+			// The answer broke off (its client went away, or the node it
+			// was forwarded to): recorded, the connection is cut as the
+			// HTTP server cuts it, so that the client sees no whole answer.
+			panic(http.ErrAbortHandler)
 		}
 	})
 }
+
+// serveAborting runs a handler that may abort its answer half sent (a
+// proxy does, with http.ErrAbortHandler, when either side breaks off): it
+// returns the status answered (0 when unknown) and whether it aborted,
+// so that the request is recorded all the same.
+func serveAborting(h func() int) (status int, aborted bool) {
+	defer func() {
+		switch v := recover().(type) {
+		case nil:
+		case abortedAnswer:
+			status, aborted = v.status, true
+		default:
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			aborted = true
+		}
+	}()
+	return h(), false
+}
+
+// abortedAnswer is what a handler that recorded an answer that broke off
+// panics with: its status, for the request's record.
+type abortedAnswer struct{ status int }
 
 // bearer is the token of the request's Authorization header; its scheme
 // is matched in any case (RFC 7235).
