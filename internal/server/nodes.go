@@ -285,7 +285,9 @@ func (s *Server) endAll(why string) int {
 
 // sweepDead declares dead the nodes silent past node_timeout; for each
 // one this node was first to declare, their sandboxes are recorded as
-// ended (node_lost), in this node's audit log and in the sessions.
+// ended (node_lost), in this node's audit log and in the sessions, apart
+// from the heartbeats, which go on meanwhile (however many sandboxes the
+// dead node held, this node is not silent for them).
 func (s *Server) sweepDead(ctx context.Context) error {
 	// Only a node that has itself beaten for node_timeout without a miss
 	// may find another silent: after an outage of the database, every
@@ -310,19 +312,57 @@ func (s *Server) sweepDead(ctx context.Context) error {
 		}
 		s.logf("node %s was silent for %s (node_timeout %s): declared dead", n.Name, n.Age.Round(time.Millisecond), s.timeout())
 		s.metrics.add(1, "cordon_nodes_declared_dead_total", "node", n.Name)
-		if err := s.endLost(n.Name, n.Age); err != nil {
-			return fmt.Errorf("ending the sandboxes of node %s: %w", n.Name, err)
-		}
+		s.wg.Add(1)
+		go s.endingLost(n)
 	}
 	return nil
 }
 
+// endingLost ends the sandboxes of a node this node declared dead,
+// trying again every beat until it has, or the server stops.
+func (s *Server) endingLost(n statedb.Node) {
+	defer s.wg.Done()
+	l := &lostNode{Node: n}
+	for logged := false; ; {
+		err := s.endLost(l)
+		if err == nil {
+			return
+		}
+		if !logged {
+			s.logf("ending the sandboxes of node %s: %v (tried again every %v)", n.Name, err, s.beat())
+			logged = true
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(s.beat()):
+		}
+	}
+}
+
+// lostNode is a run of a node declared dead, whose sandboxes are being
+// ended.
+type lostNode struct {
+	statedb.Node
+	// recorded are the sandboxes whose end the audit log has.
+	recorded map[string]bool
+}
+
 // endLost records the sandboxes of a dead node as ended (node_lost): in
-// this node's audit log first, then in the sessions every node reads.
-func (s *Server) endLost(node string, silent time.Duration) error {
+// this node's audit log first, then in the sessions every node reads, with
+// the idempotency keys it left running (their outcome unknown). A next
+// run of the node that took its name over meanwhile ends them itself
+// (recoverAtStart): its own are not touched.
+func (s *Server) endLost(l *lostNode) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sessions, err := s.opts.DB.NodeSessions(ctx, node)
+	if n, err := s.opts.DB.NodeByName(ctx, l.Name); err != nil {
+		return err
+	} else if n.Incarnation != l.Incarnation || n.State != statedb.NodeDead {
+		s.logf("node %s started again before its sandboxes were ended: it ends them itself", l.Name)
+		return nil
+	}
+	sessions, err := s.opts.DB.NodeSessions(ctx, l.Name)
 	if err != nil {
 		return err
 	}
@@ -338,21 +378,38 @@ func (s *Server) endLost(node string, silent time.Duration) error {
 		}
 	}
 	sort.Slice(lost, func(i, j int) bool { return lost[i].ID < lost[j].ID })
-	ids := make([]string, len(lost))
-	for i, sb := range lost {
-		ids[i] = sb.ID
-		s.event(audit.Event{Sandbox: sb.ID, Agent: sb.Agent, Kind: audit.Decision, Type: "end",
-			Data: map[string]any{"reason": endedNodeLost, "node": node, "declared_by": s.opts.Node}})
+	if l.recorded == nil {
+		l.recorded = map[string]bool{}
+		ids := make([]string, len(lost))
+		for i, sb := range lost {
+			ids[i] = sb.ID
+		}
+		s.event(audit.Event{Kind: audit.Decision, Type: "node_lost", Data: map[string]any{"node": l.Name, "silent_ms": l.Age.Milliseconds(), "sandboxes": ids}})
 	}
-	s.event(audit.Event{Kind: audit.Decision, Type: "node_lost", Data: map[string]any{"node": node, "silent_ms": silent.Milliseconds(), "sandboxes": ids}})
+	for _, sb := range lost {
+		if !l.recorded[sb.ID] {
+			s.event(audit.Event{Sandbox: sb.ID, Agent: sb.Agent, Kind: audit.Decision, Type: "end",
+				Data: map[string]any{"reason": endedNodeLost, "node": l.Name, "declared_by": s.opts.Node}})
+		}
+	}
 	if err := s.auditWritten(s.opts.Audit.Flush()); err != nil {
 		return fmt.Errorf("recording the lost sandboxes: %w", err)
 	}
+	infos := make(map[string]any, len(lost))
 	for _, sb := range lost {
-		sb.Node, sb.State, sb.Ended, sb.Running = node, "ended", endedNodeLost, 0
-		if err := s.opts.DB.PutSession(ctx, sb.ID, node, sb.Agent, sb); err != nil {
-			return err
-		}
+		l.recorded[sb.ID] = true
+		sb.Node, sb.State, sb.Ended, sb.Running = l.Name, "ended", endedNodeLost, 0
+		infos[sb.ID] = sb
+	}
+	done, err := s.opts.DB.EndLost(ctx, l.Name, l.Incarnation, infos)
+	if err != nil {
+		return err
+	}
+	if !done {
+		s.logf("node %s started again before its sandboxes were ended: it ends them itself", l.Name)
+		return nil
+	}
+	for _, sb := range lost {
 		s.metrics.ended(sb.Agent, endedNodeLost)
 	}
 	return nil

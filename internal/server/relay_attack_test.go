@@ -3,6 +3,9 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/statedb"
@@ -248,4 +252,120 @@ func TestPortAnswerBrokenOffIsRecorded(t *testing.T) {
 		}
 		return fwd && req
 	})
+}
+
+// A keyed request whose node was declared dead while it ran is answered
+// as of unknown outcome, not "still running" for as long as the key is
+// kept.
+func TestClusterKeyOfLostNode(t *testing.T) {
+	c := newCluster(t)
+	n1 := c.start(t, "n1", nil)
+	ctx := context.Background()
+	// A node that took a keyed create, and died before it answered.
+	if err := n1.db.Register(ctx, statedb.Node{Name: "ghost", Incarnation: "g", Advertise: "http://127.0.0.1:1"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(digestable(api.CreateRequest{}))
+	sum := sha256.Sum256(append([]byte("create\n"), body...))
+	if _, fresh, err := n1.db.BeginKey(ctx, "a", "k1", hex.EncodeToString(sum[:]), "ghost", keyKeep); err != nil || !fresh {
+		t.Fatalf("%v %v", fresh, err)
+	}
+	waitFor(t, "the ghost declared dead", func() bool {
+		g, err := n1.db.NodeByName(ctx, "ghost")
+		return err == nil && g.State == statedb.NodeDead
+	})
+	send := func() (int, string) {
+		req, _ := http.NewRequest("POST", n1.url+"/v1/sandboxes", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+c.tokens["alice-a"])
+		req.Header.Set(KeyHeader, "k1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var status int
+	var msg string
+	waitFor(t, "the key answered as lost", func() bool {
+		status, msg = send()
+		return status != http.StatusConflict
+	})
+	if status != http.StatusGone || !strings.Contains(msg, "ghost") {
+		t.Fatalf("a retry of a create its lost node took: %d %s", status, msg)
+	}
+}
+
+// A node that declares another dead keeps beating while it ends the dead
+// node's sandboxes, however many they are: a slow ending does not get it
+// declared dead in turn, and its own sandboxes ended.
+func TestClusterEndingLostKeepsBeating(t *testing.T) {
+	c := newCluster(t)
+	n1, n2 := c.start(t, "n1", nil), c.start(t, "n2", nil)
+	ctx := context.Background()
+	const many = 6000
+	for i := 0; i < many; i++ {
+		sb := api.Sandbox{ID: fmt.Sprintf("sb-%016x", i), Agent: "a", State: "running", Node: "ghost", Expires: time.Now().Add(time.Hour)}
+		if err := n1.db.PutSession(ctx, sb.ID, "ghost", "a", sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n1.db.Register(ctx, statedb.Node{Name: "ghost", Incarnation: "g", Advertise: "http://127.0.0.1:1"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		sess, err := n1.db.SessionByID(ctx, fmt.Sprintf("sb-%016x", many-1))
+		if err == nil && strings.Contains(string(sess.Info), endedNodeLost) {
+			break
+		}
+		if time.Now().After(deadline) {
+			nodes, _ := n1.db.Nodes(ctx)
+			t.Fatalf("the ghost's sandboxes not ended: %s %v; nodes %+v", sess.Info, err, nodes)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	for _, n := range []*clusterNode{n1, n2} {
+		for _, r := range readRecords(t, n.log) {
+			if d, ok := r.Data.(map[string]any); ok && r.Type == "node_lost" && d["node"] != "ghost" {
+				t.Errorf("a live node was declared dead while the ghost's %d sandboxes were ended: %v", many, d)
+			}
+		}
+	}
+}
+
+// A node declared dead that starts again under its name at once keeps
+// the sandboxes of its new run: the node that declared it dead ends only
+// the last run's.
+func TestClusterLostNodeRestartsAtOnce(t *testing.T) {
+	c := newCluster(t)
+	n1 := c.start(t, "n1", func(cfg *Config) { cfg.Cluster.beat, cfg.Cluster.timeout = time.Hour, 3*time.Hour })
+	ctx := context.Background()
+	if err := n1.db.Register(ctx, statedb.Node{Name: "ghost", Incarnation: "g1"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	old := api.Sandbox{ID: "sb-0000000000000001", Agent: "a", State: "running", Node: "ghost", Expires: time.Now().Add(time.Hour)}
+	if err := n1.db.PutSession(ctx, old.ID, "ghost", "a", old); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if won, err := n1.db.DeclareDead(ctx, "ghost", "g1", 10*time.Millisecond); !won || err != nil {
+		t.Fatalf("declaring the ghost dead: %v %v", won, err)
+	}
+	// Its next run takes the name over and starts a sandbox before the
+	// declaring node has ended the last run's.
+	if err := n1.db.Register(ctx, statedb.Node{Name: "ghost", Incarnation: "g2"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	fresh := api.Sandbox{ID: "sb-0000000000000002", Agent: "a", State: "running", Node: "ghost", Expires: time.Now().Add(time.Hour)}
+	if err := n1.db.PutSession(ctx, fresh.ID, "ghost", "a", fresh); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.srv.endLost(&lostNode{Node: statedb.Node{Name: "ghost", Incarnation: "g1", Age: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := n1.db.SessionByID(ctx, fresh.ID)
+	if err != nil || strings.Contains(string(sess.Info), endedNodeLost) {
+		t.Fatalf("the new run's sandbox after the last run was declared dead: %s %v", sess.Info, err)
+	}
 }
