@@ -158,7 +158,8 @@ func validNode(s string) bool {
 func (s *Server) register() error {
 	b := make([]byte, 8)
 	rand.Read(b)
-	s.incarnation = hex.EncodeToString(b)
+	inc := hex.EncodeToString(b)
+	s.incarnation.Store(&inc)
 	// A node beats every beat: one of this name silent for 3 beats is
 	// gone (this node's last run, killed), and this run takes the name
 	// over; one that beats meanwhile is alive, and this run is refused.
@@ -166,7 +167,7 @@ func (s *Server) register() error {
 	deadline := time.Now().Add(gone + 2*s.beat())
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := s.opts.DB.Register(ctx, statedb.Node{Name: s.opts.Node, Incarnation: s.incarnation, Advertise: s.advertise(), Load: s.load()}, gone)
+		err := s.opts.DB.Register(ctx, statedb.Node{Name: s.opts.Node, Incarnation: inc, Advertise: s.advertise(), Load: s.load()}, gone)
 		cancel()
 		switch {
 		case errors.Is(err, statedb.ErrNodeInUse) && time.Now().Before(deadline):
@@ -178,6 +179,14 @@ func (s *Server) register() error {
 		s.beatingSince.Store(time.Now().UnixNano())
 		return nil
 	}
+}
+
+// inc is this run's incarnation in the registry (register sets it).
+func (s *Server) inc() string {
+	if p := s.incarnation.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 func (s *Server) advertise() string {
@@ -225,8 +234,8 @@ func (s *Server) load() statedb.Load {
 // database while the others were not) ends its sandboxes, which the
 // others report lost, and registers again.
 func (s *Server) heartbeats() {
-	defer s.wg.Done()
-	s.repeat(s.beat(), func() error {
+	defer close(s.beatsDone)
+	s.repeat(s.stopBeats, s.beat(), func() error {
 		if err := s.heartbeat(); err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
 		}
@@ -234,18 +243,41 @@ func (s *Server) heartbeats() {
 	}, "(tried again every "+s.beat().String()+")", "heartbeat: the database answers again")
 }
 
-// heartbeat is one round of heartbeats.
+// stopping says whether Close has begun.
+func (s *Server) stopping() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// heartbeat is one round of heartbeats. While the server stops, it only
+// beats.
 func (s *Server) heartbeat() error {
 	// A loaded database may take longer than a beat: a beat waits for
 	// it up to half the timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout()/2)
 	defer cancel()
-	state, err := s.opts.DB.Heartbeat(ctx, s.opts.Node, s.incarnation, s.load())
+	state, err := s.opts.DB.Heartbeat(ctx, s.opts.Node, s.inc(), s.load())
 	switch {
+	case errors.Is(err, statedb.ErrFenced) && s.stopping():
+		return err // its sandboxes are being ended
 	case errors.Is(err, statedb.ErrFenced):
 		s.logf("node %s was declared dead by another node: its sandboxes are ended (%s); registering again", s.opts.Node, endedNodeLost)
 		s.endAll(endedNodeLost)
 		if err := s.register(); err != nil {
+			if errors.Is(err, statedb.ErrNodeInUse) {
+				// Another run of this name took it over (this one
+				// looked gone for three beats): this one stops, as on
+				// SIGTERM, rather than serve under a name that is not
+				// its own.
+				s.logf("another run of node %s has taken its name over: this one stops", s.opts.Node)
+				if s.drainAsked.CompareAndSwap(false, true) && s.opts.OnDrain != nil {
+					go s.opts.OnDrain()
+				}
+			}
 			return err
 		}
 	case err != nil:
@@ -256,12 +288,15 @@ func (s *Server) heartbeat() error {
 		return err
 	default:
 		s.beatingSince.CompareAndSwap(0, time.Now().UnixNano())
-		if state == statedb.NodeDraining && s.drainAsked.CompareAndSwap(false, true) {
+		if state == statedb.NodeDraining && !s.stopping() && s.drainAsked.CompareAndSwap(false, true) {
 			s.logf("asked to drain (cordon serve --drain)")
 			if s.opts.OnDrain != nil {
 				go s.opts.OnDrain()
 			}
 		}
+	}
+	if s.stopping() {
+		return nil
 	}
 	return s.sweepDead(ctx)
 }
@@ -312,7 +347,16 @@ func (s *Server) sweepDead(ctx context.Context) error {
 		}
 		s.logf("node %s was silent for %s (node_timeout %s): declared dead", n.Name, n.Age.Round(time.Millisecond), s.timeout())
 		s.metrics.add(1, "cordon_nodes_declared_dead_total", "node", n.Name)
-		s.wg.Add(1)
+		s.mu.Lock()
+		closed := s.closed
+		if !closed {
+			s.wg.Add(1) // before Close waits
+		}
+		s.mu.Unlock()
+		if closed {
+			// Stopping, this node ends them before it leaves.
+			return s.endLost(&lostNode{Node: n})
+		}
 		go s.endingLost(n)
 	}
 	return nil
@@ -420,7 +464,7 @@ func (s *Server) deregister() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, from := range []string{statedb.NodeAlive, statedb.NodeDraining} {
-		if ok, err := s.opts.DB.SetNodeState(ctx, s.opts.Node, s.incarnation, from, statedb.NodeLeft); ok || err != nil {
+		if ok, err := s.opts.DB.SetNodeState(ctx, s.opts.Node, s.inc(), from, statedb.NodeLeft); ok || err != nil {
 			return
 		}
 	}

@@ -369,3 +369,78 @@ func TestClusterLostNodeRestartsAtOnce(t *testing.T) {
 		t.Fatalf("the new run's sandbox after the last run was declared dead: %s %v", sess.Info, err)
 	}
 }
+
+// slowEndBox takes a while to end.
+type slowEndBox struct {
+	*fakeBox
+	end time.Duration
+}
+
+func (b *slowEndBox) Close() {
+	time.Sleep(b.end)
+	b.fakeBox.Close()
+}
+
+// A node that stops cleanly, taking longer than node_timeout to end its
+// sandboxes, leaves the registry as stopped: it is not declared dead
+// meanwhile, nor are its sandboxes reported lost.
+func TestClusterSlowStopIsNoDeath(t *testing.T) {
+	c := newCluster(t)
+	c.box = func(node, id string) Sandbox {
+		b := &fakeBox{id: node + ":" + id, done: make(chan struct{})}
+		if node == "n2" {
+			return &slowEndBox{fakeBox: b, end: time.Second}
+		}
+		return b
+	}
+	n1, n2 := c.start(t, "n1", nil), c.start(t, "n2", nil)
+	id := c.onNode(t, n2, "n2")
+	time.Sleep(500 * time.Millisecond) // n1 has beaten for node_timeout
+	n2.srv.Close()
+	ctx := context.Background()
+	if n, err := n1.db.NodeByName(ctx, "n2"); err != nil || n.State != statedb.NodeLeft {
+		t.Errorf("n2 after it stopped: %+v %v", n, err)
+	}
+	for _, r := range readRecords(t, n1.log) {
+		if r.Type == "node_lost" || r.Sandbox == id {
+			t.Errorf("n1 recorded, of n2 that stopped cleanly: %s %v", r.Type, r.Data)
+		}
+	}
+	if sess, err := n1.db.SessionByID(ctx, id); err != nil || !strings.Contains(string(sess.Info), "server_stopped") {
+		t.Errorf("n2's sandbox after n2 stopped: %s %v", sess.Info, err)
+	}
+}
+
+// A node whose name another run took over (it looked gone for three
+// beats: stopped, or its machine paused) ends its sandboxes and stops,
+// rather than go on serving under a name that is not its own.
+func TestClusterNameTakenOverStops(t *testing.T) {
+	c := newCluster(t)
+	n1 := c.start(t, "n1", nil)
+	id := c.onNode(t, n1, "n1")
+	ctx := context.Background()
+	if err := n1.db.Register(ctx, statedb.Node{Name: "n1", Incarnation: "next"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			n1.db.Heartbeat(ctx, "n1", "next", statedb.Load{})
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	waitFor(t, "n1 told to stop", func() bool { return n1.drained.Load() == 1 })
+	if got, err := c.client(n1, "alice-a").Get(ctx, id); err != nil || got.State != "ended" {
+		t.Fatalf("n1's sandbox once its name was taken over: %+v %v", got, err)
+	}
+	if n, err := n1.db.NodeByName(ctx, "n1"); err != nil || n.Incarnation != "next" || n.State != statedb.NodeAlive {
+		t.Fatalf("the run that took the name over: %+v %v", n, err)
+	}
+}

@@ -138,11 +138,15 @@ type Server struct {
 	// beatingSince when its heartbeats last began to succeed without a
 	// miss (nanoseconds; 0 after a miss); drainAsked whether the
 	// registry asked it to drain.
-	incarnation  string
+	incarnation  atomic.Pointer[string]
 	beatingSince atomic.Int64
 	drainAsked   atomic.Bool
 	// relay forwards requests to the other nodes (relay.go).
 	relay *relay
+	// stopBeats ends the heartbeats, which go on until the node leaves
+	// the registry, its sandboxes ended (Close); beatsDone is closed once
+	// they have.
+	stopBeats, beatsDone chan struct{}
 }
 
 // New makes a server and starts filling its pools.
@@ -192,8 +196,9 @@ func New(opts Options) (*Server, error) {
 	if every == 0 {
 		every = time.Second
 	}
-	s.wg.Add(6)
+	s.stopBeats, s.beatsDone = make(chan struct{}), make(chan struct{})
 	go s.heartbeats()
+	s.wg.Add(5)
 	go s.syncer(every)
 	go s.indexer()
 	go s.summarizer()
@@ -260,6 +265,10 @@ func (s *Server) Close() {
 	if s.stateLock != nil {
 		s.stateLock.Close()
 	}
+	// Beating until now, the node was not found silent while it ended its
+	// sandboxes (and those reported lost); now it leaves.
+	close(s.stopBeats)
+	<-s.beatsDone
 	s.deregister()
 }
 
@@ -329,19 +338,19 @@ const indexEvery = 200 * time.Millisecond
 // what is left).
 func (s *Server) indexer() {
 	defer s.wg.Done()
-	s.repeat(indexEvery, s.index, "(kept, and sent again every "+indexEvery.String()+")", "the database takes the audit index again")
+	s.repeat(s.stop, indexEvery, s.index, "(kept, and sent again every "+indexEvery.String()+")", "the database takes the audit index again")
 }
 
-// repeat calls f every interval until the server stops. A failure is
+// repeat calls f every interval until stop is closed. A failure is
 // logged, followed by failing, when it starts, and ok when it ends: not
 // every time.
-func (s *Server) repeat(interval time.Duration, f func() error, failing, ok string) {
+func (s *Server) repeat(stop <-chan struct{}, interval time.Duration, f func() error, failing, ok string) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	failed := false
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
 		case <-t.C:
 		}
