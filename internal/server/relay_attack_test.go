@@ -12,9 +12,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
@@ -442,5 +445,169 @@ func TestClusterNameTakenOverStops(t *testing.T) {
 	}
 	if n, err := n1.db.NodeByName(ctx, "n1"); err != nil || n.Incarnation != "next" || n.State != statedb.NodeAlive {
 		t.Fatalf("the run that took the name over: %+v %v", n, err)
+	}
+}
+
+// Every route for a sandbox answers as openapi.yaml says when the node
+// that holds it does not answer (502), and every route answers a request
+// with a bad forwarding signature as it says: public ones as to anyone,
+// the others 401.
+func TestClusterAnswersConform(t *testing.T) {
+	c := newCluster(t)
+	n1 := c.start(t, "n1", nil)
+	// A node that holds a sandbox of alice's, beats, and refuses every
+	// connection.
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := dead.Addr().String()
+	dead.Close()
+	ctx := context.Background()
+	load := statedb.Load{Agents: map[string]statedb.AgentLoad{"a": {Max: 0}}}
+	if err := n1.db.Register(ctx, statedb.Node{Name: "far", Incarnation: "f", Advertise: "http://" + addr, Load: load}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			n1.db.Heartbeat(ctx, "far", "f", load)
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	sb := api.Sandbox{ID: "sb-0123456789abcdef", Agent: "a", State: "running", Node: "far", Expires: time.Now().Add(time.Hour)}
+	if err := n1.db.PutSession(ctx, sb.ID, "far", "a", sb); err != nil {
+		t.Fatal(err)
+	}
+	p := "/v1/sandboxes/" + sb.ID
+	for _, rt := range []struct{ method, path string }{
+		{"GET", p}, {"DELETE", p}, {"POST", p + "/keepalive"}, {"POST", p + "/exec"}, {"GET", p + "/files?path=/x"},
+		{"PUT", p + "/files?path=/x"}, {"GET", p + "/files/list?path=/"}, {"GET", p + "/files/tar?path=/"}, {"PUT", p + "/files/tar?path=/"},
+		{"GET", p + "/terminal"}, {"GET", p + "/changes"}, {"GET", p + "/changes/diff"}, {"POST", p + "/apply"}, {"POST", p + "/discard"},
+		{"GET", p + "/ports/80/x"}, {"POST", p + "/ports/80/x"}, {"DELETE", p + "/ports/80/x"},
+	} {
+		req, _ := http.NewRequest(rt.method, n1.url+rt.path, strings.NewReader(`{"args":["true"]}`))
+		req.Header.Set("Authorization", "Bearer "+c.tokens["alice-a"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Errorf("%s %s with its node unreachable: %d, want 502", rt.method, rt.path, resp.StatusCode)
+		}
+	}
+	// A public route answers as to anyone; any other refuses a request
+	// with a signature that does not verify.
+	for _, path := range []string{"/v1/health", "/v1/openapi.yaml"} {
+		req, _ := http.NewRequest("GET", n1.url+path, nil)
+		req.Header.Set(forwardedBy, "n9")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s with a bad signature: %d, want 200", path, resp.StatusCode)
+		}
+	}
+	for _, rt := range []struct{ method, path string }{
+		{"GET", "/v1/sandboxes"}, {"POST", "/v1/sandboxes"},
+		{"GET", "/v1/approvals"}, {"GET", "/v1/audit"}, {"GET", "/metrics"}, {"POST", "/v1/mcp"},
+		{"GET", "/v1/approvals/x"}, {"POST", "/v1/approvals/x/approve"}, {"POST", "/v1/approvals/x/deny"},
+	} {
+		req, _ := http.NewRequest(rt.method, n1.url+rt.path, nil)
+		req.Header.Set(forwardedBy, "n9")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s %s with a bad signature: %d, want 401", rt.method, rt.path, resp.StatusCode)
+		}
+	}
+}
+
+// A terminal opens through the node that forwards it, from a client that
+// sends an Origin of the address it dialed (as many WebSocket libraries
+// do).
+func TestClusterTerminalForwarded(t *testing.T) {
+	c := newCluster(t)
+	c.box = func(node, id string) Sandbox {
+		return &termBox{&fakeBox{id: node + ":" + id, done: make(chan struct{})}}
+	}
+	n1, n2 := c.start(t, "n1", nil), c.start(t, "n2", nil)
+	id := c.onNode(t, n2, "n2")
+	for _, origin := range []string{"", n1.url} {
+		h := http.Header{"Authorization": {"Bearer " + c.tokens["alice-a"]}}
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(n1.url, "http")+"/v1/sandboxes/"+id+"/terminal?arg=hello", &websocket.DialOptions{HTTPHeader: h})
+		if err != nil {
+			status := 0
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			cancel()
+			t.Fatalf("a terminal through n1 (Origin %q): %d %v", origin, status, err)
+		}
+		var out strings.Builder
+		for {
+			typ, b, err := ws.Read(ctx)
+			if err != nil {
+				break
+			}
+			if typ == websocket.MessageBinary {
+				out.Write(b)
+			}
+		}
+		ws.CloseNow()
+		cancel()
+		if !strings.Contains(out.String(), "n2:"+id+" ran hello") {
+			t.Fatalf("the terminal's output through n1 (Origin %q): %q", origin, out.String())
+		}
+	}
+}
+
+// termBox runs a terminal's command: it says what it ran, and ends
+// without waiting for input.
+type termBox struct{ *fakeBox }
+
+func (b *termBox) Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error) {
+	e.Stdin = nil
+	return b.fakeBox.Exec(ctx, e)
+}
+
+// A request whose forwarding signature does not verify is counted
+// against its caller's rate as any other, before it is refused.
+func TestClusterBadSignatureCounted(t *testing.T) {
+	c := newCluster(t)
+	n := c.start(t, "n1", func(cfg *Config) { cfg.RateLimit.Token = Rate{Rate: 0.001, Burst: 3} })
+	var got []int
+	for i := 0; i < 5; i++ {
+		req, _ := http.NewRequest("GET", n.url+"/v1/sandboxes", nil)
+		req.Header.Set("Authorization", "Bearer "+c.tokens["alice-a"])
+		req.Header.Set(forwardedBy, "n9")
+		req.Header.Set(forwardedSig, "00")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got = append(got, resp.StatusCode)
+	}
+	if fmt.Sprint(got) != "[401 401 401 429 429]" {
+		t.Fatalf("requests with a bad signature past the token's rate: %v", got)
 	}
 }

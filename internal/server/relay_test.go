@@ -226,7 +226,7 @@ func TestClusterForwardSignature(t *testing.T) {
 	send := func(secret []byte, method, signedURI, auth2 string, at time.Time, edit func(http.Header)) int {
 		req, _ := http.NewRequest("GET", n.url+path, nil)
 		req.Header.Set("Authorization", auth)
-		signForward(secret, req.Header, "n2", "127.0.0.9:1", method, signedURI, at)
+		signForward(secret, req.Header, "n2", "127.0.0.9:1", req.Host, method, signedURI, at)
 		if auth2 != "" {
 			req.Header.Set("Authorization", auth2) // signed over another caller's
 		}
@@ -250,6 +250,7 @@ func TestClusterForwardSignature(t *testing.T) {
 		"another caller":  send(c.secret, "GET", path, "Bearer "+c.tokens["bob-b"], time.Now(), nil),
 		"another client":  send(c.secret, "GET", path, "", time.Now(), func(h http.Header) { h.Set(forwardedFor, "127.0.0.10:1") }),
 		"another node":    send(c.secret, "GET", path, "", time.Now(), func(h http.Header) { h.Set(forwardedBy, "n3") }),
+		"another host":    send(c.secret, "GET", path, "", time.Now(), func(h http.Header) { h.Set(forwardedHost, "elsewhere:1") }),
 		"old":             send(c.secret, "GET", path, "", time.Now().Add(-2*forwardSkew), nil),
 		"no signature":    send(c.secret, "GET", path, "", time.Now(), func(h http.Header) { h.Del(forwardedSig) }),
 		"only the header": send(c.secret, "GET", path, "", time.Now(), func(h http.Header) { h.Del(forwardedSig); h.Del(forwardedAt); h.Del(forwardedFor) }),

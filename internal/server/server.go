@@ -412,12 +412,16 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			w.Header().Set("Connection", "close")
 		}
 		status, aborted := 0, false
-		if via, who, err := s.forwardedFrom(r, time.Now()); err != nil {
-			status = fail(w, http.StatusUnauthorized, "%v", err)
-		} else {
-			c.via, c.who = via, who
+		// A request another node forwarded (relay.go), verified; a public
+		// answer is the same for anyone, forwarded or not.
+		var forwardErr error
+		if need != public {
+			var host string
+			if c.via, c.who, host, forwardErr = s.forwardedFrom(r, time.Now()); host != "" {
+				r.Host = host // as the client sent it (a WebSocket's origin is checked against it)
+			}
 		}
-		if need != public && status == 0 {
+		if need != public {
 			if s.enter() {
 				defer s.leave()
 			} else {
@@ -425,7 +429,12 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			}
 		}
 		if status == 0 {
+			// One whose forwarding does not verify is counted as any
+			// other request, then refused.
 			status = s.admit(w, r, c)
+		}
+		if status == 0 && forwardErr != nil {
+			status = fail(w, http.StatusUnauthorized, "%v", forwardErr)
 		}
 		switch {
 		case status != 0:
