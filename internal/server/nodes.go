@@ -72,10 +72,7 @@ func (c *Config) checkCluster(at func(p, field, msg string) error) error {
 		}
 	}
 	if cl.SecretFile != "" {
-		p := cl.SecretFile
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(filepath.Dir(c.File), p)
-		}
+		p := c.ClusterSecretFile()
 		data, err := hostfile.ReadFile(p, 4096)
 		if err != nil {
 			return at("$.cluster.secret_file", "cluster.secret_file", err.Error())
@@ -96,6 +93,16 @@ func checkAdvertise(s string) error {
 		return fmt.Errorf("want the node's URL as http://HOST:PORT or https://HOST:PORT, found %q", s)
 	}
 	return nil
+}
+
+// ClusterSecretFile is the file the cluster's secret is read from, as an
+// absolute path ("" when the configuration names none).
+func (c *Config) ClusterSecretFile() string {
+	p := c.Cluster.SecretFile
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(c.File), p)
 }
 
 // FromEnv completes the configuration from the environment where the file
