@@ -611,3 +611,130 @@ func TestClusterBadSignatureCounted(t *testing.T) {
 		t.Fatalf("requests with a bad signature past the token's rate: %v", got)
 	}
 }
+
+// slowBox's commands are silent for a while between lines.
+type slowBox struct {
+	*fakeBox
+	gap time.Duration
+}
+
+func (b *slowBox) Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error) {
+	for i := 0; i < 3; i++ {
+		select {
+		case <-ctx.Done():
+			return outcome.Outcome{}, ctx.Err()
+		case <-time.After(b.gap):
+		}
+		if e.Stdout != nil {
+			fmt.Fprintf(e.Stdout, "line %d\n", i)
+		}
+	}
+	code := 0
+	return outcome.Outcome{Status: outcome.OK, CommandExitCode: &code, Message: "ok"}, nil
+}
+
+// A command silent for longer than write_timeout, streamed or not, runs
+// through the node that forwards it as it runs on its own node.
+func TestClusterSilentCommandForwarded(t *testing.T) {
+	c := newCluster(t)
+	c.box = func(node, id string) Sandbox {
+		return &slowBox{fakeBox: &fakeBox{id: node + ":" + id, done: make(chan struct{})}, gap: 700 * time.Millisecond}
+	}
+	tweak := func(cfg *Config) { cfg.HTTP.WriteTimeout, cfg.HTTP.BodyTimeout = "300ms", "300ms" }
+	n1, n2 := c.start(t, "n1", tweak), c.start(t, "n2", tweak)
+	id := c.onNode(t, n2, "n2")
+	ctx := context.Background()
+	res, err := c.client(n1, "alice-a").Run(ctx, id, api.ExecRequest{Args: []string{"slow"}})
+	if err != nil || string(res.Stdout) != "line 0\nline 1\nline 2\n" {
+		t.Fatalf("a silent command through n1: %q %v", res.Stdout, err)
+	}
+	var out strings.Builder
+	o, err := c.client(n1, "alice-a").Exec(ctx, id, api.ExecRequest{Args: []string{"slow"}}, &out, io.Discard)
+	if err != nil || o.Status != "ok" || out.String() != "line 0\nline 1\nline 2\n" {
+		t.Fatalf("a silent streamed command through n1: %q %+v %v", out.String(), o, err)
+	}
+}
+
+// A keyed create placed on another node is answered again, the same
+// sandbox, when sent again through any node.
+func TestClusterKeyedCreateAnyNode(t *testing.T) {
+	c := newCluster(t)
+	// n2 has more room for alice: n1's creates go there.
+	n1, n2 := c.start(t, "n1", nil), c.start(t, "n2", func(cfg *Config) { cfg.Agents["a"].MaxSandboxes = 4 })
+	waitFor(t, "n2's room known", func() bool {
+		n, err := n1.db.NodeByName(context.Background(), "n2")
+		return err == nil && n.Load.Agents["a"].Max == 4
+	})
+	send := func(n *clusterNode) (api.Sandbox, http.Header) {
+		req, _ := http.NewRequest("POST", n.url+"/v1/sandboxes", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+c.tokens["alice-a"])
+		req.Header.Set(KeyHeader, "once")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var sb api.Sandbox
+		if err := json.NewDecoder(resp.Body).Decode(&sb); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("a keyed create through %s: %d %v", n.url, resp.StatusCode, err)
+		}
+		return sb, resp.Header
+	}
+	first, _ := send(n1)
+	if first.Node != "n2" {
+		t.Fatalf("the create went to %s, want n2", first.Node)
+	}
+	for _, n := range []*clusterNode{n1, n2} {
+		again, h := send(n)
+		if again.ID != first.ID || h.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("the keyed create sent again: %+v %v", again, h)
+		}
+	}
+}
+
+// A path and query reach the sandbox of another node through the node
+// that forwards them as they reach it sent to its own node (the signature
+// covers them as sent), and a request line naming another host goes to
+// the sandbox's node all the same.
+func TestClusterForwardsAnyURL(t *testing.T) {
+	hostile := startHostileHTTP(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+	c := newCluster(t)
+	c.box = func(node, id string) Sandbox {
+		return &portBox{fakeBox: &fakeBox{id: node + ":" + id, done: make(chan struct{})}, addr: hostile.ln.Addr().String()}
+	}
+	n1, n2 := c.start(t, "n1", nil), c.start(t, "n2", nil)
+	id := c.onNode(t, n2, "n2")
+	get := func(n *clusterNode, target string) string {
+		t.Helper()
+		conn, err := net.Dial("tcp", strings.TrimPrefix(n.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: n\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", target, c.tokens["alice-a"])
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s through %s: %d", target, n.url, resp.StatusCode)
+		}
+		hostile.mu.Lock()
+		defer hostile.mu.Unlock()
+		return strings.SplitN(hostile.heads[len(hostile.heads)-1], "\r\n", 2)[0]
+	}
+	for _, path := range []string{
+		"/%C3%A9%25%20%7e?q=%20&r=%2F&&s=%C3%A9",
+		"/x+~!$&'()*,=:@",
+		"/p?%00",
+	} {
+		target := "/v1/sandboxes/" + id + "/ports/8080" + path
+		if direct, forwarded := get(n2, target), get(n1, target); direct != forwarded {
+			t.Errorf("%s: %q sent to n2, %q through n1", target, direct, forwarded)
+		}
+	}
+	if got := get(n1, "http://127.0.0.2:9/v1/sandboxes/"+id+"/ports/8080/absolute"); got != "GET /absolute HTTP/1.1" {
+		t.Errorf("a request line naming another host, through n1: %q", got)
+	}
+}
