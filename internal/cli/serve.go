@@ -106,8 +106,10 @@ func serveCmd(e *env, args []string) int {
 	sandboxDir := filepath.Join(state, "sandboxes", "sb")
 	for _, a := range cfg.Agents {
 		// An agent that could write any of these could approve its own
-		// calls, give itself a token, or rewrite what it is recorded doing.
-		for _, f := range []struct{ what, path string }{{"audit log", al.log.Path()}, {"database", statedb.File(cfg.Database)}, {"configuration", cfg.File}, {"spool directory", filepath.Join(state, "spool")}} {
+		// calls, give itself a token, or rewrite what it is recorded doing;
+		// one that could read the cluster's secret could pose as a node
+		// forwarding its requests (past its rate, from any address).
+		for _, f := range []struct{ what, path string }{{"audit log", al.log.Path()}, {"database", statedb.File(cfg.Database)}, {"configuration", cfg.File}, {"spool directory", filepath.Join(state, "spool")}, {"cluster secret", cfg.ClusterSecretFile()}} {
 			if f.path == "" {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -174,6 +175,15 @@ func (r *recorder) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection (Flush).
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Hijack hands the connection over: to a proxy forwarding a WebSocket,
+// which writes the 101 on the connection itself.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if r.status == 0 {
+		r.status = http.StatusSwitchingProtocols
+	}
+	return http.NewResponseController(r.ResponseWriter).Hijack()
+}
 
 // The check catches an answer openapi.yaml does not declare: a status,
 // a content type, a body off its schema, a stream line off its schema, a

@@ -50,7 +50,7 @@ func (s *Server) Drain(ctx context.Context) error {
 	// The other nodes place no new sandboxes here from now on.
 	s.drainAsked.Store(true)
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	if _, err := s.opts.DB.SetNodeState(dctx, s.opts.Node, s.incarnation, statedb.NodeAlive, statedb.NodeDraining); err != nil {
+	if _, err := s.opts.DB.SetNodeState(dctx, s.opts.Node, s.inc(), statedb.NodeAlive, statedb.NodeDraining); err != nil {
 		s.logf("draining: %v", err)
 	}
 	cancel()

@@ -102,7 +102,7 @@ func (s *Server) beginKey(w http.ResponseWriter, r *http.Request, c caller, what
 		w.Header().Set("Retry-After", "1")
 		return nil, nil, fail(w, http.StatusConflict, "the request with %s %q is still running on node %s; ask again once it answered", KeyHeader, key, e.Node)
 	case e.State == statedb.KeyUnknown:
-		return nil, nil, fail(w, http.StatusGone, "the request with %s %q was started, and its outcome is unknown: node %s stopped while it ran (its sandboxes ended: %s)", KeyHeader, key, e.Node, endedByRestart)
+		return nil, nil, fail(w, http.StatusGone, "the request with %s %q was started, and its outcome is unknown: node %s stopped while it ran (its sandboxes ended: %s, or %s when another node found it dead)", KeyHeader, key, e.Node, endedByRestart, endedNodeLost)
 	}
 	var kept keptAnswer
 	if err := json.Unmarshal([]byte(e.Answer), &kept); err != nil {

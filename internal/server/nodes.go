@@ -72,10 +72,7 @@ func (c *Config) checkCluster(at func(p, field, msg string) error) error {
 		}
 	}
 	if cl.SecretFile != "" {
-		p := cl.SecretFile
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(filepath.Dir(c.File), p)
-		}
+		p := c.ClusterSecretFile()
 		data, err := hostfile.ReadFile(p, 4096)
 		if err != nil {
 			return at("$.cluster.secret_file", "cluster.secret_file", err.Error())
@@ -96,6 +93,16 @@ func checkAdvertise(s string) error {
 		return fmt.Errorf("want the node's URL as http://HOST:PORT or https://HOST:PORT, found %q", s)
 	}
 	return nil
+}
+
+// ClusterSecretFile is the file the cluster's secret is read from, as an
+// absolute path ("" when the configuration names none).
+func (c *Config) ClusterSecretFile() string {
+	p := c.Cluster.SecretFile
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(c.File), p)
 }
 
 // FromEnv completes the configuration from the environment where the file
@@ -158,7 +165,8 @@ func validNode(s string) bool {
 func (s *Server) register() error {
 	b := make([]byte, 8)
 	rand.Read(b)
-	s.incarnation = hex.EncodeToString(b)
+	inc := hex.EncodeToString(b)
+	s.incarnation.Store(&inc)
 	// A node beats every beat: one of this name silent for 3 beats is
 	// gone (this node's last run, killed), and this run takes the name
 	// over; one that beats meanwhile is alive, and this run is refused.
@@ -166,7 +174,7 @@ func (s *Server) register() error {
 	deadline := time.Now().Add(gone + 2*s.beat())
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := s.opts.DB.Register(ctx, statedb.Node{Name: s.opts.Node, Incarnation: s.incarnation, Advertise: s.advertise(), Load: s.load()}, gone)
+		err := s.opts.DB.Register(ctx, statedb.Node{Name: s.opts.Node, Incarnation: inc, Advertise: s.advertise(), Load: s.load()}, gone)
 		cancel()
 		switch {
 		case errors.Is(err, statedb.ErrNodeInUse) && time.Now().Before(deadline):
@@ -178,6 +186,14 @@ func (s *Server) register() error {
 		s.beatingSince.Store(time.Now().UnixNano())
 		return nil
 	}
+}
+
+// inc is this run's incarnation in the registry (register sets it).
+func (s *Server) inc() string {
+	if p := s.incarnation.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 func (s *Server) advertise() string {
@@ -225,8 +241,8 @@ func (s *Server) load() statedb.Load {
 // database while the others were not) ends its sandboxes, which the
 // others report lost, and registers again.
 func (s *Server) heartbeats() {
-	defer s.wg.Done()
-	s.repeat(s.beat(), func() error {
+	defer close(s.beatsDone)
+	s.repeat(s.stopBeats, s.beat(), func() error {
 		if err := s.heartbeat(); err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
 		}
@@ -234,18 +250,41 @@ func (s *Server) heartbeats() {
 	}, "(tried again every "+s.beat().String()+")", "heartbeat: the database answers again")
 }
 
-// heartbeat is one round of heartbeats.
+// stopping says whether Close has begun.
+func (s *Server) stopping() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// heartbeat is one round of heartbeats. While the server stops, it only
+// beats.
 func (s *Server) heartbeat() error {
 	// A loaded database may take longer than a beat: a beat waits for
 	// it up to half the timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout()/2)
 	defer cancel()
-	state, err := s.opts.DB.Heartbeat(ctx, s.opts.Node, s.incarnation, s.load())
+	state, err := s.opts.DB.Heartbeat(ctx, s.opts.Node, s.inc(), s.load())
 	switch {
+	case errors.Is(err, statedb.ErrFenced) && s.stopping():
+		return err // its sandboxes are being ended
 	case errors.Is(err, statedb.ErrFenced):
 		s.logf("node %s was declared dead by another node: its sandboxes are ended (%s); registering again", s.opts.Node, endedNodeLost)
 		s.endAll(endedNodeLost)
 		if err := s.register(); err != nil {
+			if errors.Is(err, statedb.ErrNodeInUse) {
+				// Another run of this name took it over (this one
+				// looked gone for three beats): this one stops, as on
+				// SIGTERM, rather than serve under a name that is not
+				// its own.
+				s.logf("another run of node %s has taken its name over: this one stops", s.opts.Node)
+				if s.drainAsked.CompareAndSwap(false, true) && s.opts.OnDrain != nil {
+					go s.opts.OnDrain()
+				}
+			}
 			return err
 		}
 	case err != nil:
@@ -256,12 +295,15 @@ func (s *Server) heartbeat() error {
 		return err
 	default:
 		s.beatingSince.CompareAndSwap(0, time.Now().UnixNano())
-		if state == statedb.NodeDraining && s.drainAsked.CompareAndSwap(false, true) {
+		if state == statedb.NodeDraining && !s.stopping() && s.drainAsked.CompareAndSwap(false, true) {
 			s.logf("asked to drain (cordon serve --drain)")
 			if s.opts.OnDrain != nil {
 				go s.opts.OnDrain()
 			}
 		}
+	}
+	if s.stopping() {
+		return nil
 	}
 	return s.sweepDead(ctx)
 }
@@ -285,7 +327,9 @@ func (s *Server) endAll(why string) int {
 
 // sweepDead declares dead the nodes silent past node_timeout; for each
 // one this node was first to declare, their sandboxes are recorded as
-// ended (node_lost), in this node's audit log and in the sessions.
+// ended (node_lost), in this node's audit log and in the sessions, apart
+// from the heartbeats, which go on meanwhile (however many sandboxes the
+// dead node held, this node is not silent for them).
 func (s *Server) sweepDead(ctx context.Context) error {
 	// Only a node that has itself beaten for node_timeout without a miss
 	// may find another silent: after an outage of the database, every
@@ -310,19 +354,66 @@ func (s *Server) sweepDead(ctx context.Context) error {
 		}
 		s.logf("node %s was silent for %s (node_timeout %s): declared dead", n.Name, n.Age.Round(time.Millisecond), s.timeout())
 		s.metrics.add(1, "cordon_nodes_declared_dead_total", "node", n.Name)
-		if err := s.endLost(n.Name, n.Age); err != nil {
-			return fmt.Errorf("ending the sandboxes of node %s: %w", n.Name, err)
+		s.mu.Lock()
+		closed := s.closed
+		if !closed {
+			s.wg.Add(1) // before Close waits
 		}
+		s.mu.Unlock()
+		if closed {
+			// Stopping, this node ends them before it leaves.
+			return s.endLost(&lostNode{Node: n})
+		}
+		go s.endingLost(n)
 	}
 	return nil
 }
 
+// endingLost ends the sandboxes of a node this node declared dead,
+// trying again every beat until it has, or the server stops.
+func (s *Server) endingLost(n statedb.Node) {
+	defer s.wg.Done()
+	l := &lostNode{Node: n}
+	for logged := false; ; {
+		err := s.endLost(l)
+		if err == nil {
+			return
+		}
+		if !logged {
+			s.logf("ending the sandboxes of node %s: %v (tried again every %v)", n.Name, err, s.beat())
+			logged = true
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(s.beat()):
+		}
+	}
+}
+
+// lostNode is a run of a node declared dead, whose sandboxes are being
+// ended.
+type lostNode struct {
+	statedb.Node
+	// recorded are the sandboxes whose end the audit log has.
+	recorded map[string]bool
+}
+
 // endLost records the sandboxes of a dead node as ended (node_lost): in
-// this node's audit log first, then in the sessions every node reads.
-func (s *Server) endLost(node string, silent time.Duration) error {
+// this node's audit log first, then in the sessions every node reads, with
+// the idempotency keys it left running (their outcome unknown). A next
+// run of the node that took its name over meanwhile ends them itself
+// (recoverAtStart): its own are not touched.
+func (s *Server) endLost(l *lostNode) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sessions, err := s.opts.DB.NodeSessions(ctx, node)
+	if n, err := s.opts.DB.NodeByName(ctx, l.Name); err != nil {
+		return err
+	} else if n.Incarnation != l.Incarnation || n.State != statedb.NodeDead {
+		s.logf("node %s started again before its sandboxes were ended: it ends them itself", l.Name)
+		return nil
+	}
+	sessions, err := s.opts.DB.NodeSessions(ctx, l.Name)
 	if err != nil {
 		return err
 	}
@@ -338,21 +429,38 @@ func (s *Server) endLost(node string, silent time.Duration) error {
 		}
 	}
 	sort.Slice(lost, func(i, j int) bool { return lost[i].ID < lost[j].ID })
-	ids := make([]string, len(lost))
-	for i, sb := range lost {
-		ids[i] = sb.ID
-		s.event(audit.Event{Sandbox: sb.ID, Agent: sb.Agent, Kind: audit.Decision, Type: "end",
-			Data: map[string]any{"reason": endedNodeLost, "node": node, "declared_by": s.opts.Node}})
+	if l.recorded == nil {
+		l.recorded = map[string]bool{}
+		ids := make([]string, len(lost))
+		for i, sb := range lost {
+			ids[i] = sb.ID
+		}
+		s.event(audit.Event{Kind: audit.Decision, Type: "node_lost", Data: map[string]any{"node": l.Name, "silent_ms": l.Age.Milliseconds(), "sandboxes": ids}})
 	}
-	s.event(audit.Event{Kind: audit.Decision, Type: "node_lost", Data: map[string]any{"node": node, "silent_ms": silent.Milliseconds(), "sandboxes": ids}})
+	for _, sb := range lost {
+		if !l.recorded[sb.ID] {
+			s.event(audit.Event{Sandbox: sb.ID, Agent: sb.Agent, Kind: audit.Decision, Type: "end",
+				Data: map[string]any{"reason": endedNodeLost, "node": l.Name, "declared_by": s.opts.Node}})
+		}
+	}
 	if err := s.auditWritten(s.opts.Audit.Flush()); err != nil {
 		return fmt.Errorf("recording the lost sandboxes: %w", err)
 	}
+	infos := make(map[string]any, len(lost))
 	for _, sb := range lost {
-		sb.Node, sb.State, sb.Ended, sb.Running = node, "ended", endedNodeLost, 0
-		if err := s.opts.DB.PutSession(ctx, sb.ID, node, sb.Agent, sb); err != nil {
-			return err
-		}
+		l.recorded[sb.ID] = true
+		sb.Node, sb.State, sb.Ended, sb.Running = l.Name, "ended", endedNodeLost, 0
+		infos[sb.ID] = sb
+	}
+	done, err := s.opts.DB.EndLost(ctx, l.Name, l.Incarnation, infos)
+	if err != nil {
+		return err
+	}
+	if !done {
+		s.logf("node %s started again before its sandboxes were ended: it ends them itself", l.Name)
+		return nil
+	}
+	for _, sb := range lost {
 		s.metrics.ended(sb.Agent, endedNodeLost)
 	}
 	return nil
@@ -363,7 +471,7 @@ func (s *Server) deregister() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, from := range []string{statedb.NodeAlive, statedb.NodeDraining} {
-		if ok, err := s.opts.DB.SetNodeState(ctx, s.opts.Node, s.incarnation, from, statedb.NodeLeft); ok || err != nil {
+		if ok, err := s.opts.DB.SetNodeState(ctx, s.opts.Node, s.inc(), from, statedb.NodeLeft); ok || err != nil {
 			return
 		}
 	}

@@ -85,8 +85,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 			pr.Out.Host = pr.Out.URL.Host
 			pr.Out.Header.Del("Authorization") // the token stays here
 			pr.Out.Header.Del("Cookie")
-			// No X-Forwarded-*: the sandbox learns nothing of its callers
-			// or of the server's name.
+			// No X-Forwarded-*, nor the signature of the node that
+			// forwarded the request here (relay.go), which the sandbox
+			// could send again as that node's: the sandbox learns nothing
+			// of its callers or of the server's name.
+			for _, h := range forwardHeaders {
+				pr.Out.Header.Del(h)
+			}
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -117,7 +122,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 	// An informational answer (103 Early Hints, say) would reach the
 	// client with the sandbox's headers, past ModifyResponse: only a
 	// WebSocket's 101 goes through.
-	proxy.ServeHTTP(no1xx{sw}, r)
+	_, aborted := serveAborting(func() int {
+		proxy.ServeHTTP(no1xx{sw}, r)
+		return 0
+	})
 	// Trailers are the sandbox's words as much (a Set-Cookie, say), and
 	// the proxy sets them once the body is through: none is sent.
 	for k := range w.Header() {
@@ -128,7 +136,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 	if sw.status != 0 {
 		status = sw.status
 	}
-	s.record(e.id, c, audit.Decision, "port_forward", map[string]any{"port": port, "method": r.Method, "path": "/" + r.PathValue("path"), "status": status, "token": c.name()})
+	rec := map[string]any{"port": port, "method": r.Method, "path": "/" + r.PathValue("path"), "status": status, "token": c.name()}
+	if aborted {
+		rec["aborted"] = true // the answer broke off half sent
+	}
+	s.record(e.id, c, audit.Decision, "port_forward", rec)
+	if aborted {
+		panic(abortedAnswer{status})
+	}
 	return status
 }
 

@@ -22,14 +22,19 @@ import (
 )
 
 // The headers of a request one node forwards to another: which node
-// forwarded it, for which client address, when, and the signature over
-// them and the request (see signForward).
+// forwarded it, for which client address, the Host the client sent it to,
+// when, and the signature over them and the request (see signForward).
 const (
-	forwardedBy  = "Cordon-Forwarded-By"
-	forwardedFor = "Cordon-Forwarded-For"
-	forwardedAt  = "Cordon-Forwarded-At"
-	forwardedSig = "Cordon-Forwarded-Sig"
+	forwardedBy   = "Cordon-Forwarded-By"
+	forwardedFor  = "Cordon-Forwarded-For"
+	forwardedHost = "Cordon-Forwarded-Host"
+	forwardedAt   = "Cordon-Forwarded-At"
+	forwardedSig  = "Cordon-Forwarded-Sig"
 )
+
+// forwardHeaders are the forwarding headers, which a client never sets
+// and a sandbox never sees.
+var forwardHeaders = []string{forwardedBy, forwardedFor, forwardedHost, forwardedAt, forwardedSig}
 
 // forwardSkew is how far a forwarded request's time may be from the
 // receiving node's clock.
@@ -75,10 +80,10 @@ func newRelay(s *Server) *relay {
 			t := pr.In.Context().Value(relayKey{}).(*relayTarget)
 			pr.SetURL(t.url)
 			pr.Out.Host = t.url.Host
-			for _, h := range []string{forwardedBy, forwardedFor, forwardedAt, forwardedSig} {
+			for _, h := range forwardHeaders {
 				pr.Out.Header.Del(h)
 			}
-			signForward(s.opts.Config.Cluster.secret, pr.Out.Header, t.via, t.who, pr.In.Method, pr.In.URL.RequestURI(), time.Now())
+			signForward(s.opts.Config.Cluster.secret, pr.Out.Header, t.via, t.who, pr.In.Host, pr.In.Method, pr.In.URL.RequestURI(), time.Now())
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			t := resp.Request.Context().Value(relayKey{}).(*relayTarget)
@@ -99,11 +104,13 @@ func newRelay(s *Server) *relay {
 	return rl
 }
 
-// forward sends the request to node and returns the status it answered.
-func (rl *relay) forward(w http.ResponseWriter, r *http.Request, node statedb.Node) int {
+// forward sends the request to node and returns the status it answered,
+// and whether the answer broke off half sent (the client or the node went
+// away): the caller records the request, then aborts the connection.
+func (rl *relay) forward(w http.ResponseWriter, r *http.Request, node statedb.Node) (int, bool) {
 	u, err := url.Parse(node.Advertise)
 	if err != nil {
-		return fail(w, http.StatusBadGateway, "node %s advertises %q: %v", node.Name, node.Advertise, err)
+		return fail(w, http.StatusBadGateway, "node %s advertises %q: %v", node.Name, node.Advertise, err), false
 	}
 	what := "sandbox"
 	if r.PathValue("id") == "" {
@@ -112,26 +119,31 @@ func (rl *relay) forward(w http.ResponseWriter, r *http.Request, node statedb.No
 	rl.s.metrics.add(1, "cordon_requests_forwarded_total", "node", node.Name, "what", what)
 	status := 0
 	t := &relayTarget{node: node.Name, url: u, via: rl.s.opts.Node, who: r.RemoteAddr, reply: &status}
-	rl.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), relayKey{}, t)))
-	return status
+	_, aborted := serveAborting(func() int {
+		rl.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), relayKey{}, t)))
+		return 0
+	})
+	return status, aborted
 }
 
 // signForward sets the headers of a forwarded request: this node, the
-// client's address, the time and an HMAC-SHA256 over them, the method,
-// the URL and the request's Authorization header (a signature is good for
-// this request of this caller only).
-func signForward(secret []byte, h http.Header, via, who, method, uri string, now time.Time) {
+// client's address, the Host it sent the request to, the time and an
+// HMAC-SHA256 over them, the method, the URL and the request's
+// Authorization header (a signature is good for this request of this
+// caller only).
+func signForward(secret []byte, h http.Header, via, who, host, method, uri string, now time.Time) {
 	at := strconv.FormatInt(now.Unix(), 10)
 	h.Set(forwardedBy, via)
 	h.Set(forwardedFor, who)
+	h.Set(forwardedHost, host)
 	h.Set(forwardedAt, at)
-	h.Set(forwardedSig, forwardMAC(secret, via, who, at, method, uri, h.Get("Authorization")))
+	h.Set(forwardedSig, forwardMAC(secret, via, who, host, at, method, uri, h.Get("Authorization")))
 }
 
-func forwardMAC(secret []byte, via, who, at, method, uri, auth string) string {
+func forwardMAC(secret []byte, via, who, host, at, method, uri, auth string) string {
 	sum := sha256.Sum256([]byte(auth))
 	m := hmac.New(sha256.New, secret)
-	for _, part := range []string{"cordon-forward-v1", via, who, at, method, uri, hex.EncodeToString(sum[:])} {
+	for _, part := range []string{"cordon-forward-v2", via, who, host, at, method, uri, hex.EncodeToString(sum[:])} {
 		m.Write([]byte(part))
 		m.Write([]byte{0})
 	}
@@ -139,27 +151,29 @@ func forwardMAC(secret []byte, via, who, at, method, uri, auth string) string {
 }
 
 // forwardedFrom checks the forwarding headers of a request: none (""),
-// or a good signature (the forwarding node and the client's address), or
-// an error that refuses the request.
-func (s *Server) forwardedFrom(r *http.Request, now time.Time) (via, who string, err error) {
+// or a good signature (the forwarding node, the client's address and the
+// Host the client sent the request to), or an error that refuses the
+// request.
+func (s *Server) forwardedFrom(r *http.Request, now time.Time) (via, who, host string, err error) {
 	h := r.Header
-	via, who, at, sig := h.Get(forwardedBy), h.Get(forwardedFor), h.Get(forwardedAt), h.Get(forwardedSig)
-	if via == "" && who == "" && at == "" && sig == "" {
-		return "", "", nil
+	via, who, host = h.Get(forwardedBy), h.Get(forwardedFor), h.Get(forwardedHost)
+	at, sig := h.Get(forwardedAt), h.Get(forwardedSig)
+	if via == "" && who == "" && host == "" && at == "" && sig == "" {
+		return "", "", "", nil
 	}
 	secret := s.opts.Config.Cluster.secret
 	if secret == nil {
-		return "", "", errors.New("this node takes no forwarded requests: it has no cluster secret")
+		return "", "", "", errors.New("this node takes no forwarded requests: it has no cluster secret")
 	}
-	want := forwardMAC(secret, via, who, at, r.Method, r.URL.RequestURI(), h.Get("Authorization"))
+	want := forwardMAC(secret, via, who, host, at, r.Method, r.URL.RequestURI(), h.Get("Authorization"))
 	if !hmac.Equal([]byte(sig), []byte(want)) || via == "" {
-		return "", "", errors.New("the forwarded request's signature does not verify (the nodes' cluster secrets differ, or the request was changed)")
+		return "", "", "", errors.New("the forwarded request's signature does not verify (the nodes' cluster secrets differ, or the request was changed)")
 	}
 	t, err := strconv.ParseInt(at, 10, 64)
 	if err != nil || now.Sub(time.Unix(t, 0)).Abs() > forwardSkew {
-		return "", "", fmt.Errorf("the forwarded request was signed at %s, more than %s from this node's clock", at, forwardSkew)
+		return "", "", "", fmt.Errorf("the forwarded request was signed at %s, more than %s from this node's clock", at, forwardSkew)
 	}
-	return via, who, nil
+	return via, who, host, nil
 }
 
 // owner returns the node that holds sandbox id when it is another live

@@ -29,6 +29,8 @@ type cluster struct {
 	sums   map[string]string
 	secret []byte
 	nodes  map[string]*clusterNode
+	// box builds the sandboxes of node; nil: a fakeBox.
+	box func(node, id string) Sandbox
 }
 
 type clusterNode struct {
@@ -70,8 +72,11 @@ func (c *cluster) start(t *testing.T, name string, tweak func(*Config)) *cluster
 	if n.db, err = statedb.Open(context.Background(), c.db); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Config: cfg, Audit: al, DB: n.db, Node: name, OnDrain: func() { n.drained.Add(1) },
+	srv, err := New(Options{Log: testLog{t, name}, Config: cfg, Audit: al, DB: n.db, Node: name, OnDrain: func() { n.drained.Add(1) },
 		Start: func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
+			if c.box != nil {
+				return c.box(name, id), nil
+			}
 			return &fakeBox{id: name + ":" + id, done: make(chan struct{})}, nil
 		}})
 	if err != nil {
@@ -221,7 +226,7 @@ func TestClusterForwardSignature(t *testing.T) {
 	send := func(secret []byte, method, signedURI, auth2 string, at time.Time, edit func(http.Header)) int {
 		req, _ := http.NewRequest("GET", n.url+path, nil)
 		req.Header.Set("Authorization", auth)
-		signForward(secret, req.Header, "n2", "127.0.0.9:1", method, signedURI, at)
+		signForward(secret, req.Header, "n2", "127.0.0.9:1", req.Host, method, signedURI, at)
 		if auth2 != "" {
 			req.Header.Set("Authorization", auth2) // signed over another caller's
 		}
@@ -245,6 +250,7 @@ func TestClusterForwardSignature(t *testing.T) {
 		"another caller":  send(c.secret, "GET", path, "Bearer "+c.tokens["bob-b"], time.Now(), nil),
 		"another client":  send(c.secret, "GET", path, "", time.Now(), func(h http.Header) { h.Set(forwardedFor, "127.0.0.10:1") }),
 		"another node":    send(c.secret, "GET", path, "", time.Now(), func(h http.Header) { h.Set(forwardedBy, "n3") }),
+		"another host":    send(c.secret, "GET", path, "", time.Now(), func(h http.Header) { h.Set(forwardedHost, "elsewhere:1") }),
 		"old":             send(c.secret, "GET", path, "", time.Now().Add(-2*forwardSkew), nil),
 		"no signature":    send(c.secret, "GET", path, "", time.Now(), func(h http.Header) { h.Del(forwardedSig) }),
 		"only the header": send(c.secret, "GET", path, "", time.Now(), func(h http.Header) { h.Del(forwardedSig); h.Del(forwardedAt); h.Del(forwardedFor) }),
@@ -396,4 +402,15 @@ func metricsOf(t *testing.T, n *clusterNode, token string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// testLog is a node's log, in the test's.
+type testLog struct {
+	t    *testing.T
+	name string
+}
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Logf("%s: %s", l.name, bytes.TrimSpace(p))
+	return len(p), nil
 }

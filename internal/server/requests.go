@@ -94,7 +94,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, c caller) int {
 // long path is kept as its first bytes, its length and its SHA-256. A
 // request with a valid token is always recorded; one without is recorded
 // within the rate_limit.record limits, and otherwise counted.
-func (s *Server) recordRequest(r *http.Request, c caller, status int) {
+func (s *Server) recordRequest(r *http.Request, c caller, status int, aborted bool) {
 	if c.token == nil && !s.recordAnonymous(r) {
 		return
 	}
@@ -105,6 +105,9 @@ func (s *Server) recordRequest(r *http.Request, c caller, status int) {
 	}
 	if c.to != "" {
 		data["forwarded_to"] = capString(c.to, maxRecordedRemote)
+	}
+	if aborted {
+		data["aborted"] = true // the answer broke off half sent
 	}
 	if len(r.URL.Path) > maxRecordedPath {
 		sum := sha256.Sum256([]byte(r.URL.Path))

@@ -138,11 +138,15 @@ type Server struct {
 	// beatingSince when its heartbeats last began to succeed without a
 	// miss (nanoseconds; 0 after a miss); drainAsked whether the
 	// registry asked it to drain.
-	incarnation  string
+	incarnation  atomic.Pointer[string]
 	beatingSince atomic.Int64
 	drainAsked   atomic.Bool
 	// relay forwards requests to the other nodes (relay.go).
 	relay *relay
+	// stopBeats ends the heartbeats, which go on until the node leaves
+	// the registry, its sandboxes ended (Close); beatsDone is closed once
+	// they have.
+	stopBeats, beatsDone chan struct{}
 }
 
 // New makes a server and starts filling its pools.
@@ -192,8 +196,9 @@ func New(opts Options) (*Server, error) {
 	if every == 0 {
 		every = time.Second
 	}
-	s.wg.Add(6)
+	s.stopBeats, s.beatsDone = make(chan struct{}), make(chan struct{})
 	go s.heartbeats()
+	s.wg.Add(5)
 	go s.syncer(every)
 	go s.indexer()
 	go s.summarizer()
@@ -260,6 +265,10 @@ func (s *Server) Close() {
 	if s.stateLock != nil {
 		s.stateLock.Close()
 	}
+	// Beating until now, the node was not found silent while it ended its
+	// sandboxes (and those reported lost); now it leaves.
+	close(s.stopBeats)
+	<-s.beatsDone
 	s.deregister()
 }
 
@@ -329,19 +338,19 @@ const indexEvery = 200 * time.Millisecond
 // what is left).
 func (s *Server) indexer() {
 	defer s.wg.Done()
-	s.repeat(indexEvery, s.index, "(kept, and sent again every "+indexEvery.String()+")", "the database takes the audit index again")
+	s.repeat(s.stop, indexEvery, s.index, "(kept, and sent again every "+indexEvery.String()+")", "the database takes the audit index again")
 }
 
-// repeat calls f every interval until the server stops. A failure is
+// repeat calls f every interval until stop is closed. A failure is
 // logged, followed by failing, when it starts, and ok when it ends: not
 // every time.
-func (s *Server) repeat(interval time.Duration, f func() error, failing, ok string) {
+func (s *Server) repeat(stop <-chan struct{}, interval time.Duration, f func() error, failing, ok string) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	failed := false
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
 		case <-t.C:
 		}
@@ -402,13 +411,17 @@ func (s *Server) handle(pattern string, need role, h handler) {
 		if unread {
 			w.Header().Set("Connection", "close")
 		}
-		status := 0
-		if via, who, err := s.forwardedFrom(r, time.Now()); err != nil {
-			status = fail(w, http.StatusUnauthorized, "%v", err)
-		} else {
-			c.via, c.who = via, who
+		status, aborted := 0, false
+		// A request another node forwarded (relay.go), verified; a public
+		// answer is the same for anyone, forwarded or not.
+		var forwardErr error
+		if need != public {
+			var host string
+			if c.via, c.who, host, forwardErr = s.forwardedFrom(r, time.Now()); host != "" {
+				r.Host = host // as the client sent it (a WebSocket's origin is checked against it)
+			}
 		}
-		if need != public && status == 0 {
+		if need != public {
 			if s.enter() {
 				defer s.leave()
 			} else {
@@ -416,7 +429,12 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			}
 		}
 		if status == 0 {
+			// One whose forwarding does not verify is counted as any
+			// other request, then refused.
 			status = s.admit(w, r, c)
+		}
+		if status == 0 && forwardErr != nil {
+			status = fail(w, http.StatusUnauthorized, "%v", forwardErr)
 		}
 		switch {
 		case status != 0:
@@ -435,12 +453,12 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			}
 			if n, ok := s.relayTo(r, pattern, c); ok {
 				c.to = n.Name
-				status = s.relay.forward(w, r, n)
+				status, aborted = s.relay.forward(w, r, n)
 				if pattern == "POST "+api.Version+"/sandboxes" {
 					s.relay.placed(n.Name)
 				}
 			} else {
-				status = h(w, r, c)
+				status, aborted = serveAborting(func() int { return h(w, r, c) })
 			}
 		} else if unread {
 			// Nor is what is left of the body waited for after the
@@ -452,10 +470,40 @@ func (s *Server) handle(pattern string, need role, h handler) {
 		s.metrics.request(r.Pattern, status)
 		endRequest(span, status, c)
 		if need != public || status >= 400 {
-			s.recordRequest(r, c, status)
+			s.recordRequest(r, c, status, aborted)
+		}
+		if aborted {
+			// The answer broke off (its client went away, or the node it
+			// was forwarded to): recorded, the connection is cut as the
+			// HTTP server cuts it, so that the client sees no whole answer.
+			panic(http.ErrAbortHandler)
 		}
 	})
 }
+
+// serveAborting runs a handler that may abort its answer half sent (a
+// proxy does, with http.ErrAbortHandler, when either side breaks off): it
+// returns the status answered (0 when unknown) and whether it aborted,
+// so that the request is recorded all the same.
+func serveAborting(h func() int) (status int, aborted bool) {
+	defer func() {
+		switch v := recover().(type) {
+		case nil:
+		case abortedAnswer:
+			status, aborted = v.status, true
+		default:
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			aborted = true
+		}
+	}()
+	return h(), false
+}
+
+// abortedAnswer is what a handler that recorded an answer that broke off
+// panics with: its status, for the request's record.
+type abortedAnswer struct{ status int }
 
 // bearer is the token of the request's Authorization header; its scheme
 // is matched in any case (RFC 7235).

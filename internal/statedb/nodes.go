@@ -206,3 +206,47 @@ func (d *DB) SetNodeState(ctx context.Context, name, incarnation, from, to strin
 	n, err := res.RowsAffected()
 	return n == 1, err
 }
+
+// EndLost records, in one transaction, the sessions of a node declared
+// dead as ended (infos, by sandbox id) and the idempotency keys it left
+// running as of unknown outcome, if the node's row is still that
+// incarnation's, dead: a next run that took the name over since ends what
+// the last one left itself (see Register), and its own sandboxes and keys
+// are not the last run's. It reports whether it did.
+func (d *DB) EndLost(ctx context.Context, name, incarnation string, infos map[string]any) (bool, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("nodes: %w", err)
+	}
+	defer tx.Rollback()
+	if d.d.postgres {
+		// Register's lock: no next run takes the name over meanwhile.
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(109330311704433)"); err != nil {
+			return false, fmt.Errorf("nodes: lock: %w", err)
+		}
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, d.d.param("SELECT COUNT(*) FROM cordon_nodes WHERE name = $1 AND incarnation = $2 AND state = $3"), name, incarnation, NodeDead).Scan(&n); err != nil {
+		return false, fmt.Errorf("nodes: %w", err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	now := d.d.when(time.Now())
+	for id, info := range infos {
+		data, err := json.Marshal(info)
+		if err != nil {
+			return false, err
+		}
+		if _, err := tx.ExecContext(ctx, d.d.param("UPDATE cordon_sandboxes SET info = $3, updated = $4 WHERE id = $1 AND node = $2"), id, name, string(data), now); err != nil {
+			return false, fmt.Errorf("sessions: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, d.d.param("UPDATE cordon_idempotency SET state = $1 WHERE node = $2 AND state = $3"), KeyUnknown, name, KeyRunning); err != nil {
+		return false, fmt.Errorf("idempotency keys: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("nodes: %w", err)
+	}
+	return true, nil
+}

@@ -3,6 +3,7 @@ package statedb
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,5 +75,61 @@ func testNodes(t *testing.T, db *DB, _ string) {
 	}
 	if _, err := db.NodeByName(ctx, "c"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("an unknown node: %v", err)
+	}
+}
+
+func TestEndLost(t *testing.T) { each(t, testEndLost) }
+
+// The sandboxes and running keys of a node declared dead are ended in
+// one go, once it is dead, and not once a next run took its name over:
+// that run's own are not the last run's.
+func testEndLost(t *testing.T, db *DB, _ string) {
+	ctx := context.Background()
+	if err := db.Register(ctx, Node{Name: "a", Incarnation: "a1"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	running := map[string]any{"state": "running"}
+	ended := map[string]any{"state": "ended", "ended": "node_lost"}
+	if err := db.PutSession(ctx, "sb-1", "a", "w", running); err != nil {
+		t.Fatal(err)
+	}
+	if _, fresh, err := db.BeginKey(ctx, "w", "k1", "d", "a", time.Hour); !fresh || err != nil {
+		t.Fatalf("%v %v", fresh, err)
+	}
+	if done, err := db.EndLost(ctx, "a", "a1", map[string]any{"sb-1": ended}); done || err != nil {
+		t.Fatalf("the sandboxes of a live node ended: %v %v", done, err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if won, err := db.DeclareDead(ctx, "a", "a1", 10*time.Millisecond); !won || err != nil {
+		t.Fatalf("%v %v", won, err)
+	}
+	if done, err := db.EndLost(ctx, "a", "a1", map[string]any{"sb-1": ended}); !done || err != nil {
+		t.Fatalf("the sandboxes of a dead node: %v %v", done, err)
+	}
+	if s, err := db.SessionByID(ctx, "sb-1"); err != nil || !strings.Contains(string(s.Info), "node_lost") {
+		t.Fatalf("the dead node's sandbox: %s %v", s.Info, err)
+	}
+	if e, _, err := db.BeginKey(ctx, "w", "k1", "d", "b", time.Hour); err != nil || e.State != KeyUnknown {
+		t.Fatalf("the dead node's key: %+v %v", e, err)
+	}
+	// The next run of a takes the name over, and starts a sandbox and a
+	// keyed request.
+	if err := db.Register(ctx, Node{Name: "a", Incarnation: "a2"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutSession(ctx, "sb-2", "a", "w", running); err != nil {
+		t.Fatal(err)
+	}
+	if _, fresh, err := db.BeginKey(ctx, "w", "k2", "d", "a", time.Hour); !fresh || err != nil {
+		t.Fatalf("%v %v", fresh, err)
+	}
+	if done, err := db.EndLost(ctx, "a", "a1", map[string]any{"sb-2": ended}); done || err != nil {
+		t.Fatalf("the last run's end took the next run's sandboxes: %v %v", done, err)
+	}
+	if s, err := db.SessionByID(ctx, "sb-2"); err != nil || strings.Contains(string(s.Info), "node_lost") {
+		t.Fatalf("the next run's sandbox: %s %v", s.Info, err)
+	}
+	if e, _, err := db.BeginKey(ctx, "w", "k2", "d", "b", time.Hour); err != nil || e.State != KeyRunning {
+		t.Fatalf("the next run's key: %+v %v", e, err)
 	}
 }
