@@ -80,6 +80,11 @@ func serveCmd(e *env, args []string) int {
 	if err := cfg.FromEnv(func(k string) string { v, _ := e.getenv(k); return v }); err != nil {
 		return fail(e, err)
 	}
+	// The secrets the environment gave cordon serve reach no sandbox,
+	// whatever a profile's env.pass says, nor any process it starts.
+	for _, k := range []string{"CORDON_CLUSTER_SECRET", "CORDON_DATABASE"} {
+		os.Unsetenv(k)
+	}
 	state := cfg.State
 	if state == "" {
 		state = filepath.Join(config.StateDir(), "serve")
@@ -362,7 +367,8 @@ func drainNode(e *env, cfg *server.Config) int {
 	fmt.Fprintf(e.stderr, "cordon: node %s drains: no new sandboxes; running commands have %s to finish\n", name, cfg.Grace)
 	// Its heartbeat sees the request, its drain takes the grace, and its
 	// sandboxes then end.
-	deadline := time.Now().Add(cfg.Grace + 2*server.DefaultNodeTimeout + time.Minute)
+	_, timeout := cfg.Cluster.Times()
+	deadline := time.Now().Add(cfg.Grace + 2*timeout + time.Minute)
 	for time.Now().Before(deadline) {
 		time.Sleep(250 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -325,3 +325,21 @@ http {
 	waitUntil(t, "nginx to answer", func() bool { _, err := c.Health(context.Background()); return err == nil })
 	return url
 }
+
+// The secrets cordon serve takes from its environment (the cluster's,
+// the database's URL) reach no sandbox, even one whose profile passes
+// them on.
+func TestServeSecretsNotPassed(t *testing.T) {
+	t.Setenv("CORDON_CLUSTER_SECRET", strings.Repeat("7f", 32))
+	t.Setenv("CORDON_DATABASE", filepath.Join(t.TempDir(), "db", "cordon.db"))
+	profile := strings.Replace(testProfile("builder", "  wall: 1m\n"), "env:\n", "env:\n  pass: [CORDON_CLUSTER_SECRET, CORDON_DATABASE, HOME]\n", 1)
+	s := startServeWith(t, "  builder:\n    profile: builder.yaml\n", map[string]string{"builder.yaml": profile},
+		"node: secret-node\ncluster:\n  advertise: http://{{listen}}\n", nil)
+	sb, err := s.client("builder").CreateAndRun(context.Background(), api.ExecRequest{Args: []string{"sh", "-c", `echo "[$CORDON_CLUSTER_SECRET][$CORDON_DATABASE][$HOME]"`}})
+	if err != nil || sb.Result == nil {
+		t.Fatalf("%+v %v", sb, err)
+	}
+	if got := string(sb.Result.Stdout); !strings.HasPrefix(got, "[][][/") {
+		t.Fatalf("the sandbox's environment: %q", got)
+	}
+}

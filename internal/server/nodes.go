@@ -203,6 +203,18 @@ func (s *Server) advertise() string {
 	return strings.TrimSuffix(s.opts.Config.Cluster.Advertise, "/")
 }
 
+// Times returns the heartbeat's interval and the node timeout.
+func (c *Cluster) Times() (beat, timeout time.Duration) {
+	beat, timeout = c.beat, c.timeout
+	if beat <= 0 {
+		beat = DefaultHeartbeat
+	}
+	if timeout <= 0 {
+		timeout = DefaultNodeTimeout
+	}
+	return beat, timeout
+}
+
 func (s *Server) beat() time.Duration {
 	if b := s.opts.Config.Cluster.beat; b > 0 {
 		return b

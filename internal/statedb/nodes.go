@@ -129,13 +129,29 @@ func (d *DB) Heartbeat(ctx context.Context, name, incarnation string, load Load)
 	if err != nil {
 		return "", err
 	}
+	tx, err := d.beats.BeginTx(ctx, nil)
+	if err != nil {
+		return "", fmt.Errorf("nodes: heartbeat: %w", err)
+	}
+	defer tx.Rollback()
+	if d.d.postgres {
+		// A heartbeat need not survive the database's crash: it does not
+		// wait for the disk, which a loaded database may take seconds to
+		// give. (In the transaction: a pooler such as PgBouncer takes it.)
+		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit TO OFF"); err != nil {
+			return "", fmt.Errorf("nodes: heartbeat: %w", err)
+		}
+	}
 	var state string
-	err = d.beats.QueryRowContext(ctx, d.d.param(`UPDATE cordon_nodes SET heartbeat = `+d.now()+`, load = $3
+	err = tx.QueryRowContext(ctx, d.d.param(`UPDATE cordon_nodes SET heartbeat = `+d.now()+`, load = $3
 WHERE name = $1 AND incarnation = $2 AND state IN ('alive', 'draining') RETURNING state`), name, incarnation, string(data)).Scan(&state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", ErrFenced
 	}
 	if err != nil {
+		return "", fmt.Errorf("nodes: heartbeat: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
 		return "", fmt.Errorf("nodes: heartbeat: %w", err)
 	}
 	return state, nil

@@ -180,14 +180,7 @@ func Open(ctx context.Context, where string) (*DB, error) {
 		db.SetMaxOpenConns(maxConns)
 		db.SetMaxIdleConns(maxConns)
 		db.SetConnMaxIdleTime(5 * time.Minute)
-		// A heartbeat need not survive the database's crash: it does
-		// not wait for the disk, which a loaded database may take
-		// seconds to give.
-		u, _ := url.Parse(dsn)
-		q := u.Query()
-		q.Set("synchronous_commit", "off")
-		u.RawQuery = q.Encode()
-		if out.beats, err = sql.Open(d.driver, u.String()); err != nil {
+		if out.beats, err = sql.Open(d.driver, dsn); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("database %s: %w", name, err)
 		}
