@@ -374,7 +374,7 @@ func drainNode(e *env, cfg *server.Config) int {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		now, err := db.NodeByName(ctx, name)
 		cancel()
-		if err == nil && (now.State == statedb.NodeLeft || now.State == statedb.NodeDead || now.Incarnation != n.Incarnation) {
+		if err == nil && (now.State == statedb.NodeLeft || now.State == statedb.NodeDead || now.State == statedb.NodeLost || now.Incarnation != n.Incarnation) {
 			fmt.Fprintf(e.stderr, "cordon: node %s has stopped (%s)\n", name, now.State)
 			return 0
 		}

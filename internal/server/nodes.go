@@ -354,6 +354,12 @@ func (s *Server) sweepDead(ctx context.Context) error {
 		return err
 	}
 	for _, n := range nodes {
+		if n.Name != s.opts.Node && n.State == statedb.NodeDead && n.Age > 3*s.timeout() {
+			// Declared dead long ago and its sandboxes still not
+			// ended: the node that declared it stopped first.
+			s.startEndingLost(n)
+			continue
+		}
 		if n.Name == s.opts.Node || (n.State != statedb.NodeAlive && n.State != statedb.NodeDraining) || n.Age <= s.timeout() {
 			continue
 		}
@@ -366,23 +372,42 @@ func (s *Server) sweepDead(ctx context.Context) error {
 		}
 		s.logf("node %s was silent for %s (node_timeout %s): declared dead", n.Name, n.Age.Round(time.Millisecond), s.timeout())
 		s.metrics.add(1, "cordon_nodes_declared_dead_total", "node", n.Name)
-		s.mu.Lock()
-		closed := s.closed
-		if !closed {
-			s.wg.Add(1) // before Close waits
-		}
-		s.mu.Unlock()
-		if closed {
+		if !s.startEndingLost(n) {
 			// Stopping, this node ends them before it leaves.
 			return s.endLost(&lostNode{Node: n})
 		}
-		go s.endingLost(n)
 	}
 	return nil
 }
 
-// endingLost ends the sandboxes of a node this node declared dead,
-// trying again every beat until it has, or the server stops.
+// startEndingLost starts ending the sandboxes of a dead node, unless this
+// node is at it already; false when the server is stopping.
+func (s *Server) startEndingLost(n statedb.Node) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	key := n.Name + "\x00" + n.Incarnation
+	if s.endingNodes[key] {
+		return true
+	}
+	if s.endingNodes == nil {
+		s.endingNodes = map[string]bool{}
+	}
+	s.endingNodes[key] = true
+	s.wg.Add(1) // before Close waits
+	go func() {
+		s.endingLost(n)
+		s.mu.Lock()
+		delete(s.endingNodes, key)
+		s.mu.Unlock()
+	}()
+	return true
+}
+
+// endingLost ends the sandboxes of a dead node, trying again every beat
+// until it has, or the server stops.
 func (s *Server) endingLost(n statedb.Node) {
 	defer s.wg.Done()
 	l := &lostNode{Node: n}

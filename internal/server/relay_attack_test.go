@@ -275,7 +275,7 @@ func TestClusterKeyOfLostNode(t *testing.T) {
 	}
 	waitFor(t, "the ghost declared dead", func() bool {
 		g, err := n1.db.NodeByName(ctx, "ghost")
-		return err == nil && g.State == statedb.NodeDead
+		return err == nil && (g.State == statedb.NodeDead || g.State == statedb.NodeLost)
 	})
 	send := func() (int, string) {
 		req, _ := http.NewRequest("POST", n1.url+"/v1/sandboxes", strings.NewReader(`{}`))

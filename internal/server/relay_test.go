@@ -285,7 +285,7 @@ func TestClusterNodeLost(t *testing.T) {
 	if _, err := c.client(n2, "alice-a").Run(ctx, sb.ID, api.ExecRequest{Args: []string{"true"}}); !client.IsStatus(err, http.StatusGone) || !strings.Contains(err.Error(), endedNodeLost) {
 		t.Fatalf("exec in a lost sandbox: %v", err)
 	}
-	if g, err := n1.db.NodeByName(ctx, "ghost"); err != nil || g.State != statedb.NodeDead {
+	if g, err := n1.db.NodeByName(ctx, "ghost"); err != nil || (g.State != statedb.NodeDead && g.State != statedb.NodeLost) {
 		t.Fatalf("the ghost: %+v %v", g, err)
 	}
 	ends := 0
@@ -386,7 +386,7 @@ func TestClusterNoDeathsAfterOutage(t *testing.T) {
 	if err := n.srv.sweepDead(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if q, _ := n.db.NodeByName(ctx, "quiet"); q.State != statedb.NodeDead {
+	if q, _ := n.db.NodeByName(ctx, "quiet"); (q.State != statedb.NodeDead && q.State != statedb.NodeLost) {
 		t.Fatalf("not declared dead by a node beating for longer than node_timeout: %+v", q)
 	}
 }
@@ -413,4 +413,41 @@ type testLog struct {
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Logf("%s: %s", l.name, bytes.TrimSpace(p))
 	return len(p), nil
+}
+
+// A node declared dead whose sandboxes the declaring node never ended (it
+// stopped first) has them ended by another node, once.
+func TestClusterLostAdopted(t *testing.T) {
+	c := newCluster(t)
+	n1 := c.start(t, "n1", nil)
+	ctx := context.Background()
+	if err := n1.db.Register(ctx, statedb.Node{Name: "orphan", Incarnation: "o"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sb := api.Sandbox{ID: "sb-orphan", Agent: "a", State: "running", Node: "orphan", Expires: time.Now().Add(time.Hour)}
+	if err := n1.db.PutSession(ctx, sb.ID, "orphan", "a", sb); err != nil {
+		t.Fatal(err)
+	}
+	// Declared dead by a node that stopped before ending anything.
+	if ok, err := n1.db.SetNodeState(ctx, "orphan", "o", statedb.NodeAlive, statedb.NodeDead); !ok || err != nil {
+		t.Fatalf("%v %v", ok, err)
+	}
+	alice := c.client(n1, "alice-a")
+	waitFor(t, "the orphan's sandbox ended", func() bool {
+		got, err := alice.Get(ctx, sb.ID)
+		return err == nil && got.State == "ended" && got.Ended == endedNodeLost
+	})
+	if o, _ := n1.db.NodeByName(ctx, "orphan"); o.State != statedb.NodeLost {
+		t.Fatalf("the orphan after its sandboxes ended: %+v", o)
+	}
+	time.Sleep(300 * time.Millisecond) // more sweeps: nothing more is recorded
+	ends := 0
+	for _, r := range readRecords(t, n1.log) {
+		if r.Type == "end" && r.Sandbox == sb.ID {
+			ends++
+		}
+	}
+	if ends != 1 {
+		t.Fatalf("the orphan's sandbox's end was recorded %d times", ends)
+	}
 }

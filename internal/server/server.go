@@ -143,6 +143,9 @@ type Server struct {
 	drainAsked   atomic.Bool
 	// relay forwards requests to the other nodes (relay.go).
 	relay *relay
+	// endingNodes are the dead nodes (name NUL incarnation) whose
+	// sandboxes this node is ending (under mu).
+	endingNodes map[string]bool
 	// stopBeats ends the heartbeats, which go on until the node leaves
 	// the registry, its sandboxes ended (Close); beatsDone is closed once
 	// they have.

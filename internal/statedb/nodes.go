@@ -16,6 +16,7 @@ const (
 	NodeDraining = "draining" // serving its sandboxes, taking no new ones
 	NodeLeft     = "left"     // stopped cleanly
 	NodeDead     = "dead"     // silent past the timeout: declared dead by another node
+	NodeLost     = "lost"     // dead, and its sandboxes recorded as ended (EndLost)
 )
 
 // Node is one cordon serve node as the registry holds it.
@@ -224,9 +225,9 @@ func (d *DB) SetNodeState(ctx context.Context, name, incarnation, from, to strin
 }
 
 // EndLost records, in one transaction, the sessions of a node declared
-// dead as ended (infos, by sandbox id) and the idempotency keys it left
-// running as of unknown outcome, if the node's row is still that
-// incarnation's, dead: a next run that took the name over since ends what
+// dead as ended (infos, by sandbox id), the idempotency keys it left
+// running as of unknown outcome, and the node as lost, if the node's row
+// is still that incarnation's, dead: a next run that took the name over since ends what
 // the last one left itself (see Register), and its own sandboxes and keys
 // are not the last run's. It reports whether it did.
 func (d *DB) EndLost(ctx context.Context, name, incarnation string, infos map[string]any) (bool, error) {
@@ -260,6 +261,9 @@ func (d *DB) EndLost(ctx context.Context, name, incarnation string, infos map[st
 	}
 	if _, err := tx.ExecContext(ctx, d.d.param("UPDATE cordon_idempotency SET state = $1 WHERE node = $2 AND state = $3"), KeyUnknown, name, KeyRunning); err != nil {
 		return false, fmt.Errorf("idempotency keys: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, d.d.param("UPDATE cordon_nodes SET state = $3 WHERE name = $1 AND incarnation = $2"), name, incarnation, NodeLost); err != nil {
+		return false, fmt.Errorf("nodes: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("nodes: %w", err)
