@@ -386,7 +386,7 @@ func TestClusterNoDeathsAfterOutage(t *testing.T) {
 	if err := n.srv.sweepDead(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if q, _ := n.db.NodeByName(ctx, "quiet"); (q.State != statedb.NodeDead && q.State != statedb.NodeLost) {
+	if q, _ := n.db.NodeByName(ctx, "quiet"); q.State != statedb.NodeDead && q.State != statedb.NodeLost {
 		t.Fatalf("not declared dead by a node beating for longer than node_timeout: %+v", q)
 	}
 }
