@@ -21,14 +21,18 @@ import (
 
 // The names and values the deployment is built on.
 const (
-	nodesService  = "cordon-nodes"
-	apiService    = "cordon"
-	configPath    = "/etc/cordon/serve.yaml"
-	apiPort       = 8700
-	healthPath    = "/v1/health"
-	secretDB      = "database-url"
-	secretCluster = "cluster-secret"
-	advertise     = "http://$(CORDON_NODE)." + nodesService + ".$(POD_NAMESPACE).svc.cluster.local:8700"
+	nodesService = "cordon-nodes"
+	apiService   = "cordon"
+	configPath   = "/etc/cordon/serve.yaml"
+	apiPort      = 8700
+	healthPath   = "/v1/health"
+	secretDB     = "database-url"
+	// mcpSessionIdle is how long an MCP client may leave its session
+	// idle and come back to it (cordon mcp --http ends it then; cordon
+	// serve keeps it until the client ends it).
+	mcpSessionIdle = time.Hour
+	secretCluster  = "cluster-secret"
+	advertise      = "http://$(CORDON_NODE)." + nodesService + ".$(POD_NAMESPACE).svc.cluster.local:8700"
 )
 
 // A check looks at the rendered objects and reports what is wrong, each
@@ -662,6 +666,11 @@ var checks = []check{
 				out = append(out, fmt.Sprintf("serve.yaml sets %s: it comes from the pod (CORDON_DATABASE, CORDON_NODE)", k))
 			}
 		}
+		// docs/SERVER.md, "What each node needs": a node's forwarded
+		// requests all come from its one address.
+		if h := c.loaded; h != nil && h.HTTP.MaxConnectionsPerRemote != h.HTTP.MaxConnections {
+			out = append(out, fmt.Sprintf("http.max_connections_per_remote %d, want max_connections (%d): the requests a node forwards all come from its address", h.HTTP.MaxConnectionsPerRemote, h.HTTP.MaxConnections))
+		}
 		return out
 	}},
 	{"services", func(o *objects, c *ctx) []string {
@@ -700,6 +709,18 @@ var checks = []check{
 		}
 		if s := serviceNamed(o, apiService); s != nil && (s.Spec.ClusterIP == corev1.ClusterIPNone || (s.Spec.Type != "" && s.Spec.Type != corev1.ServiceTypeClusterIP)) {
 			out = append(out, fmt.Sprintf("Service %s must be a ClusterIP Service", apiService))
+		}
+		// An MCP session lives in the memory of the node that opened it:
+		// a client must stay on one node for longer than the session may
+		// sit idle.
+		if s := serviceNamed(o, apiService); s != nil {
+			timeout := int32(corev1.DefaultClientIPServiceAffinitySeconds)
+			if cfg := s.Spec.SessionAffinityConfig; cfg != nil && cfg.ClientIP != nil && cfg.ClientIP.TimeoutSeconds != nil {
+				timeout = *cfg.ClientIP.TimeoutSeconds
+			}
+			if s.Spec.SessionAffinity != corev1.ServiceAffinityClientIP || time.Duration(timeout)*time.Second < mcpSessionIdle {
+				out = append(out, fmt.Sprintf("Service %s must keep a client on one node (sessionAffinity ClientIP, at least %s): another node answers an MCP session's requests 404", apiService, mcpSessionIdle))
+			}
 		}
 		return out
 	}},

@@ -325,10 +325,17 @@ func TestChecksFail(t *testing.T) {
 		{"serve-yaml", "a loopback listener", func(o *objects) { editServe(o, "listen: 0.0.0.0:8700", "listen: 127.0.0.1:8700") }},
 		{"serve-yaml", "another heartbeat", func(o *objects) { editServe(o, "heartbeat: 2s", "heartbeat: 5s") }},
 		{"serve-yaml", "an invented cluster key", func(o *objects) { editServe(o, "node_timeout: 15s", "node_timeout: 15s\n  peers: 3") }},
+		{"serve-yaml", "few connections per address", func(o *objects) {
+			editServe(o, "max_connections_per_remote: 1024", "max_connections_per_remote: 128")
+		}},
 		{"services", "a Service with a virtual IP for the nodes", func(o *objects) { serviceNamed(o, nodesService).Spec.ClusterIP = "" }},
 		{"services", "ready names only", func(o *objects) { serviceNamed(o, nodesService).Spec.PublishNotReadyAddresses = false }},
 		{"services", "another port", func(o *objects) { serviceNamed(o, apiService).Spec.Ports[0].TargetPort = intstr.FromInt32(80) }},
 		{"services", "a selector of nothing", func(o *objects) { serviceNamed(o, apiService).Spec.Selector = map[string]string{"app": "other"} }},
+		{"services", "no affinity for MCP sessions", func(o *objects) { serviceNamed(o, apiService).Spec.SessionAffinity = corev1.ServiceAffinityNone }},
+		{"services", "an affinity shorter than a session", func(o *objects) {
+			*serviceNamed(o, apiService).Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = 600
+		}},
 		{"volumes", "the audit log on an emptyDir", func(o *objects) {
 			pod(o).Volumes = append(pod(o).Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 			mountAt(ctr(o), "/var/lib/cordon/audit").Name = "scratch"
