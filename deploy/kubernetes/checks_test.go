@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
@@ -287,7 +289,7 @@ var checks = []check{
 			kind string
 			n    int
 		}{{"Namespace", len(o.namespaces)}, {"RuntimeClass", len(o.runtime)}, {"StatefulSet", len(o.sets)},
-			{"PodDisruptionBudget", len(o.budgets)}, {"ConfigMap", len(o.configMaps)}, {"Secret", len(o.secrets)}}
+			{"PodDisruptionBudget", len(o.budgets)}, {"NetworkPolicy", len(o.policies)}, {"ConfigMap", len(o.configMaps)}, {"Secret", len(o.secrets)}}
 		for _, w := range want {
 			if w.n != 1 {
 				out = append(out, fmt.Sprintf("want one %s, found %d", w.kind, w.n))
@@ -325,6 +327,11 @@ var checks = []check{
 		for _, x := range o.budgets {
 			if x.Namespace != ns {
 				out = append(out, fmt.Sprintf("PodDisruptionBudget %s is in namespace %q, not %q", x.Name, x.Namespace, ns))
+			}
+		}
+		for _, x := range o.policies {
+			if x.Namespace != ns {
+				out = append(out, fmt.Sprintf("NetworkPolicy %s is in namespace %q, not %q", x.Name, x.Namespace, ns))
 			}
 		}
 		for _, x := range o.runtime {
@@ -781,6 +788,73 @@ var checks = []check{
 		}
 		return []string{"want a PodDisruptionBudget of the nodes with maxUnavailable 1"}
 	}},
+	{"network-policy", func(o *objects, c *ctx) []string {
+		var mine []*networkingv1.NetworkPolicy
+		for _, p := range o.policies {
+			if selects(p.Spec.PodSelector.MatchLabels, c.set.Spec.Template.Labels) {
+				mine = append(mine, p)
+			}
+		}
+		if len(mine) != 1 {
+			return []string{fmt.Sprintf("want one NetworkPolicy of the nodes, found %d", len(mine))}
+		}
+		p := mine[0].Spec
+		var out []string
+		if !slices.Contains(p.PolicyTypes, networkingv1.PolicyTypeIngress) || !slices.Contains(p.PolicyTypes, networkingv1.PolicyTypeEgress) {
+			out = append(out, fmt.Sprintf("the NetworkPolicy governs %v; want Ingress and Egress", p.PolicyTypes))
+		}
+		// In: the API's port, and only it.
+		api := false
+		for _, r := range p.Ingress {
+			if len(r.Ports) == 0 {
+				api = true
+				out = append(out, fmt.Sprintf("an ingress rule opens every port: name %d", apiPort))
+			}
+			for _, pt := range r.Ports {
+				if pt.Port == nil || *pt.Port != intstr.FromInt32(apiPort) || pt.EndPort != nil || (pt.Protocol != nil && *pt.Protocol != corev1.ProtocolTCP) {
+					out = append(out, fmt.Sprintf("an ingress rule opens %v: only TCP %d is served", portString(pt), apiPort))
+				} else {
+					api = true
+				}
+			}
+		}
+		if !api {
+			out = append(out, fmt.Sprintf("no ingress rule lets clients and the other nodes reach TCP %d", apiPort))
+		}
+		// Out: names, the other nodes, never the metadata service.
+		dns, nodes := false, false
+		for _, r := range p.Egress {
+			if egressPort(r, corev1.ProtocolUDP, 53) && len(r.To) == 0 {
+				dns = true
+			}
+			if egressPort(r, corev1.ProtocolTCP, apiPort) && (len(r.To) == 0 || slices.ContainsFunc(r.To, func(peer networkingv1.NetworkPolicyPeer) bool {
+				return peerSelects(peer, c.set.Namespace, c.set.Spec.Template.Labels)
+			})) {
+				nodes = true
+			}
+			if !egressPort(r, corev1.ProtocolTCP, 80) {
+				continue
+			}
+			if len(r.To) == 0 {
+				out = append(out, "an egress rule opens every address, the cloud's metadata service among them")
+				continue
+			}
+			for _, peer := range r.To {
+				for _, meta := range metadataAddrs {
+					if peer.IPBlock != nil && ipBlockHas(peer.IPBlock, meta) {
+						out = append(out, fmt.Sprintf("egress to %s is open (ipBlock %s): the cloud's metadata service hands out the machine's credentials", meta, peer.IPBlock.CIDR))
+					}
+				}
+			}
+		}
+		if !dns {
+			out = append(out, "no egress rule lets the nodes resolve names (UDP 53)")
+		}
+		if !nodes {
+			out = append(out, fmt.Sprintf("no egress rule lets a node reach the others on TCP %d, to forward", apiPort))
+		}
+		return out
+	}},
 	{"image", func(o *objects, c *ctx) []string {
 		img := c.container.Image
 		if !strings.Contains(img, "/") || !strings.Contains(img[strings.LastIndex(img, "/"):], ":") {
@@ -788,6 +862,75 @@ var checks = []check{
 		}
 		return nil
 	}},
+}
+
+// peerSelects reports whether a NetworkPolicy peer takes in the pods of
+// namespace ns with the given labels.
+func peerSelects(peer networkingv1.NetworkPolicyPeer, ns string, labels map[string]string) bool {
+	if peer.IPBlock != nil {
+		return false
+	}
+	if sel := peer.NamespaceSelector; sel != nil && (len(sel.MatchExpressions) > 0 || len(sel.MatchLabels) > 0 && !selects(sel.MatchLabels, map[string]string{"kubernetes.io/metadata.name": ns})) {
+		return false
+	}
+	sel := peer.PodSelector
+	return sel == nil || len(sel.MatchExpressions) == 0 && (len(sel.MatchLabels) == 0 || selects(sel.MatchLabels, labels))
+}
+
+// metadataAddrs are the cloud instance metadata services' addresses.
+var metadataAddrs = []netip.Addr{netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254")}
+
+// ipBlockHas reports whether b lets traffic reach a.
+func ipBlockHas(b *networkingv1.IPBlock, a netip.Addr) bool {
+	in := func(cidr string) bool {
+		p, err := netip.ParsePrefix(cidr)
+		return err == nil && p.Contains(a)
+	}
+	if !in(b.CIDR) {
+		return false
+	}
+	return !slices.ContainsFunc(b.Except, in)
+}
+
+// egressPort reports whether rule r lets traffic out to protocol and port.
+func egressPort(r networkingv1.NetworkPolicyEgressRule, protocol corev1.Protocol, port int32) bool {
+	if len(r.Ports) == 0 {
+		return true
+	}
+	for _, p := range r.Ports {
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		if proto != protocol {
+			continue
+		}
+		switch {
+		case p.Port == nil:
+			return true
+		case p.Port.Type == intstr.Int && p.EndPort != nil:
+			if p.Port.IntVal <= port && port <= *p.EndPort {
+				return true
+			}
+		case *p.Port == intstr.FromInt32(port):
+			return true
+		}
+	}
+	return false
+}
+
+func portString(p networkingv1.NetworkPolicyPort) string {
+	s := "every port"
+	if p.Port != nil {
+		s = "port " + p.Port.String()
+	}
+	if p.EndPort != nil {
+		s += fmt.Sprintf("-%d", *p.EndPort)
+	}
+	if p.Protocol != nil {
+		s = string(*p.Protocol) + " " + s
+	}
+	return s
 }
 
 func stateVolume(c *ctx) *corev1.Volume {

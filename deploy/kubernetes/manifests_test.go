@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -105,6 +106,7 @@ type objects struct {
 	services   []*corev1.Service
 	sets       []*appsv1.StatefulSet
 	budgets    []*policyv1.PodDisruptionBudget
+	policies   []*networkingv1.NetworkPolicy
 	configMaps []*corev1.ConfigMap
 	secrets    []*corev1.Secret
 }
@@ -134,6 +136,11 @@ var kinds = map[string]func(o *objects) any{
 	"policy/v1/PodDisruptionBudget": func(o *objects) any {
 		x := &policyv1.PodDisruptionBudget{}
 		o.budgets = append(o.budgets, x)
+		return x
+	},
+	"networking.k8s.io/v1/NetworkPolicy": func(o *objects) any {
+		x := &networkingv1.NetworkPolicy{}
+		o.policies = append(o.policies, x)
 		return x
 	},
 	"v1/ConfigMap": func(o *objects) any {
@@ -201,6 +208,9 @@ func (o *objects) deepCopy() *objects {
 	}
 	for _, x := range o.budgets {
 		c.budgets = append(c.budgets, x.DeepCopy())
+	}
+	for _, x := range o.policies {
+		c.policies = append(c.policies, x.DeepCopy())
 	}
 	for _, x := range o.configMaps {
 		c.configMaps = append(c.configMaps, x.DeepCopy())
@@ -349,6 +359,32 @@ func TestChecksFail(t *testing.T) {
 		{"runtime-class", "the default runtime", func(o *objects) { pod(o).RuntimeClassName = nil }},
 		{"runtime-class", "on any machine", func(o *objects) { o.runtime[0].Scheduling = nil }},
 		{"disruption-budget", "two at a time", func(o *objects) { m := intstr.FromInt32(2); o.budgets[0].Spec.MaxUnavailable = &m }},
+		{"kinds", "no NetworkPolicy", func(o *objects) { o.policies = nil }},
+		{"namespaced", "a NetworkPolicy elsewhere", func(o *objects) { o.policies[0].Namespace = "default" }},
+		{"network-policy", "egress only", func(o *objects) {
+			o.policies[0].Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+		}},
+		{"network-policy", "another port open", func(o *objects) {
+			p := intstr.FromInt32(22)
+			o.policies[0].Spec.Ingress = append(o.policies[0].Spec.Ingress, networkingv1.NetworkPolicyIngressRule{Ports: []networkingv1.NetworkPolicyPort{{Port: &p}}})
+		}},
+		{"network-policy", "every port open", func(o *objects) { o.policies[0].Spec.Ingress[0].Ports = nil }},
+		{"network-policy", "the metadata service reachable", func(o *objects) {
+			for _, r := range o.policies[0].Spec.Egress {
+				for _, peer := range r.To {
+					if peer.IPBlock != nil {
+						peer.IPBlock.Except = nil
+					}
+				}
+			}
+		}},
+		{"network-policy", "no names", func(o *objects) { o.policies[0].Spec.Egress = o.policies[0].Spec.Egress[1:] }},
+		{"network-policy", "no way to the other nodes", func(o *objects) {
+			o.policies[0].Spec.Egress[1].To = o.policies[0].Spec.Egress[1].To[1:]
+		}},
+		{"network-policy", "another pod's policy", func(o *objects) {
+			o.policies[0].Spec.PodSelector.MatchLabels = map[string]string{"app": "other"}
+		}},
 		{"image", "the image not named", func(o *objects) { ctr(o).Image = "cordon" }},
 	}
 	broken := map[string]bool{}
