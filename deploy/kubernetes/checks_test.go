@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path"
@@ -23,18 +24,22 @@ import (
 
 // The names and values the deployment is built on.
 const (
-	nodesService = "cordon-nodes"
-	apiService   = "cordon"
-	configPath   = "/etc/cordon/serve.yaml"
-	apiPort      = 8700
-	healthPath   = "/v1/health"
-	secretDB     = "database-url"
+	nodesService  = "cordon-nodes"
+	apiService    = "cordon"
+	configPath    = "/etc/cordon/serve.yaml"
+	apiPort       = 8700
+	healthPath    = "/v1/health"
+	secretDB      = "database-url"
+	secretCluster = "cluster-secret"
+	advertise     = "http://$(CORDON_NODE)." + nodesService + ".$(POD_NAMESPACE).svc.cluster.local:8700"
 	// mcpSessionIdle is how long an MCP client may leave its session
 	// idle and come back to it (cordon mcp --http ends it then; cordon
 	// serve keeps it until the client ends it).
 	mcpSessionIdle = time.Hour
-	secretCluster  = "cluster-secret"
-	advertise      = "http://$(CORDON_NODE)." + nodesService + ".$(POD_NAMESPACE).svc.cluster.local:8700"
+	// stopAfterDrain is what a node stopping takes past drain_grace: it
+	// ends its sandboxes, seals its audit log, sends the last of its
+	// index, leaves the registry, and its cleanup helper has 5s.
+	stopAfterDrain = 10 * time.Second
 )
 
 // A check looks at the rendered objects and reports what is wrong, each
@@ -374,13 +379,31 @@ var checks = []check{
 				out = append(out, fmt.Sprintf("volume %s is a hostPath", v.Name))
 			}
 		}
+		for _, ct := range allContainers(c.pod) {
+			for _, p := range ct.Ports {
+				if p.HostPort != 0 {
+					out = append(out, fmt.Sprintf("container %s takes the machine's port %d", ct.Name, p.HostPort))
+				}
+			}
+		}
 		return out
 	}},
 	{"service-account-token", func(o *objects, c *ctx) []string {
+		var out []string
 		if !isFalse(c.pod.AutomountServiceAccountToken) {
-			return []string{"automountServiceAccountToken must be false: cordon needs nothing of the Kubernetes API"}
+			out = append(out, "automountServiceAccountToken must be false: cordon needs nothing of the Kubernetes API")
 		}
-		return nil
+		for _, v := range c.pod.Volumes {
+			if v.Projected == nil {
+				continue
+			}
+			for _, src := range v.Projected.Sources {
+				if src.ServiceAccountToken != nil {
+					out = append(out, fmt.Sprintf("volume %s projects a service account token", v.Name))
+				}
+			}
+		}
+		return out
 	}},
 	{"privileged", func(o *objects, c *ctx) []string {
 		var out []string
@@ -434,25 +457,44 @@ var checks = []check{
 		return out
 	}},
 	{"proc-mount", func(o *objects, c *ctx) []string {
+		var out []string
 		s := c.container.SecurityContext
 		if s == nil || s.ProcMount == nil || *s.ProcMount != corev1.UnmaskedProcMount {
-			return []string{"procMount must be Unmasked: with masked /proc paths the kernel refuses each sandbox a fresh /proc"}
+			out = append(out, "procMount must be Unmasked: with masked /proc paths the kernel refuses each sandbox a fresh /proc")
 		}
-		return nil
+		for _, ct := range others(c) {
+			if s := ct.SecurityContext; s != nil && s.ProcMount != nil && *s.ProcMount == corev1.UnmaskedProcMount {
+				out = append(out, fmt.Sprintf("container %s has an unmasked /proc: only cordon needs one", ct.Name))
+			}
+		}
+		return out
 	}},
 	{"seccomp", func(o *objects, c *ctx) []string {
+		var out []string
 		e := effectiveOf(c.pod, c.container)
 		if e.seccomp == nil || e.seccomp.Type != corev1.SeccompProfileTypeUnconfined {
-			return []string{fmt.Sprintf("seccompProfile %v: the runtime's default profile refuses unshare, mount and clone3 to a container without CAP_SYS_ADMIN; want Unconfined", e.seccomp)}
+			out = append(out, fmt.Sprintf("seccompProfile %v: the runtime's default profile refuses unshare, mount and clone3 to a container without CAP_SYS_ADMIN; want Unconfined", e.seccomp))
 		}
-		return nil
+		// Without a profile, the kubelet runs a container Unconfined.
+		for _, ct := range others(c) {
+			if e := effectiveOf(c.pod, ct); e.seccomp == nil || e.seccomp.Type == corev1.SeccompProfileTypeUnconfined {
+				out = append(out, fmt.Sprintf("container %s runs without a seccomp profile: only cordon needs to (set RuntimeDefault on the pod)", ct.Name))
+			}
+		}
+		return out
 	}},
 	{"apparmor", func(o *objects, c *ctx) []string {
+		var out []string
 		e := effectiveOf(c.pod, c.container)
 		if e.apparmor == nil || e.apparmor.Type != corev1.AppArmorProfileTypeUnconfined {
-			return []string{fmt.Sprintf("appArmorProfile %v: the runtime's default profile denies every mount; want Unconfined", e.apparmor)}
+			out = append(out, fmt.Sprintf("appArmorProfile %v: the runtime's default profile denies every mount; want Unconfined", e.apparmor))
 		}
-		return nil
+		for _, ct := range others(c) {
+			if e := effectiveOf(c.pod, ct); e.apparmor != nil && e.apparmor.Type == corev1.AppArmorProfileTypeUnconfined {
+				out = append(out, fmt.Sprintf("container %s runs without AppArmor: only cordon needs to", ct.Name))
+			}
+		}
+		return out
 	}},
 	{"startup-probe", func(o *objects, c *ctx) []string {
 		p := c.container.StartupProbe
@@ -462,6 +504,12 @@ var checks = []check{
 		// Generous: a doctor run builds a sandbox, and a node has minutes.
 		if p.TimeoutSeconds < 10 || time.Duration(p.PeriodSeconds*p.FailureThreshold)*time.Second < 2*time.Minute {
 			return []string{fmt.Sprintf("the startupProbe gives cordon doctor %ds a run and %ds in all; want at least 10s and 2m", p.TimeoutSeconds, p.PeriodSeconds*p.FailureThreshold)}
+		}
+		// A doctor in the container's cgroup before cordon serve moved
+		// into its leaf takes the cgroup from both (README.md, "Cgroups
+		// inside the pod").
+		if p.InitialDelaySeconds < 10 {
+			return []string{fmt.Sprintf("the startupProbe's first cordon doctor runs after %ds; want at least 10s, for cordon serve to have made its cgroup first", p.InitialDelaySeconds)}
 		}
 		return nil
 	}},
@@ -600,8 +648,8 @@ var checks = []check{
 		if tg == nil {
 			return []string{"terminationGracePeriodSeconds unset: the kubelet's default (30s) is no longer than a drain"}
 		}
-		if time.Duration(*tg)*time.Second <= grace {
-			return []string{fmt.Sprintf("terminationGracePeriodSeconds %d must be above drain_grace %s: the kubelet would kill a draining node", *tg, grace)}
+		if time.Duration(*tg)*time.Second < grace+stopAfterDrain {
+			return []string{fmt.Sprintf("terminationGracePeriodSeconds %d must be at least drain_grace %s and %s more, to end the sandboxes, seal the audit log and leave the registry: the kubelet would kill a draining node", *tg, grace, stopAfterDrain)}
 		}
 		return nil
 	}},
@@ -855,6 +903,91 @@ var checks = []check{
 		}
 		return out
 	}},
+	{"selinux", func(o *objects, c *ctx) []string {
+		// The types a container runtime's policy confines (and the one
+		// meant for an engine in a container, README.md); spc_t and
+		// unconfined_t are not confined at all.
+		confined := []string{"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+		var out []string
+		check := func(who string, s *corev1.SELinuxOptions) {
+			if s != nil && !slices.Contains(confined, s.Type) {
+				out = append(out, fmt.Sprintf("%s runs as SELinux type %s, which the runtime's policy does not confine", who, s.Type))
+			}
+		}
+		if c.pod.SecurityContext != nil {
+			check("the pod", c.pod.SecurityContext.SELinuxOptions)
+		}
+		for _, ct := range allContainers(c.pod) {
+			if ct.SecurityContext != nil {
+				check("container "+ct.Name, ct.SecurityContext.SELinuxOptions)
+			}
+		}
+		return out
+	}},
+	{"secrets", func(o *objects, c *ctx) []string {
+		// cordon serve takes its secrets from these two variables and
+		// unsets them before it starts anything; anything else of the
+		// Secret would reach what cordon starts, or a file.
+		want := map[string]string{"CORDON_DATABASE": secretDB, "CORDON_CLUSTER_SECRET": secretCluster}
+		var out []string
+		for _, ct := range allContainers(c.pod) {
+			for _, ef := range ct.EnvFrom {
+				if ef.SecretRef != nil {
+					out = append(out, fmt.Sprintf("container %s takes every key of Secret %s as variables", ct.Name, ef.SecretRef.Name))
+				}
+			}
+			for _, e := range ct.Env {
+				if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+					continue
+				}
+				if key, ok := want[e.Name]; !ok || ct != c.container || e.ValueFrom.SecretKeyRef.Key != key {
+					out = append(out, fmt.Sprintf("container %s: %s comes from a Secret; only cordon's CORDON_DATABASE and CORDON_CLUSTER_SECRET may", ct.Name, e.Name))
+				}
+			}
+		}
+		for _, v := range c.pod.Volumes {
+			if v.Secret != nil {
+				out = append(out, fmt.Sprintf("volume %s is Secret %s", v.Name, v.Secret.SecretName))
+			}
+			if v.Projected != nil {
+				for _, src := range v.Projected.Sources {
+					if src.Secret != nil {
+						out = append(out, fmt.Sprintf("volume %s projects Secret %s", v.Name, src.Secret.Name))
+					}
+				}
+			}
+		}
+		return out
+	}},
+	{"sandbox-view", func(o *objects, c *ctx) []string {
+		// What the pod mounts stays out of what the agents' sandboxes
+		// see of it: their profiles' mounts.
+		if c.loaded == nil {
+			return []string{fmt.Sprintf("serve.yaml does not load: %v", c.loadErr)}
+		}
+		var out []string
+		for _, name := range slices.Sorted(maps.Keys(c.loaded.Agents)) {
+			p := c.loaded.Agents[name].Loaded
+			var views []string
+			for _, m := range p.Mounts {
+				views = append(views, path.Clean(m.Path))
+			}
+			if ws := p.Workspace.Path; path.IsAbs(ws) {
+				views = append(views, path.Clean(ws))
+			}
+			for _, ct := range allContainers(c.pod) {
+				for _, m := range ct.VolumeMounts {
+					mp := path.Clean(m.MountPath)
+					for _, v := range views {
+						if within(mp, v) || within(v, mp) {
+							out = append(out, fmt.Sprintf("container %s mounts volume %s at %s, and agent %s's sandboxes see %s", ct.Name, m.Name, mp, name, v))
+						}
+					}
+				}
+			}
+		}
+		return out
+	}},
 	{"image", func(o *objects, c *ctx) []string {
 		img := c.container.Image
 		if !strings.Contains(img, "/") || !strings.Contains(img[strings.LastIndex(img, "/"):], ":") {
@@ -931,6 +1064,16 @@ func portString(p networkingv1.NetworkPolicyPort) string {
 		s = string(*p.Protocol) + " " + s
 	}
 	return s
+}
+
+// within reports whether path p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// others are the pod's containers but cordon's.
+func others(c *ctx) []*corev1.Container {
+	return slices.DeleteFunc(allContainers(c.pod), func(ct *corev1.Container) bool { return ct == c.container })
 }
 
 func stateVolume(c *ctx) *corev1.Volume {

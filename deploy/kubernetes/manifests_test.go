@@ -386,6 +386,47 @@ func TestChecksFail(t *testing.T) {
 			o.policies[0].Spec.PodSelector.MatchLabels = map[string]string{"app": "other"}
 		}},
 		{"image", "the image not named", func(o *objects) { ctr(o).Image = "cordon" }},
+		{"host-namespaces", "a port of the machine", func(o *objects) { ctr(o).Ports[0].HostPort = apiPort }},
+		{"service-account-token", "a projected token", func(o *objects) {
+			pod(o).Volumes = append(pod(o).Volumes, corev1.Volume{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
+		}},
+		{"proc-mount", "an unmasked sidecar", func(o *objects) {
+			p := corev1.UnmaskedProcMount
+			pod(o).InitContainers = append(pod(o).InitContainers, corev1.Container{Name: "init", SecurityContext: &corev1.SecurityContext{ProcMount: &p}})
+		}},
+		{"seccomp", "a sidecar without a profile", func(o *objects) {
+			pod(o).SecurityContext.SeccompProfile = nil
+			pod(o).InitContainers = append(pod(o).InitContainers, corev1.Container{Name: "init"})
+		}},
+		{"seccomp", "an unconfined sidecar", func(o *objects) {
+			pod(o).InitContainers = append(pod(o).InitContainers, corev1.Container{Name: "init", SecurityContext: &corev1.SecurityContext{
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}})
+		}},
+		{"apparmor", "a sidecar without AppArmor", func(o *objects) {
+			pod(o).InitContainers = append(pod(o).InitContainers, corev1.Container{Name: "init", SecurityContext: &corev1.SecurityContext{
+				AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}}})
+		}},
+		{"startup-probe", "a doctor at once", func(o *objects) { ctr(o).StartupProbe.InitialDelaySeconds = 0 }},
+		{"grace", "no time to stop after the drain", func(o *objects) { g := int64(31); pod(o).TerminationGracePeriodSeconds = &g }},
+		{"selinux", "a super-privileged container", func(o *objects) { sc(o).SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"} }},
+		{"secrets", "every key of the Secret", func(o *objects) {
+			ctr(o).EnvFrom = append(ctr(o).EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: o.secrets[0].Name}}})
+		}},
+		{"secrets", "a third variable from the Secret", func(o *objects) {
+			e := *envVar(o, "CORDON_DATABASE")
+			e.Name = "PGPASSWORD"
+			ctr(o).Env = append(ctr(o).Env, e)
+		}},
+		{"secrets", "the Secret as files", func(o *objects) {
+			pod(o).Volumes = append(pod(o).Volumes, corev1.Volume{Name: "secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: o.secrets[0].Name}}})
+		}},
+		{"sandbox-view", "a volume the sandboxes see", func(o *objects) {
+			ctr(o).VolumeMounts = append(ctr(o).VolumeMounts, corev1.VolumeMount{Name: "state", MountPath: "/opt/cordon/state"})
+		}},
+		{"sandbox-view", "a volume over what the sandboxes see", func(o *objects) {
+			ctr(o).VolumeMounts = append(ctr(o).VolumeMounts, corev1.VolumeMount{Name: "tmp", MountPath: "/etc/ssl"})
+		}},
 	}
 	broken := map[string]bool{}
 	for _, tt := range cases {
