@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
@@ -566,6 +567,11 @@ var checks = []check{
 		if lim, ok := c.container.Resources.Limits[corev1.ResourceMemory]; !ok || float64(lim.Value()) < need {
 			out = append(out, fmt.Sprintf("the memory limit %s is below what the node may hold: %.0f MiB (cordon serve, its commands, each agent's max_sandboxes at its profile's memory)", lim.String(), need/mib))
 		}
+		// Under memory pressure the kubelet evicts first the pods past
+		// their request, and an evicted node loses every sandbox.
+		if req, lim := c.container.Resources.Requests[corev1.ResourceMemory], c.container.Resources.Limits[corev1.ResourceMemory]; req.Cmp(lim) != 0 {
+			out = append(out, fmt.Sprintf("the memory request %s is not the limit %s: a machine short of memory evicts the node, and every sandbox on it, first", req.String(), lim.String()))
+		}
 		// The spool of outputs lives in the state directory.
 		spool := int64(cfg.Commands.PerServer) * cfg.Commands.Output
 		var emptyDirs int64
@@ -831,6 +837,9 @@ var checks = []check{
 	{"disruption-budget", func(o *objects, c *ctx) []string {
 		for _, b := range o.budgets {
 			if b.Spec.Selector != nil && selects(b.Spec.Selector.MatchLabels, c.set.Spec.Template.Labels) && b.Spec.MaxUnavailable != nil && b.Spec.MaxUnavailable.IntValue() == 1 {
+				if p := b.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+					return []string{"the PodDisruptionBudget must let a node that is not ready be evicted (unhealthyPodEvictionPolicy: AlwaysAllow): otherwise one never ready blocks draining the machines of the others"}
+				}
 				return nil
 			}
 		}

@@ -359,6 +359,8 @@ func TestChecksFail(t *testing.T) {
 		{"runtime-class", "the default runtime", func(o *objects) { pod(o).RuntimeClassName = nil }},
 		{"runtime-class", "on any machine", func(o *objects) { o.runtime[0].Scheduling = nil }},
 		{"disruption-budget", "two at a time", func(o *objects) { m := intstr.FromInt32(2); o.budgets[0].Spec.MaxUnavailable = &m }},
+		{"disruption-budget", "a node never ready blocks drains", func(o *objects) { o.budgets[0].Spec.UnhealthyPodEvictionPolicy = nil }},
+		{"sizing", "less memory asked for than used", func(o *objects) { ctr(o).Resources.Requests[corev1.ResourceMemory] = resource.MustParse("512Mi") }},
 		{"kinds", "no NetworkPolicy", func(o *objects) { o.policies = nil }},
 		{"namespaced", "a NetworkPolicy elsewhere", func(o *objects) { o.policies[0].Namespace = "default" }},
 		{"network-policy", "egress only", func(o *objects) {
