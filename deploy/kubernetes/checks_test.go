@@ -146,21 +146,9 @@ func loadMounted(c *ctx, dir string, dropCluster bool) (*server.Config, error) {
 	return server.LoadConfig(filepath.Join(dir, filepath.FromSlash(configPath)))
 }
 
-// unknownCluster reports the loader's refusal of the cluster: section, on
-// a tree whose loader does not know it yet.
-func unknownCluster(err error) bool {
-	return err != nil && strings.Contains(err.Error(), `unknown field "cluster"`)
-}
-
-// loadAsMounted loads serve.yaml as the container sees it; where the
-// loader does not know the cluster: section yet, without it (the section
-// itself is checked by serve-yaml).
+// loadAsMounted loads serve.yaml as the container sees it.
 func loadAsMounted(t *testing.T, c *ctx) (*server.Config, error) {
-	cfg, err := loadMounted(c, t.TempDir(), false)
-	if unknownCluster(err) {
-		cfg, err = loadMounted(c, t.TempDir(), true)
-	}
-	return cfg, err
+	return loadMounted(c, t.TempDir(), false)
 }
 
 func isConfigVolume(pod *corev1.PodSpec, name string) bool {
