@@ -2,6 +2,8 @@ package kubernetes
 
 import (
 	"fmt"
+	"maps"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
@@ -29,6 +33,14 @@ const (
 	secretDB      = "database-url"
 	secretCluster = "cluster-secret"
 	advertise     = "http://$(CORDON_NODE)." + nodesService + ".$(POD_NAMESPACE).svc.cluster.local:8700"
+	// mcpSessionIdle is how long an MCP client may leave its session
+	// idle and come back to it (cordon mcp --http ends it then; cordon
+	// serve keeps it until the client ends it).
+	mcpSessionIdle = time.Hour
+	// stopAfterDrain is what a node stopping takes past drain_grace: it
+	// ends its sandboxes, seals its audit log, sends the last of its
+	// index, leaves the registry, and its cleanup helper has 5s.
+	stopAfterDrain = 10 * time.Second
 )
 
 // A check looks at the rendered objects and reports what is wrong, each
@@ -134,21 +146,9 @@ func loadMounted(c *ctx, dir string, dropCluster bool) (*server.Config, error) {
 	return server.LoadConfig(filepath.Join(dir, filepath.FromSlash(configPath)))
 }
 
-// unknownCluster reports the loader's refusal of the cluster: section, on
-// a tree whose loader does not know it yet.
-func unknownCluster(err error) bool {
-	return err != nil && strings.Contains(err.Error(), `unknown field "cluster"`)
-}
-
-// loadAsMounted loads serve.yaml as the container sees it; where the
-// loader does not know the cluster: section yet, without it (the section
-// itself is checked by serve-yaml).
+// loadAsMounted loads serve.yaml as the container sees it.
 func loadAsMounted(t *testing.T, c *ctx) (*server.Config, error) {
-	cfg, err := loadMounted(c, t.TempDir(), false)
-	if unknownCluster(err) {
-		cfg, err = loadMounted(c, t.TempDir(), true)
-	}
-	return cfg, err
+	return loadMounted(c, t.TempDir(), false)
 }
 
 func isConfigVolume(pod *corev1.PodSpec, name string) bool {
@@ -283,7 +283,7 @@ var checks = []check{
 			kind string
 			n    int
 		}{{"Namespace", len(o.namespaces)}, {"RuntimeClass", len(o.runtime)}, {"StatefulSet", len(o.sets)},
-			{"PodDisruptionBudget", len(o.budgets)}, {"ConfigMap", len(o.configMaps)}, {"Secret", len(o.secrets)}}
+			{"PodDisruptionBudget", len(o.budgets)}, {"NetworkPolicy", len(o.policies)}, {"ConfigMap", len(o.configMaps)}, {"Secret", len(o.secrets)}}
 		for _, w := range want {
 			if w.n != 1 {
 				out = append(out, fmt.Sprintf("want one %s, found %d", w.kind, w.n))
@@ -321,6 +321,11 @@ var checks = []check{
 		for _, x := range o.budgets {
 			if x.Namespace != ns {
 				out = append(out, fmt.Sprintf("PodDisruptionBudget %s is in namespace %q, not %q", x.Name, x.Namespace, ns))
+			}
+		}
+		for _, x := range o.policies {
+			if x.Namespace != ns {
+				out = append(out, fmt.Sprintf("NetworkPolicy %s is in namespace %q, not %q", x.Name, x.Namespace, ns))
 			}
 		}
 		for _, x := range o.runtime {
@@ -363,13 +368,31 @@ var checks = []check{
 				out = append(out, fmt.Sprintf("volume %s is a hostPath", v.Name))
 			}
 		}
+		for _, ct := range allContainers(c.pod) {
+			for _, p := range ct.Ports {
+				if p.HostPort != 0 {
+					out = append(out, fmt.Sprintf("container %s takes the machine's port %d", ct.Name, p.HostPort))
+				}
+			}
+		}
 		return out
 	}},
 	{"service-account-token", func(o *objects, c *ctx) []string {
+		var out []string
 		if !isFalse(c.pod.AutomountServiceAccountToken) {
-			return []string{"automountServiceAccountToken must be false: cordon needs nothing of the Kubernetes API"}
+			out = append(out, "automountServiceAccountToken must be false: cordon needs nothing of the Kubernetes API")
 		}
-		return nil
+		for _, v := range c.pod.Volumes {
+			if v.Projected == nil {
+				continue
+			}
+			for _, src := range v.Projected.Sources {
+				if src.ServiceAccountToken != nil {
+					out = append(out, fmt.Sprintf("volume %s projects a service account token", v.Name))
+				}
+			}
+		}
+		return out
 	}},
 	{"privileged", func(o *objects, c *ctx) []string {
 		var out []string
@@ -423,25 +446,44 @@ var checks = []check{
 		return out
 	}},
 	{"proc-mount", func(o *objects, c *ctx) []string {
+		var out []string
 		s := c.container.SecurityContext
 		if s == nil || s.ProcMount == nil || *s.ProcMount != corev1.UnmaskedProcMount {
-			return []string{"procMount must be Unmasked: with masked /proc paths the kernel refuses each sandbox a fresh /proc"}
+			out = append(out, "procMount must be Unmasked: with masked /proc paths the kernel refuses each sandbox a fresh /proc")
 		}
-		return nil
+		for _, ct := range others(c) {
+			if s := ct.SecurityContext; s != nil && s.ProcMount != nil && *s.ProcMount == corev1.UnmaskedProcMount {
+				out = append(out, fmt.Sprintf("container %s has an unmasked /proc: only cordon needs one", ct.Name))
+			}
+		}
+		return out
 	}},
 	{"seccomp", func(o *objects, c *ctx) []string {
+		var out []string
 		e := effectiveOf(c.pod, c.container)
 		if e.seccomp == nil || e.seccomp.Type != corev1.SeccompProfileTypeUnconfined {
-			return []string{fmt.Sprintf("seccompProfile %v: the runtime's default profile refuses unshare, mount and clone3 to a container without CAP_SYS_ADMIN; want Unconfined", e.seccomp)}
+			out = append(out, fmt.Sprintf("seccompProfile %v: the runtime's default profile refuses unshare, mount and clone3 to a container without CAP_SYS_ADMIN; want Unconfined", e.seccomp))
 		}
-		return nil
+		// Without a profile, the kubelet runs a container Unconfined.
+		for _, ct := range others(c) {
+			if e := effectiveOf(c.pod, ct); e.seccomp == nil || e.seccomp.Type == corev1.SeccompProfileTypeUnconfined {
+				out = append(out, fmt.Sprintf("container %s runs without a seccomp profile: only cordon needs to (set RuntimeDefault on the pod)", ct.Name))
+			}
+		}
+		return out
 	}},
 	{"apparmor", func(o *objects, c *ctx) []string {
+		var out []string
 		e := effectiveOf(c.pod, c.container)
 		if e.apparmor == nil || e.apparmor.Type != corev1.AppArmorProfileTypeUnconfined {
-			return []string{fmt.Sprintf("appArmorProfile %v: the runtime's default profile denies every mount; want Unconfined", e.apparmor)}
+			out = append(out, fmt.Sprintf("appArmorProfile %v: the runtime's default profile denies every mount; want Unconfined", e.apparmor))
 		}
-		return nil
+		for _, ct := range others(c) {
+			if e := effectiveOf(c.pod, ct); e.apparmor != nil && e.apparmor.Type == corev1.AppArmorProfileTypeUnconfined {
+				out = append(out, fmt.Sprintf("container %s runs without AppArmor: only cordon needs to", ct.Name))
+			}
+		}
+		return out
 	}},
 	{"startup-probe", func(o *objects, c *ctx) []string {
 		p := c.container.StartupProbe
@@ -451,6 +493,12 @@ var checks = []check{
 		// Generous: a doctor run builds a sandbox, and a node has minutes.
 		if p.TimeoutSeconds < 10 || time.Duration(p.PeriodSeconds*p.FailureThreshold)*time.Second < 2*time.Minute {
 			return []string{fmt.Sprintf("the startupProbe gives cordon doctor %ds a run and %ds in all; want at least 10s and 2m", p.TimeoutSeconds, p.PeriodSeconds*p.FailureThreshold)}
+		}
+		// A doctor in the container's cgroup before cordon serve moved
+		// into its leaf takes the cgroup from both (README.md, "Cgroups
+		// inside the pod").
+		if p.InitialDelaySeconds < 10 {
+			return []string{fmt.Sprintf("the startupProbe's first cordon doctor runs after %ds; want at least 10s, for cordon serve to have made its cgroup first", p.InitialDelaySeconds)}
 		}
 		return nil
 	}},
@@ -506,6 +554,11 @@ var checks = []check{
 		}
 		if lim, ok := c.container.Resources.Limits[corev1.ResourceMemory]; !ok || float64(lim.Value()) < need {
 			out = append(out, fmt.Sprintf("the memory limit %s is below what the node may hold: %.0f MiB (cordon serve, its commands, each agent's max_sandboxes at its profile's memory)", lim.String(), need/mib))
+		}
+		// Under memory pressure the kubelet evicts first the pods past
+		// their request, and an evicted node loses every sandbox.
+		if req, lim := c.container.Resources.Requests[corev1.ResourceMemory], c.container.Resources.Limits[corev1.ResourceMemory]; req.Cmp(lim) != 0 {
+			out = append(out, fmt.Sprintf("the memory request %s is not the limit %s: a machine short of memory evicts the node, and every sandbox on it, first", req.String(), lim.String()))
 		}
 		// The spool of outputs lives in the state directory.
 		spool := int64(cfg.Commands.PerServer) * cfg.Commands.Output
@@ -589,8 +642,8 @@ var checks = []check{
 		if tg == nil {
 			return []string{"terminationGracePeriodSeconds unset: the kubelet's default (30s) is no longer than a drain"}
 		}
-		if time.Duration(*tg)*time.Second <= grace {
-			return []string{fmt.Sprintf("terminationGracePeriodSeconds %d must be above drain_grace %s: the kubelet would kill a draining node", *tg, grace)}
+		if time.Duration(*tg)*time.Second < grace+stopAfterDrain {
+			return []string{fmt.Sprintf("terminationGracePeriodSeconds %d must be at least drain_grace %s and %s more, to end the sandboxes, seal the audit log and leave the registry: the kubelet would kill a draining node", *tg, grace, stopAfterDrain)}
 		}
 		return nil
 	}},
@@ -662,6 +715,11 @@ var checks = []check{
 				out = append(out, fmt.Sprintf("serve.yaml sets %s: it comes from the pod (CORDON_DATABASE, CORDON_NODE)", k))
 			}
 		}
+		// docs/SERVER.md, "What each node needs": a node's forwarded
+		// requests all come from its one address.
+		if h := c.loaded; h != nil && h.HTTP.MaxConnectionsPerRemote != h.HTTP.MaxConnections {
+			out = append(out, fmt.Sprintf("http.max_connections_per_remote %d, want max_connections (%d): the requests a node forwards all come from its address", h.HTTP.MaxConnectionsPerRemote, h.HTTP.MaxConnections))
+		}
 		return out
 	}},
 	{"services", func(o *objects, c *ctx) []string {
@@ -700,6 +758,18 @@ var checks = []check{
 		}
 		if s := serviceNamed(o, apiService); s != nil && (s.Spec.ClusterIP == corev1.ClusterIPNone || (s.Spec.Type != "" && s.Spec.Type != corev1.ServiceTypeClusterIP)) {
 			out = append(out, fmt.Sprintf("Service %s must be a ClusterIP Service", apiService))
+		}
+		// An MCP session lives in the memory of the node that opened it:
+		// a client must stay on one node for longer than the session may
+		// sit idle.
+		if s := serviceNamed(o, apiService); s != nil {
+			timeout := int32(corev1.DefaultClientIPServiceAffinitySeconds)
+			if cfg := s.Spec.SessionAffinityConfig; cfg != nil && cfg.ClientIP != nil && cfg.ClientIP.TimeoutSeconds != nil {
+				timeout = *cfg.ClientIP.TimeoutSeconds
+			}
+			if s.Spec.SessionAffinity != corev1.ServiceAffinityClientIP || time.Duration(timeout)*time.Second < mcpSessionIdle {
+				out = append(out, fmt.Sprintf("Service %s must keep a client on one node (sessionAffinity ClientIP, at least %s): another node answers an MCP session's requests 404", apiService, mcpSessionIdle))
+			}
 		}
 		return out
 	}},
@@ -755,10 +825,165 @@ var checks = []check{
 	{"disruption-budget", func(o *objects, c *ctx) []string {
 		for _, b := range o.budgets {
 			if b.Spec.Selector != nil && selects(b.Spec.Selector.MatchLabels, c.set.Spec.Template.Labels) && b.Spec.MaxUnavailable != nil && b.Spec.MaxUnavailable.IntValue() == 1 {
+				if p := b.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+					return []string{"the PodDisruptionBudget must let a node that is not ready be evicted (unhealthyPodEvictionPolicy: AlwaysAllow): otherwise one never ready blocks draining the machines of the others"}
+				}
 				return nil
 			}
 		}
 		return []string{"want a PodDisruptionBudget of the nodes with maxUnavailable 1"}
+	}},
+	{"network-policy", func(o *objects, c *ctx) []string {
+		var mine []*networkingv1.NetworkPolicy
+		for _, p := range o.policies {
+			if selects(p.Spec.PodSelector.MatchLabels, c.set.Spec.Template.Labels) {
+				mine = append(mine, p)
+			}
+		}
+		if len(mine) != 1 {
+			return []string{fmt.Sprintf("want one NetworkPolicy of the nodes, found %d", len(mine))}
+		}
+		p := mine[0].Spec
+		var out []string
+		if !slices.Contains(p.PolicyTypes, networkingv1.PolicyTypeIngress) || !slices.Contains(p.PolicyTypes, networkingv1.PolicyTypeEgress) {
+			out = append(out, fmt.Sprintf("the NetworkPolicy governs %v; want Ingress and Egress", p.PolicyTypes))
+		}
+		// In: the API's port, and only it.
+		api := false
+		for _, r := range p.Ingress {
+			if len(r.Ports) == 0 {
+				api = true
+				out = append(out, fmt.Sprintf("an ingress rule opens every port: name %d", apiPort))
+			}
+			for _, pt := range r.Ports {
+				if pt.Port == nil || *pt.Port != intstr.FromInt32(apiPort) || pt.EndPort != nil || (pt.Protocol != nil && *pt.Protocol != corev1.ProtocolTCP) {
+					out = append(out, fmt.Sprintf("an ingress rule opens %v: only TCP %d is served", portString(pt), apiPort))
+				} else {
+					api = true
+				}
+			}
+		}
+		if !api {
+			out = append(out, fmt.Sprintf("no ingress rule lets clients and the other nodes reach TCP %d", apiPort))
+		}
+		// Out: names, the other nodes, never the metadata service.
+		dns, nodes := false, false
+		for _, r := range p.Egress {
+			if egressPort(r, corev1.ProtocolUDP, 53) && len(r.To) == 0 {
+				dns = true
+			}
+			if egressPort(r, corev1.ProtocolTCP, apiPort) && (len(r.To) == 0 || slices.ContainsFunc(r.To, func(peer networkingv1.NetworkPolicyPeer) bool {
+				return peerSelects(peer, c.set.Namespace, c.set.Spec.Template.Labels)
+			})) {
+				nodes = true
+			}
+			if !egressPort(r, corev1.ProtocolTCP, 80) {
+				continue
+			}
+			if len(r.To) == 0 {
+				out = append(out, "an egress rule opens every address, the cloud's metadata service among them")
+				continue
+			}
+			for _, peer := range r.To {
+				for _, meta := range metadataAddrs {
+					if peer.IPBlock != nil && ipBlockHas(peer.IPBlock, meta) {
+						out = append(out, fmt.Sprintf("egress to %s is open (ipBlock %s): the cloud's metadata service hands out the machine's credentials", meta, peer.IPBlock.CIDR))
+					}
+				}
+			}
+		}
+		if !dns {
+			out = append(out, "no egress rule lets the nodes resolve names (UDP 53)")
+		}
+		if !nodes {
+			out = append(out, fmt.Sprintf("no egress rule lets a node reach the others on TCP %d, to forward", apiPort))
+		}
+		return out
+	}},
+	{"selinux", func(o *objects, c *ctx) []string {
+		// The types a container runtime's policy confines (and the one
+		// meant for an engine in a container, README.md); spc_t and
+		// unconfined_t are not confined at all.
+		confined := []string{"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+		var out []string
+		check := func(who string, s *corev1.SELinuxOptions) {
+			if s != nil && !slices.Contains(confined, s.Type) {
+				out = append(out, fmt.Sprintf("%s runs as SELinux type %s, which the runtime's policy does not confine", who, s.Type))
+			}
+		}
+		if c.pod.SecurityContext != nil {
+			check("the pod", c.pod.SecurityContext.SELinuxOptions)
+		}
+		for _, ct := range allContainers(c.pod) {
+			if ct.SecurityContext != nil {
+				check("container "+ct.Name, ct.SecurityContext.SELinuxOptions)
+			}
+		}
+		return out
+	}},
+	{"secrets", func(o *objects, c *ctx) []string {
+		// cordon serve takes its secrets from these two variables and
+		// unsets them before it starts anything; anything else of the
+		// Secret would reach what cordon starts, or a file.
+		want := map[string]string{"CORDON_DATABASE": secretDB, "CORDON_CLUSTER_SECRET": secretCluster}
+		var out []string
+		for _, ct := range allContainers(c.pod) {
+			for _, ef := range ct.EnvFrom {
+				if ef.SecretRef != nil {
+					out = append(out, fmt.Sprintf("container %s takes every key of Secret %s as variables", ct.Name, ef.SecretRef.Name))
+				}
+			}
+			for _, e := range ct.Env {
+				if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+					continue
+				}
+				if key, ok := want[e.Name]; !ok || ct != c.container || e.ValueFrom.SecretKeyRef.Key != key {
+					out = append(out, fmt.Sprintf("container %s: %s comes from a Secret; only cordon's CORDON_DATABASE and CORDON_CLUSTER_SECRET may", ct.Name, e.Name))
+				}
+			}
+		}
+		for _, v := range c.pod.Volumes {
+			if v.Secret != nil {
+				out = append(out, fmt.Sprintf("volume %s is Secret %s", v.Name, v.Secret.SecretName))
+			}
+			if v.Projected != nil {
+				for _, src := range v.Projected.Sources {
+					if src.Secret != nil {
+						out = append(out, fmt.Sprintf("volume %s projects Secret %s", v.Name, src.Secret.Name))
+					}
+				}
+			}
+		}
+		return out
+	}},
+	{"sandbox-view", func(o *objects, c *ctx) []string {
+		// What the pod mounts stays out of what the agents' sandboxes
+		// see of it: their profiles' mounts.
+		if c.loaded == nil {
+			return []string{fmt.Sprintf("serve.yaml does not load: %v", c.loadErr)}
+		}
+		var out []string
+		for _, name := range slices.Sorted(maps.Keys(c.loaded.Agents)) {
+			p := c.loaded.Agents[name].Loaded
+			var views []string
+			for _, m := range p.Mounts {
+				views = append(views, path.Clean(m.Path))
+			}
+			if ws := p.Workspace.Path; path.IsAbs(ws) {
+				views = append(views, path.Clean(ws))
+			}
+			for _, ct := range allContainers(c.pod) {
+				for _, m := range ct.VolumeMounts {
+					mp := path.Clean(m.MountPath)
+					for _, v := range views {
+						if within(mp, v) || within(v, mp) {
+							out = append(out, fmt.Sprintf("container %s mounts volume %s at %s, and agent %s's sandboxes see %s", ct.Name, m.Name, mp, name, v))
+						}
+					}
+				}
+			}
+		}
+		return out
 	}},
 	{"image", func(o *objects, c *ctx) []string {
 		img := c.container.Image
@@ -767,6 +992,85 @@ var checks = []check{
 		}
 		return nil
 	}},
+}
+
+// peerSelects reports whether a NetworkPolicy peer takes in the pods of
+// namespace ns with the given labels.
+func peerSelects(peer networkingv1.NetworkPolicyPeer, ns string, labels map[string]string) bool {
+	if peer.IPBlock != nil {
+		return false
+	}
+	if sel := peer.NamespaceSelector; sel != nil && (len(sel.MatchExpressions) > 0 || len(sel.MatchLabels) > 0 && !selects(sel.MatchLabels, map[string]string{"kubernetes.io/metadata.name": ns})) {
+		return false
+	}
+	sel := peer.PodSelector
+	return sel == nil || len(sel.MatchExpressions) == 0 && (len(sel.MatchLabels) == 0 || selects(sel.MatchLabels, labels))
+}
+
+// metadataAddrs are the cloud instance metadata services' addresses.
+var metadataAddrs = []netip.Addr{netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254")}
+
+// ipBlockHas reports whether b lets traffic reach a.
+func ipBlockHas(b *networkingv1.IPBlock, a netip.Addr) bool {
+	in := func(cidr string) bool {
+		p, err := netip.ParsePrefix(cidr)
+		return err == nil && p.Contains(a)
+	}
+	if !in(b.CIDR) {
+		return false
+	}
+	return !slices.ContainsFunc(b.Except, in)
+}
+
+// egressPort reports whether rule r lets traffic out to protocol and port.
+func egressPort(r networkingv1.NetworkPolicyEgressRule, protocol corev1.Protocol, port int32) bool {
+	if len(r.Ports) == 0 {
+		return true
+	}
+	for _, p := range r.Ports {
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		if proto != protocol {
+			continue
+		}
+		switch {
+		case p.Port == nil:
+			return true
+		case p.Port.Type == intstr.Int && p.EndPort != nil:
+			if p.Port.IntVal <= port && port <= *p.EndPort {
+				return true
+			}
+		case *p.Port == intstr.FromInt32(port):
+			return true
+		}
+	}
+	return false
+}
+
+func portString(p networkingv1.NetworkPolicyPort) string {
+	s := "every port"
+	if p.Port != nil {
+		s = "port " + p.Port.String()
+	}
+	if p.EndPort != nil {
+		s += fmt.Sprintf("-%d", *p.EndPort)
+	}
+	if p.Protocol != nil {
+		s = string(*p.Protocol) + " " + s
+	}
+	return s
+}
+
+// within reports whether path p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// others are the pod's containers but cordon's.
+func others(c *ctx) []*corev1.Container {
+	return slices.DeleteFunc(allContainers(c.pod), func(ct *corev1.Container) bool { return ct == c.container })
 }
 
 func stateVolume(c *ctx) *corev1.Volume {

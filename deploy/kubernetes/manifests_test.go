@@ -7,7 +7,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -105,6 +105,7 @@ type objects struct {
 	services   []*corev1.Service
 	sets       []*appsv1.StatefulSet
 	budgets    []*policyv1.PodDisruptionBudget
+	policies   []*networkingv1.NetworkPolicy
 	configMaps []*corev1.ConfigMap
 	secrets    []*corev1.Secret
 }
@@ -134,6 +135,11 @@ var kinds = map[string]func(o *objects) any{
 	"policy/v1/PodDisruptionBudget": func(o *objects) any {
 		x := &policyv1.PodDisruptionBudget{}
 		o.budgets = append(o.budgets, x)
+		return x
+	},
+	"networking.k8s.io/v1/NetworkPolicy": func(o *objects) any {
+		x := &networkingv1.NetworkPolicy{}
+		o.policies = append(o.policies, x)
 		return x
 	},
 	"v1/ConfigMap": func(o *objects) any {
@@ -201,6 +207,9 @@ func (o *objects) deepCopy() *objects {
 	}
 	for _, x := range o.budgets {
 		c.budgets = append(c.budgets, x.DeepCopy())
+	}
+	for _, x := range o.policies {
+		c.policies = append(c.policies, x.DeepCopy())
 	}
 	for _, x := range o.configMaps {
 		c.configMaps = append(c.configMaps, x.DeepCopy())
@@ -325,10 +334,17 @@ func TestChecksFail(t *testing.T) {
 		{"serve-yaml", "a loopback listener", func(o *objects) { editServe(o, "listen: 0.0.0.0:8700", "listen: 127.0.0.1:8700") }},
 		{"serve-yaml", "another heartbeat", func(o *objects) { editServe(o, "heartbeat: 2s", "heartbeat: 5s") }},
 		{"serve-yaml", "an invented cluster key", func(o *objects) { editServe(o, "node_timeout: 15s", "node_timeout: 15s\n  peers: 3") }},
+		{"serve-yaml", "few connections per address", func(o *objects) {
+			editServe(o, "max_connections_per_remote: 1024", "max_connections_per_remote: 128")
+		}},
 		{"services", "a Service with a virtual IP for the nodes", func(o *objects) { serviceNamed(o, nodesService).Spec.ClusterIP = "" }},
 		{"services", "ready names only", func(o *objects) { serviceNamed(o, nodesService).Spec.PublishNotReadyAddresses = false }},
 		{"services", "another port", func(o *objects) { serviceNamed(o, apiService).Spec.Ports[0].TargetPort = intstr.FromInt32(80) }},
 		{"services", "a selector of nothing", func(o *objects) { serviceNamed(o, apiService).Spec.Selector = map[string]string{"app": "other"} }},
+		{"services", "no affinity for MCP sessions", func(o *objects) { serviceNamed(o, apiService).Spec.SessionAffinity = corev1.ServiceAffinityNone }},
+		{"services", "an affinity shorter than a session", func(o *objects) {
+			*serviceNamed(o, apiService).Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = 600
+		}},
 		{"volumes", "the audit log on an emptyDir", func(o *objects) {
 			pod(o).Volumes = append(pod(o).Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 			mountAt(ctr(o), "/var/lib/cordon/audit").Name = "scratch"
@@ -342,7 +358,76 @@ func TestChecksFail(t *testing.T) {
 		{"runtime-class", "the default runtime", func(o *objects) { pod(o).RuntimeClassName = nil }},
 		{"runtime-class", "on any machine", func(o *objects) { o.runtime[0].Scheduling = nil }},
 		{"disruption-budget", "two at a time", func(o *objects) { m := intstr.FromInt32(2); o.budgets[0].Spec.MaxUnavailable = &m }},
+		{"disruption-budget", "a node never ready blocks drains", func(o *objects) { o.budgets[0].Spec.UnhealthyPodEvictionPolicy = nil }},
+		{"sizing", "less memory asked for than used", func(o *objects) { ctr(o).Resources.Requests[corev1.ResourceMemory] = resource.MustParse("512Mi") }},
+		{"kinds", "no NetworkPolicy", func(o *objects) { o.policies = nil }},
+		{"namespaced", "a NetworkPolicy elsewhere", func(o *objects) { o.policies[0].Namespace = "default" }},
+		{"network-policy", "egress only", func(o *objects) {
+			o.policies[0].Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+		}},
+		{"network-policy", "another port open", func(o *objects) {
+			p := intstr.FromInt32(22)
+			o.policies[0].Spec.Ingress = append(o.policies[0].Spec.Ingress, networkingv1.NetworkPolicyIngressRule{Ports: []networkingv1.NetworkPolicyPort{{Port: &p}}})
+		}},
+		{"network-policy", "every port open", func(o *objects) { o.policies[0].Spec.Ingress[0].Ports = nil }},
+		{"network-policy", "the metadata service reachable", func(o *objects) {
+			for _, r := range o.policies[0].Spec.Egress {
+				for _, peer := range r.To {
+					if peer.IPBlock != nil {
+						peer.IPBlock.Except = nil
+					}
+				}
+			}
+		}},
+		{"network-policy", "no names", func(o *objects) { o.policies[0].Spec.Egress = o.policies[0].Spec.Egress[1:] }},
+		{"network-policy", "no way to the other nodes", func(o *objects) {
+			o.policies[0].Spec.Egress[1].To = o.policies[0].Spec.Egress[1].To[1:]
+		}},
+		{"network-policy", "another pod's policy", func(o *objects) {
+			o.policies[0].Spec.PodSelector.MatchLabels = map[string]string{"app": "other"}
+		}},
 		{"image", "the image not named", func(o *objects) { ctr(o).Image = "cordon" }},
+		{"host-namespaces", "a port of the machine", func(o *objects) { ctr(o).Ports[0].HostPort = apiPort }},
+		{"service-account-token", "a projected token", func(o *objects) {
+			pod(o).Volumes = append(pod(o).Volumes, corev1.Volume{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
+		}},
+		{"proc-mount", "an unmasked sidecar", func(o *objects) {
+			p := corev1.UnmaskedProcMount
+			pod(o).InitContainers = append(pod(o).InitContainers, corev1.Container{Name: "init", SecurityContext: &corev1.SecurityContext{ProcMount: &p}})
+		}},
+		{"seccomp", "a sidecar without a profile", func(o *objects) {
+			pod(o).SecurityContext.SeccompProfile = nil
+			pod(o).InitContainers = append(pod(o).InitContainers, corev1.Container{Name: "init"})
+		}},
+		{"seccomp", "an unconfined sidecar", func(o *objects) {
+			pod(o).InitContainers = append(pod(o).InitContainers, corev1.Container{Name: "init", SecurityContext: &corev1.SecurityContext{
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}})
+		}},
+		{"apparmor", "a sidecar without AppArmor", func(o *objects) {
+			pod(o).InitContainers = append(pod(o).InitContainers, corev1.Container{Name: "init", SecurityContext: &corev1.SecurityContext{
+				AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}}})
+		}},
+		{"startup-probe", "a doctor at once", func(o *objects) { ctr(o).StartupProbe.InitialDelaySeconds = 0 }},
+		{"grace", "no time to stop after the drain", func(o *objects) { g := int64(31); pod(o).TerminationGracePeriodSeconds = &g }},
+		{"selinux", "a super-privileged container", func(o *objects) { sc(o).SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"} }},
+		{"secrets", "every key of the Secret", func(o *objects) {
+			ctr(o).EnvFrom = append(ctr(o).EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: o.secrets[0].Name}}})
+		}},
+		{"secrets", "a third variable from the Secret", func(o *objects) {
+			e := *envVar(o, "CORDON_DATABASE")
+			e.Name = "PGPASSWORD"
+			ctr(o).Env = append(ctr(o).Env, e)
+		}},
+		{"secrets", "the Secret as files", func(o *objects) {
+			pod(o).Volumes = append(pod(o).Volumes, corev1.Volume{Name: "secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: o.secrets[0].Name}}})
+		}},
+		{"sandbox-view", "a volume the sandboxes see", func(o *objects) {
+			ctr(o).VolumeMounts = append(ctr(o).VolumeMounts, corev1.VolumeMount{Name: "state", MountPath: "/opt/cordon/state"})
+		}},
+		{"sandbox-view", "a volume over what the sandboxes see", func(o *objects) {
+			ctr(o).VolumeMounts = append(ctr(o).VolumeMounts, corev1.VolumeMount{Name: "tmp", MountPath: "/etc/ssl"})
+		}},
 	}
 	broken := map[string]bool{}
 	for _, tt := range cases {
@@ -421,12 +506,12 @@ func TestServeYAMLLoads(t *testing.T) {
 		}
 	})
 	t.Run("whole", func(t *testing.T) {
-		_, err := loadMounted(c, t.TempDir(), false)
-		if unknownCluster(err) {
-			t.Skip("cordon's configuration loader in this tree does not know the cluster: section (heartbeat, node_timeout) yet; the rest of serve.yaml loads above")
-		}
+		cfg, err := loadMounted(c, t.TempDir(), false)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if beat, timeout := cfg.Cluster.Times(); beat != 2*time.Second || timeout != 15*time.Second {
+			t.Errorf("the cluster's heartbeat %s and node timeout %s, want 2s and 15s", beat, timeout)
 		}
 	})
 }
@@ -566,19 +651,13 @@ func TestNodeEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromEnv := reflect.ValueOf(cfg).MethodByName("FromEnv")
-	if !fromEnv.IsValid() {
-		t.Skip("cordon's configuration in this tree does not read the node's environment (CORDON_NODE, CORDON_ADVERTISE, CORDON_CLUSTER_SECRET) yet; the values are checked above")
-	}
-	getenv := func(k string) string { return env[k] }
-	out := fromEnv.Call([]reflect.Value{reflect.ValueOf(getenv)})
-	if err, _ := out[0].Interface().(error); err != nil {
+	if err := cfg.FromEnv(func(k string) string { return env[k] }); err != nil {
 		t.Fatalf("cordon serve refuses the pod's environment: %v", err)
 	}
 	if cfg.Node != "cordon-0" {
 		t.Errorf("the node is named %q", cfg.Node)
 	}
-	if adv := reflect.ValueOf(cfg).Elem().FieldByName("Cluster").FieldByName("Advertise"); !adv.IsValid() || adv.String() != want {
-		t.Errorf("cordon serve advertises %v, want %s", adv, want)
+	if cfg.Cluster.Advertise != want {
+		t.Errorf("cordon serve advertises %q, want %s", cfg.Cluster.Advertise, want)
 	}
 }
