@@ -159,7 +159,18 @@ func serveCmd(e *env, args []string) int {
 			return nil, nil, err
 		}
 		go g.Recover(ctx)
-		return g.InnerHandler(), g.Close, nil
+		// Every token of the agent is the agent to the gateway (its
+		// labels and budgets), and its sessions are the agent's: bounded
+		// in number, ended when idle.
+		h, err := g.HTTPHandler(gateway.HTTPOptions{AnyOrigin: true, Identify: func(tok string) (string, bool) {
+			t := cfg.Identify(tok)
+			return a.Name, t != nil && !t.Admin && t.Agent == a.Name
+		}})
+		if err != nil {
+			g.Close()
+			return nil, nil, err
+		}
+		return h, g.Close, nil
 	}
 	// Each agent's sandbox is built once before the server listens: a
 	// layer this host cannot give, and that neither the flags nor the

@@ -696,9 +696,9 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // the agent's token: its profile decides, its tools run in sandboxes, and
 // the calls are in the server's audit log.
 func TestServeMCP(t *testing.T) {
-	s := startServe(t, "  toolsy:\n    profile: toolsy.yaml\n", map[string]string{
+	s := startServeWith(t, "  toolsy:\n    profile: toolsy.yaml\n", map[string]string{
 		"toolsy.yaml": "version: 1\nagent: toolsy\nworkspace:\n  path: ws\ntools:\n  read_file:\n    class: read\n    constraints:\n      - 'args.path.within(\".\")'\n",
-	})
+	}, "rate_limit:\n  token:\n    rate: 1000\n    burst: 1000\n", nil) // sessions opened one after another
 	if err := os.MkdirAll(filepath.Join(s.dir, "ws"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -736,6 +736,30 @@ func TestServeMCP(t *testing.T) {
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("the calls in the audit log: %s %v", recs, err)
 	}
+	// An agent has at most 64 sessions open at once; an ended one frees
+	// its place.
+	var more []*mcp.ClientSession
+	defer func() {
+		for _, m := range more {
+			m.Close()
+		}
+	}()
+	for range 63 {
+		m, err := connect(s.tokens["toolsy"])
+		if err != nil {
+			t.Fatalf("session %d: %v", len(more)+2, err)
+		}
+		more = append(more, m)
+	}
+	if _, err := connect(s.tokens["toolsy"]); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Fatalf("a 65th session: %v", err)
+	}
+	more[0].Close()
+	m, err := connect(s.tokens["toolsy"])
+	if err != nil {
+		t.Fatalf("a session after one ended: %v", err)
+	}
+	m.Close()
 }
 
 // TestServeProbes: the server runs the escape probes on its agents'

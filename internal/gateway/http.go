@@ -30,6 +30,10 @@ type HTTPOptions struct {
 	Origins []string
 	// SessionTimeout ends a session idle this long (default 1h).
 	SessionTimeout time.Duration
+	// AnyOrigin takes requests from any browser origin: for a server in
+	// front that authenticates every request by its bearer token (which a
+	// browser never sends on its own), cordon serve.
+	AnyOrigin bool
 }
 
 // HTTPHandler serves the gateway over streamable HTTP. Before any MCP
@@ -75,7 +79,7 @@ func (g *Gateway) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	live := &liveSessions{idle: o.SessionTimeout, by: map[string]map[string]time.Time{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if origin := r.Header.Get("Origin"); origin != "" {
+		if origin := r.Header.Get("Origin"); origin != "" && !o.AnyOrigin {
 			if norm, ok := normOrigin(origin); !ok || !allowed[norm] {
 				http.Error(w, fmt.Sprintf("cordon: requests from the web origin %q are refused (allowed: the gateway's own origin, and those given with --allow-origin)", origin), http.StatusForbidden)
 				return
@@ -229,10 +233,3 @@ func (f writerFunc) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// InnerHandler serves the gateway over streamable HTTP, bodies bounded as
-// HTTPHandler's, with no access control of its own: for a server that
-// authenticates its clients before it hands them on (cordon serve).
-func (g *Gateway) InnerHandler() http.Handler {
-	limit := MessageCap(g.cfg.Profile)
-	return g.bounded(limit, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, nil))
-}

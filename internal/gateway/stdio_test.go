@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http/httptest"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -61,10 +61,9 @@ func TestStdioRefusesOversizedMessages(t *testing.T) {
 
 func TestHTTPRefusesOversizedMessages(t *testing.T) {
 	l := newLogged(t, "1MiB")
-	srv := httptest.NewServer(l.g.InnerHandler())
-	t.Cleanup(srv.Close)
+	srv := serveHTTP(t, l.g)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{token: "token-a"}}, MaxRetries: -1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
