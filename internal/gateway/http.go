@@ -232,4 +232,3 @@ func (f writerFunc) Write(b []byte) (int, error) {
 	f(b)
 	return len(b), nil
 }
-
