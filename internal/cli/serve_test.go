@@ -760,6 +760,12 @@ func TestServeMCP(t *testing.T) {
 		t.Fatalf("a session after one ended: %v", err)
 	}
 	m.Close()
+	// Open sessions' event streams do not hold the server's stop for its
+	// grace: nothing runs.
+	s.stop(t)
+	if strings.Contains(s.log.String(), "still running") {
+		t.Errorf("stopping with MCP sessions open:\n%s", s.log)
+	}
 }
 
 // TestServeProbes: the server runs the escape probes on its agents'

@@ -25,6 +25,13 @@ func (s *Server) enter() bool {
 	return true
 }
 
+// isDraining reports whether the server takes no new requests.
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining || s.closed
+}
+
 // leave counts a request out.
 func (s *Server) leave() {
 	s.mu.Lock()

@@ -425,9 +425,15 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			}
 		}
 		if need != public {
-			if s.enter() {
+			// An MCP session's event stream (its GET) lasts as long as the
+			// session: a drain does not wait for it (the gateway ends
+			// with the server), only for the calls.
+			stream := pattern == api.Version+"/mcp" && r.Method == http.MethodGet
+			switch {
+			case stream && !s.isDraining(): // not counted
+			case !stream && s.enter():
 				defer s.leave()
-			} else {
+			default:
 				status = refuseDraining(w)
 			}
 		}
