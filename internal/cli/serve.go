@@ -71,9 +71,6 @@ func serveCmd(e *env, args []string) int {
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
-	if v, ok := e.getenv("CORDON_DATABASE"); ok && v != "" && cfg.Database == "" {
-		cfg.Database = v
-	}
 	if f.node != "" {
 		cfg.Node = f.node
 	}
@@ -93,10 +90,10 @@ func serveCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("state directory: %w", err))
 	}
 	cfg.State = state
+	if cfg.Database == "" {
+		cfg.Database = filepath.Join(state, "db", "cordon.db")
+	}
 	if f.drain {
-		if cfg.Database == "" {
-			cfg.Database = filepath.Join(state, "db", "cordon.db")
-		}
 		return drainNode(e, cfg)
 	}
 	al, err := openAudit(e, *auditLog, nil)
@@ -105,9 +102,6 @@ func serveCmd(e *env, args []string) int {
 	}
 	// A sandbox's relative workspace is a directory of its own under
 	// state/sandboxes: what it sees is checked from there.
-	if cfg.Database == "" {
-		cfg.Database = filepath.Join(state, "db", "cordon.db")
-	}
 	sandboxDir := filepath.Join(state, "sandboxes", "sb")
 	for _, a := range cfg.Agents {
 		// An agent that could write any of these could approve its own
@@ -139,7 +133,6 @@ func serveCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, fmt.Errorf("approval store: %w", err))
 	}
-	node := cfg.Node
 	// The registry may ask this node to drain (cordon serve --drain): as
 	// a SIGTERM.
 	sigs := make(chan os.Signal, 2)
@@ -191,7 +184,7 @@ func serveCmd(e *env, args []string) int {
 	}
 	srv, err := server.New(server.Options{
 		Config: cfg, Start: start, Audit: al.log, Approvals: store,
-		Log: e.stderr, Version: version.String(), Probe: probeAgent(degraded), DB: db, Node: node, Gateway: gateway, StateDir: state, OnDrain: onDrain,
+		Log: e.stderr, Version: version.String(), Probe: probeAgent(degraded), DB: db, Node: cfg.Node, Gateway: gateway, StateDir: state, OnDrain: onDrain,
 		SpoolDir: filepath.Join(state, "spool"), // made private by the server
 	})
 	if err != nil {

@@ -4,17 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/hostfile"
 	"github.com/cordon-sandbox/cordon/internal/statedb"
@@ -106,11 +103,15 @@ func (c *Config) ClusterSecretFile() string {
 }
 
 // FromEnv completes the configuration from the environment where the file
-// leaves it to the place a node runs (a pod's name, its address):
-// CORDON_NODE names the node, CORDON_ADVERTISE is its URL for the others,
-// CORDON_CLUSTER_SECRET the secret they share. The file's values win.
-// Without either, the node is named after its host.
+// leaves it to the place a node runs (a pod's name, its address, its
+// secrets): CORDON_DATABASE is the database, CORDON_NODE names the node,
+// CORDON_ADVERTISE is its URL for the others, CORDON_CLUSTER_SECRET the
+// secret they share. The file's values win. Without either, the node is
+// named after its host.
 func (c *Config) FromEnv(getenv func(string) string) error {
+	if c.Database == "" {
+		c.Database = getenv("CORDON_DATABASE")
+	}
 	if c.Node == "" {
 		c.Node = getenv("CORDON_NODE")
 	}
@@ -205,28 +206,21 @@ func (s *Server) advertise() string {
 
 // Times returns the heartbeat's interval and the node timeout.
 func (c *Cluster) Times() (beat, timeout time.Duration) {
-	beat, timeout = c.beat, c.timeout
-	if beat <= 0 {
-		beat = DefaultHeartbeat
-	}
-	if timeout <= 0 {
-		timeout = DefaultNodeTimeout
-	}
-	return beat, timeout
+	return orDefault(c.beat, DefaultHeartbeat), orDefault(c.timeout, DefaultNodeTimeout)
 }
 
-func (s *Server) beat() time.Duration {
-	if b := s.opts.Config.Cluster.beat; b > 0 {
-		return b
-	}
-	return DefaultHeartbeat
-}
+func (s *Server) beat() time.Duration { return orDefault(s.opts.Config.Cluster.beat, DefaultHeartbeat) }
 
 func (s *Server) timeout() time.Duration {
-	if t := s.opts.Config.Cluster.timeout; t > 0 {
-		return t
+	return orDefault(s.opts.Config.Cluster.timeout, DefaultNodeTimeout)
+}
+
+// orDefault is d, or def when d is not set.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
 	}
-	return DefaultNodeTimeout
+	return def
 }
 
 // load is this node's live sandboxes and bound per agent.
@@ -293,9 +287,7 @@ func (s *Server) heartbeat() error {
 				// SIGTERM, rather than serve under a name that is not
 				// its own.
 				s.logf("another run of node %s has taken its name over: this one stops", s.opts.Node)
-				if s.drainAsked.CompareAndSwap(false, true) && s.opts.OnDrain != nil {
-					go s.opts.OnDrain()
-				}
+				s.askDrain()
 			}
 			return err
 		}
@@ -307,17 +299,26 @@ func (s *Server) heartbeat() error {
 		return err
 	default:
 		s.beatingSince.CompareAndSwap(0, time.Now().UnixNano())
-		if state == statedb.NodeDraining && !s.stopping() && s.drainAsked.CompareAndSwap(false, true) {
+		if state == statedb.NodeDraining && !s.stopping() && s.askDrain() {
 			s.logf("asked to drain (cordon serve --drain)")
-			if s.opts.OnDrain != nil {
-				go s.opts.OnDrain()
-			}
 		}
 	}
 	if s.stopping() {
 		return nil
 	}
 	return s.sweepDead(ctx)
+}
+
+// askDrain has the caller stop the server as on SIGTERM (OnDrain); it
+// reports false when that was asked already.
+func (s *Server) askDrain() bool {
+	if !s.drainAsked.CompareAndSwap(false, true) {
+		return false
+	}
+	if s.opts.OnDrain != nil {
+		go s.opts.OnDrain()
+	}
+	return true
 }
 
 // endAll ends every claimed sandbox of this node for why, and returns how
@@ -454,18 +455,7 @@ func (s *Server) endLost(l *lostNode) error {
 	if err != nil {
 		return err
 	}
-	var lost []api.Sandbox
-	for _, sess := range sessions {
-		var sb api.Sandbox
-		if json.Unmarshal(sess.Info, &sb) != nil {
-			sb = api.Sandbox{ID: sess.ID, Agent: sess.Agent}
-		}
-		if sb.State != "ended" {
-			sb.ID, sb.Agent = sess.ID, sess.Agent
-			lost = append(lost, sb)
-		}
-	}
-	sort.Slice(lost, func(i, j int) bool { return lost[i].ID < lost[j].ID })
+	lost := unended(sessions)
 	if l.recorded == nil {
 		l.recorded = map[string]bool{}
 		ids := make([]string, len(lost))

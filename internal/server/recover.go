@@ -15,6 +15,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/statedb"
 )
 
 // endedByRestart is why a sandbox of a node that stopped uncleanly ended.
@@ -83,6 +84,25 @@ func startedBy(r audit.Record) string {
 	return ""
 }
 
+// unended returns the sessions whose sandbox has not ended, each as its
+// node last described it (by its id and agent alone when the description
+// cannot be read), by id.
+func unended(sessions []statedb.Session) []api.Sandbox {
+	var out []api.Sandbox
+	for _, sess := range sessions {
+		var sb api.Sandbox
+		if json.Unmarshal(sess.Info, &sb) != nil {
+			sb = api.Sandbox{}
+		}
+		if sb.State != "ended" {
+			sb.ID, sb.Agent = sess.ID, sess.Agent
+			out = append(out, sb)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
 // endLeftovers ends what this node left running when it stopped
 // uncleanly: the sessions it owned in the database that are not ended,
 // and the sandboxes the log's tail started and did not end, are recorded
@@ -95,14 +115,10 @@ func (s *Server) endLeftovers(ctx context.Context, started map[string]string, re
 		return err
 	}
 	stale := map[string]api.Sandbox{}
+	for _, sb := range unended(sessions) {
+		stale[sb.ID] = sb
+	}
 	for _, sess := range sessions {
-		var sb api.Sandbox
-		if json.Unmarshal(sess.Info, &sb) != nil {
-			sb = api.Sandbox{ID: sess.ID, Agent: sess.Agent}
-		}
-		if sb.State != "ended" {
-			stale[sess.ID] = sb
-		}
 		delete(started, sess.ID)
 	}
 	for id, agent := range started {

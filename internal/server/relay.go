@@ -99,7 +99,6 @@ func newRelay(s *Server) *relay {
 			}
 			*t.reply = fail(w, http.StatusBadGateway, "node %s, which holds the sandbox, did not answer: %v", t.node, err)
 		},
-		ErrorLog: nil,
 	}
 	return rl
 }
@@ -108,13 +107,14 @@ func newRelay(s *Server) *relay {
 // and whether the answer broke off half sent (the client or the node went
 // away): the caller records the request, then aborts the connection.
 func (rl *relay) forward(w http.ResponseWriter, r *http.Request, node statedb.Node) (int, bool) {
-	u, err := url.Parse(node.Advertise)
-	if err != nil {
-		return fail(w, http.StatusBadGateway, "node %s advertises %q: %v", node.Name, node.Advertise, err), false
-	}
 	what := "sandbox"
 	if r.PathValue("id") == "" {
 		what = "create"
+		defer rl.placed(node.Name) // place counted it
+	}
+	u, err := url.Parse(node.Advertise)
+	if err != nil {
+		return fail(w, http.StatusBadGateway, "node %s advertises %q: %v", node.Name, node.Advertise, err), false
 	}
 	rl.s.metrics.add(1, "cordon_requests_forwarded_total", "node", node.Name, "what", what)
 	status := 0
@@ -256,6 +256,9 @@ func (rl *relay) placed(node string) {
 	}
 }
 
+// createPattern is the route of a create, which relayTo places.
+const createPattern = "POST " + api.Version + "/sandboxes"
+
 // relayTo says whether the request goes to another node, and which: a
 // create placed elsewhere, or a request for a sandbox another node holds.
 // A request another node forwarded is never forwarded again.
@@ -263,7 +266,7 @@ func (s *Server) relayTo(r *http.Request, pattern string, c caller) (statedb.Nod
 	if c.via != "" || c.token == nil {
 		return statedb.Node{}, false
 	}
-	if pattern == "POST "+api.Version+"/sandboxes" {
+	if pattern == createPattern {
 		return s.place(r.Context(), c.token.Agent)
 	}
 	if _, p, ok := strings.Cut(pattern, " "); ok {

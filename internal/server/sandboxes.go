@@ -39,7 +39,7 @@ func (s *Server) routes() {
 	s.handle("GET "+api.Version+"/health", public, s.health)
 	s.handle("GET "+api.Version+"/openapi.yaml", public, serveOpenAPI)
 	s.handle("GET /metrics", adminOnly, s.serveMetrics)
-	s.handle("POST "+api.Version+"/sandboxes", agentOnly, s.create)
+	s.handle(createPattern, agentOnly, s.create)
 	s.handle("GET "+api.Version+"/sandboxes", anyToken, s.list)
 	s.handle("GET "+api.Version+"/sandboxes/{id}", anyToken, s.get)
 	s.handle("DELETE "+api.Version+"/sandboxes/{id}", anyToken, s.kill)

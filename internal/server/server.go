@@ -423,8 +423,6 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			if c.via, c.who, host, forwardErr = s.forwardedFrom(r, time.Now()); host != "" {
 				r.Host = host // as the client sent it (a WebSocket's origin is checked against it)
 			}
-		}
-		if need != public {
 			// An MCP session's event stream (its GET) lasts as long as the
 			// session: a drain does not wait for it (the gateway ends
 			// with the server), only for the calls.
@@ -463,9 +461,6 @@ func (s *Server) handle(pattern string, need role, h handler) {
 			if n, ok := s.relayTo(r, pattern, c); ok {
 				c.to = n.Name
 				status, aborted = s.relay.forward(w, r, n)
-				if pattern == "POST "+api.Version+"/sandboxes" {
-					s.relay.placed(n.Name)
-				}
 			} else {
 				status, aborted = serveAborting(func() int { return h(w, r, c) })
 			}

@@ -159,13 +159,14 @@ WHERE name = $1 AND incarnation = $2 AND state IN ('alive', 'draining') RETURNIN
 }
 
 // Nodes returns every node of the registry, by name.
-func (d *DB) Nodes(ctx context.Context) ([]Node, error) { return d.nodes(ctx, d.db) }
+func (d *DB) Nodes(ctx context.Context) ([]Node, error) { return d.nodes(ctx, d.db, "") }
 
 // BeatNodes is Nodes on the heartbeat's own connections.
-func (d *DB) BeatNodes(ctx context.Context) ([]Node, error) { return d.nodes(ctx, d.beats) }
+func (d *DB) BeatNodes(ctx context.Context) ([]Node, error) { return d.nodes(ctx, d.beats, "") }
 
-func (d *DB) nodes(ctx context.Context, q *sql.DB) ([]Node, error) {
-	rows, err := q.QueryContext(ctx, "SELECT name, incarnation, advertise, state, load, "+d.age("heartbeat")+" FROM cordon_nodes ORDER BY name")
+// nodes returns the nodes named name, or all of them when name is "".
+func (d *DB) nodes(ctx context.Context, q *sql.DB, name string) ([]Node, error) {
+	rows, err := q.QueryContext(ctx, d.d.param("SELECT name, incarnation, advertise, state, load, "+d.age("heartbeat")+" FROM cordon_nodes WHERE ($1 = '' OR name = $1) ORDER BY name"), name)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
@@ -187,16 +188,17 @@ func (d *DB) nodes(ctx context.Context, q *sql.DB) ([]Node, error) {
 
 // NodeByName returns one node of the registry (ErrNotFound).
 func (d *DB) NodeByName(ctx context.Context, name string) (Node, error) {
-	nodes, err := d.Nodes(ctx)
+	if name == "" {
+		return Node{}, ErrNotFound
+	}
+	nodes, err := d.nodes(ctx, d.db, name)
 	if err != nil {
 		return Node{}, err
 	}
-	for _, n := range nodes {
-		if n.Name == name {
-			return n, nil
-		}
+	if len(nodes) == 0 {
+		return Node{}, ErrNotFound
 	}
-	return Node{}, ErrNotFound
+	return nodes[0], nil
 }
 
 // DeclareDead marks an incarnation of a node dead if it is still alive or

@@ -99,34 +99,30 @@ func (d *DB) LiveSessions(ctx context.Context, within time.Duration, clock time.
 // countLive counts the sessions whose info says running and whose expiry
 // is after now, among those updated within (before the database's
 // clock).
-func countLive(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, d *DB, now time.Time, within time.Duration) (int, error) {
-	rows, err := q.QueryContext(ctx, d.d.param("SELECT info FROM cordon_sandboxes WHERE updated > $1"), d.d.when(time.Now().Add(-within)))
-	if err != nil {
-		return 0, fmt.Errorf("sessions: %w", err)
-	}
-	defer rows.Close()
+func countLive(ctx context.Context, q querier, d *DB, now time.Time, within time.Duration) (int, error) {
+	byNode, err := liveByNode(ctx, q, d, "", now, within)
 	live := 0
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			return 0, fmt.Errorf("sessions: %w", err)
-		}
-		if running(raw, now) {
-			live++
-		}
+	for _, n := range byNode {
+		live += n
 	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("sessions: %w", err)
-	}
-	return live, nil
+	return live, err
 }
 
 // LiveByNode counts the live sessions of agent on each node (see
 // ReserveSession for live).
 func (d *DB) LiveByNode(ctx context.Context, agent string, within time.Duration, clock time.Time) (map[string]int, error) {
-	rows, err := d.db.QueryContext(ctx, d.d.param("SELECT node, info FROM cordon_sandboxes WHERE agent = $1 AND updated > $2"), agent, d.d.when(time.Now().Add(-within)))
+	return liveByNode(ctx, d.db, d, agent, clock, within)
+}
+
+// querier is a database or a transaction.
+type querier interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}
+
+// liveByNode counts the live sessions of agent ("" for every agent) on
+// each node.
+func liveByNode(ctx context.Context, q querier, d *DB, agent string, now time.Time, within time.Duration) (map[string]int, error) {
+	rows, err := q.QueryContext(ctx, d.d.param("SELECT node, info FROM cordon_sandboxes WHERE ($1 = '' OR agent = $1) AND updated > $2"), agent, d.d.when(time.Now().Add(-within)))
 	if err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
@@ -138,7 +134,7 @@ func (d *DB) LiveByNode(ctx context.Context, agent string, within time.Duration,
 		if err := rows.Scan(&node, &raw); err != nil {
 			return nil, fmt.Errorf("sessions: %w", err)
 		}
-		if running(raw, clock) {
+		if running(raw, now) {
 			live[node]++
 		}
 	}
