@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/internal/obey"
 	"github.com/cordon-sandbox/cordon/internal/protect"
 )
 
@@ -99,7 +100,7 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 	if err := c.dir(upper, host, "", 0, opaque(upper)); err != nil {
 		return nil, err
 	}
-	c.flagGitDirs(upper, host)
+	c.flagGitDirs(upper, host, pendingPaths(filepath.Dir(rd), workspace, run))
 	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes}
 	if s.Changes == nil {
 		s.Changes = []Change{}
@@ -378,7 +379,19 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 		return fmt.Errorf("%q: %w", ch.Path, err)
 	}
 	c.bytes += ch.Size
+	if !binary && ch.Size <= obey.MaxContent && c.cordonFile(ch.SHA256) {
+		// A profile or an approval record, whatever its name: what cordon
+		// itself would obey.
+		ch.Flags = []string{FlagProtected}
+	}
 	return c.add(ch, binary)
+}
+
+// cordonFile reports whether the new content sum (a blob) is a file
+// cordon obeys by its content (obey.Content).
+func (c *capturer) cordonFile(sum string) bool {
+	data, err := readFile(filepath.Join(c.blobs.Name(), sum), obey.MaxContent)
+	return err == nil && obey.Content(data) != nil
 }
 
 // hashAt reads the regular file name in d through w (when not nil), size
@@ -502,8 +515,8 @@ func (c *capturer) add(ch Change, binary bool) error {
 	if c.meta += int64(len(ch.Path) + len(ch.Target) + len(ch.OldTarget)); c.meta > maxMeta {
 		return fmt.Errorf("more than %d bytes of paths and link texts in the changes", maxMeta)
 	}
-	var fl []string
-	if c.protected(ch.Path) {
+	fl := ch.Flags // FlagProtected, when the content said so
+	if !slices.Contains(fl, FlagProtected) && c.protected(ch.Path) {
 		fl = append(fl, FlagProtected)
 	}
 	if ch.Kind != Deleted {

@@ -505,6 +505,33 @@ func TestCaptureGitReached(t *testing.T) {
 			write(t, e.upper+"/.npmrc", "node-options=x\n", 0o644)
 			write(t, e.upper+"/.gemini/settings.json", "{}\n", 0o644)
 		}, map[string]bool{".cargo/config.toml": true, ".devcontainer.json": true, "app.code-workspace": true, ".npmrc": true, ".gemini/settings.json": true}},
+		{"version control and package managers beyond git", func(e *env) {
+			write(t, e.host+"/.hg/requires", "store\n", 0o644)
+		}, func(e *env) {
+			write(t, e.upper+"/.hg/hgrc", "[hooks]\npre-status = touch /tmp/x\n", 0o644)
+			write(t, e.upper+"/sub/.hg/hgrc", "[hooks]\npre-status = x\n", 0o644)
+			write(t, e.upper+"/.jj/repo/config.toml", "[ui]\npager = \"x\"\n", 0o644)
+			write(t, e.upper+"/.yarnrc.yml", "yarnPath: ./.y.cjs\n", 0o644)
+			write(t, e.upper+"/.y.cjs", "x\n", 0o644)
+			write(t, e.upper+"/.pnpmfile.cjs", "x\n", 0o644)
+			write(t, e.upper+"/mise.toml", "[tasks.x]\n", 0o644)
+		}, map[string]bool{".hg/hgrc": true, "sub/.hg/hgrc": true, ".jj/repo/config.toml": true, ".yarnrc.yml": true, ".pnpmfile.cjs": true, "mise.toml": true, ".y.cjs": false}},
+		{"cordon's own files, by name and by content", func(e *env) {
+			write(t, e.host+"/.cordon/mcp.yaml", "version: 1\nagent: a\n", 0o644)
+		}, func(e *env) {
+			write(t, e.upper+"/.cordon/mcp.yaml", "version: 1\nagent: a\nworkspace: {path: ., mode: direct}\n", 0o644)
+			write(t, e.upper+"/agents/dev.approval.yaml", "x: 1\n", 0o644)
+			write(t, e.upper+"/agents/dev.conf", "{version: 1, agent: dev, mounts: [{path: /root}]}\n", 0o644)
+			write(t, e.upper+"/agents/notes.yaml", "version: 2\nauthor: x\n", 0o644)
+		}, map[string]bool{".cordon/mcp.yaml": true, "agents/dev.approval.yaml": true, "agents/dev.conf": true, "agents/notes.yaml": false}},
+		{"a repository at the root, waiting for its HEAD", func(e *env) {
+			write(t, e.host+"/README", "x\n", 0o644)
+		}, func(e *env) {
+			must(t, os.MkdirAll(e.upper+"/objects", 0o755))
+			must(t, os.MkdirAll(e.upper+"/refs/heads", 0o755))
+			write(t, e.upper+"/config", "[core]\n\tbare = false\n\tworktree = .\n\tfsmonitor = x\n", 0o644)
+			write(t, e.upper+"/src/main.go", "package main\n", 0o644)
+		}, map[string]bool{"config": true, "objects": true, "refs": true, "src/main.go": false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -570,4 +597,34 @@ func TestCaptureHooksPathBound(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("capture still running a minute later")
 	}
+}
+
+// A set is judged against the tree as it will be: the host's and every set
+// still held. A repository built across two sets is flagged in the second
+// as in the first.
+func TestCapturePendingSets(t *testing.T) {
+	root(t)
+	e := newEnv(t)
+	write(t, e.host+"/README", "x\n", 0o644)
+	e.start()
+	must(t, os.MkdirAll(e.upper+"/objects", 0o755))
+	must(t, os.MkdirAll(e.upper+"/refs/heads", 0o755))
+	layer, err := os.Open(e.layer)
+	must(t, err)
+	defer layer.Close()
+	first, err := Capture(layer, e.host, e.state, "run-0", e.started, Limits{})
+	must(t, err)
+	checkProtected(t, first, map[string]bool{"objects": true, "refs": true})
+
+	// The second set writes only config: judged alone, it is a file named
+	// config; with the first set held, it is a repository's.
+	must(t, os.RemoveAll(e.upper))
+	write(t, e.upper+"/config", "[core]\n\tfsmonitor = x\n", 0o644)
+	write(t, e.upper+"/notes.txt", "x\n", 0o644)
+	checkProtected(t, e.mustCapture(t), map[string]bool{"config": true, "notes.txt": false})
+
+	// Once the first set is gone, config is no repository's.
+	must(t, Discard(e.state, "run-0"))
+	must(t, Discard(e.state, testRun))
+	checkProtected(t, e.mustCapture(t), map[string]bool{"config": false})
 }

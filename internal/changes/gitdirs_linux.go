@@ -3,28 +3,36 @@ package changes
 import (
 	"path"
 	"slices"
+	"strings"
 
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/obey"
 )
 
-// flagGitDirs flags protected the changes inside a directory that may be
-// a git repository in the sandbox's view (a HEAD or a commondir, in the
-// layer or in the host's tree), whatever its name: git obeys the
+// flagGitDirs flags protected the changes inside a directory that is, or
+// is about to become, a git directory in the tree as it will be once this
+// set and every set still held for the workspace (pending) have landed,
+// whatever the directory is called (obey.GitDir): git obeys the
 // configuration and hooks of a bare repository, or of one a planted file
-// makes, as it does .git's.
-func (c *capturer) flagGitDirs(upper, host *os.File) {
-	known := map[string]bool{}
-	isGit := func(dir string) bool {
+// makes, as it does .git's. Where a HEAD or a commondir is there, every
+// change inside is flagged; where only objects and refs are (a repository
+// waiting for its HEAD, perhaps from another set), the files git obeys
+// and the markers themselves.
+func (c *capturer) flagGitDirs(upper, host *os.File, pending map[string]bool) {
+	type verdict struct{ git, whole bool }
+	known := map[string]verdict{}
+	has := func(rel string) bool { return pending[rel] || kindIn(upper, host, rel) != 0 }
+	judge := func(dir string) verdict {
 		v, ok := known[dir]
 		if !ok {
 			// git takes a HEAD of any kind (a link to refs/... too),
 			// and finds objects and refs through links, or through the
-			// directory a commondir file names: any HEAD or commondir
-			// makes a directory one.
-			v = kindIn(upper, host, path.Join(dir, "HEAD")) != 0 ||
-				kindIn(upper, host, path.Join(dir, "commondir")) != 0
+			// directory a commondir file names.
+			v.whole = has(path.Join(dir, "HEAD")) || has(path.Join(dir, "commondir"))
+			v.git = v.whole || obey.GitDir(has, dir)
 			known[dir] = v
 		}
 		return v
@@ -35,10 +43,16 @@ func (c *capturer) flagGitDirs(upper, host *os.File) {
 			continue
 		}
 		for dir := path.Dir(ch.Path); ; dir = path.Dir(dir) {
-			if isGit(dir) {
-				ch.Flags = append(ch.Flags, FlagProtected)
-				slices.Sort(ch.Flags)
-				break
+			if v := judge(dir); v.git {
+				inside := strings.TrimPrefix(ch.Path, dir+"/")
+				if dir == "." {
+					inside = ch.Path
+				}
+				if v.whole || obey.IsGitObeyed(inside) || slices.Contains(obey.GitMarkers, inside) {
+					ch.Flags = append(ch.Flags, FlagProtected)
+					slices.Sort(ch.Flags)
+					break
+				}
 			}
 			if dir == "." {
 				break
@@ -77,4 +91,28 @@ func statBeneath(d *os.File, rel string) *unix.Stat_t {
 		return nil
 	}
 	return &st
+}
+
+// pendingPaths are the paths that the change sets still held for
+// workspace in dir (all but skip) add or modify and have not landed: the
+// tree a set is judged against is the host's with these. A set that does
+// not load adds nothing (it cannot be applied either).
+func pendingPaths(dir, workspace, skip string) map[string]bool {
+	out := map[string]bool{}
+	sets, _, _ := List(dir)
+	for _, s := range sets {
+		if s.Workspace != workspace || s.Run == skip {
+			continue
+		}
+		applied := map[string]bool{}
+		for _, a := range s.Applied {
+			applied[a] = true
+		}
+		for _, ch := range s.Changes {
+			if ch.Kind != Deleted && !applied[ch.Path] {
+				out[ch.Path] = true
+			}
+		}
+	}
+	return out
 }

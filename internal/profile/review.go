@@ -34,7 +34,8 @@ var ReviewClasses = map[string]string{
 	"all":         "every change",
 }
 
-// DefaultReviewApproval is what needs approval without a review section.
+// DefaultReviewApproval is what needs approval without a review section;
+// protected changes need it with any.
 var DefaultReviewApproval = []string{"protected"}
 
 // flagOfClass maps a class to the flag a change carries.
@@ -53,8 +54,20 @@ func (p *Profile) ReviewPolicy() Review {
 
 // NeedsApproval returns the entry of RequireApproval that holds a change
 // of kind ("added", "modified", "deleted") at rel with flags, or "" when
-// none does.
+// none does. A protected change (a file the host's tools run or obey) is
+// held whatever the list says: the list adds to it, it cannot take it
+// away.
 func (r Review) NeedsApproval(rel, kind string, flags []string) string {
+	if rule := r.needsApproval(rel, kind, flags); rule != "" {
+		return rule
+	}
+	if slices.Contains(flags, flagOfClass["protected"]) {
+		return "protected"
+	}
+	return ""
+}
+
+func (r Review) needsApproval(rel, kind string, flags []string) string {
 	for _, want := range r.RequireApproval {
 		switch {
 		case want == "all":

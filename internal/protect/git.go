@@ -6,6 +6,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/cordon-sandbox/cordon/internal/obey"
 )
 
 // gits are a bind's git directories (only pinned in place) and the paths in
@@ -63,6 +65,14 @@ func gitPaths(d *os.File, root string) (gits, error) {
 			g.paths = append(g.paths, dir+"/config.worktree")
 		}
 		return nil
+	}
+	// The root may itself be a git directory (a bare repository as the
+	// bind, or one being made of it): git takes it before any .git above.
+	exists := func(rel string) bool { k, _ := lstat(d, rel); return k != kindNone }
+	if obey.GitDir(exists, ".") {
+		for _, n := range obey.GitObeyed {
+			g.paths = append(g.paths, n)
+		}
 	}
 	main := ".git"
 	switch k, _ := lstat(d, ".git"); k {

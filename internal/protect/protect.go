@@ -32,44 +32,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/obey"
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // Defaults are the paths, relative to the root of each writable bind, kept
 // read-only unless the profile opens them by name (workspace.unprotect);
-// one that does not exist gets a placeholder. docs/THREATS.md gives the
-// reason and source of each.
-var Defaults = []string{
-	// git's own: see gitPaths for what is protected in each repository.
-	".git",
-	".gitmodules",
-	// direnv; editors, development containers and agents, which run what
-	// their project settings say when the folder is opened.
-	".envrc",
-	".vscode",
-	".idea",
-	".devcontainer",
-	".mcp.json",
-	".claude",
-	".cursor",
-	".gemini",
-	// cargo runs what its project configuration names (rustc-wrapper,
-	// runners).
-	".cargo",
-}
-
-// IfPresent are protected only where they exist: shells read their start-up
-// files, and git and ripgrep their user configuration, from a home
-// directory, which cordon refuses as a writable bind (see Sensitive); a hook
-// manager reads its configuration only where it is installed, which its
-// configuration being there tells.
-var IfPresent = []string{
-	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-	".zshrc", ".zprofile", ".zshenv", ".zlogin", ".gitconfig", ".ripgreprc",
-	".husky", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml",
-	"lefthook-local.yml", ".lefthook-local.yml", ".devcontainer.json",
-	".npmrc", ".yarnrc", ".yarnrc.yml",
-}
+// one that does not exist gets a placeholder. IfPresent are kept read-only
+// only where they exist. Both come from the catalog of what the host's
+// tools obey (package obey), whose entries give the reason and source of
+// each.
+var Defaults, IfPresent = obey.RootNames()
 
 // Entry is one path of a writable bind that is bound onto itself.
 type Entry struct {

@@ -1,0 +1,224 @@
+// Package obey is the one catalog of what the host's own tools run or obey
+// in a tree that a sandbox could write: git's hooks and configuration,
+// other version control systems' configuration, environment loaders,
+// package managers' project configuration, editor and agent settings,
+// cordon's own profiles and approval records. An agent that could write
+// such a file gets its code run by the user's next `git status`, `hg
+// status`, `yarn`, editor or agent session, outside any sandbox.
+//
+// Every mode of a writable workspace applies this one catalog: direct mode
+// keeps what it names read-only at the root of each writable bind and
+// reports what a run made elsewhere (package protect), review mode flags
+// it in a change set (package changes), and the linter and the
+// documentation (docs/THREATS.md) list it.
+//
+// Names alone are not enough: git takes any directory holding HEAD, objects
+// and refs as a repository, whatever the directory is called, so a
+// repository is recognised by its structure (GitDir), wherever it is.
+//
+// The package is pure: it matches paths and reads nothing; its callers
+// look at the tree.
+package obey
+
+import (
+	"bytes"
+	"path"
+	"strings"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/cordon-sandbox/cordon/internal/pathglob"
+)
+
+// Where says where a tool reads an entry's files from.
+type Where string
+
+// Places a tool reads its files from.
+const (
+	Project Where = "project" // the project's tree (the working directory or a parent)
+	Home    Where = "home"    // the user's home directory
+	Both    Where = "both"
+)
+
+// Entry is one kind of file a host tool runs or obeys.
+type Entry struct {
+	// Tool is the host program that reads the files.
+	Tool string
+	// Obeys says what it runs or obeys from them.
+	Obeys string
+	// Where it reads them from.
+	Where Where
+	// Source is the tool's public documentation of it.
+	Source string
+	// Names are paths relative to the directory the tool reads them from
+	// (".vscode", ".github/workflows"); each is matched at any depth of a
+	// tree, itself and everything under it (a nested project is read as
+	// the top one is).
+	Names []string
+	// Globs are patterns (package pathglob) of whole paths relative to a
+	// tree's root, for what a name alone cannot say ("**/*.pth").
+	Globs []string
+	// Placeholder says direct mode keeps the Names read-only at the root
+	// of every writable bind even where they do not exist, so that the
+	// sandbox cannot make them; otherwise only where they exist.
+	Placeholder bool
+}
+
+// Matches reports whether rel (slash-separated, relative to a tree's root,
+// clean) is one of e's files, or under one.
+func (e *Entry) Matches(rel string) bool {
+	for _, n := range e.Names {
+		if underName(rel, n) {
+			return true
+		}
+	}
+	for _, g := range e.Globs {
+		if pathglob.Match(g, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// underName reports whether the path name (one or more components) occurs
+// in rel as whole components: rel is name, ends in it, or passes through
+// it.
+func underName(rel, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(rel[i:], name)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(name)
+		if (j == 0 || rel[j-1] == '/') && (end == len(rel) || rel[end] == '/') {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+// Match returns the catalog's first entry that rel is, or is under, by
+// name; nil for none. Repositories recognised by structure, and files
+// recognised by content (Content), are the callers' to add.
+func Match(rel string) *Entry {
+	for i := range Catalog {
+		if Catalog[i].Matches(rel) {
+			return &Catalog[i]
+		}
+	}
+	return nil
+}
+
+// RootNames are the Names of entries, for direct mode's protection of a
+// writable bind's root: those with a placeholder (kept even where absent)
+// and the others (kept where present).
+func RootNames() (always, ifPresent []string) {
+	for _, e := range Catalog {
+		for _, n := range e.Names {
+			if e.Placeholder {
+				always = append(always, n)
+			} else {
+				ifPresent = append(ifPresent, n)
+			}
+		}
+	}
+	return always, ifPresent
+}
+
+// GitMarkers are the names that make a directory a git directory: git
+// takes a directory as one when it holds a valid HEAD and objects and refs
+// (or a commondir naming where those are). A directory holding any of
+// them, in the tree as it will be, is treated as one or as about to become
+// one.
+var GitMarkers = []string{"HEAD", "commondir", "objects", "refs"}
+
+// GitObeyed are the paths inside a git directory that git runs or obeys:
+// its configuration (and so its includes, fsmonitor, filters, drivers,
+// aliases, hooksPath), its hooks, the attributes that select filter and
+// diff drivers, the files that say where its repository or work tree is,
+// and its linked worktrees' and submodules' own git directories.
+var GitObeyed = []string{"HEAD", "config", "config.worktree", "hooks", "info/attributes", "commondir", "gitdir", "worktrees", "modules"}
+
+// IsGitObeyed reports whether rel, relative to a git directory, is one of
+// GitObeyed or under one.
+func IsGitObeyed(rel string) bool {
+	for _, n := range GitObeyed {
+		if rel == n || strings.HasPrefix(rel, n+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// GitDir reports whether dir (relative to a tree's root, "." for the root)
+// is a git directory, or about to become one, in a tree where has says
+// which paths exist: it holds a HEAD or a commondir, or both objects and
+// refs (the rest of a repository, waiting for a HEAD). The caller judges
+// the tree as it will be: the host's, with every change still held and
+// the one being judged.
+func GitDir(has func(rel string) bool, dir string) bool {
+	at := func(n string) bool { return has(path.Join(dir, n)) }
+	return at("HEAD") || at("commondir") || (at("objects") && at("refs"))
+}
+
+// Content returns the entry of a file that cordon itself obeys, known by
+// what it holds rather than its name, or nil: a profile (a YAML or JSON
+// document whose top-level mapping has the keys version and agent) or an
+// approval record (profile_sha256 and approved_by), whatever the file is
+// called. data is the whole file; past MaxContent bytes it is no profile
+// (cordon reads none that large). The document is parsed, never decoded:
+// keys are compared as YAML reads them (quoted, escaped, in flow style), and
+// no alias is expanded.
+func Content(data []byte) *Entry {
+	if len(data) > MaxContent || !bytes.Contains(data, []byte(":")) {
+		return nil
+	}
+	keys := topKeys(data)
+	if (keys["version"] && keys["agent"]) || (keys["profile_sha256"] && keys["approved_by"]) {
+		return cordonFiles
+	}
+	return nil
+}
+
+// MaxContent is the size of the largest profile cordon reads.
+const MaxContent = 1 << 20
+
+// topKeys are the keys of the top-level mappings of the documents in data,
+// as the YAML parser reads them; none when it does not parse.
+func topKeys(data []byte) (keys map[string]bool) {
+	keys = map[string]bool{}
+	defer func() {
+		if recover() != nil { // the parser may panic on malformed input
+			keys = map[string]bool{}
+		}
+	}()
+	file, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return keys
+	}
+	for _, doc := range file.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		m, ok := doc.Body.(*ast.MappingNode)
+		if !ok {
+			if v, isValue := doc.Body.(*ast.MappingValueNode); isValue {
+				m = &ast.MappingNode{Values: []*ast.MappingValueNode{v}}
+			} else {
+				continue
+			}
+		}
+		for _, v := range m.Values {
+			if v != nil && v.Key != nil {
+				if s, ok := v.Key.(*ast.StringNode); ok {
+					keys[s.Value] = true
+				} else {
+					keys[v.Key.String()] = true
+				}
+			}
+		}
+	}
+	return keys
+}
