@@ -1,11 +1,20 @@
 // Package approval keeps the record that governance approved a profile:
 // its canonical hash, who approved it and when, and the approved profile
-// itself, so that what changed since can be named. A record lives beside its
-// profile (agent.yaml: agent.approval.yaml), to be reviewed in version
-// control with it.
+// itself, so that what changed since can be named.
+//
+// The record that counts is the one cordon keeps in its state directory
+// (STATE/profile-approvals/), outside every sandbox's view, keyed by the
+// profile's absolute path: only that one vouches for a profile (Gate,
+// CheckTrusted). A copy lives beside the profile (agent.yaml:
+// agent.approval.yaml), to be reviewed in version control with it; it is a
+// copy for people and the linter, never trusted, since whatever could
+// rewrite the profile (a sandbox whose workspace holds it) could rewrite
+// the copy to match.
 package approval
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,6 +26,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/cordon-sandbox/cordon/internal/capdiff"
+	"github.com/cordon-sandbox/cordon/internal/config"
 	"github.com/cordon-sandbox/cordon/internal/hostfile"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
@@ -55,6 +65,16 @@ func Write(profilePath string, p *profile.Profile, by string, now time.Time) (st
 		return "", nil, err
 	}
 	header := "# The approval of " + filepath.Base(profilePath) + ", written by `cordon approve`: the profile as\n# approved and its hash. Review it with the profile; do not edit it by hand.\n"
+	trusted, err := trustedPath(profilePath)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(trusted), 0o700); err != nil {
+		return "", nil, fmt.Errorf("keeping the approval: %w", err)
+	}
+	if err := hostfile.WriteFile(trusted, append([]byte(header), out...), 0o600); err != nil {
+		return "", nil, fmt.Errorf("keeping the approval: %w", err)
+	}
 	path := PathFor(profilePath)
 	if err := hostfile.WriteFile(path, append([]byte(header), out...), 0o644); err != nil {
 		return "", nil, fmt.Errorf("writing the approval: %w", err)
@@ -62,10 +82,39 @@ func Write(profilePath string, p *profile.Profile, by string, now time.Time) (st
 	return path, r, nil
 }
 
-// Load reads the record of the profile at profilePath and the profile it
-// approved. It returns fs.ErrNotExist (wrapped) when there is none.
+// StateDir is where the trusted records are kept: STATE/profile-approvals.
+// A variable for tests.
+var StateDir = func() string { return filepath.Join(config.StateDir(), "profile-approvals") }
+
+// trustedPath is where cordon's state keeps the record of the profile at
+// profilePath: named by the SHA-256 of its absolute, clean path.
+func trustedPath(profilePath string) (string, error) {
+	abs, err := filepath.Abs(profilePath)
+	if err != nil {
+		return "", fmt.Errorf("the approval of %s: %w", profilePath, err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(StateDir(), hex.EncodeToString(sum[:16])+".yaml"), nil
+}
+
+// Load reads the copy of the record beside the profile at profilePath and
+// the profile it approved. It returns fs.ErrNotExist (wrapped) when there
+// is none. The copy is for people: it vouches for nothing.
 func Load(profilePath string) (*Record, *profile.Profile, error) {
-	path := PathFor(profilePath)
+	return load(PathFor(profilePath))
+}
+
+// LoadTrusted reads the record cordon's state keeps of the profile at
+// profilePath, fs.ErrNotExist (wrapped) when there is none.
+func LoadTrusted(profilePath string) (*Record, *profile.Profile, error) {
+	path, err := trustedPath(profilePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return load(path)
+}
+
+func load(path string) (*Record, *profile.Profile, error) {
 	data, err := hostfile.ReadFile(path, 4<<20)
 	if err != nil {
 		return nil, nil, err
@@ -98,9 +147,20 @@ type Status struct {
 	Changes []capdiff.Change
 }
 
-// Check compares p (read from profilePath, flags applied) with its approval.
+// Check compares p (read from profilePath, flags applied) with the copy of
+// its approval beside it, as a person reviewing both would.
 func Check(profilePath string, p *profile.Profile) (Status, error) {
-	r, approved, err := Load(profilePath)
+	return check(p, func() (*Record, *profile.Profile, error) { return Load(profilePath) })
+}
+
+// CheckTrusted compares p (read from profilePath, flags applied) with the
+// approval cordon's state keeps of it.
+func CheckTrusted(profilePath string, p *profile.Profile) (Status, error) {
+	return check(p, func() (*Record, *profile.Profile, error) { return LoadTrusted(profilePath) })
+}
+
+func check(p *profile.Profile, load func() (*Record, *profile.Profile, error)) (Status, error) {
+	r, approved, err := load()
 	if errors.Is(err, fs.ErrNotExist) {
 		return Status{}, nil
 	}
@@ -114,10 +174,24 @@ func Check(profilePath string, p *profile.Profile) (Status, error) {
 	return st, nil
 }
 
+// Governed reports whether the profile at profilePath is under approval:
+// it asks for it, or cordon's state keeps a record of it.
+func Governed(profilePath string, p *profile.Profile) bool {
+	if p.Governance != nil && p.Governance.RequireApproval {
+		return true
+	}
+	if profilePath == "" {
+		return false
+	}
+	_, _, err := LoadTrusted(profilePath)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
 // Gate is what run and probe ask before building a sandbox: nil when the
 // profile needs no approval, is the approved one, or changed only by
 // reductions (returned as warnings); an error naming every expansion
-// otherwise.
+// otherwise. Only the record cordon's state keeps counts; a copy beside
+// the profile that differs from it is named in a warning and ignored.
 //
 // Approval is sticky: once a profile has a record, every change is judged
 // against the approved profile, whether or not the profile still asks for
@@ -127,21 +201,23 @@ func Gate(profilePath string, p *profile.Profile) (warnings []string, err error)
 	if profilePath == "" {
 		return nil, nil
 	}
-	required := p.Governance != nil && p.Governance.RequireApproval
-	if !required {
-		if _, err := os.Lstat(PathFor(profilePath)); errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-	}
-	st, err := Check(profilePath, p)
+	st, err := CheckTrusted(profilePath, p)
 	if err != nil {
 		return nil, err
 	}
+	copied, _, copyErr := Load(profilePath)
+	if copyErr == nil && (st.Record == nil || copied.ProfileSHA256 != st.Record.ProfileSHA256 || copied.ApprovedBy != st.Record.ApprovedBy) {
+		warnings = append(warnings, fmt.Sprintf("%s is not the approval this host's cordon recorded for %s (kept in %s); it is ignored", PathFor(profilePath), profilePath, StateDir()))
+	}
+	required := p.Governance != nil && p.Governance.RequireApproval
 	if st.Record == nil {
-		return nil, fmt.Errorf("%s requires approval and has none (%s): review it, then run cordon approve %s --by NAME", profilePath, PathFor(profilePath), profilePath)
+		if !required {
+			return warnings, nil
+		}
+		return nil, fmt.Errorf("%s requires approval and has none (%s): review it, then run cordon approve %s --by NAME; a record beside the profile vouches for nothing unless this host's cordon wrote it", profilePath, PathFor(profilePath), profilePath)
 	}
 	if st.Current {
-		return nil, nil
+		return warnings, nil
 	}
 	if exp := capdiff.Expansions(st.Changes); len(exp) > 0 {
 		var b strings.Builder

@@ -38,7 +38,16 @@ func write(t *testing.T, dir, body string) (string, *profile.Profile) {
 	return path, p
 }
 
+// state gives the test a state directory of its own for trusted records.
+func state(t *testing.T) {
+	t.Helper()
+	dir, saved := t.TempDir(), StateDir
+	StateDir = func() string { return dir }
+	t.Cleanup(func() { StateDir = saved })
+}
+
 func TestApproveThenChange(t *testing.T) {
+	state(t)
 	dir := t.TempDir()
 	path, p := write(t, dir, text)
 	if _, err := Gate(path, p); err == nil || !strings.Contains(err.Error(), "requires approval and has none") {
@@ -83,16 +92,67 @@ func TestApproveThenChange(t *testing.T) {
 	}
 	// With no record and no require_approval, nothing is asked.
 	os.Remove(PathFor(path))
+	trusted, _ := trustedPath(path)
+	os.Remove(trusted)
 	if w, err := Gate(path, free); err != nil || w != nil {
 		t.Fatalf("not required: %v %v", w, err)
 	}
 }
 
 func TestBadRecord(t *testing.T) {
+	state(t)
 	dir := t.TempDir()
 	path, p := write(t, dir, text)
-	os.WriteFile(PathFor(path), []byte("agent: x\n"), 0o644)
+	trusted, _ := trustedPath(path)
+	os.MkdirAll(filepath.Dir(trusted), 0o700)
+	os.WriteFile(trusted, []byte("agent: x\n"), 0o600)
 	if _, err := Gate(path, p); err == nil || !strings.Contains(err.Error(), "not an approval record") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// Whatever can rewrite a profile can rewrite the record beside it: only the
+// record cordon's state keeps vouches. A grown profile with a record copied
+// from another approval, or a record written by hand, does not pass.
+func TestRecordBesideVouchesForNothing(t *testing.T) {
+	state(t)
+	dir := t.TempDir()
+	path, p := write(t, dir, text)
+	if _, _, err := Write(path, p, "alice", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// Another profile, grown, approved elsewhere: its record is moved
+	// beside the first, and the first is rewritten to match.
+	other := t.TempDir()
+	grown := strings.Replace(text, "pypi.org:443", "paste.example.com:443", 1)
+	opath, op := write(t, other, grown)
+	if _, _, err := Write(opath, op, "mallory", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := os.ReadFile(PathFor(opath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(PathFor(path), rec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path, p = write(t, dir, grown)
+	_, err = Gate(path, p)
+	if err == nil || !strings.Contains(err.Error(), "grew since alice approved it") {
+		t.Fatalf("a forged copy beside the profile let a grown profile pass: %v", err)
+	}
+	// Never approved on this host: a record beside it does not help.
+	fresh := t.TempDir()
+	fpath, fp := write(t, fresh, text)
+	if err := os.WriteFile(PathFor(fpath), rec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Gate(fpath, fp); err == nil || !strings.Contains(err.Error(), "requires approval and has none") {
+		t.Fatalf("a record this host did not write was trusted: %v", err)
+	}
+	// Dropping require_approval does not shed the approval this host keeps.
+	_, loose := write(t, dir, strings.Replace(grown, "  require_approval: true\n", "", 1))
+	if _, err := Gate(path, loose); err == nil || !strings.Contains(err.Error(), "grew since") {
+		t.Fatalf("dropping require_approval with an expansion passed: %v", err)
 	}
 }

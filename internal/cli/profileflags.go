@@ -134,6 +134,9 @@ func (pf *profileFlags) gate(e *env, p *profile.Profile, allow map[string]bool) 
 	if err != nil {
 		return err
 	}
+	if where := visibleIn(p, e.cwd, filepath.Join(approval.StateDir(), "record")); where != "" && approval.Governed(file, p) {
+		return fmt.Errorf("cordon's records of approved profiles (%s) are inside %s, which the sandbox can see (it could forge one): set CORDON_STATE_DIR to a place outside every workspace and mount", approval.StateDir(), where)
+	}
 	for _, w := range warnings {
 		fmt.Fprintf(e.stderr, "cordon: %s\n", w)
 	}

@@ -27,6 +27,9 @@ var wantRe = regexp.MustCompile(`(?m)^# want: (CL\d+) (\S+)$`)
 func lintFixture(t *testing.T, fixture string) ([]Finding, map[string][]string) {
 	t.Helper()
 	dir := t.TempDir()
+	saved := approval.StateDir
+	approval.StateDir = func() string { return filepath.Join(dir, "approvals") }
+	t.Cleanup(func() { approval.StateDir = saved })
 	var files []string
 	if fi, err := os.Stat(fixture); err == nil && fi.IsDir() {
 		ents, _ := os.ReadDir(fixture)
