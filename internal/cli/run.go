@@ -112,6 +112,11 @@ func runCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("audit log: %w (this run is not recorded)", aerr))
 	}
 	warnDegraded(e, o)
+	if !*asJSON {
+		for _, ob := range o.Obeyed {
+			fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Line(ob.Line()))
+		}
+	}
 	if *verbose {
 		fmt.Fprintf(e.stderr, "cordon: landlock ABI %d\n", o.LandlockABI)
 		writeNotes(e.stderr, o.Notes)

@@ -12,6 +12,7 @@ var Catalog = []Entry{
 			"https://git-scm.com/docs/git-config, https://git-scm.com/docs/gitattributes",
 		Names:       []string{".git"},
 		Placeholder: true,
+		Watch:       GitWatch,
 	},
 	{
 		Tool:        "git",
@@ -36,6 +37,7 @@ var Catalog = []Entry{
 		Source:      "https://www.mercurial-scm.org/doc/hgrc.5.html",
 		Names:       []string{".hg"},
 		Placeholder: true,
+		Watch:       []string{"hgrc"},
 	},
 	{
 		Tool:        "Jujutsu (jj)",
@@ -44,6 +46,7 @@ var Catalog = []Entry{
 		Source:      "https://jj-vcs.github.io/jj/latest/config/",
 		Names:       []string{".jj"},
 		Placeholder: true,
+		Watch:       []string{"repo/config.toml", "config.toml", "repo/store/git/config", "repo/store/git/hooks"},
 	},
 	{
 		Tool:        "direnv",

@@ -63,6 +63,10 @@ type Entry struct {
 	// of every writable bind even where they do not exist, so that the
 	// sandbox cannot make them; otherwise only where they exist.
 	Placeholder bool
+	// Watch, for a name that is a repository's directory, are the paths
+	// inside it that the tool obeys; the rest (objects, a store) is data
+	// that every commit changes. Empty: all of it is obeyed.
+	Watch []string
 }
 
 // Matches reports whether rel (slash-separated, relative to a tree's root,
@@ -140,6 +144,11 @@ var GitMarkers = []string{"HEAD", "commondir", "objects", "refs"}
 // diff drivers, the files that say where its repository or work tree is,
 // and its linked worktrees' and submodules' own git directories.
 var GitObeyed = []string{"HEAD", "config", "config.worktree", "hooks", "info/attributes", "commondir", "gitdir", "worktrees", "modules"}
+
+// GitWatch are the paths of GitObeyed that a repository's everyday work
+// leaves alone: HEAD moves with every checkout, and linked worktrees and
+// submodules are repositories of their own, looked at as such.
+var GitWatch = []string{"config", "config.worktree", "hooks", "info/attributes", "commondir", "gitdir"}
 
 // IsGitObeyed reports whether rel, relative to a git directory, is one of
 // GitObeyed or under one.

@@ -106,8 +106,33 @@ type Outcome struct {
 	// Changes, for a reviewed workspace, is the change set the run left
 	// waiting for review.
 	Changes *Changes `json:"changes,omitempty"`
+	// Obeyed lists, for a workspace in direct mode, what the run made or
+	// changed that the host's tools obey (git, hg, package managers,
+	// editors, cordon) where direct mode cannot hold it back: below the
+	// workspace's root, as a nested repository.
+	Obeyed []Obeyed `json:"obeyed,omitempty"`
 	// Message is one sentence for a person.
 	Message string `json:"message"`
+}
+
+// Obeyed is one file or directory a run made or changed that a host tool
+// obeys.
+type Obeyed struct {
+	Path string `json:"path"`
+	Tool string `json:"tool"`
+	// Created says the run made it; Remove is then the command that
+	// removes it.
+	Created bool   `json:"created,omitempty"`
+	Remove  string `json:"remove,omitempty"`
+}
+
+// Line is o for a person, one line (the path is the sandbox's choice: the
+// caller escapes what it prints).
+func (o Obeyed) Line() string {
+	if o.Created {
+		return fmt.Sprintf("the run made %s, which %s obeys: review it before %s runs there, or remove it: %s", o.Path, o.Tool, o.Tool, o.Remove)
+	}
+	return fmt.Sprintf("the run changed %s, which %s obeys: review it before %s runs there", o.Path, o.Tool, o.Tool)
 }
 
 // Changes summarises the change set a run in a reviewed workspace left:

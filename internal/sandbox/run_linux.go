@@ -47,7 +47,7 @@ func Run(opts Options) (outcome.Outcome, error) {
 	err := withContainerHint(run(opts, res))
 	o := outcome.Decide(res.facts(err))
 	o.LandlockABI, o.Notes = res.LandlockABI, res.Notes
-	o.Changes = res.changes
+	o.Changes, o.Obeyed = res.changes, res.obeyed
 	return o, err
 }
 
@@ -156,6 +156,7 @@ func run(opts Options, res *Result) error {
 			}(outCap.writer(tapped(dst, opts.Taps[i]), i == 1), r)
 		}
 	}
+	begun := time.Now()
 	b, err := boot(opts, spec, lim, res, exe, bootFiles{stdio: stdio, console: console, handed: handed, stderr: stderr, ready: registered})
 	if err != nil {
 		return err
@@ -220,6 +221,7 @@ func run(opts Options, res *Result) error {
 	}
 	ended = true
 	res.killed, res.stats, res.wall = lim.end()
+	findMade(spec, begun, res)
 	for _, dir := range spec.restored {
 		res.Notes = append(res.Notes, fmt.Sprintf("the sandbox changed the permissions of %s; cordon set them back", dir))
 	}

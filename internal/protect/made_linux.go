@@ -1,0 +1,236 @@
+package protect
+
+import (
+	"io"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/obey"
+)
+
+// Made is a path of a writable bind that the host's tools obey (package
+// obey) and that a run made or changed: direct mode cannot hold back what
+// the catalog names below a bind's root, so it reports it once the run
+// has ended.
+type Made struct {
+	// Rel is the path relative to the bind's root: the outermost one the
+	// catalog names, or for a repository, the file in it that git, hg or
+	// jj obeys.
+	Rel string `json:"path"`
+	// Tool is the catalog's name of what obeys it.
+	Tool string `json:"tool"`
+	// Created says the run made it (it was not there before): removing
+	// it undoes the run's doing. Otherwise the run changed it.
+	Created bool `json:"created,omitempty"`
+}
+
+// Bounds of the look after a run: entries listed and directory levels. A
+// tree past them is reported as not looked at in full.
+const (
+	maxMadeEntries = 1 << 20
+	maxMadeDepth   = 64
+	maxMadeListed  = 100
+)
+
+// FindMade lists what the catalog names in the tree at root that was made
+// or changed at or after since: a name of the catalog at any depth (a
+// nested .git, .hg, .yarnrc.yml), a directory git would take as a
+// repository (HEAD, objects and refs, whatever it is called), and
+// cordon's profiles known by their content. complete is false when the
+// tree was past the bounds. Only names are read for most entries; what a
+// name matches is looked at with lstat, and a file of YAML or JSON changed
+// in the run is read to see whether it is a profile. Nothing is followed:
+// every path is reached from a descriptor of root, beneath it, without
+// links.
+//
+// held are the paths a plan kept read-only or pinned (Plan.Entries): what
+// they cover could not be changed, and is not looked at.
+func FindMade(root string, since time.Time, held []Entry) (found []Made, complete bool, err error) {
+	d, err := openRoot(root)
+	if err != nil {
+		return nil, false, err
+	}
+	defer d.Close()
+	w := &madeWalk{d: d, since: since.UnixNano(), budget: maxMadeEntries, held: map[string]bool{}}
+	for _, e := range held {
+		// Read-only paths could not change; of the pinned directories (on
+		// the way to them), a .git has what git obeys in it held.
+		w.held[e.Rel] = e.ReadOnly || path.Base(e.Rel) == ".git"
+	}
+	w.dir(".", 0)
+	return w.found, !w.cut, nil
+}
+
+type madeWalk struct {
+	d      *os.File
+	since  int64
+	budget int
+	cut    bool
+	held   map[string]bool
+	found  []Made
+}
+
+func (w *madeWalk) add(rel, tool string) {
+	if len(w.found) >= maxMadeListed {
+		w.cut = true
+		return
+	}
+	w.found = append(w.found, Made{Rel: rel, Tool: tool, Created: w.born(rel)})
+}
+
+// repo reports, for the repository directory rel, the files of watch in
+// it that changed (all of it when the run made the directory itself).
+func (w *madeWalk) repo(rel, tool string, watch []string) {
+	if w.born(rel) {
+		w.add(rel, tool)
+		return
+	}
+	for _, n := range watch {
+		if sub := path.Join(rel, n); w.changedUnder(sub, 0) {
+			w.add(sub, tool)
+		}
+	}
+}
+
+// born reports whether rel was made at or after since, where the file
+// system keeps birth times.
+func (w *madeWalk) born(rel string) bool {
+	var stx unix.Statx_t
+	return unix.Statx(int(w.d.Fd()), rel, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx) == nil &&
+		stx.Mask&unix.STATX_BTIME != 0 && stx.Btime.Sec*1e9+int64(stx.Btime.Nsec) >= w.since
+}
+
+// dir looks at the entries of rel.
+func (w *madeWalk) dir(rel string, depth int) {
+	if depth > maxMadeDepth {
+		w.cut = true
+		return
+	}
+	fd, err := beneath(w.d, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	var ents []os.DirEntry
+	for {
+		batch, err := f.ReadDir(256)
+		ents = append(ents, batch...)
+		if w.budget -= len(batch); w.budget < 0 {
+			w.cut = true
+			return
+		}
+		if err == io.EOF || len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			return
+		}
+	}
+	names := map[string]bool{}
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
+	if rel != "." && obey.GitDir(func(p string) bool { return names[path.Base(p)] }, ".") {
+		// A repository, whatever it is called.
+		w.repo(rel, "git", obey.GitWatch)
+		return
+	}
+	for _, e := range ents {
+		sub := path.Join(rel, e.Name())
+		if w.held[sub] {
+			continue // kept read-only, or a repository whose obeyed files were
+		}
+		if m := obey.Match(sub); m != nil {
+			switch {
+			case len(m.Watch) > 0 && e.IsDir():
+				w.repo(sub, m.Tool, m.Watch)
+			case w.changedUnder(sub, 0):
+				w.add(sub, m.Tool)
+			}
+			continue
+		}
+		switch {
+		case e.IsDir():
+			w.dir(sub, depth+1)
+		case e.Type().IsRegular() && isData(e.Name()):
+			if st := w.stat(sub); st != nil && st.Ctim.Nano() >= w.since && st.Size <= obey.MaxContent && w.isProfile(sub) {
+				w.add(sub, "cordon")
+			}
+		}
+	}
+}
+
+// isData reports whether a file's name says it may hold YAML or JSON.
+func isData(name string) bool {
+	for _, ext := range []string{".yaml", ".yml", ".json"} {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *madeWalk) stat(rel string) *unix.Stat_t {
+	var st unix.Stat_t
+	if unix.Fstatat(int(w.d.Fd()), rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return nil
+	}
+	return &st
+}
+
+// changedUnder reports whether rel, or anything under it, changed at or
+// after since, within the walk's budget.
+func (w *madeWalk) changedUnder(rel string, depth int) bool {
+	st := w.stat(rel)
+	if st == nil {
+		return false
+	}
+	if st.Ctim.Nano() >= w.since {
+		return true
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || depth > maxMadeDepth {
+		return false
+	}
+	fd, err := beneath(w.d, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	for {
+		batch, err := f.ReadDir(256)
+		if w.budget -= len(batch); w.budget < 0 {
+			w.cut = true
+			return false
+		}
+		for _, e := range batch {
+			if w.changedUnder(path.Join(rel, e.Name()), depth+1) {
+				return true
+			}
+		}
+		if err != nil || len(batch) == 0 {
+			return false
+		}
+	}
+}
+
+// isProfile reads the file rel (a regular file, beneath the root, no
+// links) and says whether it is one cordon obeys by content.
+func (w *madeWalk) isProfile(rel string) bool {
+	fd, err := beneath(w.d, rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, obey.MaxContent+1))
+	return err == nil && obey.Content(data) != nil
+}
