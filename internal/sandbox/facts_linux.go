@@ -30,7 +30,7 @@ type Result struct {
 	// changes is what became of a reviewed workspace's changes.
 	changes     *outcome.Changes
 	obeyed      []outcome.Obeyed // what the run made that the host's tools obey
-	otherSignal int // a limit's signal that killed an orphan
+	otherSignal int              // a limit's signal that killed an orphan
 	limiter     *limiter
 	output      *outputCap
 	killed      string
