@@ -27,8 +27,6 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
-
-	"github.com/cordon-sandbox/cordon/internal/pathglob"
 )
 
 // Where says where a tool reads an entry's files from.
@@ -56,8 +54,9 @@ type Entry struct {
 	// tree, itself and everything under it (a nested project is read as
 	// the top one is).
 	Names []string
-	// Globs are patterns (package pathglob) of whole paths relative to a
-	// tree's root, for what a name alone cannot say ("**/*.pth").
+	// Globs are patterns of the last names of a path, each name a
+	// path.Match pattern, written **/NAME or **/DIR/NAME ("**/*.pth"): for
+	// what a name alone cannot say. Each is matched at any depth.
 	Globs []string
 	// Placeholder says direct mode keeps the Names read-only at the root
 	// of every writable bind even where they do not exist, so that the
@@ -78,7 +77,7 @@ func (e *Entry) Matches(rel string) bool {
 		}
 	}
 	for _, g := range e.Globs {
-		if pathglob.Match(g, rel) {
+		if tailMatch(g, rel) {
 			return true
 		}
 	}
@@ -103,11 +102,116 @@ func underName(rel, name string) bool {
 	}
 }
 
-// Match returns the catalog's first entry that rel is, or is under, by
-// name; nil for none. Repositories recognised by structure, and files
-// recognised by content (Content), are the callers' to add.
+// tailMatch matches a glob of the form **/a/b against the last names of
+// rel.
+func tailMatch(glob, rel string) bool {
+	g, ok := index.globs[glob]
+	if !ok {
+		g = compile(glob)
+	}
+	for i := len(g) - 1; i >= 0; i-- {
+		if rel == "" {
+			return false
+		}
+		var rn string
+		rel, rn = cutLast(rel)
+		if !g[i].match(rn) {
+			return false
+		}
+	}
+	return true
+}
+
+// cutLast splits the last name off p.
+func cutLast(p string) (rest, last string) {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return "", p
+}
+
+// namePat is one name of a glob, compiled: a literal, *SUFFIX, PREFIX*, or
+// another path.Match pattern.
+type namePat struct {
+	kind byte // '=', 's' (suffix), 'p' (prefix), 'm' (path.Match)
+	s    string
+}
+
+func (n namePat) match(name string) bool {
+	switch n.kind {
+	case '=':
+		return name == n.s
+	case 's':
+		return strings.HasSuffix(name, n.s)
+	case 'p':
+		return strings.HasPrefix(name, n.s)
+	}
+	ok, _ := path.Match(n.s, name)
+	return ok
+}
+
+// compile splits a glob **/a/b into its names.
+func compile(glob string) []namePat {
+	var out []namePat
+	for _, n := range strings.Split(strings.TrimPrefix(glob, "**/"), "/") {
+		const meta = `*?[\`
+		switch i := strings.IndexAny(n, meta); {
+		case i < 0:
+			out = append(out, namePat{'=', n})
+		case i == 0 && n[0] == '*' && !strings.ContainsAny(n[1:], meta):
+			out = append(out, namePat{'s', n[1:]})
+		case i == len(n)-1 && n[i] == '*':
+			out = append(out, namePat{'p', n[:i]})
+		default:
+			out = append(out, namePat{'m', n})
+		}
+	}
+	return out
+}
+
+// index finds entries by one name: the entries with that name among their
+// Names (of one component), and the rest, which Match tries in full; and
+// the catalog's globs, compiled.
+var index = func() (ix struct {
+	byName map[string]int
+	rest   []int
+	globs  map[string][]namePat
+}) {
+	ix.byName, ix.globs = map[string]int{}, map[string][]namePat{}
+	for i, e := range Catalog {
+		multi := len(e.Globs) > 0
+		for _, n := range e.Names {
+			if strings.Contains(n, "/") {
+				multi = true
+			} else if _, dup := ix.byName[n]; !dup {
+				ix.byName[n] = i
+			}
+		}
+		for _, g := range e.Globs {
+			ix.globs[g] = compile(g)
+		}
+		if multi {
+			ix.rest = append(ix.rest, i)
+		}
+	}
+	for _, g := range cordonFiles.Globs {
+		ix.globs[g] = compile(g)
+	}
+	return ix
+}()
+
+// Match returns the catalog's entry that rel is, or is under, by name; nil
+// for none. Repositories recognised by structure, and files recognised by
+// content (Content), are the callers' to add.
 func Match(rel string) *Entry {
-	for i := range Catalog {
+	for p := rel; p != ""; {
+		var n string
+		n, p, _ = strings.Cut(p, "/")
+		if i, ok := index.byName[n]; ok {
+			return &Catalog[i]
+		}
+	}
+	for _, i := range index.rest {
 		if Catalog[i].Matches(rel) {
 			return &Catalog[i]
 		}

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,13 +56,17 @@ func FindMade(root string, since time.Time, held []Entry) (found []Made, complet
 		return nil, false, err
 	}
 	defer d.Close()
+	top, err := beneath(d, ".", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, false, err
+	}
 	w := &madeWalk{d: d, since: since.UnixNano(), budget: maxMadeEntries, held: map[string]bool{}}
 	for _, e := range held {
 		// Read-only paths could not change; of the pinned directories (on
 		// the way to them), a .git has what git obeys in it held.
 		w.held[e.Rel] = e.ReadOnly || path.Base(e.Rel) == ".git"
 	}
-	w.dir(".", 0)
+	w.dir(os.NewFile(uintptr(top), root), ".", 0)
 	return w.found, !w.cut, nil
 }
 
@@ -104,21 +109,14 @@ func (w *madeWalk) born(rel string) bool {
 		stx.Mask&unix.STATX_BTIME != 0 && stx.Btime.Sec*1e9+int64(stx.Btime.Nsec) >= w.since
 }
 
-// dir looks at the entries of rel.
-func (w *madeWalk) dir(rel string, depth int) {
-	if depth > maxMadeDepth {
-		w.cut = true
-		return
-	}
-	fd, err := beneath(w.d, rel, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return
-	}
-	f := os.NewFile(uintptr(fd), rel)
+// dir looks at the entries of rel, open as f (which it closes). Each
+// directory below is opened from its parent's descriptor, one name at a
+// time, never through a link.
+func (w *madeWalk) dir(f *os.File, rel string, depth int) {
 	defer f.Close()
 	var ents []os.DirEntry
 	for {
-		batch, err := f.ReadDir(256)
+		batch, err := f.ReadDir(1024)
 		ents = append(ents, batch...)
 		if w.budget -= len(batch); w.budget < 0 {
 			w.cut = true
@@ -131,11 +129,9 @@ func (w *madeWalk) dir(rel string, depth int) {
 			return
 		}
 	}
-	names := map[string]bool{}
-	for _, e := range ents {
-		names[e.Name()] = true
-	}
-	if rel != "." && obey.GitDir(func(p string) bool { return names[path.Base(p)] }, ".") {
+	if rel != "." && obey.GitDir(func(p string) bool {
+		return slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == path.Base(p) })
+	}, ".") {
 		// A repository, whatever it is called.
 		w.repo(rel, "git", obey.GitWatch)
 		return
@@ -155,8 +151,13 @@ func (w *madeWalk) dir(rel string, depth int) {
 			continue
 		}
 		switch {
+		case e.IsDir() && depth+1 > maxMadeDepth:
+			w.cut = true
 		case e.IsDir():
-			w.dir(sub, depth+1)
+			fd, err := unix.Openat(int(f.Fd()), e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err == nil {
+				w.dir(os.NewFile(uintptr(fd), sub), sub, depth+1)
+			}
 		case e.Type().IsRegular() && isData(e.Name()):
 			if st := w.stat(sub); st != nil && st.Ctim.Nano() >= w.since && st.Size <= obey.MaxContent && w.isProfile(sub) {
 				w.add(sub, "cordon")
