@@ -93,6 +93,11 @@ func runCmd(e *env, args []string) int {
 	if pf.file != "" {
 		opts.ProfileFile = pf.abs(e, pf.file)
 	}
+	if walk := filepath.Join(config.StateDir(), "walk"); visibleIn(p, e.cwd, filepath.Join(walk, "index")) == "" {
+		// Kept where no sandbox reaches, or not kept: the index says which
+		// directories need no second look.
+		opts.WalkIndex = walk
+	}
 	opts.Guard = guarded(opts.ProfileFile)
 	if p.Workspace.Reviewed() {
 		// Host files changed from now on are conflicts when applied.

@@ -42,31 +42,49 @@ const (
 // nested .git, .hg, .yarnrc.yml), a directory git would take as a
 // repository (HEAD, objects and refs, whatever it is called), and
 // cordon's profiles known by their content. complete is false when the
-// tree was past the bounds. Only names are read for most entries; what a
-// name matches is looked at with lstat, and a file of YAML or JSON changed
-// in the run is read to see whether it is a profile. Nothing is followed:
-// every path is reached from a descriptor of root, beneath it, without
-// links.
+// tree was past the bounds. Nothing is followed: every path is reached
+// from a descriptor of root, beneath it, without links.
 //
 // held are the paths a plan kept read-only or pinned (Plan.Entries): what
 // they cover could not be changed, and is not looked at.
-func FindMade(root string, since time.Time, held []Entry) (found []Made, complete bool, err error) {
+//
+// index, when not "", is a file of cordon's own, outside every sandbox's
+// view, where the look keeps what it found of the tree (each directory's
+// inode and change time, and the paths worth a look every time): the next
+// look lists only the directories whose change time moved, which no
+// process can set back, and walks in full only what is new. Without it,
+// or when it is not this tree's, every directory is listed.
+func FindMade(root string, since time.Time, held []Entry, index string) (found []Made, complete bool, err error) {
 	d, err := openRoot(root)
 	if err != nil {
 		return nil, false, err
 	}
 	defer d.Close()
-	top, err := beneath(d, ".", unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
+	var rootSt unix.Stat_t
+	if err := unix.Fstat(int(d.Fd()), &rootSt); err != nil {
 		return nil, false, err
 	}
-	w := &madeWalk{d: d, since: since.UnixNano(), budget: maxMadeEntries, held: map[string]bool{}}
+	w := &madeWalk{d: d, since: since.UnixNano(), budget: maxMadeEntries, held: map[string]bool{}, seen: map[string]bool{}}
 	for _, e := range held {
 		// Read-only paths could not change; of the pinned directories (on
 		// the way to them), a .git has what git obeys in it held.
 		w.held[e.Rel] = e.ReadOnly || path.Base(e.Rel) == ".git"
 	}
-	w.dir(os.NewFile(uintptr(top), root), ".", 0)
+	ix := loadIndex(index, root, rootSt)
+	if ix != nil {
+		w.ix = ix
+		w.update()
+	} else {
+		w.ix = newIndex(root, rootSt)
+		top, err := beneath(d, ".", unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			return nil, false, err
+		}
+		w.list(os.NewFile(uintptr(top), root), ".", 0, func(string) bool { return true })
+	}
+	if index != "" && !w.cut {
+		w.ix.save(index)
+	}
 	return w.found, !w.cut, nil
 }
 
@@ -77,6 +95,8 @@ type madeWalk struct {
 	cut    bool
 	held   map[string]bool
 	found  []Made
+	seen   map[string]bool // paths reported, or judged, in this look
+	ix     *walkIndex      // what this look learns of the tree
 }
 
 func (w *madeWalk) add(rel, tool string) {
@@ -85,6 +105,103 @@ func (w *madeWalk) add(rel, tool string) {
 		return
 	}
 	w.found = append(w.found, Made{Rel: rel, Tool: tool, Created: w.born(rel)})
+}
+
+// born reports whether rel was made at or after since, where the file
+// system keeps birth times.
+func (w *madeWalk) born(rel string) bool {
+	var stx unix.Statx_t
+	return unix.Statx(int(w.d.Fd()), rel, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx) == nil &&
+		stx.Mask&unix.STATX_BTIME != 0 && stx.Btime.Sec*1e9+int64(stx.Btime.Nsec) >= w.since
+}
+
+func (w *madeWalk) stat(rel string) *unix.Stat_t {
+	var st unix.Stat_t
+	if unix.Fstatat(int(w.d.Fd()), rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return nil
+	}
+	return &st
+}
+
+// list looks at the entries of the directory rel, open as f (which it
+// closes), and lists the subdirectories descend says, each opened from its
+// parent's descriptor, one name at a time, never through a link.
+func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub string) bool) {
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return
+	}
+	var ents []os.DirEntry
+	for {
+		batch, err := f.ReadDir(1024)
+		ents = append(ents, batch...)
+		if w.budget -= len(batch); w.budget < 0 {
+			w.cut = true
+			return
+		}
+		if err == io.EOF || len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			return
+		}
+	}
+	w.ix.Dirs[rel] = dirMark{Ino: st.Ino, Ctime: st.Ctim.Nano()}
+	if rel != "." && obey.GitDir(func(p string) bool {
+		return slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == path.Base(p) })
+	}, ".") {
+		// A repository, whatever it is called.
+		w.ix.Watch[rel] = true
+		w.judge(rel, true)
+		return
+	}
+	for _, e := range ents {
+		sub := path.Join(rel, e.Name())
+		if w.held[sub] {
+			continue // kept read-only, or a repository whose obeyed files were
+		}
+		if obey.Match(sub) != nil || e.Type().IsRegular() && isData(e.Name()) {
+			w.ix.Watch[sub] = true
+			w.judge(sub, e.IsDir())
+			continue
+		}
+		if !e.IsDir() || !descend(sub) {
+			continue
+		}
+		if depth+1 > maxMadeDepth {
+			w.cut = true
+			continue
+		}
+		fd, err := unix.Openat(int(f.Fd()), e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			w.list(os.NewFile(uintptr(fd), sub), sub, depth+1, descend)
+		}
+	}
+}
+
+// judge reports rel, worth a look (a name of the catalog, a repository by
+// its structure, or a file that may be a profile), if the run made or
+// changed it.
+func (w *madeWalk) judge(rel string, isDir bool) {
+	if w.seen[rel] {
+		return
+	}
+	w.seen[rel] = true
+	m := obey.Match(rel)
+	switch {
+	case m == nil && isDir:
+		// A repository by its structure.
+		w.repo(rel, "git", obey.GitWatch)
+	case m == nil:
+		if st := w.stat(rel); st != nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Ctim.Nano() >= w.since && st.Size <= obey.MaxContent && w.isProfile(rel) {
+			w.add(rel, "cordon")
+		}
+	case len(m.Watch) > 0 && isDir:
+		w.repo(rel, m.Tool, m.Watch)
+	case w.changedUnder(rel, 0):
+		w.add(rel, m.Tool)
+	}
 }
 
 // repo reports, for the repository directory rel, the files of watch in
@@ -101,68 +218,56 @@ func (w *madeWalk) repo(rel, tool string, watch []string) {
 	}
 }
 
-// born reports whether rel was made at or after since, where the file
-// system keeps birth times.
-func (w *madeWalk) born(rel string) bool {
-	var stx unix.Statx_t
-	return unix.Statx(int(w.d.Fd()), rel, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx) == nil &&
-		stx.Mask&unix.STATX_BTIME != 0 && stx.Btime.Sec*1e9+int64(stx.Btime.Nsec) >= w.since
-}
-
-// dir looks at the entries of rel, open as f (which it closes). Each
-// directory below is opened from its parent's descriptor, one name at a
-// time, never through a link.
-func (w *madeWalk) dir(f *os.File, rel string, depth int) {
-	defer f.Close()
-	var ents []os.DirEntry
-	for {
-		batch, err := f.ReadDir(1024)
-		ents = append(ents, batch...)
-		if w.budget -= len(batch); w.budget < 0 {
-			w.cut = true
-			return
-		}
-		if err == io.EOF || len(batch) == 0 {
-			break
-		}
-		if err != nil {
-			return
-		}
+// update looks again at a tree it has an index of: every directory whose
+// inode or change time moved is listed again, a directory new to the
+// index is walked in full, and every path worth a look is judged.
+func (w *madeWalk) update() {
+	dirs := make([]string, 0, len(w.ix.Dirs))
+	for rel := range w.ix.Dirs {
+		dirs = append(dirs, rel)
 	}
-	if rel != "." && obey.GitDir(func(p string) bool {
-		return slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == path.Base(p) })
-	}, ".") {
-		// A repository, whatever it is called.
-		w.repo(rel, "git", obey.GitWatch)
-		return
+	// Parents first: a directory walked in full is not listed again.
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	listed := map[string]bool{}
+	unknown := func(sub string) bool {
+		// Descend only into what the index does not know as it is now.
+		mk, ok := w.ix.Dirs[sub]
+		st := w.stat(sub)
+		return !ok || st == nil || st.Ino != mk.Ino
 	}
-	for _, e := range ents {
-		sub := path.Join(rel, e.Name())
-		if w.held[sub] {
-			continue // kept read-only, or a repository whose obeyed files were
-		}
-		if m := obey.Match(sub); m != nil {
-			switch {
-			case len(m.Watch) > 0 && e.IsDir():
-				w.repo(sub, m.Tool, m.Watch)
-			case w.changedUnder(sub, 0):
-				w.add(sub, m.Tool)
-			}
+	for _, rel := range dirs {
+		if listed[rel] {
 			continue
 		}
-		switch {
-		case e.IsDir() && depth+1 > maxMadeDepth:
-			w.cut = true
-		case e.IsDir():
-			fd, err := unix.Openat(int(f.Fd()), e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err == nil {
-				w.dir(os.NewFile(uintptr(fd), sub), sub, depth+1)
-			}
-		case e.Type().IsRegular() && isData(e.Name()):
-			if st := w.stat(sub); st != nil && st.Ctim.Nano() >= w.since && st.Size <= obey.MaxContent && w.isProfile(sub) {
-				w.add(sub, "cordon")
-			}
+		mk := w.ix.Dirs[rel]
+		st := w.stat(rel)
+		if st == nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			delete(w.ix.Dirs, rel)
+			continue
 		}
+		if st.Ino == mk.Ino && st.Ctim.Nano() == mk.Ctime {
+			continue
+		}
+		fd, err := beneath(w.d, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			delete(w.ix.Dirs, rel)
+			continue
+		}
+		w.list(os.NewFile(uintptr(fd), rel), rel, strings.Count(rel, "/"), func(sub string) bool {
+			if !unknown(sub) {
+				return false
+			}
+			listed[sub] = true
+			return true
+		})
+	}
+	for rel := range w.ix.Watch {
+		st := w.stat(rel)
+		if st == nil {
+			delete(w.ix.Watch, rel)
+			continue
+		}
+		w.judge(rel, st.Mode&unix.S_IFMT == unix.S_IFDIR)
 	}
 }
 
@@ -174,14 +279,6 @@ func isData(name string) bool {
 		}
 	}
 	return false
-}
-
-func (w *madeWalk) stat(rel string) *unix.Stat_t {
-	var st unix.Stat_t
-	if unix.Fstatat(int(w.d.Fd()), rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-		return nil
-	}
-	return &st
 }
 
 // changedUnder reports whether rel, or anything under it, changed at or

@@ -79,7 +79,7 @@ func TestFindMade(t *testing.T) {
 	put(t, root+"/agents/notes.yml", "title: x\n")
 	put(t, root+"/src/util.go", "package main\n")
 
-	found, complete, err := FindMade(root, since, held)
+	found, complete, err := FindMade(root, since, held, "")
 	must(t, err)
 	if !complete {
 		t.Error("a small tree was not looked at in full")
@@ -106,5 +106,62 @@ func TestFindMade(t *testing.T) {
 	}
 	if slices.ContainsFunc(found, func(m Made) bool { return m.Rel == ".git" || m.Rel == "HEAD" }) {
 		t.Error("what the plan held is reported")
+	}
+}
+
+// With an index of the tree kept from the last look, a look lists only the
+// directories whose change time moved, and finds what a full look finds:
+// what is made deep in a directory untouched since, a file of a known
+// repository changed in place, a file the run moved (a rename changes the
+// moved file's change time; what a moved directory holds keeps its own).
+func TestFindMadeIndex(t *testing.T) {
+	root := t.TempDir()
+	index := filepath.Join(t.TempDir(), "walk")
+	put(t, root+"/a/b/c/keep.txt", "x")
+	put(t, root+"/old/.git/HEAD", "ref: refs/heads/main\n")
+	put(t, root+"/old/.git/config", "[core]\n")
+	must(t, os.MkdirAll(root+"/old/.git/objects", 0o755))
+	must(t, os.MkdirAll(root+"/old/.git/refs", 0o755))
+	put(t, root+"/moved/x/.npmrc", "registry=x\n")
+	since := tick(t, root)
+	if found, complete, err := FindMade(root, since, nil, index); err != nil || !complete || len(found) != 0 {
+		t.Fatalf("first look: %v %v %+v", err, complete, found)
+	}
+	if _, err := os.Stat(index); err != nil {
+		t.Fatalf("no index kept: %v", err)
+	}
+	since = tick(t, root)
+	put(t, root+"/a/b/c/.yarnrc.yml", "yarnPath: y.cjs\n")
+	put(t, root+"/a/b/c/deep/new/.hg/hgrc", "[hooks]\n")
+	f, err := os.OpenFile(root+"/old/.git/config", os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteString("\tfsmonitor = x\n")
+	must(t, err)
+	must(t, f.Close())
+	must(t, os.MkdirAll(root+"/a/moved", 0o755))
+	must(t, os.Rename(root+"/moved/x/.npmrc", root+"/a/moved/.npmrc"))
+	for _, idx := range []string{index, ""} {
+		found, complete, err := FindMade(root, since, nil, idx)
+		must(t, err)
+		got := map[string]bool{}
+		for _, m := range found {
+			got[m.Rel] = true
+		}
+		for _, want := range []string{"a/b/c/.yarnrc.yml", "a/b/c/deep/new/.hg", "old/.git/config", "a/moved/.npmrc"} {
+			if !got[want] {
+				t.Errorf("index %q: %s not found (complete %v, all: %+v)", idx, want, complete, found)
+			}
+		}
+	}
+	// An index of another tree is not used: its directories would hide
+	// this one's.
+	other := t.TempDir()
+	put(t, other+"/a/b/c/keep.txt", "x")
+	since = tick(t, other)
+	put(t, other+"/a/b/c/.envrc", "x")
+	found, _, err := FindMade(other, since, nil, index)
+	must(t, err)
+	if len(found) != 1 || found[0].Rel != "a/b/c/.envrc" {
+		t.Errorf("with another tree's index: %+v", found)
 	}
 }

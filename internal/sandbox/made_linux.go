@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -20,12 +22,17 @@ const madeMargin = 50 * time.Millisecond
 // the run made or changed below what the plan could hold (see
 // protect.FindMade), and reports it in the outcome, with the command that
 // removes what the run made.
-func findMade(spec *Spec, begun time.Time, res *Result) {
+func findMade(spec *Spec, opts Options, begun time.Time, res *Result) {
 	for _, m := range spec.Mounts {
 		if !m.Writable || m.Device || m.Review {
 			continue
 		}
-		found, complete, err := protect.FindMade(m.Source, begun.Add(-madeMargin), m.Protect)
+		index := ""
+		if opts.WalkIndex != "" {
+			sum := sha256.Sum256([]byte(m.Source))
+			index = filepath.Join(opts.WalkIndex, hex.EncodeToString(sum[:16]))
+		}
+		found, complete, err := protect.FindMade(m.Source, begun.Add(-madeMargin), m.Protect, index)
 		if err != nil {
 			continue // not a directory, or gone
 		}

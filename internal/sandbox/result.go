@@ -62,6 +62,11 @@ type Options struct {
 	// ProfileFile is the file the profile was read from, "" for the
 	// embedded one; a drift check sees it edited.
 	ProfileFile string
+	// WalkIndex, when set, is a directory of cordon's own, outside every
+	// view, where the look after a run in direct mode keeps what it found
+	// of each writable bind, so that the next look lists only what changed
+	// (see protect.FindMade).
+	WalkIndex string
 	// Guard are host files that no writable part of the view may change
 	// (the profile, its approval record, cordon's configuration): inside
 	// one, they are kept read-only as the protected paths are.

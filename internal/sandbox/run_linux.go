@@ -221,7 +221,7 @@ func run(opts Options, res *Result) error {
 	}
 	ended = true
 	res.killed, res.stats, res.wall = lim.end()
-	findMade(spec, begun, res)
+	findMade(spec, opts, begun, res)
 	for _, dir := range spec.restored {
 		res.Notes = append(res.Notes, fmt.Sprintf("the sandbox changed the permissions of %s; cordon set them back", dir))
 	}

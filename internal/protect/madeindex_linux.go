@@ -1,0 +1,92 @@
+package protect
+
+import (
+	"bytes"
+	"encoding/gob"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// walkIndex is what a look after a run keeps of a tree for the next one
+// (see FindMade): it is a cache, and trusted only because it lies where
+// no sandbox reaches and because change times cannot be set back.
+type walkIndex struct {
+	Root     string
+	Dev, Ino uint64
+	// Dirs are the tree's directories, by path, with their inode and
+	// change time when last listed.
+	Dirs map[string]dirMark
+	// Watch are the paths judged at every look: the catalog's names,
+	// repositories known by structure, files that may be profiles.
+	Watch map[string]bool
+}
+
+type dirMark struct {
+	Ino   uint64
+	Ctime int64
+}
+
+// maxIndex bounds the index file cordon reads.
+const maxIndex = 256 << 20
+
+func newIndex(root string, st unix.Stat_t) *walkIndex {
+	return &walkIndex{Root: root, Dev: st.Dev, Ino: st.Ino, Dirs: map[string]dirMark{}, Watch: map[string]bool{}}
+}
+
+// loadIndex reads the index at file, nil when there is none, it does not
+// decode, or it is another tree's.
+func loadIndex(file, root string, st unix.Stat_t) *walkIndex {
+	if file == "" {
+		return nil
+	}
+	f, err := os.OpenFile(file, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxIndex+1))
+	if err != nil || len(data) > maxIndex {
+		return nil
+	}
+	var ix walkIndex
+	if gob.NewDecoder(bytes.NewReader(data)).Decode(&ix) != nil || ix.Root != root || ix.Dev != st.Dev || ix.Ino != st.Ino || ix.Dirs == nil {
+		return nil
+	}
+	if ix.Watch == nil {
+		ix.Watch = map[string]bool{}
+	}
+	return &ix
+}
+
+// save writes the index to file, through a file renamed into place; a
+// failure leaves the next look to list every directory.
+func (ix *walkIndex) save(file string) {
+	var b bytes.Buffer
+	if gob.NewEncoder(&b).Encode(ix) != nil || b.Len() > maxIndex {
+		os.Remove(file)
+		return
+	}
+	if os.MkdirAll(filepath.Dir(file), 0o700) != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".walk-*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.Write(b.Bytes())
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+}
