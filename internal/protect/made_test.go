@@ -3,6 +3,7 @@
 package protect
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,8 +19,13 @@ import (
 func tick(t *testing.T, dir string) time.Time {
 	t.Helper()
 	var st unix.Stat_t
-	must(t, unix.Stat(dir, &st))
-	last := st.Ctim.Nano()
+	var last int64
+	must(t, filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err == nil && unix.Lstat(p, &st) == nil {
+			last = max(last, st.Ctim.Nano())
+		}
+		return err
+	}))
 	probe := filepath.Join(t.TempDir(), "tick")
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		must(t, os.WriteFile(probe, nil, 0o644))
