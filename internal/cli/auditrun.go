@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -32,6 +33,10 @@ type auditor struct {
 	agent    string
 	captures [2]*audit.Capture
 	started  chan error
+
+	// folder, made at the first network decision, folds repeated ones.
+	foldOnce sync.Once
+	folder   *audit.Folder
 }
 
 // auditLog is the log that runs of one cordon command are recorded in.
@@ -177,16 +182,43 @@ func (a *auditor) watch(opts *sandbox.Options) {
 	opts.OnEgress = a.network
 }
 
-// network records a network decision of the sandbox's proxy.
+// network records a network decision of the sandbox's proxy, or counts it
+// as a repeat of one recorded: of the same protocol, destination, rule,
+// decision and reason (see audit.Folder).
 func (a *auditor) network(ev egress.Event) {
+	a.foldOnce.Do(func() { a.folder = audit.NewFolder(a.log, audit.FoldEvery, audit.RunRecords) })
 	e := a.event(audit.Decision, "network", ev)
 	e.Time = ev.Time.UTC()
-	a.log.Add(e)
-	go a.log.Write()
+	if a.folder == nil { // after endNetwork
+		a.log.Add(e)
+		go a.log.Write()
+		return
+	}
+	a.folder.Add(e, networkKey{Protocol: ev.Protocol, Host: ev.Host, Port: ev.Port, Rule: ev.Rule, Decision: ev.Decision, Reason: ev.Reason})
+}
+
+// networkKey is what repeated network decisions share.
+type networkKey struct {
+	Protocol string `json:"protocol"`
+	Host     string `json:"host"`
+	Port     uint16 `json:"port"`
+	Rule     string `json:"rule,omitempty"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+}
+
+// endNetwork records the repeated network decisions still counted, and
+// what the run's budget of records left unrecorded.
+func (a *auditor) endNetwork() {
+	a.foldOnce.Do(func() {})
+	if a.folder != nil {
+		a.folder.Close()
+	}
 }
 
 // end records how the run went and makes it all durable.
 func (a *auditor) end(o outcome.Outcome, tty bool) error {
+	a.endNetwork()
 	if o.Limit != nil {
 		a.log.Add(a.event(audit.Decision, "limit", map[string]any{"name": o.Limit.Name, "value": o.Limit.Value, "status": o.Status}))
 	}
