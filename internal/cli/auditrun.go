@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -41,8 +42,9 @@ type auditor struct {
 
 // auditLog is the log that runs of one cordon command are recorded in.
 type auditLog struct {
-	log     *audit.Log
-	capture int
+	log       *audit.Log
+	capture   int
+	retention audit.Retention
 }
 
 // openAudit opens the audit log for runs of p: --audit-log, else the
@@ -73,7 +75,20 @@ func openAudit(e *env, flagPath string, p *profile.Profile) (*auditLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &auditLog{log: l, capture: int(config.Size(cfg.Audit.Capture, defaultCapture))}, nil
+	ret, err := cfg.Audit.Retention.Policy(filepath.Dir(cfg.File))
+	if err != nil {
+		return nil, err
+	}
+	return &auditLog{log: l, capture: int(config.Size(cfg.Audit.Capture, defaultCapture)), retention: ret}, nil
+}
+
+// retain removes (or archives) the log's oldest rotated files past the
+// configuration's retention, as cordon serve does, recording which first.
+// The run is on the record either way: a failure is only reported.
+func (l *auditLog) retain(e *env) {
+	if _, err := l.log.Retain(l.retention, time.Now()); err != nil {
+		fmt.Fprintf(e.stderr, "cordon: warning: %v\n", err)
+	}
 }
 
 // run starts the record of one sandbox of p, with an id of its own.

@@ -120,6 +120,7 @@ func runCmd(e *env, args []string) int {
 		report(e, o, false, *asJSON, out)
 		return fail(e, fmt.Errorf("audit log: %w (this run is not recorded)", aerr))
 	}
+	al.retain(e)
 	warnDegraded(e, o)
 	if *verbose {
 		fmt.Fprintf(e.stderr, "cordon: landlock ABI %d\n", o.LandlockABI)
