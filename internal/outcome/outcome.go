@@ -31,7 +31,7 @@ import (
 // Status is how a run ended.
 type Status string
 
-// Statuses, in the order Decide considers them.
+// Statuses. Decide ranks the evidence for them as the package doc says.
 const (
 	SandboxError  Status = "sandbox_error"
 	Drift         Status = "drift"
