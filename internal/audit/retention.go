@@ -9,6 +9,14 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Default bounds of a log's files, for cordon run and cordon serve alike.
+const (
+	DefaultRetentionBytes = 1 << 30
+	DefaultRetentionAge   = 90 * 24 * time.Hour
 )
 
 // Retention bounds the rotated files of a log on the disk.
@@ -51,6 +59,22 @@ type RemovedFile struct {
 func (l *Log) Retain(r Retention, now time.Time) ([]RemovedFile, error) {
 	if r.MaxBytes <= 0 && r.MaxAge <= 0 {
 		return nil, nil
+	}
+	if len(Rotated(l.path)) < 2 {
+		return nil, nil
+	}
+	// One retention at a time, among the processes sharing the log (each
+	// cordon run applies it): another under way leaves nothing to do.
+	lock, err := os.OpenFile(l.path+".retain", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit retention: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("audit retention: %w", err)
 	}
 	rotated := Rotated(l.path)
 	if len(rotated) < 2 {

@@ -113,3 +113,22 @@ func TestRetainByAgeToArchive(t *testing.T) {
 		t.Fatalf("within the bounds: %v %v", gone, err)
 	}
 }
+
+// One retention at a time: while another process applies it, Retain
+// leaves the files to it.
+func TestRetainOneAtATime(t *testing.T) {
+	l, _ := rotatedLog(t)
+	lock := mustCreate(t, l.Path()+".retain")
+	if err := flock(lock); err != nil {
+		t.Fatal(err)
+	}
+	before := Rotated(l.Path())
+	other, _ := Open(l.Path(), Options{})
+	if gone, err := other.Retain(Retention{MaxBytes: 1}, time.Now()); err != nil || len(gone) != 0 || len(Rotated(l.Path())) != len(before) {
+		t.Errorf("with the lock held: %v %v", gone, err)
+	}
+	lock.Close()
+	if gone, err := other.Retain(Retention{MaxBytes: 1}, time.Now()); err != nil || len(gone) != len(before)-1 {
+		t.Errorf("after: %d of %d removed, %v", len(gone), len(before), err)
+	}
+}

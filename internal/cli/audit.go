@@ -204,6 +204,18 @@ func describe(r shown) string {
 		return fmt.Sprintf("ran %s in %s", argvText(d["argv"]), str("cwd"))
 	case "network":
 		return fmt.Sprintf("%s %s %s:%v: %s (out %v, in %v bytes)", str("decision"), str("protocol"), str("host"), d["port"], str("reason"), d["bytes_out"], d["bytes_in"])
+	case audit.RepeatedType:
+		same, _ := d["same"].(map[string]any)
+		what := fmt.Sprint(same)
+		if str("of") == "network" {
+			what = fmt.Sprintf("%v %v %v:%v: %v", same["decision"], same["protocol"], same["host"], same["port"], same["reason"])
+		}
+		return fmt.Sprintf("%v more %s: %s, from %s to %s", d["count"], str("of"), what, str("first"), str("last"))
+	case audit.BudgetType:
+		if u, ok := d["unrecorded"]; ok {
+			return fmt.Sprintf("the run's budget of %v records left unrecorded, only counted: %v", d["records"], u)
+		}
+		return fmt.Sprintf("the run reached its budget of %v records: further ones are counted only", d["records"])
 	case "limit":
 		return fmt.Sprintf("stopped at the %s limit (%s)", str("name"), str("value"))
 	case "outcome":

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -32,12 +34,17 @@ type auditor struct {
 	agent    string
 	captures [2]*audit.Capture
 	started  chan error
+
+	// folder, made at the first network decision, folds repeated ones.
+	foldOnce sync.Once
+	folder   *audit.Folder
 }
 
 // auditLog is the log that runs of one cordon command are recorded in.
 type auditLog struct {
-	log     *audit.Log
-	capture int
+	log       *audit.Log
+	capture   int
+	retention audit.Retention
 }
 
 // openAudit opens the audit log for runs of p: --audit-log, else the
@@ -68,7 +75,20 @@ func openAudit(e *env, flagPath string, p *profile.Profile) (*auditLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &auditLog{log: l, capture: int(config.Size(cfg.Audit.Capture, defaultCapture))}, nil
+	ret, err := cfg.Audit.Retention.Policy(filepath.Dir(cfg.File))
+	if err != nil {
+		return nil, err
+	}
+	return &auditLog{log: l, capture: int(config.Size(cfg.Audit.Capture, defaultCapture)), retention: ret}, nil
+}
+
+// retain removes (or archives) the log's oldest rotated files past the
+// configuration's retention, as cordon serve does, recording which first.
+// The run is on the record either way: a failure is only reported.
+func (l *auditLog) retain(e *env) {
+	if _, err := l.log.Retain(l.retention, time.Now()); err != nil {
+		fmt.Fprintf(e.stderr, "cordon: warning: %v\n", err)
+	}
 }
 
 // run starts the record of one sandbox of p, with an id of its own.
@@ -177,16 +197,43 @@ func (a *auditor) watch(opts *sandbox.Options) {
 	opts.OnEgress = a.network
 }
 
-// network records a network decision of the sandbox's proxy.
+// network records a network decision of the sandbox's proxy, or counts it
+// as a repeat of one recorded: of the same protocol, destination, rule,
+// decision and reason (see audit.Folder).
 func (a *auditor) network(ev egress.Event) {
+	a.foldOnce.Do(func() { a.folder = audit.NewFolder(a.log, audit.FoldEvery, audit.RunRecords) })
 	e := a.event(audit.Decision, "network", ev)
 	e.Time = ev.Time.UTC()
-	a.log.Add(e)
-	go a.log.Write()
+	if a.folder == nil { // after endNetwork
+		a.log.Add(e)
+		go a.log.Write()
+		return
+	}
+	a.folder.Add(e, networkKey{Protocol: ev.Protocol, Host: ev.Host, Port: ev.Port, Rule: ev.Rule, Decision: ev.Decision, Reason: ev.Reason})
+}
+
+// networkKey is what repeated network decisions share.
+type networkKey struct {
+	Protocol string `json:"protocol"`
+	Host     string `json:"host"`
+	Port     uint16 `json:"port"`
+	Rule     string `json:"rule,omitempty"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+}
+
+// endNetwork records the repeated network decisions still counted, and
+// what the run's budget of records left unrecorded.
+func (a *auditor) endNetwork() {
+	a.foldOnce.Do(func() {})
+	if a.folder != nil {
+		a.folder.Close()
+	}
 }
 
 // end records how the run went and makes it all durable.
 func (a *auditor) end(o outcome.Outcome, tty bool) error {
+	a.endNetwork()
 	if o.Limit != nil {
 		a.log.Add(a.event(audit.Decision, "limit", map[string]any{"name": o.Limit.Name, "value": o.Limit.Value, "status": o.Status}))
 	}

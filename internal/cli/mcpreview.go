@@ -279,6 +279,7 @@ func (sb *sessionSandbox) end() {
 			c.Error = err.Error()
 		}
 		if a.log != nil {
+			a.endNetwork()
 			if aerr := a.log.Append(a.event(audit.Action, "changes", c)); aerr != nil {
 				fmt.Fprintf(s.e.stderr, "cordon: audit log: %v (the change set %s is not recorded)\n", aerr, a.id)
 			}

@@ -33,6 +33,14 @@ func runCmd(e *env, args []string) int {
 		return fail(e, err)
 	}
 	degraded := f.degraded
+	// The command's output reaches cordon's stderr through lines, and
+	// every line of cordon's own starts on a line of its own.
+	lines := termsafe.NewStream(e.stderr)
+	cmdStdout := e.stdout
+	if sandbox.SameFile(e.stdoutFile, e.stderrFile) {
+		cmdStdout = lines
+	}
+	e = withStderr(e, lines.Own())
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return fail(e, fmt.Errorf("run: no command given"))
@@ -50,7 +58,7 @@ func runCmd(e *env, args []string) int {
 		if pf.changed() || len(degraded) > 0 || *auditLog != "" || *verbose {
 			return fail(e, fmt.Errorf("run --server: the server chooses the profile (the token's agent's), its layers and its audit log; drop --profile, --workspace, --ro, --rw, --limit, --allow, --toolchain, --transparent, --allow-degraded, --audit-log and -v"))
 		}
-		o, err := runRemote(e, *serverURL, fs.Args())
+		o, err := runRemote(e, *serverURL, fs.Args(), cmdStdout, lines)
 		if err != nil {
 			return fail(e, err)
 		}
@@ -88,6 +96,7 @@ func runCmd(e *env, args []string) int {
 		Stdin:         e.stdin,
 		Stdout:        e.stdoutFile,
 		Stderr:        e.stderrFile,
+		StderrLines:   lines,
 		Toolchains:    tc,
 	}
 	if pf.file != "" {
@@ -116,6 +125,7 @@ func runCmd(e *env, args []string) int {
 		report(e, o, false, *asJSON, out)
 		return fail(e, fmt.Errorf("audit log: %w (this run is not recorded)", aerr))
 	}
+	al.retain(e)
 	warnDegraded(e, o)
 	if !*asJSON {
 		for _, ob := range o.Obeyed {
@@ -171,19 +181,31 @@ func report(e *env, o outcome.Outcome, printSummary, asJSON bool, file *hostfile
 			fmt.Fprintf(e.stderr, "cordon: writing the outcome: %v\n", err)
 		}
 	}
-	if (asJSON || printSummary && !o.Clean()) && sandbox.IsTerminal(e.stderrFile) {
-		// The command's output may have left the terminal hiding text
-		// (SGR 8) or in colours of its choosing: cordon's own line is
-		// shown as written.
-		fmt.Fprint(e.stderr, resetTerminal)
-	}
+	var line string
 	switch {
 	case asJSON:
 		b, _ := json.Marshal(o)
-		fmt.Fprintln(e.stderr, string(b))
+		line = string(b)
 	case printSummary && !o.Clean():
-		fmt.Fprintln(e.stderr, o.Summary())
+		line = o.Summary()
+	default:
+		return
 	}
+	if sandbox.IsTerminal(e.stderrFile) {
+		// The command's output may have left the terminal hiding text
+		// (SGR 8) or in colours of its choosing: cordon's own line is
+		// shown as written.
+		line = resetTerminal + line
+	}
+	// One write: on a line of its own (see withStderr), whole.
+	fmt.Fprintln(e.stderr, line)
+}
+
+// withStderr returns a copy of e whose stderr is w.
+func withStderr(e *env, w io.Writer) *env {
+	c := *e
+	c.stderr = w
+	return &c
 }
 
 // resetTerminal resets a terminal's character attributes (SGR 0) and character set (G0 to ASCII).

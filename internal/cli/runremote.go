@@ -21,7 +21,7 @@ const maxRemoteStdin = 32 << 20
 // runRemote runs args in a new sandbox of the server at url, its output
 // streamed here, and kills the sandbox after. Its input is cordon's, read
 // whole first, unless that is a terminal. An interrupt kills the command.
-func runRemote(e *env, url string, args []string) (outcome.Outcome, error) {
+func runRemote(e *env, url string, args []string, stdout, stderr io.Writer) (outcome.Outcome, error) {
 	token, _ := e.getenv("CORDON_TOKEN")
 	if token == "" {
 		return outcome.Outcome{}, errors.New("run --server: set CORDON_TOKEN to the agent's API token")
@@ -49,7 +49,7 @@ func runRemote(e *env, url string, args []string) (outcome.Outcome, error) {
 		defer cancel()
 		c.Kill(kill, sb.ID)
 	}()
-	o, err := c.Exec(ctx, sb.ID, req, e.stdout, e.stderr)
+	o, err := c.Exec(ctx, sb.ID, req, stdout, stderr)
 	if err != nil {
 		return o, err
 	}

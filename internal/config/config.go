@@ -48,6 +48,8 @@ type Audit struct {
 	// Capture is how many bytes of each output stream the log keeps
 	// ("4KiB").
 	Capture string `yaml:"capture"`
+	// Retention bounds the log's rotated files, applied after each run.
+	Retention Retention `yaml:"retention"`
 }
 
 // Token is a bearer token of a named holder; only its SHA-256 is kept
@@ -162,6 +164,9 @@ func Load() (*Config, error) {
 				return nil, fmt.Errorf("%s: %s: %v", path, f.name, err)
 			}
 		}
+	}
+	if _, err := c.Audit.Retention.Policy(""); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return c, nil
 }

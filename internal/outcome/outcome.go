@@ -2,6 +2,21 @@
 // status, the exit status cordon returns, the limit that ended the run, the
 // resources used against every limit, and one human sentence. It is pure:
 // the supervisor gathers the facts, Decide turns them into an Outcome.
+//
+// Decide ranks what it knows by who could have made it up, so that nothing
+// the sandbox prints outranks what cordon saw for itself:
+//
+//  1. what cordon decided: a sandbox error, drift, a limit it ended the run
+//     for (wall, output, memory and pids from the cgroup's counters, a
+//     reviewed workspace's layer it measured full), an egress budget its
+//     proxy enforced;
+//  2. what the kernel counted: the signal of a limit that killed the
+//     command or another process of the run, the cgroup's OOM kills;
+//  3. what the command said: an exit status such as a shell gives for a
+//     child killed by a limit's signal, then words on its standard error.
+//
+// A lower rank is read only when no higher one names a limit; within a
+// rank, the order is the one Decide lists.
 package outcome
 
 import (
@@ -16,7 +31,7 @@ import (
 // Status is how a run ended.
 type Status string
 
-// Statuses, in the order Decide considers them.
+// Statuses. Decide ranks the evidence for them as the package doc says.
 const (
 	SandboxError  Status = "sandbox_error"
 	Drift         Status = "drift"
@@ -239,22 +254,7 @@ func Decide(f Facts) Outcome {
 	if f.Signal != 0 {
 		o.Signal = f.SignalName
 	}
-	limit, evidence := f.Killed, ""
-	switch {
-	case limit != "":
-	case f.Signal == sigXCPU:
-		limit = "cpu_time"
-	case f.Signal == sigXFSZ:
-		limit = "file_size"
-	case f.OOMKills > 0 && (f.Signal == sigKill || !f.Exited):
-		limit = "memory"
-	case f.Signal == sigKill && usedUp(f.Limits, "cpu_time"):
-		// RLIMIT_CPU's hard limit, one second past the soft one, kills
-		// with SIGKILL a program that ignored SIGXCPU.
-		limit = "cpu_time"
-	default:
-		limit, evidence = reachedElsewhere(f)
-	}
+	limit, evidence := reached(f)
 	switch {
 	case f.Err != nil:
 		o.Status, o.ExitCode, o.Error = SandboxError, ExitSandboxError, f.Err.Error()
@@ -301,30 +301,55 @@ func Decide(f Facts) Outcome {
 	return o
 }
 
+// reached names the limit that ended the run, with how cordon knows when
+// the command did not end of it, ranked as the package doc says: cordon's
+// own decisions first (a limit it killed for, an egress budget its proxy
+// enforced, which the caller reports), then the kernel's counts, then what
+// the command said.
+func reached(f Facts) (limit, evidence string) {
+	if f.Killed != "" || f.EgressUsedUp != "" {
+		return f.Killed, ""
+	}
+	if limit, evidence = counted(f); limit != "" {
+		return limit, evidence
+	}
+	return said(f)
+}
+
+// counted finds a limit in what the kernel counted: the signal that ended
+// the command, the cgroup's OOM kills, a limit's signal that killed
+// another process of the run.
+func counted(f Facts) (limit, evidence string) {
+	switch {
+	case f.Signal == sigXCPU:
+		return "cpu_time", ""
+	case f.Signal == sigXFSZ:
+		return "file_size", ""
+	case f.OOMKills > 0 && (f.Signal == sigKill || !f.Exited):
+		return "memory", ""
+	case f.Signal == sigKill && usedUp(f.Limits, "cpu_time"):
+		// RLIMIT_CPU's hard limit, one second past the soft one, kills
+		// with SIGKILL a program that ignored SIGXCPU.
+		return "cpu_time", ""
+	case f.OOMKills > 0 && isSet(f.Limits, "memory"):
+		return "memory", fmt.Sprintf("the kernel killed %d process(es) of the run for memory", f.OOMKills)
+	case isSet(f.Limits, limitSignals[f.OtherSignal]):
+		return limitSignals[f.OtherSignal], fmt.Sprintf("a process of the run was killed by %s", signalName(f.OtherSignal))
+	}
+	return "", ""
+}
+
 // limitSignals are the signals the kernel sends a process that reaches a
 // per-process limit.
 var limitSignals = map[int]string{sigXCPU: "cpu_time", sigXFSZ: "file_size"}
 
-// reachedElsewhere finds a limit that a process of the run other than the
-// command reached, with how cordon knows: the command may be a shell that
-// went on (or exited with the status shells give a killed child), and a
-// program that ignores SIGXFSZ gets EFBIG, which it reports in its own
-// words. A limit that is not set is never reported.
-func reachedElsewhere(f Facts) (limit, evidence string) {
-	set := func(name string) bool {
-		for _, l := range f.Limits {
-			if l.Name == name {
-				return l.EnforcedBy != "unlimited"
-			}
-		}
-		return false
-	}
-	switch {
-	case f.OOMKills > 0 && set("memory"):
-		return "memory", fmt.Sprintf("the kernel killed %d process(es) of the run for memory", f.OOMKills)
-	case set(limitSignals[f.OtherSignal]):
-		return limitSignals[f.OtherSignal], fmt.Sprintf("a process of the run was killed by %s", signalName(f.OtherSignal))
-	case f.Exited && f.Code > 128 && set(limitSignals[f.Code-128]):
+// said finds a limit in what the command said, which the sandbox can
+// forge: the command may be a shell that went on, or exited with the
+// status shells give a killed child, and a program that ignores SIGXFSZ
+// gets EFBIG, which it reports in its own words. A limit that is not set
+// is never reported.
+func said(f Facts) (limit, evidence string) {
+	if f.Exited && f.Code > 128 && isSet(f.Limits, limitSignals[f.Code-128]) {
 		return limitSignals[f.Code-128], fmt.Sprintf("the command exited with status %d, as a shell does when a process it started is killed by %s", f.Code, signalName(f.Code-128))
 	}
 	for _, phrase := range f.OutputSaid {
@@ -332,11 +357,21 @@ func reachedElsewhere(f Facts) (limit, evidence string) {
 		if limit == "memory" && !privateMemory(f.Limits) {
 			continue // with a cgroup, memory is reached by an OOM kill
 		}
-		if set(limit) {
+		if isSet(f.Limits, limit) {
 			return limit, fmt.Sprintf("a process of the run reported %q on its standard error", phrase)
 		}
 	}
 	return "", ""
+}
+
+// isSet reports whether the named limit is in force.
+func isSet(ls []LimitState, name string) bool {
+	for _, l := range ls {
+		if l.Name == name {
+			return l.EnforcedBy != "unlimited"
+		}
+	}
+	return false
 }
 
 // PrivateMemoryRlimit is how memory is enforced without a cgroup: each

@@ -175,3 +175,36 @@ func TestEgressOutcomesFollowTheSchema(t *testing.T) {
 		t.Errorf("egress_denied with exit %d passed the schema", ExitEgressBudget)
 	}
 }
+
+// What cordon decided outranks what the kernel counted, which outranks what
+// the command said: words a sandbox prints never hide why cordon ended it.
+func TestRanking(t *testing.T) {
+	limits := []LimitState{
+		{Name: "wall", Value: "10s", EnforcedBy: "supervisor"},
+		{Name: "memory", Value: "128MiB", EnforcedBy: "cgroup v2"},
+		{Name: "cpu_time", Value: "1s", EnforcedBy: "rlimit"},
+		{Name: "file_size", Value: "1MiB", EnforcedBy: "rlimit"},
+	}
+	words := []string{"File too large"}
+	for _, tt := range []struct {
+		name  string
+		facts Facts
+		want  Status
+	}{
+		{"egress denial over words", Facts{Signal: 9, SignalName: "SIGKILL", OutputSaid: words, EgressUsedUp: "max_denied", EgressBudget: "100"}, EgressDenied},
+		{"egress denial over a shell's status", Facts{Exited: true, Code: 153, OutputSaid: words, EgressUsedUp: "max_denied", EgressBudget: "100"}, EgressDenied},
+		{"egress denial over the kernel", Facts{Exited: true, Code: 1, OtherSignal: 25, OOMKills: 1, EgressUsedUp: "max_denied", EgressBudget: "100"}, EgressDenied},
+		{"egress budget over words", Facts{Exited: true, Code: 1, OutputSaid: words, EgressUsedUp: "bytes_out", EgressBudget: "1MiB"}, EgressBudget},
+		{"a kill over the kernel and words", Facts{Signal: 9, Killed: "wall", OtherSignal: 24, OutputSaid: words}, Timeout},
+		{"the kernel over words", Facts{Exited: true, Code: 1, OtherSignal: 24, OutputSaid: words}, CPUTimeLimit},
+		{"OOM kills over a shell's status", Facts{Exited: true, Code: 153, OOMKills: 1}, MemoryLimit},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.facts
+			f.Limits = limits
+			if o := Decide(f); o.Status != tt.want {
+				t.Errorf("got %s (%s), want %s", o.Status, o.Message, tt.want)
+			}
+		})
+	}
+}

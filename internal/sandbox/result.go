@@ -9,6 +9,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 	"github.com/cordon-sandbox/cordon/internal/toolchain"
 )
 
@@ -52,6 +53,12 @@ type Options struct {
 	Stdin  *os.File
 	Stdout *os.File
 	Stderr *os.File
+	// StderrLines, when set, is Stderr as a termsafe.Stream: what the
+	// command writes to Stderr (and to Stdout, when it is the same file)
+	// passes through it, and cordon's own lines during the run (egress
+	// refusals, drift) are written to it as its own, each on a line of its
+	// own; so are the caller's after Run.
+	StderrLines *termsafe.Stream
 	// Taps, when set, also receive what reaches Stdout and Stderr (after
 	// the output cap): what the agent will read. On a terminal both
 	// streams are one, given to Taps[0].
@@ -109,4 +116,19 @@ func setupErr(stage string, err error) error {
 		return nil
 	}
 	return &SetupError{Stage: stage, Err: err}
+}
+
+// SameFile reports whether a and b are one open file (stderr redirected to
+// stdout, one terminal for both), where the last line either stream left
+// open is the one that a line of cordon's would continue.
+func SameFile(a, b *os.File) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	sa, err := a.Stat()
+	if err != nil {
+		return false
+	}
+	sb, err := b.Stat()
+	return err == nil && os.SameFile(sa, sb)
 }

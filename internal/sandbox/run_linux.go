@@ -100,9 +100,18 @@ func run(opts Options, res *Result) error {
 			defer (*f).Close()
 		}
 	}
+	// What the command writes, and cordon's own lines while it runs, pass
+	// through StderrLines when given (see Options).
+	outDst, errDst, own := io.Writer(stdout), io.Writer(stderr), io.Writer(stderr)
+	if l := opts.StderrLines; l != nil {
+		errDst, own = l, l.Own()
+		if SameFile(stdout, stderr) {
+			outDst = l
+		}
+	}
 	// The command's output passes through cordon, which counts it and cuts
 	// it at the output limit.
-	outCap := &outputCap{limit: quantity(opts.Profile.Resources.Output), marker: stderr, trip: func() { lim.trip("output") }}
+	outCap := &outputCap{limit: quantity(opts.Profile.Resources.Output), marker: errDst, trip: func() { lim.trip("output") }}
 	res.output = outCap
 
 	var tty *terminal
@@ -111,7 +120,7 @@ func run(opts Options, res *Result) error {
 	var handed []*os.File // pipe ends init takes over
 	stdio := []*os.File{stdin, nil, nil}
 	if UsesTerminal(opts.Stdin, opts.Stdout) {
-		if tty, err = newTerminal(opts.Stdin, outCap.terminal(tapped(stdout, opts.Taps[0]))); err != nil {
+		if tty, err = newTerminal(opts.Stdin, outCap.terminal(tapped(outDst, opts.Taps[0]))); err != nil {
 			return setupErr("allocating a terminal", err)
 		}
 		defer tty.close()
@@ -140,7 +149,7 @@ func run(opts Options, res *Result) error {
 				}(stdin)
 			}
 		}
-		for i, dst := range []*os.File{stdout, stderr} {
+		for i, dst := range []io.Writer{outDst, errDst} {
 			r, w, err := os.Pipe()
 			if err != nil {
 				return setupErr("creating output pipes", err)
@@ -157,7 +166,7 @@ func run(opts Options, res *Result) error {
 		}
 	}
 	begun := time.Now()
-	b, err := boot(opts, spec, lim, res, exe, bootFiles{stdio: stdio, console: console, handed: handed, stderr: stderr, ready: registered})
+	b, err := boot(opts, spec, lim, res, exe, bootFiles{stdio: stdio, console: console, handed: handed, stderr: own, ready: registered})
 	if err != nil {
 		return err
 	}
@@ -165,7 +174,7 @@ func run(opts Options, res *Result) error {
 
 	done := make(chan struct{})
 	defer close(done)
-	watchDrift(opts, lim, init.pid, res, stderr, done)
+	watchDrift(opts, lim, init.pid, res, own, done)
 	go func() {
 		interrupts := 0
 		for {

@@ -3,10 +3,10 @@ package server
 import (
 	"fmt"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/config"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
@@ -84,8 +84,8 @@ const (
 	DefaultMaxURLBytes             = 8 << 10
 	DefaultMaxConnections          = 1024
 	DefaultMaxConnectionsPerRemote = 128
-	DefaultRetentionBytes          = 1 << 30
-	DefaultRetentionAge            = 90 * 24 * time.Hour
+	DefaultRetentionBytes          = audit.DefaultRetentionBytes
+	DefaultRetentionAge            = audit.DefaultRetentionAge
 )
 
 // Default rates.
@@ -164,10 +164,10 @@ func (c *Config) loadLimits(at func(p, field, msg string) error) error {
 		}
 	}
 	r := &c.AuditRetention
-	if r.bytes, err = sizeOrOff(r.MaxBytes, DefaultRetentionBytes); err != nil {
+	if r.bytes, err = config.SizeOrOff(r.MaxBytes, DefaultRetentionBytes); err != nil {
 		return at("$.audit_retention.max_bytes", "audit_retention.max_bytes", err.Error())
 	}
-	if r.age, err = ageOrOff(r.MaxAge, DefaultRetentionAge); err != nil {
+	if r.age, err = config.AgeOrOff(r.MaxAge, DefaultRetentionAge); err != nil {
 		return at("$.audit_retention.max_age", "audit_retention.max_age", err.Error())
 	}
 	if r.Archive != "" && !filepath.IsAbs(r.Archive) && c.File != "" {
@@ -192,43 +192,4 @@ func (r *Rate) fill(def Rate) error {
 		return fmt.Errorf("want rate (requests a second) above 0 and burst of at least 1, found rate %g, burst %d", r.Rate, r.Burst)
 	}
 	return nil
-}
-
-// sizeOrOff reads a size, "off" (0: no bound) or "" (def).
-func sizeOrOff(text string, def int64) (int64, error) {
-	switch text {
-	case "":
-		return def, nil
-	case "off":
-		return 0, nil
-	}
-	n, err := profile.ParseSize(text)
-	if err != nil || n < 1<<20 {
-		return 0, fmt.Errorf("want a size of at least 1MiB such as 1GiB, or off, found %q", text)
-	}
-	return n, nil
-}
-
-// ageOrOff reads an age such as 30d, 12h or 90m, "off" (0: no bound) or ""
-// (def).
-func ageOrOff(text string, def time.Duration) (time.Duration, error) {
-	switch text {
-	case "":
-		return def, nil
-	case "off":
-		return 0, nil
-	}
-	bad := fmt.Errorf("want an age of at least 1h such as 30d or 36h, or off, found %q", text)
-	if days, ok := strings.CutSuffix(text, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 1 || n > 100000 {
-			return 0, bad
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(text)
-	if err != nil || d < time.Hour {
-		return 0, bad
-	}
-	return d, nil
 }

@@ -6,7 +6,8 @@
 // cordon's), and invisible format characters (among them the Unicode
 // bidirectional controls U+202A-U+202E, U+2066-U+2069, U+200E, U+200F and
 // U+061C, which reorder what is shown), are shown as Go escapes, invalid
-// UTF-8 as bytes.
+// UTF-8 as bytes. A Stream carries a sandbox's output and cordon's own
+// lines on one of cordon's streams, each of cordon's on a line of its own.
 package termsafe
 
 import (
