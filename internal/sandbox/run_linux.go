@@ -671,6 +671,12 @@ func buildSpec(opts Options) (*Spec, error) {
 		review := p.Workspace.Reviewed()
 		spec.Mounts = append(spec.Mounts, Mount{Source: ws, Target: target, Writable: p.Workspace.Writable && !review, Review: review})
 		spec.Workdir = target
+		if sub := opts.Subdir; sub != "" && sub != "." {
+			if !filepath.IsLocal(sub) {
+				return nil, setupErr("workspace", fmt.Errorf("the working directory %s is not beneath the workspace", sub))
+			}
+			spec.workspace, spec.Workdir = target, filepath.Join(target, sub)
+		}
 		if review {
 			spec.Layer = &Layer{Size: p.Resources.WorkspaceSize.N, Inodes: p.Resources.WorkspaceInodes.N}
 			// A writable bind of part of the reviewed tree, of a
@@ -723,7 +729,7 @@ func protectWritable(spec *Spec, opts Options) error {
 		}
 		spec.plans = append(spec.plans, plan)
 		spec.Mounts[i].Protect = plan.Entries
-		if m.Target == spec.Workdir {
+		if spec.atWorkspace(m.Target) {
 			ignoreInGit(spec, plan.Placeholders())
 		}
 		if slices.Contains(plan.Placeholders(), ".git") {
@@ -788,7 +794,7 @@ type idMapping struct{ uid, gid int }
 func rootIDs(spec *Spec) idMapping {
 	ids := idMapping{uid: nobody, gid: nobody}
 	for _, m := range spec.Mounts {
-		if m.Target != spec.Workdir || m.Device {
+		if !spec.atWorkspace(m.Target) || m.Device {
 			continue
 		}
 		var st unix.Stat_t
