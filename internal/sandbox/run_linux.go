@@ -729,6 +729,7 @@ func protectWritable(spec *Spec, opts Options) error {
 		}
 		spec.plans = append(spec.plans, plan)
 		spec.Mounts[i].Protect = plan.Entries
+		spec.Placeholders = append(spec.Placeholders, plan.PlaceholderIDs()...)
 		if spec.atWorkspace(m.Target) {
 			ignoreInGit(spec, plan.Placeholders())
 		}
