@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,12 @@ func TestServeListHidesPlaceholders(t *testing.T) {
 	}
 	if got := strings.Join(names, " "); got != ".git/ .vscode/ README src/" {
 		t.Errorf("archive of the workspace: %s, want .git/ .vscode/ README src/", got)
+	}
+	// A command that fails on a protected path is told so, from the
+	// directory it runs in.
+	o, err := c.Exec(ctx, sb.ID, api.ExecRequest{Args: []string{"sh", "-c", "echo {} > ../.vscode/settings.json"}, Dir: "/workspace/src"}, nil, nil)
+	if err != nil || o.Status != outcome.ExitNonzero || o.ExitCode != 2 || !slices.Equal(o.Protected, []string{".vscode"}) || !strings.Contains(o.Message, "cordon protects .vscode") {
+		t.Errorf("a write to .vscode: %+v %v", o, err)
 	}
 }
 

@@ -102,7 +102,8 @@ func run(opts Options, res *Result) error {
 	}
 	// The command's output passes through cordon, which counts it and cuts
 	// it at the output limit.
-	outCap := &outputCap{limit: quantity(opts.Profile.Resources.Output), marker: stderr, trip: func() { lim.trip("output") }}
+	outCap := &outputCap{limit: quantity(opts.Profile.Resources.Output), marker: stderr, trip: func() { lim.trip("output") },
+		protected: protectedNames(spec.protectedPaths(opts.Guard), spec.Workdir)}
 	res.output = outCap
 
 	var tty *terminal
