@@ -539,3 +539,37 @@ func bashOutput(t *testing.T, dir, command string, env []string) string {
 	}
 	return out.String()
 }
+
+// TestClaudeCodeHookInRepository runs a rewritten command where the Bash
+// tool's shell has gone into a subdirectory of a git repository: git
+// finds its repository, and the command runs in that subdirectory.
+func TestClaudeCodeHookInRepository(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	project, run := hook(t)
+	bin := cordonDir(t)
+	canSandbox(t, bin)
+	repo := t.TempDir()
+	sub := filepath.Join(repo, "src", "pkg")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(repo, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bashOutput(t, repo, "git init -q", nil)
+	stdout, stderr, code := run(hookInput(project, "Bash", map[string]any{"command": "pwd; git rev-parse --show-prefix"}))
+	if code != 0 {
+		t.Fatalf("hook status %d: %s", code, stderr)
+	}
+	var o hookOutput
+	if err := json.Unmarshal([]byte(stdout), &o); err != nil {
+		t.Fatal(err)
+	}
+	wrapped, _ := o.HookSpecificOutput.UpdatedInput["command"].(string)
+	got := bashOutput(t, sub, wrapped, []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")})
+	if want := sub + "\nsrc/pkg/\n"; got != want {
+		t.Errorf("%q in %s printed %q, want %q", wrapped, sub, got, want)
+	}
+}

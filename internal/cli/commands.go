@@ -42,7 +42,9 @@ func init() {
 			short: "run CMD in a least-privilege sandbox",
 			long: "Runs CMD in a sandbox built from the profile (the embedded default profile without --profile): namespaces of its own, " +
 				"only the files the profile binds, seccomp, Landlock, resource limits, and the network only through cordon's egress proxy " +
-				"to the destinations the profile allows. cordon exits with the command's own status; its own failures exit 125. " +
+				"to the destinations the profile allows. With the default profile, the workspace is the current directory or, inside a git repository, " +
+				"its top, the command starting in the same subdirectory (--workspace . keeps the current directory alone). " +
+				"cordon exits with the command's own status; its own failures exit 125. " +
 				"With --server, the command runs in a sandbox of cordon serve instead, under the profile the server gives the token's agent.",
 			flags: func(fs *flag.FlagSet) { new(runFlags).register(fs) },
 			run:   runCmd,

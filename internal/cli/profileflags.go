@@ -24,7 +24,7 @@ type profileFlags struct {
 
 func (pf *profileFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&pf.file, "profile", "", "profile `FILE` (default: the embedded default profile)")
-	fs.StringVar(&pf.workspace, "workspace", "", "workspace `DIR`, bound read-write (default: the profile's, '.' in the default profile)")
+	fs.StringVar(&pf.workspace, "workspace", "", "workspace `DIR`, bound read-write (default: the profile's; the default profile's is the current directory, or for cordon run the top of the git repository holding it)")
 	fs.Var(&pf.ro, "ro", "bind host `PATH` read-only at the same place (repeatable)")
 	fs.Var(&pf.rw, "rw", "bind host `PATH` read-write at the same place (repeatable)")
 	fs.Var(&pf.limits, "limit", "set a resource limit, `NAME=VALUE` (e.g. memory=512MiB, wall=30s); repeatable")

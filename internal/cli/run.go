@@ -69,6 +69,7 @@ func runCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	subdir := repoWorkspace(e, pf, p)
 	if out != nil {
 		// Now that the view is known: the outcome is written outside it.
 		if where := visibleIn(p, e.cwd, out.Path()); where != "" {
@@ -92,6 +93,7 @@ func runCmd(e *env, args []string) int {
 		Args:          fs.Args(),
 		AllowDegraded: allow,
 		Cwd:           e.cwd,
+		Subdir:        subdir,
 		LookupEnv:     e.getenv,
 		Stdin:         e.stdin,
 		Stdout:        e.stdoutFile,

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,69 @@ func TestServeListDir(t *testing.T) {
 }
 
 const listTooMany = 10001
+
+// TestServeListHidesPlaceholders lists a workspace cordon made placeholders
+// in: they are not listed, nor downloaded, while what the user made there
+// (a real .git, an empty .vscode of theirs) is, whatever its name.
+func TestServeListHidesPlaceholders(t *testing.T) {
+	ws := t.TempDir()
+	for _, d := range []string{".git", ".vscode", "src"} {
+		if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "README"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(ws, 0o755)
+	profile := strings.Replace(testProfile("shared", "  wall: 1m\n"), "  path: .\n", "  path: "+ws+"\n  target: /workspace\n", 1)
+	s := startServe(t, "  shared:\n    profile: shared.yaml\n", map[string]string{"shared.yaml": profile})
+	ctx := context.Background()
+	c := s.client("shared")
+	sb, err := c.CreateAndRun(ctx, api.ExecRequest{Args: []string{"sh", "-c", "ls -A /workspace | tr '\\n' ' '"}})
+	if err != nil || sb.Result == nil || sb.Result.Outcome.Status != outcome.OK {
+		t.Fatalf("%+v %v", sb, err)
+	}
+	// The sandbox's own ls sees them: they hold the paths in place.
+	if !strings.Contains(string(sb.Result.Stdout), ".claude") {
+		t.Fatalf("no placeholder in the workspace to hide: ls -A shows %q", sb.Result.Stdout)
+	}
+	l, err := c.ListDir(ctx, sb.ID, "/workspace", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range l.Entries {
+		names = append(names, e.Name)
+	}
+	if got := strings.Join(names, " "); got != ".git .vscode README src" {
+		t.Errorf("listing of the workspace: %s, want .git .vscode README src", got)
+	}
+	var archive bytes.Buffer
+	if _, err := c.DownloadTar(ctx, sb.ID, "/workspace", &archive); err != nil {
+		t.Fatal(err)
+	}
+	names = nil
+	tr := tar.NewReader(&archive)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	if got := strings.Join(names, " "); got != ".git/ .vscode/ README src/" {
+		t.Errorf("archive of the workspace: %s, want .git/ .vscode/ README src/", got)
+	}
+	// A command that fails on a protected path is told so, from the
+	// directory it runs in.
+	o, err := c.Exec(ctx, sb.ID, api.ExecRequest{Args: []string{"sh", "-c", "echo {} > ../.vscode/settings.json"}, Dir: "/workspace/src"}, nil, nil)
+	if err != nil || o.Status != outcome.ExitNonzero || o.ExitCode != 2 || !slices.Equal(o.Protected, []string{".vscode"}) || !strings.Contains(o.Message, "cordon protects .vscode") {
+		t.Errorf("a write to .vscode: %+v %v", o, err)
+	}
+}
 
 // TestServeTar moves a directory out of a sandbox and into another as tar
 // streams, made and read inside the sandboxes: links stay links, nothing

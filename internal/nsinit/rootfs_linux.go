@@ -394,6 +394,9 @@ func (r *rootfs) writeEtc() error {
 	if s.GitIgnore != "" {
 		files[strings.TrimPrefix(wire.GitIgnoreFile, "/etc/")] = s.GitIgnore
 	}
+	if len(s.Placeholders) > 0 {
+		files[strings.TrimPrefix(wire.PlaceholdersFile, "/etc/")] = wire.PlaceholdersText(s.Placeholders)
+	}
 	if s.Transparent {
 		files["resolv.conf"] = "nameserver " + strings.TrimSuffix(wire.DNSAddr, ":53") + "\n"
 	}

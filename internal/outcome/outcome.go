@@ -126,6 +126,11 @@ type Outcome struct {
 	// editors, cordon) where direct mode cannot hold it back: below the
 	// workspace's root, as a nested repository.
 	Obeyed []Obeyed `json:"obeyed,omitempty"`
+	// Protected, for a command that exited non-zero, names the protected
+	// paths (relative to their bind, as workspace.unprotect names them)
+	// that its standard error named with a refusal such as "Read-only
+	// file system": what cordon kept read-only may be why it failed.
+	Protected []string `json:"protected,omitempty"`
 	// Message is one sentence for a person.
 	Message string `json:"message"`
 }
@@ -230,6 +235,11 @@ type Facts struct {
 	// OutputSaid lists, in order, the LimitPhrases a process of the run
 	// wrote to its standard error (each once).
 	OutputSaid []string
+	// Protected lists, in order, the protected paths a line of the run's
+	// standard error named together with a refusal ("Read-only file
+	// system", "Device or resource busy", "Permission denied", "Operation
+	// not permitted").
+	Protected []string
 }
 
 // Signal numbers Decide recognizes (the same on every Linux architecture
@@ -291,6 +301,11 @@ func Decide(f Facts) Outcome {
 	case f.Code != 0:
 		o.Status, o.ExitCode = ExitNonzero, f.Code
 		o.Message = fmt.Sprintf("the command exited with status %d", f.Code)
+		if len(f.Protected) > 0 {
+			// The command's own words, so only a hint: never a status.
+			o.Protected = f.Protected
+			o.Message += "; " + protectedHint(f.Protected)
+		}
 	default:
 		o.Status, o.ExitCode = OK, 0
 		o.Message = "the command exited with status 0"
@@ -337,6 +352,25 @@ func counted(f Facts) (limit, evidence string) {
 		return limitSignals[f.OtherSignal], fmt.Sprintf("a process of the run was killed by %s", signalName(f.OtherSignal))
 	}
 	return "", ""
+}
+
+// protectedHint says that the protected paths rels, which a failing
+// command named, are cordon's doing, and how a profile allows them.
+func protectedHint(rels []string) string {
+	what := "it"
+	if len(rels) > 1 {
+		what = "them"
+	}
+	return fmt.Sprintf("cordon protects %s, which the host's tools obey: the sandbox may not change %s (to allow it: workspace.unprotect: [%s] in the profile; or review the workspace's changes instead: --review, workspace.mode: review)",
+		joinNames(rels), what, strings.Join(rels, ", "))
+}
+
+// joinNames joins names as a sentence does: a, b and c.
+func joinNames(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // limitSignals are the signals the kernel sends a process that reaches a

@@ -77,6 +77,41 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// A protected path a failing command named is a hint in the message and
+// the outcome's protected, never its status or exit status; a command
+// that succeeded, was killed or reached a limit gets none.
+func TestProtectedHint(t *testing.T) {
+	named := []string{".git", ".vscode"}
+	for _, tt := range []struct {
+		name   string
+		facts  Facts
+		status Status
+		exit   int
+		hint   bool
+	}{
+		{"exited non-zero", Facts{Exited: true, Code: 128, Protected: named}, ExitNonzero, 128, true},
+		{"exited 0", Facts{Exited: true, Protected: named}, OK, 0, false},
+		{"killed", Facts{Signal: 15, SignalName: "SIGTERM", Protected: named}, Signaled, 143, false},
+		{"a limit", Facts{Exited: true, Code: 1, Killed: "wall", Protected: named}, Timeout, ExitTimeout, false},
+		{"not started", Facts{Exited: true, Code: 126, ExecFailed: "permission denied", Protected: named}, ExitNonzero, 126, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Decide(tt.facts)
+			if o.Status != tt.status || o.ExitCode != tt.exit {
+				t.Errorf("got %s/%d, want %s/%d", o.Status, o.ExitCode, tt.status, tt.exit)
+			}
+			said := strings.Contains(o.Message, "cordon protects .git and .vscode, which the host's tools obey: the sandbox may not change them (to allow it: workspace.unprotect: [.git, .vscode] in the profile;")
+			if said != tt.hint || (o.Protected != nil) != tt.hint {
+				t.Errorf("message %q, protected %q; want a hint: %t", o.Message, o.Protected, tt.hint)
+			}
+		})
+	}
+	o := Decide(Facts{Exited: true, Code: 1, Protected: []string{".git/config"}})
+	if want := "the command exited with status 1; cordon protects .git/config, which the host's tools obey: the sandbox may not change it (to allow it: workspace.unprotect: [.git/config] in the profile; or review the workspace's changes instead: --review, workspace.mode: review)"; o.Message != want {
+		t.Errorf("message %q, want %q", o.Message, want)
+	}
+}
+
 // Words of a failed allocation mean the memory limit only where an rlimit
 // bounds each process; with a cgroup, only its OOM kills count.
 func TestMemoryWords(t *testing.T) {

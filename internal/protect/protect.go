@@ -276,6 +276,24 @@ func (p *Plan) Placeholders() []string {
 	return out
 }
 
+// ID is a file's identity on the host: its device and inode numbers, the
+// same through every bind of its file system.
+type ID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+// PlaceholderIDs are the identities of the placeholders made: a listing
+// that leaves them out leaves out exactly cordon's, never a file of the
+// same name the user made.
+func (p *Plan) PlaceholderIDs() []ID {
+	var out []ID
+	for _, g := range p.ghosts {
+		out = append(out, ID{Dev: g.dev, Ino: g.ino})
+	}
+	return out
+}
+
 // Tokens describe the placeholders for a process that removes them if
 // cordon dies first (see Sweep): the root, the path and a file's content
 // (hex, so that any byte survives an argument list), and the device, inode

@@ -52,6 +52,11 @@ type Box struct {
 	closeOnce sync.Once
 	// layer is the root of a reviewed workspace's layer; nil otherwise.
 	layer *os.File
+	// protected are the protected paths of the view, and workdir the
+	// working directory of a command given none, for a failing command's
+	// message to be recognised by.
+	protected []protectedPath
+	workdir   string
 }
 
 // ErrEnded is returned by Exec once the sandbox has ended.
@@ -159,7 +164,8 @@ func Start(opts Options) (*Box, error) {
 	}
 	now := time.Now()
 	x := &Box{opts: opts, res: res, lim: lim, b: b, null: null, drift: drifter, ctl: conn.(*net.UnixConn), last: now,
-		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{}), layer: layer}
+		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{}), layer: layer,
+		protected: spec.protectedPaths(opts.Guard), workdir: spec.Workdir}
 	if layer != nil {
 		go watchLayer(layer, lim, x.stopDrift)
 	}
@@ -343,7 +349,12 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 	// cannot change how they are read.
 	ids := pipeIDs(outR, errR)
 	stdout, stderr := orDiscard(e.Stdout), orDiscard(e.Stderr)
-	capped := &outputCap{limit: quantity(x.opts.Profile.Resources.Output), marker: stderr, trip: func() { c.trip("output") }}
+	dir := e.Dir
+	if dir == "" {
+		dir = x.workdir
+	}
+	capped := &outputCap{limit: quantity(x.opts.Profile.Resources.Output), marker: stderr, trip: func() { c.trip("output") },
+		protected: protectedNames(x.protected, dir)}
 	var copies sync.WaitGroup
 	for _, p := range []struct {
 		r   *os.File

@@ -111,6 +111,7 @@ func (r *Result) facts(err error) outcome.Facts {
 	if r.output != nil {
 		f.Usage.StdoutBytes, f.Usage.StderrBytes = r.output.counts()
 		f.OutputSaid = r.output.saidLimits()
+		f.Protected = r.output.protectedSaid()
 	}
 	// The cgroup counts every process, also those killed with init; the
 	// rusage of init only those it reaped.

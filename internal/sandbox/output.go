@@ -19,23 +19,54 @@ type outputCap struct {
 	marker io.Writer
 	trip   func()
 
+	// protected are the protected paths of the run, looked for in the
+	// lines of standard error that hold a refusal (see sawLine); set
+	// before any writer is made.
+	protected []protectedName
+
 	mu             sync.Mutex
 	stdout, stderr int64
 	over           bool
-	said           []string // the limit phrases seen, in order
+	said           []string     // the limit phrases seen, in order
+	named          []string     // the protected paths seen, in order
+	scanners       []*capWriter // the writers that scan, for their last lines
 }
 
 // writer returns a Writer to dst that counts into the stream's counter;
 // standard error is also scanned for limit phrases.
 func (c *outputCap) writer(dst io.Writer, stderr bool) io.Writer {
-	return &capWriter{c: c, dst: dst, stderr: stderr, scans: stderr}
+	return c.scanner(&capWriter{c: c, dst: dst, stderr: stderr, scans: stderr})
 }
 
 // terminal returns the Writer for a terminal's output, where standard
 // output and standard error are one stream: counted as standard output,
 // scanned as standard error.
 func (c *outputCap) terminal(dst io.Writer) io.Writer {
-	return &capWriter{c: c, dst: dst, scans: true}
+	return c.scanner(&capWriter{c: c, dst: dst, scans: true})
+}
+
+func (c *outputCap) scanner(w *capWriter) *capWriter {
+	if w.scans && len(c.protected) > 0 {
+		c.mu.Lock()
+		c.scanners = append(c.scanners, w)
+		c.mu.Unlock()
+	}
+	return w
+}
+
+// protectedSaid returns the protected paths that lines of the command's
+// standard error named together with a refusal, in the order first seen.
+func (c *outputCap) protectedSaid() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.scanners {
+		// A last line without its newline.
+		if len(w.line) > 0 {
+			c.sawLine(w.line)
+			w.line = w.line[:0]
+		}
+	}
+	return slices.Clone(c.named)
 }
 
 // counts returns the bytes written to stdout and stderr.
@@ -59,6 +90,25 @@ type capWriter struct {
 	stderr bool
 	scans  bool   // look for limit phrases (standard error, or a terminal)
 	tail   []byte // the end of the last write, for a phrase split across writes
+	line   []byte // the line being written, up to maxLine bytes of it
+}
+
+// lines passes each line of p that ends to sawLine, keeping the one that
+// does not for the next write; c.mu is held.
+func (w *capWriter) lines(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		part := p
+		if i >= 0 {
+			part = p[:i]
+		}
+		w.line = append(w.line, part[:min(len(part), maxLine-len(w.line))]...)
+		if i < 0 {
+			return
+		}
+		w.c.sawLine(w.line)
+		w.line, p = w.line[:0], p[i+1:]
+	}
 }
 
 // phrases are outcome.LimitPhrases, in a fixed order.
@@ -112,6 +162,9 @@ func (w *capWriter) Write(p []byte) (int, error) {
 		said = w.scan(p)
 	}
 	c.mu.Lock()
+	if w.scans && len(c.protected) > 0 {
+		w.lines(p)
+	}
 	for _, phrase := range said {
 		if !slices.Contains(c.said, phrase) {
 			c.said = append(c.said, phrase)

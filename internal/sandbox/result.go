@@ -42,6 +42,9 @@ type Options struct {
 	AllowDegraded map[string]bool
 	// Cwd resolves a relative workspace path.
 	Cwd string
+	// Subdir is where the command starts, relative to the workspace: a
+	// directory beneath it; "" starts it at the workspace's top.
+	Subdir string
 	// LookupEnv reads cordon's own environment, for env.pass.
 	LookupEnv func(string) (string, bool)
 	// SelfExec runs cordon itself as the command, with Args as its

@@ -111,7 +111,8 @@ func run(opts Options, res *Result) error {
 	}
 	// The command's output passes through cordon, which counts it and cuts
 	// it at the output limit.
-	outCap := &outputCap{limit: quantity(opts.Profile.Resources.Output), marker: errDst, trip: func() { lim.trip("output") }}
+	outCap := &outputCap{limit: quantity(opts.Profile.Resources.Output), marker: errDst, trip: func() { lim.trip("output") },
+		protected: protectedNames(spec.protectedPaths(opts.Guard), spec.Workdir)}
 	res.output = outCap
 
 	var tty *terminal
@@ -682,6 +683,12 @@ func buildSpec(opts Options) (*Spec, error) {
 		review := p.Workspace.Reviewed()
 		spec.Mounts = append(spec.Mounts, Mount{Source: ws, Target: target, Writable: p.Workspace.Writable && !review, Review: review})
 		spec.Workdir = target
+		if sub := opts.Subdir; sub != "" && sub != "." {
+			if !filepath.IsLocal(sub) {
+				return nil, setupErr("workspace", fmt.Errorf("the working directory %s is not beneath the workspace", sub))
+			}
+			spec.workspace, spec.Workdir = target, filepath.Join(target, sub)
+		}
 		if review {
 			spec.Layer = &Layer{Size: p.Resources.WorkspaceSize.N, Inodes: p.Resources.WorkspaceInodes.N}
 			// A writable bind of part of the reviewed tree, of a
@@ -734,7 +741,8 @@ func protectWritable(spec *Spec, opts Options) error {
 		}
 		spec.plans = append(spec.plans, plan)
 		spec.Mounts[i].Protect = plan.Entries
-		if m.Target == spec.Workdir {
+		spec.Placeholders = append(spec.Placeholders, plan.PlaceholderIDs()...)
+		if spec.atWorkspace(m.Target) {
 			ignoreInGit(spec, plan.Placeholders())
 		}
 		if slices.Contains(plan.Placeholders(), ".git") {
@@ -799,7 +807,7 @@ type idMapping struct{ uid, gid int }
 func rootIDs(spec *Spec) idMapping {
 	ids := idMapping{uid: nobody, gid: nobody}
 	for _, m := range spec.Mounts {
-		if m.Target != spec.Workdir || m.Device {
+		if !spec.atWorkspace(m.Target) || m.Device {
 			continue
 		}
 		var st unix.Stat_t

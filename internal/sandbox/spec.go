@@ -19,12 +19,24 @@ import (
 // and the protected paths' plans.
 type Spec struct {
 	wire.Spec
+	// workspace is where the workspace appears inside, when the command
+	// starts elsewhere (a directory beneath it); see atWorkspace.
+	workspace string
 	// plans are the protections of the writable binds, whose placeholders
 	// release removes once the sandbox has ended.
 	plans []*protect.Plan
 	// restored names the directories whose permissions the sandbox
 	// changed, set back when the plans were removed.
 	restored []string
+}
+
+// atWorkspace reports whether target is where the workspace appears
+// inside: the working directory, unless the command starts beneath it.
+func (s *Spec) atWorkspace(target string) bool {
+	if s.workspace != "" {
+		return target == s.workspace
+	}
+	return target == s.Workdir
 }
 
 // release removes the placeholders the protected paths needed; it is

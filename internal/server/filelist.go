@@ -19,7 +19,9 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/protect"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // Bounds of a directory listing: entries (listDefault unless the request
@@ -34,8 +36,10 @@ const (
 // listDir writes, as JSON, the listing of the directory p inside the
 // sandbox: at most max entries and listMaxBytes of JSON, each entry
 // described by lstat (a symlink is never followed; its target is read as
-// text). It runs inside the sandbox (`cordon __file list`).
+// text); cordon's placeholders (see wire.PlaceholdersFile) are left out.
+// It runs inside the sandbox (`cordon __file list`).
 func listDir(p string, max int, w io.Writer) error {
+	hidden := wire.ReadPlaceholders()
 	d, err := os.Open(p)
 	if err != nil {
 		return err
@@ -57,6 +61,9 @@ func listDir(p string, max int, w io.Writer) error {
 				continue // removed since it was read
 			} else if err != nil {
 				return fmt.Errorf("%s/%s: %w", p, name, err)
+			}
+			if hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}] {
+				continue
 			}
 			e := dirEntry(fd, name, &st)
 			b, _ := json.Marshal(e)

@@ -19,7 +19,9 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/protect"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // Bounds of a tar stream into or out of a sandbox, besides the profile's
@@ -58,7 +60,7 @@ func tarOut(p string, w io.Writer, log io.Writer) (tarSummary, error) {
 		return sum, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
 	tw := tar.NewWriter(w)
-	err = tarDir(tw, fd, "", 0, &sum, log)
+	err = tarDir(tw, fd, "", 0, &sum, log, wire.ReadPlaceholders())
 	if err == nil {
 		err = tw.Close()
 	}
@@ -66,8 +68,8 @@ func tarOut(p string, w io.Writer, log io.Writer) (tarSummary, error) {
 }
 
 // tarDir archives the entries of the directory dirfd (which it closes),
-// named under prefix.
-func tarDir(tw *tar.Writer, dirfd int, prefix string, depth int, sum *tarSummary, log io.Writer) error {
+// named under prefix, leaving out cordon's placeholders (hidden).
+func tarDir(tw *tar.Writer, dirfd int, prefix string, depth int, sum *tarSummary, log io.Writer, hidden map[protect.ID]bool) error {
 	d := os.NewFile(uintptr(dirfd), prefix)
 	defer d.Close()
 	if depth > tarMaxDepth {
@@ -89,6 +91,10 @@ func tarDir(tw *tar.Writer, dirfd int, prefix string, depth int, sum *tarSummary
 		} else if err != nil {
 			return fmt.Errorf("%s%s: %w", prefix, name, err)
 		}
+		if hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}] {
+			sum.Entries--
+			continue
+		}
 		hdr := &tar.Header{Name: prefix + name, Mode: int64(st.Mode & 0o7777), ModTime: time.Unix(st.Mtim.Unix()), Uid: int(st.Uid), Gid: int(st.Gid)}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
@@ -101,7 +107,7 @@ func tarDir(tw *tar.Writer, dirfd int, prefix string, depth int, sum *tarSummary
 				unix.Close(sub)
 				return err
 			}
-			if err := tarDir(tw, sub, hdr.Name, depth+1, sum, log); err != nil {
+			if err := tarDir(tw, sub, hdr.Name, depth+1, sum, log, hidden); err != nil {
 				return err
 			}
 		case unix.S_IFLNK:

@@ -29,6 +29,9 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/protect"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // Arg is the hidden subcommand that runs a built-in tool in a sandbox.
@@ -298,8 +301,12 @@ func listFiles(path string, file File) (Result, error) {
 		return Result{}, err
 	}
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	hidden := wire.ReadPlaceholders()
 	r := Result{Path: path}
 	for _, e := range ents {
+		if placeholder(f, e.Name(), hidden) {
+			continue
+		}
 		if len(r.Entries) == maxEntries {
 			r.Truncated = true
 			break
@@ -313,6 +320,20 @@ func listFiles(path string, file File) (Result, error) {
 		r.Entries = append(r.Entries, en)
 	}
 	return r, nil
+}
+
+// placeholder reports whether the entry name of the directory d is one of
+// cordon's placeholders (hidden, see wire.PlaceholdersFile): cordon's, not
+// the workspace's, and never listed.
+func placeholder(d *os.File, name string, hidden map[protect.ID]bool) bool {
+	if len(hidden) == 0 {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(int(d.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return false
+	}
+	return hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}]
 }
 
 func kind(m fs.FileMode) string {

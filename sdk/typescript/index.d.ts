@@ -43,6 +43,8 @@ export interface Outcome {
   degraded?: string[];
   notes?: string[];
   error?: string;
+  /** For exit_nonzero: the protected paths the command's stderr named with a refusal. */
+  protected?: string[];
   message: string;
   [field: string]: unknown;
 }

@@ -10,7 +10,11 @@ For the Bash tool it answers with the command rewritten to
     cordon run [FLAGS] -- bash -c 'COMMAND'
 
 (FLAGS: this script's own arguments, such as --profile FILE), the command
-quoted whole so that it reaches bash byte for byte. Other tools are left
+quoted whole so that it reaches bash byte for byte. It runs where the Bash
+tool's shell is: from a subdirectory of a git repository, cordon run on the
+default profile takes the repository's top as the workspace and starts the
+command in that subdirectory, so git works there as outside (--workspace .
+as a FLAG keeps the current directory alone). Other tools are left
 alone (no output). The decision is "allow" (the command runs sandboxed,
 without a prompt), or "ask" with CORDON_HOOK_DECISION=ask.
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/protect"
@@ -53,6 +54,10 @@ type Spec struct {
 	// of the workspace's root, which git would otherwise take for
 	// untracked directories (and git clean fail to remove).
 	GitIgnore string `json:"git_ignore,omitempty"`
+	// Placeholders, when set, are written to PlaceholdersFile: the
+	// identities of the placeholders of every writable bind, which
+	// cordon's own listings inside leave out.
+	Placeholders []protect.ID `json:"placeholders,omitempty"`
 	// Layer is set when the workspace is reviewed (Mount.Review).
 	Layer *Layer `json:"layer,omitempty"`
 	// Serve keeps the sandbox alive: instead of starting Args, init waits
@@ -224,6 +229,37 @@ func ReadSpec(r io.Reader) (*Spec, io.Reader, error) {
 // file the sandbox's git reads (core.excludesFile, set in its
 // environment).
 const GitIgnoreFile = "/etc/cordon-gitignore"
+
+// PlaceholdersFile is where init writes Spec.Placeholders, one "DEV INO" a
+// line, for cordon's own listings in the sandbox (the server's files list
+// and tar download, the gateway's list_files) to leave them out.
+const PlaceholdersFile = "/etc/cordon-placeholders"
+
+// PlaceholdersText is the content of PlaceholdersFile for ids.
+func PlaceholdersText(ids []protect.ID) string {
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "%d %d\n", id.Dev, id.Ino)
+	}
+	return b.String()
+}
+
+// ReadPlaceholders reads PlaceholdersFile, inside a sandbox: the
+// identities of cordon's placeholders there, none when it has none.
+func ReadPlaceholders() map[protect.ID]bool {
+	b, err := os.ReadFile(PlaceholdersFile)
+	if err != nil {
+		return nil
+	}
+	ids := map[protect.ID]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		var id protect.ID
+		if n, _ := fmt.Sscanf(line, "%d %d", &id.Dev, &id.Ino); n == 2 {
+			ids[id] = true
+		}
+	}
+	return ids
+}
 
 // Weakenings are layers a test build (tag cordon_weaken) leaves out; always
 // empty in cordon itself.
