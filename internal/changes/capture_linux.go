@@ -379,9 +379,9 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 		return fmt.Errorf("%q: %w", ch.Path, err)
 	}
 	c.bytes += ch.Size
-	if !binary && ch.Size <= obey.MaxContent && c.cordonFile(ch.SHA256) {
-		// A profile or an approval record, whatever its name: what cordon
-		// itself would obey.
+	if ch.Size <= obey.MaxContent && c.cordonFile(ch.SHA256) {
+		// A profile or an approval record, whatever its name, and whatever
+		// bytes its comments hold: what cordon itself would obey.
 		ch.Flags = []string{FlagProtected}
 	}
 	return c.add(ch, binary)

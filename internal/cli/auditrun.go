@@ -102,6 +102,17 @@ func (l *auditLog) run(p *profile.Profile) *auditor {
 // visibleIn names the host path of p's view (the workspace or a bind) that
 // holds path, or "" (always for no profile).
 func visibleIn(p *profile.Profile, cwd, path string) string {
+	return inView(p, cwd, path, false)
+}
+
+// writableIn names the host path of p's view that holds path and that the
+// sandbox may write on the host (a writable workspace in direct mode, a
+// writable bind), or "".
+func writableIn(p *profile.Profile, cwd, path string) string {
+	return inView(p, cwd, path, true)
+}
+
+func inView(p *profile.Profile, cwd, path string, writable bool) string {
 	if p == nil {
 		return ""
 	}
@@ -124,14 +135,16 @@ func visibleIn(p *profile.Profile, cwd, path string) string {
 	}
 	target := real(filepath.Dir(path))
 	var views []string
-	if ws := p.Workspace.Path; ws != "" {
+	if ws := p.Workspace.Path; ws != "" && (!writable || p.Workspace.Writable && !p.Workspace.Reviewed()) {
 		if !filepath.IsAbs(ws) {
 			ws = filepath.Join(cwd, ws)
 		}
 		views = append(views, ws)
 	}
 	for _, m := range p.Mounts {
-		views = append(views, m.Path)
+		if !writable || m.Writable {
+			views = append(views, m.Path)
+		}
 	}
 	for _, v := range views {
 		rv := real(v)

@@ -133,6 +133,9 @@ func runCmd(e *env, args []string) int {
 		for _, ob := range o.Obeyed {
 			fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Line(ob.Line()))
 		}
+		if o.ObeyedUnchecked != "" {
+			fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Line(o.ObeyedUnchecked))
+		}
 	}
 	if *verbose {
 		fmt.Fprintf(e.stderr, "cordon: landlock ABI %d\n", o.LandlockABI)

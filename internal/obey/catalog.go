@@ -94,6 +94,13 @@ var Catalog = []Entry{
 		Placeholder: true,
 	},
 	{
+		Tool:   "rustup",
+		Obeys:  "rust-toolchain.toml and rust-toolchain: the toolchain, by name or by path (path = \"./tc\": rustup's cargo and rustc then run ./tc/bin/cargo)",
+		Where:  Project,
+		Source: "https://rust-lang.github.io/rustup/overrides.html#the-toolchain-file",
+		Names:  []string{"rust-toolchain.toml", "rust-toolchain"},
+	},
+	{
 		Tool:        "editors",
 		Obeys:       "workspace settings and tasks run when the folder is opened: VS Code (.vscode, *.code-workspace), JetBrains IDEs (.idea), Zed (.zed), development containers (.devcontainer, .devcontainer.json: postCreateCommand)",
 		Where:       Project,
@@ -111,11 +118,18 @@ var Catalog = []Entry{
 	},
 	{
 		Tool:        "coding agents",
-		Obeys:       "project settings with hooks, permissions and MCP servers to start: Claude Code (.claude, .mcp.json), Cursor (.cursor), Gemini CLI (.gemini)",
+		Obeys:       "project settings with hooks, permissions and MCP servers to start: Claude Code (.claude, .mcp.json), Cursor (.cursor), Gemini CLI (.gemini), opencode (.opencode, opencode.json)",
 		Where:       Project,
-		Source:      "https://docs.anthropic.com/en/docs/claude-code/settings, https://docs.cursor.com/context/model-context-protocol, https://github.com/google-gemini/gemini-cli/blob/main/docs/cli/configuration.md",
-		Names:       []string{".claude", ".mcp.json", ".cursor", ".gemini"},
+		Source:      "https://docs.anthropic.com/en/docs/claude-code/settings, https://docs.cursor.com/context/model-context-protocol, https://github.com/google-gemini/gemini-cli/blob/main/docs/cli/configuration.md, https://opencode.ai/docs/config/",
+		Names:       []string{".claude", ".mcp.json", ".cursor", ".gemini", ".opencode"},
 		Placeholder: true,
+	},
+	{
+		Tool:   "coding agents",
+		Obeys:  "opencode's project configuration, whose local MCP servers it starts",
+		Where:  Project,
+		Source: "https://opencode.ai/docs/config/",
+		Names:  []string{"opencode.json", "opencode.jsonc"},
 	},
 	{
 		Tool:   "hook managers",
@@ -164,4 +178,6 @@ var NotCovered = []string{
 	"configuration read only from a home directory or /etc, which no workspace may be (a home directory is refused as a workspace)",
 	"tools configured to read a file of the project by an absolute path in configuration outside the project (a global core.hooksPath into the project is covered, see package protect)",
 	"editor extensions that read further files of their own choosing",
+	"instructions an agent reads from the project (CLAUDE.md, AGENTS.md, .cursorrules, .github/copilot-instructions.md): text a person reviews as content; hold them by glob in review.require_approval",
+	"a git repository's own state during an operation (.git/rebase-merge, .git/sequencer), which git acts on only when a person continues the operation; direct mode reports it when the run made it",
 }

@@ -254,6 +254,15 @@ var GitObeyed = []string{"HEAD", "config", "config.worktree", "hooks", "info/att
 // submodules are repositories of their own, looked at as such.
 var GitWatch = []string{"config", "config.worktree", "hooks", "info/attributes", "commondir", "gitdir"}
 
+// GitData are the names at the top of a git directory that hold its data,
+// which every commit, fetch, merge or checkout changes and git does not
+// run: objects, references and their logs, the index, the files that
+// name the last commit, merge or fetch, and the description. What else a
+// run makes there (an interrupted rebase's commands in rebase-merge) is
+// worth a person's look.
+var GitData = []string{"objects", "refs", "logs", "index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE",
+	"CHERRY_PICK_HEAD", "REVERT_HEAD", "COMMIT_EDITMSG", "packed-refs", "description", "info", "branches", "shallow", "AUTO_MERGE", "lfs"}
+
 // IsGitObeyed reports whether rel, relative to a git directory, is one of
 // GitObeyed or under one.
 func IsGitObeyed(rel string) bool {
@@ -299,7 +308,9 @@ func Content(data []byte) *Entry {
 const MaxContent = 1 << 20
 
 // topKeys are the keys of the top-level mappings of the documents in data,
-// as the YAML parser reads them; none when it does not parse.
+// as the YAML parser reads them, with what anchors, tags, aliases and merge
+// keys (<<) bring in, as a decoder would see them; none when it does not
+// parse. No alias is expanded more than maxKeyDepth deep.
 func topKeys(data []byte) (keys map[string]bool) {
 	keys = map[string]bool{}
 	defer func() {
@@ -315,23 +326,85 @@ func topKeys(data []byte) (keys map[string]bool) {
 		if doc == nil || doc.Body == nil {
 			continue
 		}
-		m, ok := doc.Body.(*ast.MappingNode)
-		if !ok {
-			if v, isValue := doc.Body.(*ast.MappingValueNode); isValue {
-				m = &ast.MappingNode{Values: []*ast.MappingValueNode{v}}
-			} else {
-				continue
+		anchors := map[string]ast.Node{}
+		for _, n := range ast.Filter(ast.AnchorType, doc.Body) {
+			if a, ok := n.(*ast.AnchorNode); ok && a.Name != nil {
+				anchors[a.Name.GetToken().Value] = a.Value
 			}
 		}
-		for _, v := range m.Values {
-			if v != nil && v.Key != nil {
-				if s, ok := v.Key.(*ast.StringNode); ok {
-					keys[s.Value] = true
-				} else {
-					keys[v.Key.String()] = true
-				}
-			}
-		}
+		budget := maxKeyVisits
+		keysOf(doc.Body, anchors, 0, keys, &budget)
 	}
 	return keys
+}
+
+// maxKeyDepth bounds the anchors, tags, aliases and merges followed to
+// find a mapping's keys, and maxKeyVisits the nodes looked at in all (an
+// alias may stand for a node that holds it).
+const (
+	maxKeyDepth  = 32
+	maxKeyVisits = 1 << 16
+)
+
+// keysOf adds the keys of the mapping n stands for to keys, looking at
+// no more than *budget nodes.
+func keysOf(n ast.Node, anchors map[string]ast.Node, depth int, keys map[string]bool, budget *int) {
+	if *budget--; n == nil || depth > maxKeyDepth || *budget < 0 {
+		return
+	}
+	switch v := n.(type) {
+	case *ast.AnchorNode:
+		keysOf(v.Value, anchors, depth+1, keys, budget)
+	case *ast.TagNode:
+		keysOf(v.Value, anchors, depth+1, keys, budget)
+	case *ast.AliasNode:
+		if v.Value != nil {
+			keysOf(anchors[v.Value.GetToken().Value], anchors, depth+1, keys, budget)
+		}
+	case *ast.SequenceNode:
+		// Only as the value of a merge key: each item a mapping to merge.
+		for _, item := range v.Values {
+			keysOf(item, anchors, depth+1, keys, budget)
+		}
+	case *ast.MappingNode:
+		for _, mv := range v.Values {
+			keysOf(mv, anchors, depth+1, keys, budget)
+		}
+	case *ast.MappingValueNode:
+		k := keyName(v.Key, anchors, depth)
+		if k == "<<" {
+			keysOf(v.Value, anchors, depth+1, keys, budget)
+		} else if k != "" {
+			keys[k] = true
+		}
+	}
+}
+
+// keyName is a mapping key's text, through anchors, tags and aliases.
+func keyName(k ast.Node, anchors map[string]ast.Node, depth int) string {
+	for ; k != nil && depth <= maxKeyDepth; depth++ {
+		switch v := k.(type) {
+		case *ast.MergeKeyNode:
+			return "<<"
+		case *ast.AnchorNode:
+			k = v.Value
+		case *ast.TagNode:
+			k = v.Value
+		case *ast.AliasNode:
+			if v.Value == nil {
+				return ""
+			}
+			k = anchors[v.Value.GetToken().Value]
+		case *ast.StringNode:
+			return v.Value
+		case *ast.MappingKeyNode:
+			k = v.Value
+		default:
+			if tk := k.GetToken(); tk != nil {
+				return tk.Value
+			}
+			return ""
+		}
+	}
+	return ""
 }

@@ -147,6 +147,12 @@ func TestContent(t *testing.T) {
 			t.Errorf("%s: Content = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	// An alias standing for a node that holds it, many times over, is
+	// looked at within a bound, not without end.
+	bomb := "a: &a [*a, *a, *a, *a, *a, *a, *a, *a]\n<<: [*a, *a, *a, *a, *a, *a, *a, *a]\nversion: 1\n"
+	if Content([]byte(bomb)) != nil {
+		t.Error("a document without agent is taken as a profile")
+	}
 	big := "version: 1\nagent: x\n# " + strings.Repeat("x", MaxContent) + "\n"
 	if Content([]byte(big)) != nil {
 		t.Error("a file larger than any profile cordon reads is taken as one")
@@ -156,5 +162,6 @@ func TestContent(t *testing.T) {
 func FuzzContent(f *testing.F) {
 	f.Add([]byte("version: 1\nagent: x\n"))
 	f.Add([]byte("&a [*a, *a]"))
+	f.Add([]byte("a: &a [*a, *a, *a, *a]\n<<: *a\n"))
 	f.Fuzz(func(t *testing.T, data []byte) { Content(data) })
 }

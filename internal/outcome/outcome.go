@@ -126,6 +126,10 @@ type Outcome struct {
 	// editors, cordon) where direct mode cannot hold it back: below the
 	// workspace's root, as a nested repository.
 	Obeyed []Obeyed `json:"obeyed,omitempty"`
+	// ObeyedUnchecked says, when the look for Obeyed could not finish
+	// (the workspace past its bounds, a directory cordon could not list),
+	// what was not looked at.
+	ObeyedUnchecked string `json:"obeyed_unchecked,omitempty"`
 	// Protected, for a command that exited non-zero, names the protected
 	// paths (relative to their bind, as workspace.unprotect names them)
 	// that its standard error named with a refusal such as "Read-only
@@ -144,11 +148,17 @@ type Obeyed struct {
 	// removes it.
 	Created bool   `json:"created,omitempty"`
 	Remove  string `json:"remove,omitempty"`
+	// Unreadable says it is a directory cordon could not list: the run
+	// took away the permission to, and what it holds was not looked at.
+	Unreadable bool `json:"unreadable,omitempty"`
 }
 
 // Line is o for a person, one line (the path is the sandbox's choice: the
 // caller escapes what it prints).
 func (o Obeyed) Line() string {
+	if o.Unreadable {
+		return fmt.Sprintf("cordon could not look inside %s, which the run left unreadable: review it before a host tool (git, hg, a package manager, an editor) runs there", o.Path)
+	}
 	if o.Created {
 		return fmt.Sprintf("the run made %s, which %s obeys: review it before %s runs there, or remove it: %s", o.Path, o.Tool, o.Tool, o.Remove)
 	}

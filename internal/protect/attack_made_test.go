@@ -28,7 +28,7 @@ func TestAttackFindMadeHeadHidesSubtree(t *testing.T) {
 			put(t, root+"/pkg/proj/.git/config", "[core]\n\tfsmonitor = touch /tmp/pwned\n")
 			put(t, root+"/pkg/.envrc", "touch /tmp/pwned\n")
 			put(t, root+"/pkg/.vscode/tasks.json", "{}\n")
-			found, complete, err := FindMade(root, since, nil)
+			found, complete, err := FindMade(root, since, nil, "")
 			must(t, err)
 			var rels []string
 			for _, f := range found {
@@ -61,7 +61,7 @@ func TestAttackFindMadeNestedSubmoduleConfig(t *testing.T) {
 	put(t, root+"/vendor/foo/sub/.git", "gitdir: ../.git/modules/sub\n")
 	since := tick(t, root+"/vendor/foo/sub/.git")
 	put(t, root+"/vendor/foo/.git/modules/sub/config", "[core]\n\tfsmonitor = touch /tmp/pwned\n")
-	found, _, err := FindMade(root, since, nil)
+	found, _, err := FindMade(root, since, nil, "")
 	must(t, err)
 	if len(found) == 0 {
 		t.Errorf("FindMade missed the changed vendor/foo/.git/modules/sub/config")
@@ -87,7 +87,7 @@ func TestAttackFindMadeUnreadableDir(t *testing.T) {
 	put(t, root+"/hid/proj/.git/config", "[core]\n\tfsmonitor = touch /tmp/pwned\n")
 	must(t, os.Chmod(root+"/hid", 0o311))
 	t.Cleanup(func() { os.Chmod(root+"/hid", 0o755) })
-	found, complete, err := FindMade(root, since, nil)
+	found, complete, err := FindMade(root, since, nil, "")
 	must(t, err)
 	if len(found) == 0 && complete {
 		t.Errorf("FindMade found nothing under an unreadable directory and reported complete=true")

@@ -67,9 +67,9 @@ func gitPaths(d *os.File, root string) (gits, error) {
 		return nil
 	}
 	// The root may itself be a git directory (a bare repository as the
-	// bind, or one being made of it): git takes it before any .git above.
-	exists := func(rel string) bool { k, _ := lstat(d, rel); return k != kindNone }
-	if obey.GitDir(exists, ".") {
+	// bind): git takes it before any .git above. A HEAD that is a
+	// directory (a placeholder: the root can become no repository) is none.
+	if k, _ := lstat(d, "HEAD"); k == kindFile || k == kindLink || k == kindMultiLink {
 		for _, n := range obey.GitObeyed {
 			g.paths = append(g.paths, n)
 		}

@@ -1,6 +1,7 @@
 package protect
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path"
@@ -27,14 +28,17 @@ type Made struct {
 	// Created says the run made it (it was not there before): removing
 	// it undoes the run's doing. Otherwise the run changed it.
 	Created bool `json:"created,omitempty"`
+	// Unreadable says it is a directory cordon could not list (the run
+	// took away the permission to): what it holds was not looked at.
+	Unreadable bool `json:"unreadable,omitempty"`
 }
 
 // Bounds of the look after a run: entries listed and directory levels. A
 // tree past them is reported as not looked at in full.
 const (
-	maxMadeEntries = 1 << 20
-	maxMadeDepth   = 64
-	maxMadeListed  = 100
+	MaxMadeEntries = 1 << 20
+	MaxMadeDepth   = 64
+	MaxMadeListed  = 100
 )
 
 // FindMade lists what the catalog names in the tree at root that was made
@@ -64,7 +68,7 @@ func FindMade(root string, since time.Time, held []Entry, index string) (found [
 	if err := unix.Fstat(int(d.Fd()), &rootSt); err != nil {
 		return nil, false, err
 	}
-	w := &madeWalk{d: d, since: since.UnixNano(), budget: maxMadeEntries, held: map[string]bool{}, seen: map[string]bool{}}
+	w := &madeWalk{d: d, since: since.UnixNano(), budget: MaxMadeEntries, held: map[string]bool{}, seen: map[string]bool{}}
 	for _, e := range held {
 		// Read-only paths could not change; of the pinned directories (on
 		// the way to them), a .git has what git obeys in it held.
@@ -100,7 +104,16 @@ type madeWalk struct {
 }
 
 func (w *madeWalk) add(rel, tool string) {
-	if len(w.found) >= maxMadeListed {
+	if w.seen["found:"+rel] {
+		return
+	}
+	w.seen["found:"+rel] = true
+	for _, f := range w.found {
+		if f.Created && strings.HasPrefix(rel, f.Rel+"/") {
+			return // the run made what holds it: reported as a whole
+		}
+	}
+	if len(w.found) >= MaxMadeListed {
 		w.cut = true
 		return
 	}
@@ -151,15 +164,22 @@ func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub stri
 	if rel != "." && obey.GitDir(func(p string) bool {
 		return slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == path.Base(p) })
 	}, ".") {
-		// A repository, whatever it is called.
+		// A repository, whatever it is called; what else it holds is
+		// looked at as any directory's.
 		w.ix.Watch[rel] = true
 		w.judge(rel, true)
-		return
 	}
 	for _, e := range ents {
 		sub := path.Join(rel, e.Name())
 		if w.held[sub] {
-			continue // kept read-only, or a repository whose obeyed files were
+			// Kept read-only, or a repository whose obeyed files were:
+			// what else the run made at the top of a repository is
+			// looked at (an interrupted rebase's commands).
+			if path.Base(sub) == ".git" && e.IsDir() {
+				w.ix.Watch[sub] = true
+				w.gitExtras(sub, obey.GitWatch)
+			}
+			continue
 		}
 		if obey.Match(sub) != nil || e.Type().IsRegular() && isData(e.Name()) {
 			w.ix.Watch[sub] = true
@@ -169,14 +189,16 @@ func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub stri
 		if !e.IsDir() || !descend(sub) {
 			continue
 		}
-		if depth+1 > maxMadeDepth {
+		if depth+1 > MaxMadeDepth {
 			w.cut = true
 			continue
 		}
 		fd, err := unix.Openat(int(f.Fd()), e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err == nil {
-			w.list(os.NewFile(uintptr(fd), sub), sub, depth+1, descend)
+		if err != nil {
+			w.unreadable(sub, err)
+			continue
 		}
+		w.list(os.NewFile(uintptr(fd), sub), sub, depth+1, descend)
 	}
 }
 
@@ -191,8 +213,9 @@ func (w *madeWalk) judge(rel string, isDir bool) {
 	m := obey.Match(rel)
 	switch {
 	case m == nil && isDir:
-		// A repository by its structure.
-		w.repo(rel, "git", obey.GitWatch)
+		// A repository by its structure: making one of a directory is
+		// what HEAD, objects, refs or commondir new in it say.
+		w.repo(rel, "", append(slices.Clone(obey.GitWatch), obey.GitMarkers...))
 	case m == nil:
 		if st := w.stat(rel); st != nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Ctim.Nano() >= w.since && st.Size <= obey.MaxContent && w.isProfile(rel) {
 			w.add(rel, "cordon")
@@ -205,8 +228,18 @@ func (w *madeWalk) judge(rel string, isDir bool) {
 }
 
 // repo reports, for the repository directory rel, the files of watch in
-// it that changed (all of it when the run made the directory itself).
+// it that changed (all of it when the run made the directory itself); for
+// a git directory (tool "git"), what else the run made at its top, and the
+// obeyed files of the repositories it keeps for its submodules and linked
+// worktrees. tool "" is a directory git takes as a repository by its
+// structure, whatever its name: the rest of it is walked as any
+// directory's.
 func (w *madeWalk) repo(rel, tool string, watch []string) {
+	if tool == "" {
+		tool = "git"
+	} else if tool == "git" {
+		defer w.gitExtras(rel, watch)
+	}
 	if w.born(rel) {
 		w.add(rel, tool)
 		return
@@ -215,6 +248,79 @@ func (w *madeWalk) repo(rel, tool string, watch []string) {
 		if sub := path.Join(rel, n); w.changedUnder(sub, 0) {
 			w.add(sub, tool)
 		}
+	}
+}
+
+// gitExtras reports what the run made or changed at the top of the git
+// directory rel that is neither git's data (obey.GitData) nor in watch
+// (reported already), and the obeyed files of the repositories under its
+// modules and worktrees.
+func (w *madeWalk) gitExtras(rel string, watch []string) {
+	for _, n := range w.names(rel) {
+		sub := path.Join(rel, n)
+		switch {
+		case slices.Contains(obey.GitData, n), slices.Contains(watch, n):
+		case n == "modules" || n == "worktrees":
+			w.gitRepos(sub, 0)
+		case w.changedUnder(sub, 0):
+			w.add(sub, "git")
+		}
+	}
+}
+
+// gitRepos reports, in the repositories under dir (a git directory's
+// modules or worktrees, at any depth), the obeyed files the run changed.
+func (w *madeWalk) gitRepos(dir string, depth int) {
+	if depth > MaxMadeDepth {
+		w.cut = true
+		return
+	}
+	for _, n := range w.names(dir) {
+		sub := path.Join(dir, n)
+		if st := w.stat(sub); st == nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		for _, o := range obey.GitWatch {
+			if p := path.Join(sub, o); w.changedUnder(p, 0) {
+				w.add(p, "git")
+			}
+		}
+		w.gitRepos(path.Join(sub, "modules"), depth+1)
+		if w.stat(path.Join(sub, "HEAD")) == nil {
+			w.gitRepos(sub, depth+1) // a submodule's name may hold /
+		}
+	}
+}
+
+// names lists the directory rel, within the walk's budget.
+func (w *madeWalk) names(rel string) []string {
+	fd, err := beneath(w.d, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+			w.unreadable(rel, err)
+		}
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	if w.budget -= len(names); w.budget < 0 {
+		w.cut = true
+		return nil
+	}
+	return names
+}
+
+// unreadable reports the directory rel, which could not be opened for a
+// reason other than its absence: what it holds was not looked at.
+func (w *madeWalk) unreadable(rel string, err error) {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || w.seen["unreadable:"+rel] {
+		return
+	}
+	w.seen["unreadable:"+rel] = true
+	w.cut = true
+	if len(w.found) < MaxMadeListed {
+		w.found = append(w.found, Made{Rel: rel, Unreadable: true})
 	}
 }
 
@@ -250,6 +356,7 @@ func (w *madeWalk) update() {
 		}
 		fd, err := beneath(w.d, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
+			w.unreadable(rel, err)
 			delete(w.ix.Dirs, rel)
 			continue
 		}
@@ -291,11 +398,12 @@ func (w *madeWalk) changedUnder(rel string, depth int) bool {
 	if st.Ctim.Nano() >= w.since {
 		return true
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || depth > maxMadeDepth {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || depth > MaxMadeDepth {
 		return false
 	}
 	fd, err := beneath(w.d, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
+		w.unreadable(rel, err)
 		return false
 	}
 	f := os.NewFile(uintptr(fd), rel)

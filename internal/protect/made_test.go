@@ -171,3 +171,27 @@ func TestFindMadeIndex(t *testing.T) {
 		t.Errorf("with another tree's index: %+v", found)
 	}
 }
+
+// The workspace's own repository is held by the plan, but what the run
+// makes at the top of it beyond git's data is reported: an interrupted
+// rebase's commands, which a person's git rebase --continue runs.
+func TestFindMadeGitExtras(t *testing.T) {
+	root := t.TempDir()
+	put(t, root+"/.git/HEAD", "ref: refs/heads/main\n")
+	must(t, os.MkdirAll(root+"/.git/objects", 0o755))
+	must(t, os.MkdirAll(root+"/.git/refs/heads", 0o755))
+	p, err := Make(root, Options{})
+	must(t, err)
+	held := p.Entries
+	p.Remove()
+	since := tick(t, root)
+	put(t, root+"/.git/objects/ab/cdef", "blob")
+	put(t, root+"/.git/refs/heads/main", "0123\n")
+	put(t, root+"/.git/index", "DIRC")
+	put(t, root+"/.git/rebase-merge/git-rebase-todo", "exec touch /tmp/pwned\n")
+	found, _, err := FindMade(root, since, held, "")
+	must(t, err)
+	if len(found) != 1 || found[0].Rel != ".git/rebase-merge" {
+		t.Errorf("found %+v, want .git/rebase-merge alone", found)
+	}
+}

@@ -28,16 +28,18 @@ type Result struct {
 	exited  bool
 	tmpUsed int64
 	// changes is what became of a reviewed workspace's changes.
-	changes     *outcome.Changes
-	obeyed      []outcome.Obeyed // what the run made that the host's tools obey
-	otherSignal int              // a limit's signal that killed an orphan
-	limiter     *limiter
-	output      *outputCap
-	killed      string
-	stats       cgroup.Stats
-	wall        time.Duration
-	timeout     time.Duration // the command's own, when shorter than wall
-	rusage      *unix.Rusage
+	changes *outcome.Changes
+	obeyed  []outcome.Obeyed // what the run made that the host's tools obey
+	// obeyedUnchecked says what the look for obeyed did not cover.
+	obeyedUnchecked string
+	otherSignal     int // a limit's signal that killed an orphan
+	limiter         *limiter
+	output          *outputCap
+	killed          string
+	stats           cgroup.Stats
+	wall            time.Duration
+	timeout         time.Duration // the command's own, when shorter than wall
+	rusage          *unix.Rusage
 
 	proxy           *egress.Proxy
 	egress          []egress.Event

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,12 +37,12 @@ func findMade(spec *Spec, opts Options, begun time.Time, res *Result) {
 		if err != nil {
 			continue // not a directory, or gone
 		}
-		if !complete {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s is too large to look at in full after the run for files the host's tools obey (git, hg, package managers, editors): what was looked at is listed", m.Source))
+		if !complete && !slices.ContainsFunc(found, func(f protect.Made) bool { return f.Unreadable }) {
+			res.obeyedUnchecked = fmt.Sprintf("cordon did not look at all of %s after the run for files the host's tools obey (past %d entries, %d levels or %d findings): what it found is listed; look at the rest before a host tool runs there", m.Source, protect.MaxMadeEntries, protect.MaxMadeDepth, protect.MaxMadeListed)
 		}
 		for _, f := range found {
 			abs := filepath.Join(m.Source, f.Rel)
-			o := outcome.Obeyed{Path: abs, Tool: f.Tool, Created: f.Created}
+			o := outcome.Obeyed{Path: abs, Tool: f.Tool, Created: f.Created, Unreadable: f.Unreadable}
 			if f.Created {
 				o.Remove = "rm -rf -- " + shellQuote(abs)
 			}

@@ -47,7 +47,7 @@ func Run(opts Options) (outcome.Outcome, error) {
 	err := withContainerHint(run(opts, res))
 	o := outcome.Decide(res.facts(err))
 	o.LandlockABI, o.Notes = res.LandlockABI, res.Notes
-	o.Changes, o.Obeyed = res.changes, res.obeyed
+	o.Changes, o.Obeyed, o.ObeyedUnchecked = res.changes, res.obeyed, res.obeyedUnchecked
 	return o, err
 }
 
