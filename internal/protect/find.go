@@ -7,8 +7,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-
-	"golang.org/x/sys/unix"
 )
 
 // Search is a bounded search of a directory tree for credentials (see
@@ -117,11 +115,11 @@ type walker struct {
 }
 
 func (w *walker) walk() error {
-	fd, err := unix.Open(w.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, err := openDir(w.root)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: w.root, Err: err}
+		return err
 	}
-	err = w.dir(os.NewFile(uintptr(fd), w.root), "", 0)
+	err = w.dir(f, "", 0)
 	w.second = true
 	return err
 }
@@ -165,17 +163,17 @@ func (w *walker) dir(f *os.File, rel string, depth int) error {
 			if depth+1 > w.s.MaxDepth {
 				return &LimitError{Root: w.root, Depth: w.s.MaxDepth, At: crel}
 			}
-			cfd, err := unix.Openat(int(f.Fd()), e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			child, err := openChild(f, e.Name(), filepath.Join(w.root, crel))
 			if err != nil {
+				return err
+			}
+			if child == nil {
 				// Gone since it was listed, or closed to cordon's user,
 				// which the sandbox's user is no more than (a database's
 				// directory another user owns, in a rootless cordon).
-				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) {
-					continue
-				}
-				return &os.PathError{Op: "open", Path: filepath.Join(w.root, crel), Err: err}
+				continue
 			}
-			if err := w.dir(os.NewFile(uintptr(cfd), crel), crel, depth+1); err != nil {
+			if err := w.dir(child, crel, depth+1); err != nil {
 				return err
 			}
 		}
@@ -188,26 +186,13 @@ func (w *walker) dir(f *os.File, rel string, depth int) error {
 	}
 }
 
-// stat is the identity and link count of name in the directory f, ok
-// false when it is gone.
-func stat(f *os.File, name, p string) (id [2]uint64, nlink uint64, ok bool, err error) {
-	var st unix.Stat_t
-	if err := unix.Fstatat(int(f.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return id, 0, false, nil
-		}
-		return id, 0, false, &os.PathError{Op: "lstat", Path: p, Err: err}
-	}
-	return [2]uint64{st.Dev, st.Ino}, uint64(st.Nlink), true, nil
-}
-
 // noteTarget records, for SameFiles, the regular file found at rel (name
 // in the directory f) when it has more than one name.
 func (w *walker) noteTarget(f *os.File, name, rel string, typ os.FileMode) error {
 	if !w.s.SameFiles || !typ.IsRegular() {
 		return nil
 	}
-	id, nlink, ok, err := stat(f, name, filepath.Join(w.root, rel))
+	id, nlink, ok, err := fileID(f, name, filepath.Join(w.root, rel))
 	if err != nil || !ok || nlink < 2 {
 		return err
 	}
@@ -221,7 +206,7 @@ func (w *walker) noteTarget(f *os.File, name, rel string, typ os.FileMode) error
 // sameFile reports the regular file at rel (name in the directory f) when
 // it is another name of a file found.
 func (w *walker) sameFile(f *os.File, name, rel string) error {
-	id, _, ok, err := stat(f, name, filepath.Join(w.root, rel))
+	id, _, ok, err := fileID(f, name, filepath.Join(w.root, rel))
 	if err != nil || !ok {
 		return err
 	}
