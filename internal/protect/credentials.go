@@ -90,6 +90,12 @@ var byName = func() map[string][]Credential {
 	return m
 }()
 
+// named reports whether name is the last name of any credential's path.
+func named(name string) bool {
+	_, ok := byName[name]
+	return ok
+}
+
 // Match returns the credential that the path rel (relative to whatever
 // directory is searched, "/"-separated) is, if any; dir says rel is a
 // directory (not a link to one). storesOnly looks only for stores.

@@ -134,9 +134,12 @@ func (w *walker) dir(f *os.File, rel string, depth int) error {
 			if w.entries++; w.entries > w.s.MaxEntries {
 				return &LimitError{Root: w.root, Entries: w.s.MaxEntries}
 			}
-			crel := path.Join(rel, e.Name())
 			typ := e.Type()
 			isDir, isLink := typ.IsDir(), typ&os.ModeSymlink != 0
+			if !isDir && !named(e.Name()) && !(w.second && typ.IsRegular()) {
+				continue // most files: nothing to look at but the name
+			}
+			crel := path.Join(rel, e.Name())
 			if c, ok := Match(crel, isDir, w.s.StoresOnly); ok {
 				if !w.second {
 					w.found = append(w.found, Found{Rel: crel, Cred: c, Dir: isDir, Link: isLink})
@@ -154,7 +157,7 @@ func (w *walker) dir(f *os.File, rel string, depth int) error {
 			if !isDir {
 				continue
 			}
-			if w.homes[filepath.Join(w.real, crel)] {
+			if len(w.homes) > 0 && w.homes[filepath.Join(w.real, crel)] {
 				if !w.second {
 					w.found = append(w.found, Found{Rel: crel, Home: true, Dir: true})
 				}
