@@ -64,7 +64,7 @@ func Diff(old, new *profile.Profile) []Change {
 	d.workspace(old.Workspace, new.Workspace)
 	d.set("workspace", "workspace.unprotect", old.Workspace.Unprotect, new.Workspace.Unprotect, "the protected path %s is writable inside", "the protected path %s is read-only inside again")
 	if o, n := old.Workspace.AllowSensitive, new.Workspace.AllowSensitive; o != n {
-		k, msg := Expansion, "a home directory or one holding credentials may be bound writable"
+		k, msg := Expansion, "a home directory or one holding credentials at any depth may be the workspace or bound writable"
 		if o {
 			k, msg = Reduction, "a home directory or one holding credentials is refused as a writable bind again"
 		}

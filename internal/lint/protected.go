@@ -14,7 +14,7 @@ func init() {
 				r.At(t, fmt.Sprintf("workspace.unprotect[%d]", i), fmt.Sprintf("%s is writable inside the sandbox", u), "")
 			}
 			if ws.AllowSensitive {
-				r.At(t, "workspace.allow_sensitive", "a home directory, or one holding credentials, may be bound writable", "")
+				r.At(t, "workspace.allow_sensitive", "a home directory, or one holding credentials at any depth, may be the workspace or bound writable", "")
 			}
 		},
 	})

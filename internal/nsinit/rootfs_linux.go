@@ -139,6 +139,11 @@ func (r *rootfs) build() error {
 			return fmt.Errorf("protecting %s in %s: %w", s.m.Target, s.m.Source, err)
 		}
 	}
+	for _, s := range srcs {
+		if err := r.mask(s.m); err != nil {
+			return fmt.Errorf("masking credentials in %s: %w", s.m.Target, err)
+		}
+	}
 	if !r.spec.Weaken.ProcMasks {
 		if err := r.maskProc(proc); err != nil {
 			return err
@@ -310,6 +315,43 @@ func (r *rootfs) protect(m wire.Mount) error {
 		target.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.Rel, err)
+		}
+	}
+	return nil
+}
+
+// mask covers each masked path of a bind (credentials in a toolchain's
+// prefix): a directory with an empty read-only tmpfs, anything else with
+// /dev/null bound read-only, which reads empty. A path gone since the host
+// side found it shows nothing to cover; one that is now a symbolic link
+// fails the run, since a link cannot be covered and may lead to what was
+// masked.
+func (r *rootfs) mask(m wire.Mount) error {
+	for _, rel := range m.Mask {
+		at := path.Join(strings.TrimPrefix(m.Target, "/"), rel)
+		target, err := mnt.Walk(r.root, at, nil)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		kind, err := kindOf(target)
+		var tree *os.File
+		switch {
+		case err != nil:
+		case kind == mnt.Dir:
+			tree, err = mnt.New("tmpfs", map[string]string{"mode": "0555", "size": "4k"}, maskAttrs)
+		default:
+			tree, err = mnt.Clone(int(r.root.Fd()), "dev/null", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC)
+		}
+		if err == nil {
+			err = mnt.Attach(tree, target)
+			tree.Close()
+		}
+		target.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
 		}
 	}
 	return nil

@@ -17,6 +17,12 @@
 // directory is what git, and most tools, ignore, and Remove takes it away
 // when the sandbox ends. A symbolic link on the way is refused: cordon
 // cannot hold it in place.
+//
+// The package also knows what holds credentials (Catalog: .ssh, .aws,
+// .netrc, an npmrc, a pip.conf, ...), and searches a tree for them within
+// bounds (Search): Sensitive refuses a workspace that holds a store of
+// secrets or a home directory at any depth, and package toolchain masks
+// every credential in a toolchain's prefix.
 package protect
 
 import (

@@ -702,6 +702,9 @@ func buildSpec(opts Options) (*Spec, error) {
 			}
 		}
 	}
+	if err := refuseSensitive(spec, opts); err != nil {
+		return nil, err
+	}
 	if err := protectWritable(spec, opts); err != nil {
 		return nil, err
 	}
@@ -710,8 +713,7 @@ func buildSpec(opts Options) (*Spec, error) {
 
 // protectWritable plans, for every writable directory bound into the view,
 // the paths the host's tools obey that stay read-only inside (see package
-// protect), and refuses a home directory or one holding credentials unless
-// the profile allows it by name.
+// protect).
 func protectWritable(spec *Spec, opts Options) error {
 	ws := opts.Profile.Workspace
 	if weakened("protect") { // test builds only: every writable bind writable throughout
@@ -723,10 +725,6 @@ func protectWritable(spec *Spec, opts Options) error {
 		}
 		if fi, err := os.Lstat(m.Source); err != nil || !fi.IsDir() {
 			continue
-		}
-		if why := protect.Sensitive(m.Source); why != "" && !ws.AllowSensitive {
-			spec.release()
-			return setupErr("writable bind "+m.Source, fmt.Errorf("%s: the sandbox could read and change it (keys, credentials, shell start-up files); choose a project directory, or set workspace.allow_sensitive in the profile to accept that", why))
 		}
 		var extra []string
 		for _, g := range opts.Guard {

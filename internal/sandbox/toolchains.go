@@ -6,8 +6,8 @@ import (
 )
 
 // addToolchains adds the profile's toolchains to the spec: each install
-// prefix bound read-only at the same place, the PATH with their
-// directories first. It returns what it did, as notes for the outcome.
+// prefix bound read-only at the same place, with the credentials found in
+// it masked, the PATH with their directories first. It returns what it did, as notes for the outcome.
 func addToolchains(spec *Spec, opts Options) ([]string, error) {
 	pl := opts.Toolchains
 	if pl == nil {
@@ -24,7 +24,7 @@ func addToolchains(spec *Spec, opts Options) ([]string, error) {
 		}
 	}
 	for _, b := range pl.Binds() {
-		spec.Mounts = append(spec.Mounts, Mount{Source: b, Target: b})
+		spec.Mounts = append(spec.Mounts, Mount{Source: b, Target: b, Mask: pl.Masks(b)})
 	}
 	if pl.Path != "" {
 		spec.Env = wire.SetEnv(spec.Env, "PATH", pl.Path)

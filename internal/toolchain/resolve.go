@@ -202,10 +202,6 @@ func (r *resolver) toolchainInstall(e Entry) bool {
 // systemDirs are host directories no toolchain prefix may be or be in.
 var systemDirs = []string{"/etc", "/proc", "/sys", "/dev", "/run", "/boot"}
 
-// credentialFiles hold a toolchain's registry tokens when found at the top
-// of a directory, besides what package protect knows.
-var credentialFiles = []string{"credentials", "credentials.toml", ".npmrc", ".pypirc", ".env"}
-
 // refused says why prefix cannot be bound into the sandbox, or "".
 func (r *resolver) refused(prefix string) string {
 	if prefix == "/" {
@@ -238,9 +234,9 @@ func (r *resolver) refused(prefix string) string {
 			return "is in a store of credentials (" + cd.name + ", " + cd.path + ")"
 		}
 	}
-	for _, c := range append(creds, credentialFiles...) {
+	for _, c := range creds {
 		if _, err := os.Lstat(filepath.Join(prefix, c)); err == nil {
-			return "holds " + c + ", credentials"
+			return "holds " + c + ", a store of credentials"
 		}
 	}
 	if msg := profile.TargetProblem(prefix); msg != "" {

@@ -23,8 +23,11 @@
 // the chain and nothing is bound for it; a version file is read only as a
 // regular file of a trusted user, never through a link, and only a valid
 // version name in it is followed or shown; a name a shell's script gives
-// binds only a toolchain's install. Resolve reads the host and changes
-// nothing.
+// binds only a toolchain's install. A prefix bound is searched whole for
+// credentials (an npmrc, a pip.conf, a .netrc, ...: package protect's
+// catalog) at any depth, and each one found is masked in the sandbox's
+// view; a prefix too large to be searched whole is not bound. Resolve
+// reads the host and changes nothing.
 package toolchain
 
 import (
@@ -74,6 +77,9 @@ type Entry struct {
 	// sandbox binds it (read-only, at the same place) or already sees it.
 	Prefix string `json:"prefix,omitempty"`
 	Bound  bool   `json:"bound,omitempty"`
+	// Masked are the credentials found in a bound prefix, relative to it,
+	// which the sandbox sees empty.
+	Masked []string `json:"masked,omitempty"`
 	// Own is set when Program is the sandbox's own file: in a directory
 	// the sandbox may write, or reached through a link there. Nothing is
 	// bound for it, and links are not followed past it.
@@ -99,6 +105,8 @@ type Plan struct {
 	Path string `json:"path,omitempty"`
 
 	warnings []string
+	// masks are, by prefix, the paths each bind masks.
+	masks map[string][]string
 }
 
 // Binds are the host directories to bind read-only at the same place, none
@@ -125,7 +133,9 @@ func (pl *Plan) Binds() []string {
 }
 
 // Warnings say which names the profile lists resolve to nothing here,
-// each where the profile names it.
+// each where the profile names it, which prefixes hold credentials that
+// the sandbox sees masked, and which names a script gives are left out
+// because their prefix could not be searched for credentials.
 func (pl *Plan) Warnings() []string {
 	if pl == nil {
 		return nil
@@ -172,6 +182,9 @@ func (e Entry) String() string {
 		b.WriteString("; the sandbox's own file (where the sandbox may write): nothing is bound for it")
 	case e.Bound:
 		b.WriteString("; binds " + e.Prefix + " read-only")
+		if len(e.Masked) > 0 {
+			b.WriteString(", credentials in it masked: " + maskedList(e.Masked))
+		}
 	default:
 		b.WriteString("; " + e.Prefix + " is in the view already")
 	}
@@ -264,6 +277,9 @@ func ResolveRun(p *profile.Profile, argv []string, h Host) (*Plan, error) {
 			}
 			pl.warnings = append(pl.warnings, w)
 		}
+	}
+	if err := r.maskCredentials(pl, fromScript); err != nil {
+		return nil, err
 	}
 	pl.Path = r.sandboxPath(pl.Entries)
 	// What a script starts is listed only where it changes the view.

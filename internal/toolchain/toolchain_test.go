@@ -309,7 +309,7 @@ func TestRefused(t *testing.T) {
 		{"program in a home", "home/u/tool", "is a home directory", nil},
 		{"prefix holding a home", "data/bin/tool", "contains the home directory", func(h *fakeHost) { h.dir("data/home/v") }},
 		{"a home's shared directory", "home/u/.local/tool", "is shared by the programs of", nil},
-		{"credentials beside", "opt/tool/bin/tool", "holds .npmrc", func(h *fakeHost) { h.file("opt/tool/.npmrc", "//registry/:_authToken=x\n", 0o600) }},
+		{"credentials beside", "opt/tool/bin/tool", "holds .netrc, a store of credentials", func(h *fakeHost) { h.file("opt/tool/.netrc", "machine x password y\n", 0o600) }},
 		{"credential store", "home/u/.ssh/bin/tool", "store of credentials (.ssh)", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

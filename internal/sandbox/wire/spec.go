@@ -109,6 +109,10 @@ type Mount struct {
 	// Protect are the paths of a writable bind that init binds onto
 	// themselves, read-only or pinned in place, shallow first.
 	Protect []protect.Entry `json:"protect,omitempty"`
+	// Mask are paths of a read-only bind, relative to it, that init covers
+	// with an empty read-only file or directory: credentials found in a
+	// toolchain's prefix. None is a symbolic link.
+	Mask []string `json:"mask,omitempty"`
 	// Review marks the workspace of a reviewed run: the source is bound
 	// read-only as the lower layer of an overlay whose writes go to a
 	// layer of the sandbox's own (see Spec.Layer).
