@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -59,48 +60,86 @@ const (
 // process can set back, and walks in full only what is new. Without it,
 // or when it is not this tree's, every directory is listed.
 func FindMade(root string, since time.Time, held []Entry, index string) (found []Made, complete bool, err error) {
-	d, err := openRoot(root)
+	w, err := look(root, since.UnixNano(), held, index)
 	if err != nil {
 		return nil, false, err
+	}
+	return w.found, !w.cut, nil
+}
+
+// look walks the tree at root, in full or, with an index of it, what
+// changed since the index was kept, and judges what changed at or after
+// since (in nanoseconds; math.MaxInt64 judges nothing). On the way it
+// keeps, in the index, the credentials and home directories the tree holds
+// (see Sensitive), wherever they are.
+func look(root string, since int64, held []Entry, index string) (*madeWalk, error) {
+	root = filepath.Clean(root)
+	d, err := openRoot(root)
+	if err != nil {
+		return nil, err
 	}
 	defer d.Close()
 	var rootSt unix.Stat_t
 	if err := unix.Fstat(int(d.Fd()), &rootSt); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	w := &madeWalk{d: d, since: since.UnixNano(), budget: MaxMadeEntries, held: map[string]bool{}, seen: map[string]bool{}}
+	w := &madeWalk{d: d, since: since, budget: MaxMadeEntries, held: map[string]bool{}, seen: map[string]bool{}, homes: map[string]bool{}, real: root}
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		w.real = real
+	}
+	for _, h := range Homes() {
+		w.homes[h] = true
+	}
 	for _, e := range held {
 		// Read-only paths could not change; of the pinned directories (on
 		// the way to them), a .git has what git obeys in it held.
 		w.held[e.Rel] = e.ReadOnly || path.Base(e.Rel) == ".git"
 	}
-	ix := loadIndex(index, root, rootSt)
-	if ix != nil {
+	if ix := loadIndex(index, root, rootSt); ix != nil {
 		w.ix = ix
 		w.update()
 	} else {
 		w.ix = newIndex(root, rootSt)
 		top, err := beneath(d, ".", unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		w.list(os.NewFile(uintptr(top), root), ".", 0, func(string) bool { return true })
 	}
-	if index != "" && !w.cut {
+	if index != "" && !w.limited {
 		w.ix.save(index)
 	}
-	return w.found, !w.cut, nil
+	return w, nil
 }
 
 type madeWalk struct {
 	d      *os.File
 	since  int64
 	budget int
-	cut    bool
-	held   map[string]bool
-	found  []Made
-	seen   map[string]bool // paths reported, or judged, in this look
-	ix     *walkIndex      // what this look learns of the tree
+	// cut says the look did not cover everything; limited, that it
+	// stopped at its bounds of entries or depth, which limitErr says.
+	cut, limited bool
+	limitErr     *LimitError
+	held         map[string]bool
+	found        []Made
+	seen         map[string]bool // paths reported, or judged, in this look
+	ix           *walkIndex      // what this look learns of the tree
+	// homes are the host's home directories, real is the root's real
+	// path, for the homes the tree holds.
+	homes map[string]bool
+	real  string
+}
+
+// limit records that the look stopped at one of its bounds: its entries,
+// or its depth at the directory at.
+func (w *madeWalk) limit(at ...string) {
+	w.cut, w.limited = true, true
+	if w.limitErr == nil {
+		w.limitErr = &LimitError{Root: w.real, Entries: MaxMadeEntries}
+		if len(at) > 0 {
+			w.limitErr = &LimitError{Root: w.real, Depth: MaxMadeDepth, At: at[0]}
+		}
+	}
 }
 
 func (w *madeWalk) add(rel, tool string) {
@@ -138,7 +177,9 @@ func (w *madeWalk) stat(rel string) *unix.Stat_t {
 
 // list looks at the entries of the directory rel, open as f (which it
 // closes), and lists the subdirectories descend says, each opened from its
-// parent's descriptor, one name at a time, never through a link.
+// parent's descriptor, one name at a time, never through a link. What is
+// under a name of the catalog, or under what the plan held, is judged as
+// a whole where it is named, and only searched for credentials below.
 func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub string) bool) {
 	defer f.Close()
 	var st unix.Stat_t
@@ -150,7 +191,7 @@ func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub stri
 		batch, err := f.ReadDir(1024)
 		ents = append(ents, batch...)
 		if w.budget -= len(batch); w.budget < 0 {
-			w.cut = true
+			w.limit()
 			return
 		}
 		if err == io.EOF || len(batch) == 0 {
@@ -161,7 +202,13 @@ func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub stri
 		}
 	}
 	w.ix.Dirs[rel] = dirMark{Ino: st.Ino, Ctime: st.Ctim.Nano()}
-	if rel != "." && obey.GitDir(func(p string) bool {
+	for c := range w.ix.Creds {
+		if path.Dir(c) == rel {
+			delete(w.ix.Creds, c) // listed again below
+		}
+	}
+	judging := rel == "." || obey.Match(rel) == nil && !w.underHeld(rel)
+	if judging && rel != "." && obey.GitDir(func(p string) bool {
 		return slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == path.Base(p) })
 	}, ".") {
 		// A repository, whatever it is called; what else it holds is
@@ -171,7 +218,17 @@ func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub stri
 	}
 	for _, e := range ents {
 		sub := path.Join(rel, e.Name())
-		if w.held[sub] {
+		if c, ok := Match(sub, e.IsDir(), true); ok {
+			w.ix.Creds[sub] = Found{Rel: sub, Cred: c, Dir: e.IsDir()}.What()
+			continue
+		}
+		if e.IsDir() && w.homes[filepath.Join(w.real, sub)] {
+			w.ix.Creds[sub] = "the home directory " + sub
+			continue
+		}
+		switch {
+		case !judging:
+		case w.held[sub]:
 			// Kept read-only, or a repository whose obeyed files were:
 			// what else the run made at the top of a repository is
 			// looked at (an interrupted rebase's commands).
@@ -179,18 +236,15 @@ func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub stri
 				w.ix.Watch[sub] = true
 				w.gitExtras(sub, obey.GitWatch)
 			}
-			continue
-		}
-		if obey.Match(sub) != nil || e.Type().IsRegular() && isData(e.Name()) {
+		case obey.Match(sub) != nil || e.Type().IsRegular() && isData(e.Name()):
 			w.ix.Watch[sub] = true
 			w.judge(sub, e.IsDir())
-			continue
 		}
 		if !e.IsDir() || !descend(sub) {
 			continue
 		}
 		if depth+1 > MaxMadeDepth {
-			w.cut = true
+			w.limit(sub)
 			continue
 		}
 		fd, err := unix.Openat(int(f.Fd()), e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -200,6 +254,16 @@ func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub stri
 		}
 		w.list(os.NewFile(uintptr(fd), sub), sub, depth+1, descend)
 	}
+}
+
+// underHeld reports whether rel is under a path the plan held.
+func (w *madeWalk) underHeld(rel string) bool {
+	for p := path.Dir(rel); p != "."; p = path.Dir(p) {
+		if w.held[p] {
+			return true
+		}
+	}
+	return w.held[rel]
 }
 
 // judge reports rel, worth a look (a name of the catalog, a repository by
@@ -272,7 +336,7 @@ func (w *madeWalk) gitExtras(rel string, watch []string) {
 // modules or worktrees, at any depth), the obeyed files the run changed.
 func (w *madeWalk) gitRepos(dir string, depth int) {
 	if depth > MaxMadeDepth {
-		w.cut = true
+		w.limit(dir)
 		return
 	}
 	for _, n := range w.names(dir) {
@@ -305,16 +369,21 @@ func (w *madeWalk) names(rel string) []string {
 	defer f.Close()
 	names, _ := f.Readdirnames(-1)
 	if w.budget -= len(names); w.budget < 0 {
-		w.cut = true
+		w.limit()
 		return nil
 	}
 	return names
 }
 
 // unreadable reports the directory rel, which could not be opened for a
-// reason other than its absence: what it holds was not looked at.
+// reason other than its absence, when the run changed it: what it holds
+// was not looked at. One closed to cordon's user before the run (another
+// user's) is closed to the sandbox's user too, which is no more than it.
 func (w *madeWalk) unreadable(rel string, err error) {
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || w.seen["unreadable:"+rel] {
+		return
+	}
+	if st := w.stat(rel); st == nil || st.Ctim.Nano() < w.since {
 		return
 	}
 	w.seen["unreadable:"+rel] = true
@@ -348,7 +417,7 @@ func (w *madeWalk) update() {
 		mk := w.ix.Dirs[rel]
 		st := w.stat(rel)
 		if st == nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			delete(w.ix.Dirs, rel)
+			w.forget(rel)
 			continue
 		}
 		if st.Ino == mk.Ino && st.Ctim.Nano() == mk.Ctime {
@@ -357,7 +426,7 @@ func (w *madeWalk) update() {
 		fd, err := beneath(w.d, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			w.unreadable(rel, err)
-			delete(w.ix.Dirs, rel)
+			w.forget(rel)
 			continue
 		}
 		w.list(os.NewFile(uintptr(fd), rel), rel, strings.Count(rel, "/"), func(sub string) bool {
@@ -375,6 +444,17 @@ func (w *madeWalk) update() {
 			continue
 		}
 		w.judge(rel, st.Mode&unix.S_IFMT == unix.S_IFDIR)
+	}
+}
+
+// forget drops the directory rel, gone or changed past knowing, from the
+// index, with the credentials it held.
+func (w *madeWalk) forget(rel string) {
+	delete(w.ix.Dirs, rel)
+	for c := range w.ix.Creds {
+		if strings.HasPrefix(c, rel+"/") {
+			delete(w.ix.Creds, c)
+		}
 	}
 }
 
@@ -411,7 +491,7 @@ func (w *madeWalk) changedUnder(rel string, depth int) bool {
 	for {
 		batch, err := f.ReadDir(256)
 		if w.budget -= len(batch); w.budget < 0 {
-			w.cut = true
+			w.limit()
 			return false
 		}
 		for _, e := range batch {

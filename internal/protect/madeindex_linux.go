@@ -22,6 +22,9 @@ type walkIndex struct {
 	// Watch are the paths judged at every look: the catalog's names,
 	// repositories known by structure, files that may be profiles.
 	Watch map[string]bool
+	// Creds are the stores of credentials and the home directories the
+	// tree holds, by path, with what each is (see Sensitive).
+	Creds map[string]string
 }
 
 type dirMark struct {
@@ -33,7 +36,7 @@ type dirMark struct {
 const maxIndex = 256 << 20
 
 func newIndex(root string, st unix.Stat_t) *walkIndex {
-	return &walkIndex{Root: root, Dev: st.Dev, Ino: st.Ino, Dirs: map[string]dirMark{}, Watch: map[string]bool{}}
+	return &walkIndex{Root: root, Dev: st.Dev, Ino: st.Ino, Dirs: map[string]dirMark{}, Watch: map[string]bool{}, Creds: map[string]string{}}
 }
 
 // loadIndex reads the index at file, nil when there is none, it does not
@@ -60,6 +63,9 @@ func loadIndex(file, root string, st unix.Stat_t) *walkIndex {
 	}
 	if ix.Watch == nil {
 		ix.Watch = map[string]bool{}
+	}
+	if ix.Creds == nil {
+		ix.Creds = map[string]string{}
 	}
 	return &ix
 }

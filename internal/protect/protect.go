@@ -109,7 +109,7 @@ func Make(root string, o Options) (*Plan, error) {
 		if try < maxReplans && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrExist)) {
 			// A random pause, longer each time, so that runs planning in
 			// step stop meeting each other.
-			time.Sleep(time.Duration(rand.IntN(try*250)) * time.Microsecond)
+			time.Sleep(time.Duration(rand.IntN(try*500)) * time.Microsecond)
 			continue
 		}
 		return p, err
@@ -118,7 +118,7 @@ func Make(root string, o Options) (*Plan, error) {
 
 // maxReplans bounds the plans Make makes while other runs remove their
 // placeholders.
-const maxReplans = 32
+const maxReplans = 128
 
 func makePlan(root string, o Options) (*Plan, error) {
 	d, err := openRoot(root)

@@ -58,7 +58,7 @@ func Homes() []string {
 // 0.1 s; past the bounds the directory is refused, since what was not read
 // may hold a key.
 var (
-	sensitiveEntries = 200_000
+	sensitiveEntries = 1 << 20
 	sensitiveDepth   = 64
 )
 
@@ -66,7 +66,7 @@ var (
 // or a writable part of its view, or "": it is a home directory (one
 // Homes lists), or holds one, or holds a store of secrets (Credentials:
 // .ssh, .aws, .netrc, ...) at any depth, or is too large to be searched
-// for them whole (200,000 names, 64 directories deep).
+// for them whole (1,048,576 names, 64 directories deep).
 // A link is judged by its own name; what it leads to is not in the view
 // through root. What is found is named relative to root.
 func Sensitive(root string) string {
@@ -83,20 +83,24 @@ func Sensitive(root string) string {
 		}
 		return "cordon could not search it for credentials: " + err.Error()
 	}
-	if len(found) == 0 {
-		return ""
-	}
 	var what []string
-	for i, f := range found {
-		if i == 3 {
-			what = append(what, fmt.Sprintf("and %d more", len(found)-i))
-			break
-		}
+	for _, f := range found {
 		if f.Home {
 			what = append(what, "the home directory "+f.Rel)
 		} else {
 			what = append(what, f.What())
 		}
+	}
+	return holds(root, what)
+}
+
+// holds says that root holds what (up to three named), or "" for nothing.
+func holds(root string, what []string) string {
+	if len(what) == 0 {
+		return ""
+	}
+	if len(what) > 3 {
+		what = append(what[:3], fmt.Sprintf("and %d more", len(what)-3))
 	}
 	return root + " holds " + strings.Join(what, ", ")
 }

@@ -28,12 +28,7 @@ func findMade(spec *Spec, opts Options, begun time.Time, res *Result) {
 		if !m.Writable || m.Device || m.Review {
 			continue
 		}
-		index := ""
-		if opts.WalkIndex != "" {
-			sum := sha256.Sum256([]byte(m.Source))
-			index = filepath.Join(opts.WalkIndex, hex.EncodeToString(sum[:16]))
-		}
-		found, complete, err := protect.FindMade(m.Source, begun.Add(-madeMargin), m.Protect, index)
+		found, complete, err := protect.FindMade(m.Source, begun.Add(-madeMargin), m.Protect, walkIndex(opts, m.Source))
 		if err != nil {
 			continue // not a directory, or gone
 		}
@@ -49,6 +44,16 @@ func findMade(spec *Spec, opts Options, begun time.Time, res *Result) {
 			res.obeyed = append(res.obeyed, o)
 		}
 	}
+}
+
+// walkIndex is the file of opts.WalkIndex that keeps what the looks in
+// the tree at source learned of it, "" for none.
+func walkIndex(opts Options, source string) string {
+	if opts.WalkIndex == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(source))
+	return filepath.Join(opts.WalkIndex, hex.EncodeToString(sum[:16]))
 }
 
 // shellQuote quotes s for a POSIX shell.

@@ -27,7 +27,7 @@ func refuseSensitive(spec *Spec, opts Options) error {
 		if fi, err := os.Lstat(m.Source); err != nil || !fi.IsDir() {
 			continue
 		}
-		if why := protect.Sensitive(m.Source); why != "" {
+		if why := protect.SensitiveIn(m.Source, walkIndex(opts, m.Source)); why != "" {
 			spec.release()
 			what := "writable bind "
 			if workspace {
