@@ -6,11 +6,9 @@ import (
 	"testing"
 )
 
-// Attack: a profile that is not valid UTF-8 (one 0xff byte in a comment)
-// or holds a NUL in a comment still loads (profile.Parse accepts it), but
-// the capture skips the content check for files it calls binary, so the
-// rewritten profile is not flagged protected and lands under the default
-// review.require_approval ([protected]).
+// A profile that is not valid UTF-8 (one 0xff byte in a comment) or holds
+// a NUL in a comment still loads (profile.Parse accepts it): the capture
+// checks its content all the same, and flags it protected.
 func TestAttackBinaryProfileNotProtected(t *testing.T) {
 	e := newEnv(t)
 	write(t, e.host+"/conf/dev.yaml", "version: 1\nagent: dev\n", 0o644)

@@ -7,12 +7,11 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
-// Attack: profiles that profile.Parse (and so `cordon run --profile`)
-// accepts, but whose top-level node is not a plain mapping in the AST
-// (an anchor on the document's mapping; a merge key supplying version and
-// agent), are not known by obey.Content: review mode lands them without
-// approval and direct mode does not report them. The same holds for an
-// approval record with a top-level anchor, which approval.load accepts.
+// Profiles that profile.Parse (and so `cordon run --profile`) accepts
+// though their top-level node is not a plain mapping in the AST (an anchor
+// on the document's mapping; a merge key supplying version and agent) are
+// known by obey.Content, and so is an approval record with a top-level
+// anchor, which approval.load accepts.
 func TestAttackContentMissesParsedProfiles(t *testing.T) {
 	for name, y := range map[string]string{
 		"anchor on the top mapping":        "&a\nversion: 1\nagent: evil\n",
@@ -32,10 +31,10 @@ func TestAttackContentMissesParsedProfiles(t *testing.T) {
 	}
 }
 
-// Attack: files host tools run or obey from a project that the catalog
-// does not name. rust-toolchain.toml `[toolchain] path = "./tc"` makes
-// rustup's cargo/rustc proxies run ./tc/bin/cargo; opencode starts the local MCP
-// servers of opencode.json / .opencode/ on start.
+// Files host tools run or obey from a project: rust-toolchain.toml
+// `[toolchain] path = "./tc"` makes rustup's cargo/rustc proxies run
+// ./tc/bin/cargo; opencode starts the local MCP servers of opencode.json
+// and .opencode/ on start.
 func TestAttackCatalogGaps(t *testing.T) {
 	for _, rel := range []string{
 		"rust-toolchain.toml", "rust-toolchain", "sub/rust-toolchain.toml",

@@ -8,11 +8,10 @@ import (
 	"testing"
 )
 
-// Attack: a HEAD (or objects+refs) dropped into a directory that existed
-// before the run makes FindMade take the directory as a repository whose
-// watched files did not change, and it then looks at nothing below it:
-// a nested repository with core.fsmonitor, an .envrc and .vscode planted
-// there go unreported.
+// A HEAD (or objects and refs) dropped into a directory that existed
+// before the run makes it a repository, and hides nothing below it: a
+// nested repository with core.fsmonitor, an .envrc and .vscode planted
+// there are reported.
 func TestAttackFindMadeHeadHidesSubtree(t *testing.T) {
 	for _, marker := range []string{"HEAD", "objects+refs"} {
 		t.Run(marker, func(t *testing.T) {
@@ -43,11 +42,10 @@ func TestAttackFindMadeHeadHidesSubtree(t *testing.T) {
 	}
 }
 
-// Attack: a nested repository that existed before the run has a
-// submodule; the run rewrites the submodule's repository configuration
+// A nested repository that existed before the run has a submodule; the
+// run rewrites the submodule's repository configuration
 // (.git/modules/NAME/config, core.fsmonitor), which `git status` in the
-// nested repository runs. FindMade only looks at GitWatch in .git and does
-// not descend into modules/.
+// nested repository runs: it is reported.
 func TestAttackFindMadeNestedSubmoduleConfig(t *testing.T) {
 	root := t.TempDir()
 	put(t, root+"/vendor/foo/.git/HEAD", "ref: refs/heads/main\n")
@@ -71,13 +69,11 @@ func TestAttackFindMadeNestedSubmoduleConfig(t *testing.T) {
 	}
 }
 
-// Attack (rootless): a directory the run leaves without read permission for
-// its owner (chmod 0311: still traversable by name) cannot be listed by the
-// unprivileged cordon after the run, and FindMade skips it silently and
-// says it looked at everything; the user's `cd hid/proj && git status`
-// still reaches the planted repository. Review mode's capture opens such
-// directories up (grant); direct mode does not. As root the walk can read
-// it, so this only fails without privilege.
+// Rootless, a directory the run leaves without read permission for its
+// owner (chmod 0311: still traversable by name) cannot be listed by the
+// unprivileged cordon after the run: FindMade names it, and does not say
+// it looked at everything. As root the walk can read it; protected.txtar
+// runs the same as an unprivileged user.
 func TestAttackFindMadeUnreadableDir(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("as root the walk reads a 0311 directory; run without privilege")
