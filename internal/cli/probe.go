@@ -251,7 +251,7 @@ func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, selfExec bool
 	opts := sandbox.Options{
 		Profile: p, Args: args, SelfExec: selfExec, AllowDegraded: r.allow,
 		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdin: stdin, Stdout: files[0], Stderr: files[1],
-		Guard: r.guard,
+		Guard: r.guard, WalkIndex: walkIndexDir(r.e, p),
 	}
 	if adjust != nil {
 		adjust(&opts)

@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/config"
 	"github.com/cordon-sandbox/cordon/internal/hostfile"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
@@ -104,11 +105,7 @@ func runCmd(e *env, args []string) int {
 	if pf.file != "" {
 		opts.ProfileFile = pf.abs(e, pf.file)
 	}
-	if walk := filepath.Join(config.StateDir(), "walk"); visibleIn(p, e.cwd, filepath.Join(walk, "index")) == "" {
-		// Kept where no sandbox reaches, or not kept: the index says which
-		// directories need no second look.
-		opts.WalkIndex = walk
-	}
+	opts.WalkIndex = walkIndexDir(e, p)
 	opts.Guard = guarded(opts.ProfileFile)
 	if p.Workspace.Reviewed() {
 		// Host files changed from now on are conflicts when applied.
@@ -296,4 +293,16 @@ func writeNotes(w io.Writer, notes []string) {
 	for _, n := range notes {
 		fmt.Fprintf(w, "cordon: note: %s\n", termsafe.Line(n))
 	}
+}
+
+// walkIndexDir is where cordon keeps what its searches of the trees in p's
+// view learned (see sandbox.Options.WalkIndex): in its state directory, or
+// nowhere where a sandbox of p could see it, since the index says which
+// directories need no second look.
+func walkIndexDir(e *env, p *profile.Profile) string {
+	walk := filepath.Join(config.StateDir(), "walk")
+	if visibleIn(p, e.cwd, filepath.Join(walk, "index")) != "" {
+		return ""
+	}
+	return walk
 }
