@@ -39,7 +39,7 @@ func main() {
 	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs")
 	cordon := flag.String("cordon", "./cordon", "the cordon binary to measure")
 	docs := flag.Bool("docs", false, "rewrite docs/BENCHMARKS.md and docs/benchmarks-startup.svg with the results")
-	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), idle (memory per idle sandbox), many (sandboxes started together) or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
+	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), large (a workspace of 50,000 files), idle (memory per idle sandbox), many (sandboxes started together) or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
 	flag.Parse()
 	if *short {
 		*n = 3
@@ -82,6 +82,12 @@ func main() {
 		os.Stdout.Write(rep.Bytes())
 		return
 	}
+	if *only == "large" {
+		var rep bytes.Buffer
+		large(&rep, abs, *n)
+		os.Stdout.Write(rep.Bytes())
+		return
+	}
 	if *only == "startup" {
 		var rep bytes.Buffer
 		startup(&rep, peers(abs, ws), *n)
@@ -113,6 +119,7 @@ func main() {
 	concurrency(&rep, abs, tools, *short)
 	idleMemory(&rep, abs, tools)
 	if !*short {
+		large(&rep, abs, *n)
 		microBenches(&rep, repo)
 	}
 	writeGoals(&rep)
@@ -550,4 +557,51 @@ func microBenches(w *bytes.Buffer, repo string) {
 	metric(out, "BenchmarkBoxExec", "box/bare", goalServeInProc, 1)
 	out = goBench(w, repo, "MCP gateway, one tool call (an upstream tool called directly, through cordon's gateway, and through it with the durable audit log; in-memory transports, medians)", "./internal/gateway", "Call", "2000x")
 	metric(out, "BenchmarkCall", "added-µs/call", goalGatewayCall, 1)
+}
+
+// large measures a run in a workspace of 50,000 files in 5,000 directories,
+// as a repository with its dependencies is: before and after it, cordon
+// searches the workspace (for credentials, and for what the host's tools
+// obey that the run made), whole in a workspace it has not seen, and then
+// only the directories whose change time moved, from the index it keeps.
+func large(w *bytes.Buffer, cordon string, n int) {
+	ws, err := os.MkdirTemp("", "cordon-bench-large-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(ws)
+	for d := 0; d < 5000; d++ {
+		dir := filepath.Join(ws, fmt.Sprintf("d%02d", d/100), fmt.Sprintf("s%02d", d%100))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fatal(err)
+		}
+		for f := 0; f < 10; f++ {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.js", f)), []byte("x"), 0o644); err != nil {
+				fatal(err)
+			}
+		}
+	}
+	var tools []tool
+	for _, t := range peers(cordon, ws) {
+		if t.name == "bare" || t.name == "bwrap" {
+			tools = append(tools, t)
+		}
+	}
+	tools = append(tools, tool{name: "cordon", wrap: func(c []string) []string {
+		return append([]string{cordon, "run", "--workspace", ws, "--"}, c...)
+	}})
+	// The first run in the workspace, which searches it whole.
+	os.RemoveAll(filepath.Join(os.Getenv("CORDON_STATE_DIR"), "walk"))
+	start := time.Now()
+	first := exec.Command(cordon, "run", "--workspace", ws, "--", "/bin/true")
+	if out, err := first.CombinedOutput(); err != nil {
+		fmt.Fprintf(w, "cordon in a large workspace failed: %v: %s\n\n", err, out)
+		return
+	}
+	firstRun := time.Since(start)
+	res, used := measure(tools, []string{"/bin/true"}, n)
+	table(w, "/bin/true in a workspace of 50,000 files", tools, res, used, nil)
+	if c, b := res["cordon"], res["bwrap"]; len(c) > 0 && len(b) > 0 {
+		fmt.Fprintf(w, "The first run in the workspace, which searches it whole, took %s ms; later runs list only what changed (%s against bwrap).\n\n", ms(firstRun), ratio(median(c), median(b)))
+	}
 }

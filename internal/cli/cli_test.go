@@ -137,6 +137,9 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			e.Setenv("AUDIT", auditDir)
+			// cordon's state (what it keeps between runs), outside the work
+			// directory too; a script may choose another.
+			e.Setenv("CORDON_STATE_DIR", e.WorkDir+"-state")
 			e.Setenv("CORDON_AUDIT_LOG", filepath.Join(auditDir, "audit.jsonl"))
 			// Let the rootless scripts' other user reach the work directory.
 			if os.Geteuid() == 0 {

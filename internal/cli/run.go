@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -301,7 +302,7 @@ func writeNotes(w io.Writer, notes []string) {
 // directories need no second look.
 func walkIndexDir(e *env, p *profile.Profile) string {
 	walk := filepath.Join(config.StateDir(), "walk")
-	if visibleIn(p, e.cwd, filepath.Join(walk, "index")) != "" {
+	if visibleIn(p, e.cwd, filepath.Join(walk, "index")) != "" || os.MkdirAll(walk, 0o700) != nil {
 		return ""
 	}
 	return walk

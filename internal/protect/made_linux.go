@@ -95,7 +95,11 @@ func look(root string, since int64, held []Entry, index string) (*madeWalk, erro
 		// the way to them), a .git has what git obeys in it held.
 		w.held[e.Rel] = e.ReadOnly || path.Base(e.Rel) == ".git"
 	}
-	if ix := loadIndex(index, root, rootSt); ix != nil {
+	ix := heldIndex(root, rootSt)
+	if ix == nil {
+		ix = loadIndex(index, root, rootSt)
+	}
+	if ix != nil {
 		w.ix = ix
 		w.update()
 	} else {
@@ -106,8 +110,11 @@ func look(root string, since int64, held []Entry, index string) (*madeWalk, erro
 		}
 		w.list(os.NewFile(uintptr(top), root), ".", 0, func(string) bool { return true })
 	}
-	if index != "" && !w.limited {
-		w.ix.save(index)
+	if !w.limited {
+		keep(w.ix)
+		if index != "" {
+			w.ix.save(index)
+		}
 	}
 	return w, nil
 }

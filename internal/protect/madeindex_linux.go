@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,6 +35,45 @@ type dirMark struct {
 
 // maxIndex bounds the index file cordon reads.
 const maxIndex = 256 << 20
+
+// held keeps the indexes this process made or read, by the root's path,
+// for its next look at the same tree: a run's search before it starts and
+// its look after it ends share one, as do a server's runs. At most
+// maxHeld trees are kept.
+var held = struct {
+	sync.Mutex
+	m map[string]*walkIndex
+}{m: map[string]*walkIndex{}}
+
+const maxHeld = 16
+
+// keep holds ix for the next look at its tree in this process.
+func keep(ix *walkIndex) {
+	held.Lock()
+	defer held.Unlock()
+	if _, ok := held.m[ix.Root]; !ok && len(held.m) >= maxHeld {
+		for k := range held.m {
+			delete(held.m, k) // any one: a cache
+			break
+		}
+	}
+	held.m[ix.Root] = ix
+}
+
+// heldIndex takes the index this process keeps of the tree at root, nil
+// when it has none or the root is another directory now. The look that
+// takes it owns it until it keeps it again: a look at the same tree at the
+// same time reads the file instead.
+func heldIndex(root string, st unix.Stat_t) *walkIndex {
+	held.Lock()
+	defer held.Unlock()
+	ix := held.m[root]
+	delete(held.m, root)
+	if ix == nil || ix.Dev != st.Dev || ix.Ino != st.Ino {
+		return nil
+	}
+	return ix
+}
 
 func newIndex(root string, st unix.Stat_t) *walkIndex {
 	return &walkIndex{Root: root, Dev: st.Dev, Ino: st.Ino, Dirs: map[string]dirMark{}, Watch: map[string]bool{}, Creds: map[string]string{}}
