@@ -2,6 +2,7 @@ package obey
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -47,6 +48,14 @@ var gitDataFiles = map[string]bool{
 // gitDataDirs are the directories of a git directory whose content is
 // data, at any depth (but see gitHeldData).
 var gitDataDirs = []string{"objects", "refs", "logs", "rr-cache"}
+
+// InGitData reports whether rel, relative to a git directory, is one of
+// its directories of data or inside one: one there that holds a HEAD
+// (logs/HEAD, refs/remotes/origin/HEAD) is no repository git would take.
+func InGitData(rel string) bool {
+	top, _, _ := strings.Cut(rel, "/")
+	return slices.Contains(gitDataDirs, top)
+}
 
 // gitHeldData are paths under gitDataDirs that git obeys after all:
 // alternates name other object stores to read.
@@ -113,7 +122,8 @@ func JudgeGit(repo GitRepo, rel string, file, dir, deleted bool) (GitVerdict, st
 		return GitData, ""
 	case gitDataFiles[rel] && file:
 		return GitData, ""
-	case top == "info" && rest == "" && dir:
+	case (top == "info" || top == "branches") && rest == "" && dir:
+		// git init makes them; what is in them is judged.
 		return GitData, ""
 	case top == "hooks":
 		switch {

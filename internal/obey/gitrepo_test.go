@@ -38,6 +38,8 @@ func TestJudgeGit(t *testing.T) {
 		{fresh, "hooks", dir, false, GitData},
 		{fresh, "hooks/pre-commit.sample", file, false, GitData},
 		{fresh, "description", file, false, GitData},
+		{fresh, "branches", dir, false, GitData},
+		{fresh, "branches/origin", file, false, GitHeld},
 		{existing, "config", file, false, GitConfig},
 		{existing, "config.worktree", file, false, GitConfig},
 		{existing, "config", file, true, GitConfig},
@@ -115,6 +117,15 @@ func TestMatchBeyondGit(t *testing.T) {
 	} {
 		if got := MatchBeyondGit(rel) != nil; got != want {
 			t.Errorf("%s: matched %v, want %v", rel, got, want)
+		}
+	}
+}
+
+func TestInGitData(t *testing.T) {
+	for rel, want := range map[string]bool{"logs": true, "refs/remotes/origin": true, "objects/x": true,
+		"modules/s": false, "worktrees/w": false, "hooks": false, "": false} {
+		if InGitData(rel) != want {
+			t.Errorf("%q: %v, want %v", rel, !want, want)
 		}
 	}
 }
