@@ -137,7 +137,7 @@ func TestCaptureGitHeld(t *testing.T) {
 			write(t, e.upper+"/.git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
 			write(t, e.upper+"/.git/hooks/pre-push.sample", "#!/bin/sh\n", 0o755)
 		}, map[string]bool{".git/hooks/pre-commit": true, ".git/hooks/pre-push.sample": false},
-			map[string]string{".git/hooks/pre-commit": "a hook git runs: pre-commit"}},
+			map[string]string{".git/hooks/pre-commit": "the hook pre-commit"}},
 		{"a hook removed", func(e *env) {
 			write(t, e.host+"/.git/hooks/pre-commit", "#!/bin/sh\nscan-secrets\n", 0o755)
 		}, func(e *env) {

@@ -181,6 +181,9 @@ func changesCmd(e *env, args []string) int {
 			line += "  needs approval (" + termsafe.Line(r) + ")"
 		}
 		fmt.Fprintln(e.stdout, line)
+		for _, o := range c.Obeys {
+			fmt.Fprintln(e.stdout, "    git would obey: "+termsafe.Line(o))
+		}
 	}
 	return 0
 }

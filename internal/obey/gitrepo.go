@@ -132,7 +132,7 @@ func JudgeGit(repo GitRepo, rel string, file, dir, deleted bool) (GitVerdict, st
 		case file && !strings.Contains(rest, "/") && strings.HasSuffix(rest, ".sample"):
 			return GitData, ""
 		}
-		return GitHeld, "a hook git runs: " + rest
+		return GitHeld, "the hook " + rest
 	case rel == "config" || rel == "config.worktree":
 		if !file {
 			return GitHeld, rel + " that is not a file"
