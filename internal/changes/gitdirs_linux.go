@@ -1,10 +1,7 @@
 package changes
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -188,7 +185,7 @@ func (c *capturer) judgeGit(host *os.File, dir string, repo obey.GitRepo, ch *Ch
 			}
 		}
 		if ch.OldSHA256 != "" {
-			old = c.hostContent(host, ch.Path, ch.OldSHA256, obey.MaxGitConfig)
+			old = hostSmall(host, ch.Path, ch.OldSHA256, obey.MaxGitConfig)
 		}
 		keys, err := obey.GitConfigHeld(old, new)
 		if err != nil {
@@ -208,24 +205,6 @@ func clip(s string) string {
 		return s[:maxObeysLen] + "..."
 	}
 	return s
-}
-
-// hostContent is the host's file at rel when it has the content sum, read
-// up to max bytes; nil otherwise (it changed, or cannot be read).
-func (c *capturer) hostContent(host *os.File, rel, sum string, max int64) []byte {
-	f, err := openBeneath(host, rel, unix.O_RDONLY|unix.O_NONBLOCK, resolveBeneath)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil || int64(len(data)) > max {
-		return nil
-	}
-	if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != sum {
-		return nil
-	}
-	return data
 }
 
 // kindIn is the file type of rel in the sandbox's view, as near as the

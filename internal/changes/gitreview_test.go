@@ -3,6 +3,7 @@
 package changes
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -78,9 +79,11 @@ func TestCaptureGitWork(t *testing.T) {
 	git(t, m, "remote", "add", "origin", "https://example.com/r.git")
 	git(t, m, "branch", "-q", "--set-upstream-to=feat")
 	git(t, m, "pack-refs", "--all")
+	tips := git(t, m, "rev-parse", "main", "topic", "v1")
 	unmount()
 	s := e.mustCapture(t)
 	noneProtected(t, s)
+	checkActivity(t, Git(s, e.state), strings.Fields(tips))
 
 	rep, err := Apply(s, e.state, nil, ApplyOptions{})
 	must(t, err)
@@ -115,6 +118,10 @@ func TestCaptureGitInit(t *testing.T) {
 	}
 	if samples == 0 {
 		t.Error("git init made no sample hooks: the test tests nothing")
+	}
+	a := Git(s, e.state)
+	if a == nil || len(a.Repos) != 2 || !a.Repos[0].New || !a.Repos[1].New || a.Repos[1].Dir != "sub/.git" {
+		t.Errorf("activity %+v, want two new repositories", a)
 	}
 }
 
@@ -236,5 +243,51 @@ func TestCaptureGitHeld(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkActivity checks what Git reads of the everyday work of
+// TestCaptureGitWork: its commits, newest first, with their files and
+// lines, and the refs moved to tips (main, topic, the tag v1).
+func checkActivity(t *testing.T, a *GitActivity, tips []string) {
+	t.Helper()
+	if a == nil || len(a.Repos) != 1 || a.Repos[0].Dir != ".git" {
+		t.Fatalf("activity %+v, want one repository", a)
+	}
+	r := a.Repos[0]
+	var subjects []string
+	files := map[string]string{}
+	for _, c := range r.Commits {
+		subjects = append(subjects, c.Subject)
+		var fs []string
+		for _, f := range c.Files {
+			fs = append(fs, fmt.Sprintf("%s +%d -%d", f.Path, f.Added, f.Removed))
+		}
+		files[c.Subject] = strings.Join(fs, ", ")
+		if c.FilesNote != "" {
+			t.Errorf("%s: %s", c.Subject, c.FilesNote)
+		}
+	}
+	if len(subjects) == 0 || subjects[0] != "merge topic" {
+		t.Errorf("commits %q, want merge topic first", subjects)
+	}
+	for subject, want := range map[string]string{"add a": "a.txt +1 -0", "rename a": "a.txt +0 -1, b.txt +1 -0",
+		"add c": "c.txt +1 -0", "merge topic": "c.txt +1 -0"} {
+		if files[subject] != want {
+			t.Errorf("%s: files %q, want %q", subject, files[subject], want)
+		}
+	}
+	refs := map[string]GitRef{}
+	for _, ref := range r.Refs {
+		refs[ref.Name] = ref
+	}
+	if ref := refs["refs/heads/topic"]; ref.Old != "" || ref.New != tips[1] {
+		t.Errorf("topic: %+v, want made at %s (all: %+v)", ref, tips[1], r.Refs)
+	}
+	if ref := refs["refs/heads/main"]; ref.Old == "" || ref.New != tips[0] {
+		t.Errorf("main: %+v, want moved to %s", ref, tips[0])
+	}
+	if _, ok := refs["refs/tags/v1"]; !ok {
+		t.Errorf("the tag v1 not listed: %+v", r.Refs)
 	}
 }
