@@ -17,7 +17,9 @@ func deflate(s string) []byte {
 	return b.Bytes()
 }
 
-func object(typ, body string) []byte { return deflate(fmt.Sprintf("%s %d\x00%s", typ, len(body), body)) }
+func object(typ, body string) []byte {
+	return deflate(fmt.Sprintf("%s %d\x00%s", typ, len(body), body))
+}
 
 func TestCommit(t *testing.T) {
 	tree := strings.Repeat("a", 40)
