@@ -169,6 +169,8 @@ type capturer struct {
 	// (protect.Repos), beyond report the paths outside them git obeys.
 	repos  []string
 	beyond []func(string) bool
+	// obeysBytes are the bytes of the changes' Obeys, in all.
+	obeysBytes int
 }
 
 // opaque reports whether the upper directory d hides the lower one.

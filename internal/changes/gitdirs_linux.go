@@ -97,8 +97,15 @@ func (c *capturer) flagObeyed(upper, host *os.File, pending map[string]bool) {
 					why := c.judgeGit(host, g, judge(g).repo, ch)
 					held = held || len(why) > 0
 					for _, w := range why {
-						if len(ch.Obeys) < maxObeys && !slices.Contains(ch.Obeys, w) {
-							ch.Obeys = append(ch.Obeys, w)
+						if len(ch.Obeys) >= maxObeys || slices.Contains(ch.Obeys, w) {
+							continue
+						}
+						if c.obeysBytes += len(w); c.obeysBytes > maxObeysTotal {
+							w = "(more not shown)"
+						}
+						ch.Obeys = append(ch.Obeys, w)
+						if w == "(more not shown)" {
+							break
 						}
 					}
 				}
@@ -145,10 +152,12 @@ func waiting(dir, rel string) bool {
 	return obey.IsGitObeyed(inside) || slices.Contains(obey.GitMarkers, inside)
 }
 
-// Bounds of what a change's Obeys holds.
+// Bounds of what Obeys holds: lines of a change, bytes of a line, bytes
+// of the set's in all.
 const (
-	maxObeys    = 32
-	maxObeysLen = 512
+	maxObeys      = 32
+	maxObeysLen   = 512
+	maxObeysTotal = 4 << 20
 )
 
 // judgeGit says why git would run or obey ch, a change inside the git

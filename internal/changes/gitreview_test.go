@@ -222,6 +222,14 @@ func TestCaptureGitHeld(t *testing.T) {
 			write(t, e.upper+"/.git/objects/h/pre-commit", "#!/bin/sh\n", 0o755)
 			write(t, e.upper+"/.git/objects/ab/cdef", "x", 0o444)
 		}, map[string]bool{".git/objects/h/pre-commit": true, ".git/objects/ab/cdef": false}, nil},
+		{"many variables held, a long value", nil, func(e *env) {
+			var b strings.Builder
+			b.WriteString("[alias]\n")
+			for i := 0; i < 100; i++ {
+				fmt.Fprintf(&b, "\ta%d = !%s\n", i, strings.Repeat("x", 1000))
+			}
+			write(t, e.upper+"/.git/config", b.String(), 0o644)
+		}, map[string]bool{".git/config": true}, map[string]string{".git/config": "alias.a0 = !xxx"}},
 		{"another tool's name inside a repository", nil, func(e *env) {
 			write(t, e.upper+"/.git/refs/heads/mise.toml", "0123\n", 0o644)
 		}, map[string]bool{".git/refs/heads/mise.toml": true}, nil},
@@ -236,6 +244,11 @@ func TestCaptureGitHeld(t *testing.T) {
 			tc.layer(e)
 			s := e.mustCapture(t)
 			checkProtected(t, s, tc.want)
+			for _, c := range s.Changes {
+				if len(c.Obeys) > maxObeys || slices.ContainsFunc(c.Obeys, func(o string) bool { return len(o) > maxObeysLen+3 }) {
+					t.Errorf("%s: obeys past its bounds (%d lines)", c.Path, len(c.Obeys))
+				}
+			}
 			for p, want := range tc.obeys {
 				i := slices.IndexFunc(s.Changes, func(c Change) bool { return c.Path == p })
 				if i < 0 || !slices.ContainsFunc(s.Changes[i].Obeys, func(o string) bool { return strings.Contains(o, want) }) {
