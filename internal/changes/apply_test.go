@@ -102,7 +102,7 @@ func TestRealOverlay(t *testing.T) {
 
 	s := e.mustCapture(t)
 	sameList(t, "changes", summaries(s.Changes), []string{
-		`added dir ".git/hooks" [protected]`,
+		`added dir ".git/hooks"`,
 		`added file ".git/hooks/pre-commit" [executable,protected]`,
 		`added file "added.txt"`,
 		`deleted file "del.txt"`,

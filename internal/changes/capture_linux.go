@@ -96,11 +96,14 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 	// What git obeys, as the host's tree and the layer configure it (a
 	// hooks directory core.hooksPath names, a repository a .git file
 	// names), is flagged as the names protect knows are.
-	c.obeyed = []func(string) bool{protect.Obeyed(host, workspace), protect.Obeyed(upper, workspace)}
+	for _, d := range []*os.File{host, upper} {
+		repos, beyond := protect.Repos(d, workspace)
+		c.repos, c.beyond = append(c.repos, repos...), append(c.beyond, beyond)
+	}
 	if err := c.dir(upper, host, "", 0, opaque(upper)); err != nil {
 		return nil, err
 	}
-	c.flagGitDirs(upper, host, pendingPaths(filepath.Dir(rd), workspace, run))
+	c.flagObeyed(upper, host, pendingPaths(filepath.Dir(rd), workspace, run))
 	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes}
 	if s.Changes == nil {
 		s.Changes = []Change{}
@@ -162,8 +165,12 @@ type capturer struct {
 	// by inode.
 	modes map[uint64]uint32
 	meta  int64 // bytes of paths and link texts recorded
-	// obeyed report paths git obeys as the trees configure it.
-	obeyed []func(string) bool
+	// repos are the repositories git uses as the trees configure them
+	// (protect.Repos), beyond report the paths outside them git obeys.
+	repos  []string
+	beyond []func(string) bool
+	// obeysBytes are the bytes of the changes' Obeys, in all.
+	obeysBytes int
 }
 
 // opaque reports whether the upper directory d hides the lower one.
@@ -496,29 +503,13 @@ func (c *capturer) deleteAt(d *os.File, name, p string, depth int) error {
 	return c.add(ch, false)
 }
 
-// protected reports whether the host's tools run or obey rel.
-func (c *capturer) protected(rel string) bool {
-	if protect.Protected(rel) {
-		return true
-	}
-	for _, f := range c.obeyed {
-		if f(rel) {
-			return true
-		}
-	}
-	return false
-}
-
 // add records ch with its flags; past maxMeta bytes of paths and link
 // texts in all, it refuses.
 func (c *capturer) add(ch Change, binary bool) error {
 	if c.meta += int64(len(ch.Path) + len(ch.Target) + len(ch.OldTarget)); c.meta > maxMeta {
 		return fmt.Errorf("more than %d bytes of paths and link texts in the changes", maxMeta)
 	}
-	fl := ch.Flags // FlagProtected, when the content said so
-	if !slices.Contains(fl, FlagProtected) && c.protected(ch.Path) {
-		fl = append(fl, FlagProtected)
-	}
+	fl := ch.Flags // FlagProtected, when the content said so; flagObeyed adds it by path
 	if ch.Kind != Deleted {
 		if ch.Type == TypeFile && ch.Mode&0o111 != 0 && (ch.OldType != TypeFile || ch.OldMode&0o111 == 0) {
 			fl = append(fl, FlagExecutable)

@@ -12,9 +12,10 @@
 // binary files, special files, paths the host changed during the run);
 // blobs/SHA256 holds each new file's content once. set.json is written
 // last and atomically: a directory without it is an incomplete capture and
-// is ignored. A set's Digest covers its run, workspace and changes: what an
-// approval of it covers. Changes lists a set, Diff shows it, Apply lands it
-// (or part of it) and Discard drops it.
+// is ignored. A set's Digest covers its run, workspace and changes (with
+// what git would obey, Obeys, where there is any: a set without has the
+// digest it always had): what an approval of it covers. Changes lists a
+// set, Diff shows it, Apply lands it (or part of it) and Discard drops it.
 //
 // The upper layer is hostile: the sandbox chose every name, type, mode and
 // byte in it. Capture reads it through descriptors only, never follows a
@@ -131,6 +132,10 @@ type Change struct {
 	Target, OldTarget string
 	// Flags say what needs care (Flag...), sorted.
 	Flags []string
+	// Obeys says, for a change inside a git directory flagged protected,
+	// what git would run or obey: the variables of a configuration that
+	// are held (key = value), or why another file is (obey.JudgeGit).
+	Obeys []string
 	// Base is the host path's state when captured; nil when it did not
 	// exist.
 	Base *Stat
@@ -274,13 +279,14 @@ type changeJSON struct {
 	Target    bstr     `json:"target,omitempty"`
 	OldTarget bstr     `json:"old_target,omitempty"`
 	Flags     []string `json:"flags,omitempty"`
+	Obeys     []string `json:"obeys,omitempty"`
 	Base      *Stat    `json:"base,omitempty"`
 }
 
 // MarshalJSON writes c with its names kept exactly (see bstr).
 func (c Change) MarshalJSON() ([]byte, error) {
 	return json.Marshal(changeJSON{bstr(c.Path), c.Kind, c.Type, c.Mode, c.OldType, c.OldMode,
-		c.Size, c.SHA256, c.OldSize, c.OldSHA256, bstr(c.Target), bstr(c.OldTarget), c.Flags, c.Base})
+		c.Size, c.SHA256, c.OldSize, c.OldSHA256, bstr(c.Target), bstr(c.OldTarget), c.Flags, c.Obeys, c.Base})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -290,7 +296,7 @@ func (c *Change) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*c = Change{string(j.Path), j.Kind, j.Type, j.Mode, j.OldType, j.OldMode,
-		j.Size, j.SHA256, j.OldSize, j.OldSHA256, string(j.Target), string(j.OldTarget), j.Flags, j.Base}
+		j.Size, j.SHA256, j.OldSize, j.OldSHA256, string(j.Target), string(j.OldTarget), j.Flags, j.Obeys, j.Base}
 	return nil
 }
 

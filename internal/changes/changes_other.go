@@ -26,3 +26,6 @@ func Apply(s *Set, dir string, paths []string, o ApplyOptions) (*Report, error) 
 
 // Diff needs Linux.
 func Diff(w io.Writer, s *Set, dir string, paths []string) error { return errLinux }
+
+// Git needs Linux.
+func Git(s *Set, dir string) *GitActivity { return nil }

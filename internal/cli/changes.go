@@ -149,8 +149,9 @@ func changesCmd(e *env, args []string) int {
 		return fail(e, err)
 	}
 	held, _ := rv.Held(sel)
+	activity := changes.Git(set, dir)
 	if *asJSON {
-		return printJSON(e, map[string]any{"set": set, "selected": sel, "needs_approval": held})
+		return printJSON(e, map[string]any{"set": set, "selected": sel, "needs_approval": held, "git": activity})
 	}
 	if *diff {
 		if err := changes.Diff(e.stdout, set, dir, paths); err != nil {
@@ -181,8 +182,64 @@ func changesCmd(e *env, args []string) int {
 			line += "  needs approval (" + termsafe.Line(r) + ")"
 		}
 		fmt.Fprintln(e.stdout, line)
+		for _, o := range c.Obeys {
+			fmt.Fprintln(e.stdout, "    git would obey: "+termsafe.Line(o))
+		}
+	}
+	if len(paths) == 0 {
+		printGit(e, activity)
 	}
 	return 0
+}
+
+// printGit shows what a set does to its repositories, as read from its
+// objects: new repositories, commits and the files they change, packs,
+// refs moved.
+func printGit(e *env, a *changes.GitActivity) {
+	if a == nil {
+		return
+	}
+	short := func(id string) string {
+		if len(id) > 12 {
+			return id[:12]
+		}
+		return id
+	}
+	for _, r := range a.Repos {
+		fmt.Fprintf(e.stdout, "git %s:\n", termsafe.Line(r.Dir))
+		if r.New {
+			fmt.Fprintln(e.stdout, "  a new repository")
+		}
+		for _, c := range r.Commits {
+			fmt.Fprintf(e.stdout, "  commit %s %s (%s)\n", short(c.Hash), termsafe.Line(c.Subject), termsafe.Line(c.Author))
+			for _, f := range c.Files {
+				if f.Binary {
+					fmt.Fprintf(e.stdout, "      %s (binary, or not read)\n", termsafe.Line(f.Path))
+				} else {
+					fmt.Fprintf(e.stdout, "      %s +%d -%d\n", termsafe.Line(f.Path), f.Added, f.Removed)
+				}
+			}
+			if c.FilesNote != "" {
+				fmt.Fprintf(e.stdout, "      (%s)\n", termsafe.Line(c.FilesNote))
+			}
+		}
+		if r.Packs > 0 {
+			fmt.Fprintf(e.stdout, "  %d new pack(s): the commits in them are not shown\n", r.Packs)
+		}
+		for _, ref := range r.Refs {
+			switch {
+			case ref.Old == "":
+				fmt.Fprintf(e.stdout, "  %s made at %s\n", termsafe.Line(ref.Name), termsafe.Line(short(ref.New)))
+			case ref.New == "":
+				fmt.Fprintf(e.stdout, "  %s removed (was %s)\n", termsafe.Line(ref.Name), termsafe.Line(short(ref.Old)))
+			default:
+				fmt.Fprintf(e.stdout, "  %s %s -> %s\n", termsafe.Line(ref.Name), termsafe.Line(short(ref.Old)), termsafe.Line(short(ref.New)))
+			}
+		}
+		for _, n := range r.Notes {
+			fmt.Fprintf(e.stdout, "  (%s)\n", termsafe.Line(n))
+		}
+	}
 }
 
 func kindMark(kind string) string {

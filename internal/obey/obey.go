@@ -15,6 +15,11 @@
 // Names alone are not enough: git takes any directory holding HEAD, objects
 // and refs as a repository, whatever the directory is called, so a
 // repository is recognised by its structure (GitDir), wherever it is.
+// Inside one, not everything is obeyed: JudgeGit tells the data a commit,
+// a merge or a stash writes (objects, refs, logs, the index) from what git
+// runs or obeys, and GitConfigHeld reads a configuration file as git does
+// (ParseGitConfig) to name the variables that would make git run
+// something; the rest is on a short safe list (SafeGitKey).
 //
 // The package is pure: it matches paths and reads nothing; its callers
 // look at the tree.

@@ -11,9 +11,10 @@ import (
 )
 
 // gits are a bind's git directories (only pinned in place) and the paths in
-// and around them that git obeys.
+// and around them that git obeys; beyond are those of paths that are not a
+// repository's own (see Repos).
 type gits struct {
-	dirs, paths []string
+	dirs, paths, beyond []string
 }
 
 // Bounds of the search for repositories in a bind: planning cannot be made
@@ -72,6 +73,7 @@ func gitPaths(d *os.File, root string) (gits, error) {
 	if k, _ := lstat(d, "HEAD"); k == kindFile || k == kindLink || k == kindMultiLink {
 		for _, n := range obey.GitObeyed {
 			g.paths = append(g.paths, n)
+			g.beyond = append(g.beyond, n)
 		}
 	}
 	main := ".git"
@@ -146,6 +148,7 @@ func gitPaths(d *os.File, root string) (gits, error) {
 		}
 		for _, sp := range configValues(d, ".gitmodules", "submodule", "path") {
 			g.paths = append(g.paths, sp+"/.git")
+			g.beyond = append(g.beyond, sp+"/.git")
 		}
 		seen := map[string]bool{}
 		for _, hp := range append(globalHooksPaths(), hooksPaths(d, main+"/config")...) {
@@ -167,6 +170,7 @@ func gitPaths(d *os.File, root string) (gits, error) {
 				rel = to
 			}
 			g.paths = append(g.paths, rel)
+			g.beyond = append(g.beyond, rel)
 		}
 	}
 	return g, nil
@@ -380,7 +384,27 @@ func Obeyed(d *os.File, root string) func(rel string) bool {
 	if err != nil {
 		return func(string) bool { return true }
 	}
-	paths := g.paths
+	return underAny(g.paths)
+}
+
+// Repos is Obeyed for a caller that judges what is inside a repository
+// itself, path by path (package changes, with obey.JudgeGit): dirs are the
+// directories of the repositories git uses (a .git, the one a .git file or
+// link names, the submodules'), and beyond reports the paths git obeys
+// other than a repository's own (a hooks directory core.hooksPath names,
+// even inside a repository; a submodule's .git file; the root's files git
+// obeys when the root is itself a git directory). Past the bounds of the
+// search, dirs is empty and every path is beyond.
+func Repos(d *os.File, root string) (dirs []string, beyond func(rel string) bool) {
+	g, err := gitPaths(d, root)
+	if err != nil {
+		return nil, func(string) bool { return true }
+	}
+	return g.dirs, underAny(g.beyond)
+}
+
+// underAny reports whether a path is one of paths or under one.
+func underAny(paths []string) func(rel string) bool {
 	return func(rel string) bool {
 		for _, p := range paths {
 			if rel == p || strings.HasPrefix(rel, p+"/") {

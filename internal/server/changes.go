@@ -248,6 +248,8 @@ type changesAnswer struct {
 	NeedsApproval      []changes.Held `json:"needs_approval"`
 	NeedsApprovalTotal int            `json:"needs_approval_total"`
 	AgentApplies       bool           `json:"agent_applies"`
+	// Git is what the set does to its repositories, read from its objects.
+	Git *changes.GitActivity `json:"git,omitempty"`
 }
 
 // reviewed is lookup for a sandbox of a reviewed workspace, on a server
@@ -311,7 +313,7 @@ func (s *Server) changesGet(w http.ResponseWriter, r *http.Request, c caller) in
 	}
 	hold, n := policyOf(e).Held(set.Changes)
 	return reply(w, http.StatusOK, changesAnswer{Sandbox: e.id, Final: final, Set: set, NeedsApproval: hold, NeedsApprovalTotal: n,
-		AgentApplies: e.profile.ReviewPolicy().AgentApplies})
+		AgentApplies: e.profile.ReviewPolicy().AgentApplies, Git: changes.Git(set, s.changesDir())})
 }
 
 // maxDiff bounds the diff an answer holds; past it, the diff is cut and

@@ -166,7 +166,22 @@ async function changeSet(id) {
     rows.append(el("tr", { class: "change " + c.kind },
       el("td", {}, c.kind), el("td", {}, c.type), el("td", {}, c.path + (c.type === "symlink" ? " -> " + (c.target || "") : "")),
       el("td", {}, (c.flags || []).join(", ")),
-      el("td", { class: rule ? "status-bad" : "" }, rule ? `needs approval (${rule})` : "")));
+      el("td", { class: rule ? "status-bad" : "" }, (rule ? `needs approval (${rule})` : "") +
+        ((c.obeys || []).length ? `; git would obey: ${c.obeys.join("; ")}` : ""))));
+  }
+  // What the set does to its repositories, read from its git objects.
+  const git = el("div");
+  for (const r of (got.git && got.git.repos) || []) {
+    const items = el("ul");
+    if (r.new) items.append(el("li", {}, "a new repository"));
+    for (const c of r.commits || []) {
+      const files = (c.files || []).map((f) => f.binary ? `${f.path} (binary)` : `${f.path} +${f.added} -${f.removed}`).join(", ");
+      items.append(el("li", {}, `commit ${c.hash.slice(0, 12)} ${c.subject} (${c.author})` + (files ? `: ${files}` : "") + (c.files_note ? ` (${c.files_note})` : "")));
+    }
+    if (r.packs) items.append(el("li", {}, `${r.packs} new pack(s): the commits in them are not shown`));
+    for (const ref of r.refs || []) items.append(el("li", {}, `${ref.name}: ${(ref.old || "(none)").slice(0, 12)} -> ${(ref.new || "(removed)").slice(0, 12)}`));
+    for (const n of r.notes || []) items.append(el("li", {}, n));
+    git.append(el("p", {}, `git ${r.dir}:`), items);
   }
   const diff = el("pre", { class: "diff" }, "Loading the diff…");
   const result = el("p");
@@ -183,6 +198,7 @@ async function changeSet(id) {
     el("p", {}, `${got.final ? "Final changes" : "Captured now"}: ${set.changes.length} change(s), ${set.bytes} bytes, set ${set.run}, digest ${set.digest}` +
       (got.needs_approval_total ? `; ${got.needs_approval_total} need approval` : "")),
     el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "kind"), el("th", {}, "type"), el("th", {}, "path"), el("th", {}, "flags"), el("th", {}, "approval"))), rows),
+    git,
     el("button", { class: "apply", onclick: post("apply", { digest: set.digest }) }, "Apply this change set"), " ",
     el("button", { class: "discard", onclick: post("discard") }, "Discard"), " ",
     el("button", { onclick: () => changeSet(id).catch(fail) }, "Capture again"),
