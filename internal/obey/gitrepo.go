@@ -45,6 +45,15 @@ var gitDataFiles = map[string]bool{
 	"description": true, "shallow": true, "info/exclude": true, "info/refs": true,
 }
 
+// GitDataName reports whether name, at the top of a git directory, holds
+// only its data as every commit, merge, fetch or checkout leaves it (HEAD
+// included, and info, whose attributes GitWatch names apart): what else a
+// run makes there (an interrupted rebase's commands) is worth a look.
+func GitDataName(name string) bool {
+	return gitDataFiles[name] || slices.Contains(gitDataDirs, name) ||
+		name == "HEAD" || name == "info" || name == "branches" || name == "lfs"
+}
+
 // gitDataDirs are the directories of a git directory whose content is
 // data, at any depth (but see gitHeldData).
 var gitDataDirs = []string{"objects", "refs", "logs", "rr-cache"}

@@ -259,15 +259,6 @@ var GitObeyed = []string{"HEAD", "config", "config.worktree", "hooks", "info/att
 // submodules are repositories of their own, looked at as such.
 var GitWatch = []string{"config", "config.worktree", "hooks", "info/attributes", "commondir", "gitdir"}
 
-// GitData are the names at the top of a git directory that hold its data,
-// which every commit, fetch, merge or checkout changes and git does not
-// run: objects, references and their logs, the index, the files that
-// name the last commit, merge or fetch, and the description. What else a
-// run makes there (an interrupted rebase's commands in rebase-merge) is
-// worth a person's look.
-var GitData = []string{"objects", "refs", "logs", "index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE",
-	"CHERRY_PICK_HEAD", "REVERT_HEAD", "COMMIT_EDITMSG", "packed-refs", "description", "info", "branches", "shallow", "AUTO_MERGE", "lfs"}
-
 // IsGitObeyed reports whether rel, relative to a git directory, is one of
 // GitObeyed or under one.
 func IsGitObeyed(rel string) bool {

@@ -323,14 +323,14 @@ func (w *madeWalk) repo(rel, tool string, watch []string) {
 }
 
 // gitExtras reports what the run made or changed at the top of the git
-// directory rel that is neither git's data (obey.GitData) nor in watch
+// directory rel that is neither git's data (obey.GitDataName) nor in watch
 // (reported already), and the obeyed files of the repositories under its
 // modules and worktrees.
 func (w *madeWalk) gitExtras(rel string, watch []string) {
 	for _, n := range w.names(rel) {
 		sub := path.Join(rel, n)
 		switch {
-		case slices.Contains(obey.GitData, n), slices.Contains(watch, n):
+		case obey.GitDataName(n), slices.Contains(watch, n):
 		case n == "modules" || n == "worktrees":
 			w.gitRepos(sub, 0)
 		case w.changedUnder(sub, 0):
