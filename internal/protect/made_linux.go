@@ -112,7 +112,7 @@ func look(root string, since int64, held []Entry, index string) (*madeWalk, erro
 	}
 	if !w.limited {
 		keep(w.ix)
-		if index != "" {
+		if index != "" && w.dirty {
 			w.ix.save(index)
 		}
 	}
@@ -127,6 +127,7 @@ type madeWalk struct {
 	// stopped at its bounds of entries or depth, which limitErr says.
 	cut, limited bool
 	limitErr     *LimitError
+	dirty        bool // the index learned something: worth writing
 	held         map[string]bool
 	found        []Made
 	seen         map[string]bool // paths reported, or judged, in this look
@@ -209,6 +210,7 @@ func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub stri
 		}
 	}
 	w.ix.Dirs[rel] = dirMark{Ino: st.Ino, Ctime: st.Ctim.Nano()}
+	w.dirty = true
 	for c := range w.ix.Creds {
 		if path.Dir(c) == rel {
 			delete(w.ix.Creds, c) // listed again below
@@ -448,6 +450,7 @@ func (w *madeWalk) update() {
 		st := w.stat(rel)
 		if st == nil {
 			delete(w.ix.Watch, rel)
+			w.dirty = true
 			continue
 		}
 		w.judge(rel, st.Mode&unix.S_IFMT == unix.S_IFDIR)
@@ -458,6 +461,7 @@ func (w *madeWalk) update() {
 // index, with the credentials it held.
 func (w *madeWalk) forget(rel string) {
 	delete(w.ix.Dirs, rel)
+	w.dirty = true
 	for c := range w.ix.Creds {
 		if strings.HasPrefix(c, rel+"/") {
 			delete(w.ix.Creds, c)
