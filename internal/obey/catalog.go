@@ -23,12 +23,11 @@ var Catalog = []Entry{
 		Placeholder: true,
 	},
 	{
-		Tool:        "git",
-		Obeys:       "HEAD at a tree's root makes the root itself a git directory, taken before a parent's .git",
-		Where:       Project,
-		Source:      "https://git-scm.com/docs/gitrepository-layout",
-		Names:       []string{"HEAD"},
-		Placeholder: true,
+		Tool:   "git",
+		Obeys:  "HEAD, with objects and refs, makes a directory a git directory, a tree's root included, which git takes when no .git there is one it can use (none, or one whose HEAD was spoiled); direct mode moves aside one a run made at a workspace's root (see package protect)",
+		Where:  Project,
+		Source: "https://git-scm.com/docs/gitrepository-layout",
+		Names:  []string{"HEAD"},
 	},
 	{
 		Tool:        "Mercurial (hg)",

@@ -79,7 +79,7 @@ func TestCatalogComplete(t *testing.T) {
 		}
 	}
 	always, ifPresent := RootNames()
-	for _, want := range []string{".git", "HEAD", ".hg", ".jj", ".yarnrc.yml", ".npmrc", ".cordon", ".vscode"} {
+	for _, want := range []string{".git", ".hg", ".jj", ".yarnrc.yml", ".npmrc", ".cordon", ".vscode"} {
 		if !contains(always, want) {
 			t.Errorf("%s is not kept at a root where absent: %v", want, always)
 		}

@@ -151,11 +151,17 @@ type Obeyed struct {
 	// Unreadable says it is a directory cordon could not list: the run
 	// took away the permission to, and what it holds was not looked at.
 	Unreadable bool `json:"unreadable,omitempty"`
+	// MovedTo is where cordon moved what the run made (a HEAD at the
+	// workspace's root, which would make it a repository).
+	MovedTo string `json:"moved_to,omitempty"`
 }
 
 // Line is o for a person, one line (the path is the sandbox's choice: the
 // caller escapes what it prints).
 func (o Obeyed) Line() string {
+	if o.MovedTo != "" {
+		return fmt.Sprintf("the run made %s, with which git would take the workspace's root itself as a repository and obey what the run wrote there: cordon moved it to %s", o.Path, o.MovedTo)
+	}
 	if o.Unreadable {
 		return fmt.Sprintf("cordon could not look inside %s, which the run left unreadable: review it before a host tool (git, hg, a package manager, an editor) runs there", o.Path)
 	}

@@ -2,6 +2,7 @@ package protect
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path"
@@ -530,4 +531,51 @@ func (w *madeWalk) isProfile(rel string) bool {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, obey.MaxContent+1))
 	return err == nil && obey.Content(data) != nil
+}
+
+// MovedHead is the name MoveRootHead gives a HEAD it moves aside.
+const MovedHead = "HEAD.moved-by-cordon"
+
+// MoveRootHead moves aside a HEAD that a run made (at or after since) at
+// the root of the tree at root, once the run has ended: with objects and
+// refs there, git would take the root itself as a repository, where the
+// root has no .git or one whose own HEAD is spoiled (as the run could
+// leave it), and obey what the run wrote there. While the run goes on, a
+// root without a .git has a placeholder git stops at (rootGitfile); a
+// placeholder named HEAD would keep the run from making one, but make
+// every git argument naming HEAD ambiguous. It returns the name it was
+// moved to, relative to root, or "".
+func MoveRootHead(root string, since time.Time) (string, error) {
+	d, err := openRoot(root)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	w := &madeWalk{d: d, since: since.UnixNano()}
+	st := w.stat("HEAD")
+	if st == nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return "", nil
+	}
+	var stx unix.Statx_t
+	made := st.Ctim.Nano() >= w.since
+	if unix.Statx(int(d.Fd()), "HEAD", unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx) == nil && stx.Mask&unix.STATX_BTIME != 0 {
+		made = w.born("HEAD")
+	}
+	if !made {
+		return "", nil
+	}
+	for i := 0; i < 100; i++ {
+		to := MovedHead
+		if i > 0 {
+			to = fmt.Sprintf("%s.%d", MovedHead, i)
+		}
+		err := unix.Renameat2(int(d.Fd()), "HEAD", int(d.Fd()), to, unix.RENAME_NOREPLACE)
+		if err == nil {
+			return to, nil
+		}
+		if !errors.Is(err, unix.EEXIST) {
+			return "", fmt.Errorf("moving %s aside: %w", show(root, "HEAD"), err)
+		}
+	}
+	return "", fmt.Errorf("moving %s aside: %s and 99 more names are taken", show(root, "HEAD"), MovedHead)
 }

@@ -50,6 +50,17 @@ import (
 // each.
 var Defaults, IfPresent = obey.RootNames()
 
+// rootGitfile is the placeholder of a root's .git where there is none: a
+// .git file naming a repository that can never exist. git stops there
+// with an error, rather than take the root itself as a repository (were
+// the run to plant HEAD, objects and refs in it) or look further up, and
+// says why.
+const rootGitfile = "gitdir: " + RootGitdir + "\n"
+
+// RootGitdir is the repository rootGitfile names, which git names when it
+// stops there ("not a git repository: /dev/null/.git-kept-by-cordon").
+const RootGitdir = "/dev/null/.git-kept-by-cordon"
+
 // Entry is one path of a writable bind that is bound onto itself.
 type Entry struct {
 	// Rel is the path relative to the bind's root.
@@ -168,6 +179,9 @@ func makePlan(root string, o Options) (*Plan, error) {
 				content, isFile := fileGhosts[path.Base(sub)]
 				if !last || !gitFile(sub, pinOnly) {
 					isFile = false
+				}
+				if sub == ".git" {
+					content, isFile = rootGitfile, true
 				}
 				g, held, err := mkGhost(d, sub, isFile, content)
 				if err != nil && o.SameUser && denied(err) {

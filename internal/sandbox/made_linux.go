@@ -28,6 +28,11 @@ func findMade(spec *Spec, opts Options, begun time.Time, res *Result) {
 		if !m.Writable || m.Device || m.Review {
 			continue
 		}
+		if to, err := protect.MoveRootHead(m.Source, begun.Add(-madeMargin)); err != nil {
+			res.Notes = append(res.Notes, err.Error())
+		} else if to != "" {
+			res.obeyed = append(res.obeyed, outcome.Obeyed{Path: filepath.Join(m.Source, "HEAD"), Tool: "git", Created: true, MovedTo: filepath.Join(m.Source, to)})
+		}
 		found, complete, err := protect.FindMade(m.Source, begun.Add(-madeMargin), m.Protect, walkIndex(opts, m.Source))
 		if err != nil {
 			continue // not a directory, or gone

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"github.com/cordon-sandbox/cordon/internal/protect"
+
 	"bytes"
 	"path"
 	"path/filepath"
@@ -77,7 +79,19 @@ const maxLine = 4096
 // sawLine records the protected paths that a line of standard error names
 // together with a refusal; c.mu is held.
 func (c *outputCap) sawLine(line []byte) {
-	if len(c.named) == maxNamed || !refused(line) {
+	if len(c.named) == maxNamed {
+		return
+	}
+	if bytes.Contains(line, []byte(protect.RootGitdir)) {
+		// git stopped at the placeholder of a root's .git.
+		for _, p := range c.protected {
+			if p.rel == ".git" && !slices.Contains(c.named, p.rel) {
+				c.named = append(c.named, p.rel)
+			}
+		}
+		return
+	}
+	if !refused(line) {
 		return
 	}
 	for _, p := range c.protected {
