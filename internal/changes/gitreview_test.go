@@ -220,8 +220,8 @@ func TestCaptureGitHeld(t *testing.T) {
 			write(t, e.host+"/.git/config", "[core]\n\thooksPath = .git/objects/h\n", 0o644)
 		}, func(e *env) {
 			write(t, e.upper+"/.git/objects/h/pre-commit", "#!/bin/sh\n", 0o755)
-			write(t, e.upper+"/.git/objects/ab/cdef", "x", 0o444)
-		}, map[string]bool{".git/objects/h/pre-commit": true, ".git/objects/ab/cdef": false}, nil},
+			write(t, e.upper+"/.git/objects/ab/cccccccccccccccccccccccccccccccccccccc", "x", 0o444)
+		}, map[string]bool{".git/objects/h/pre-commit": true, ".git/objects/ab/cccccccccccccccccccccccccccccccccccccc": false}, nil},
 		{"many variables held, a long value", nil, func(e *env) {
 			var b strings.Builder
 			b.WriteString("[alias]\n")

@@ -350,7 +350,14 @@ func SafeGitKey(k GitKey) bool {
 	case "user":
 		return !k.HasSub
 	case "branch":
-		return k.Sub != "" && slices.Contains([]string{"remote", "merge", "rebase", "pushremote", "description"}, k.Name)
+		switch {
+		case k.Sub == "":
+			return false
+		case k.Name == "remote" || k.Name == "pushremote":
+			// A name no remote has is taken as an address.
+			return safeAddress(k)
+		}
+		return slices.Contains([]string{"merge", "rebase", "description"}, k.Name)
 	case "remote":
 		switch {
 		case k.Sub == "":
@@ -358,9 +365,7 @@ func SafeGitKey(k GitKey) bool {
 		case k.Name == "fetch":
 			return true
 		case k.Name == "url":
-			// ext::command and other helpers' NAME::ADDRESS run a
-			// program; an address starting with - is an option to ssh.
-			return !k.NoValue && !strings.Contains(k.Value, "::") && !strings.HasPrefix(k.Value, "-")
+			return safeAddress(k)
 		}
 		return false
 	case "init":
@@ -371,6 +376,13 @@ func SafeGitKey(k GitKey) bool {
 		return !k.HasSub && k.Name == "objectformat" && (k.Value == "sha1" || k.Value == "sha256")
 	}
 	return false
+}
+
+// safeAddress reports whether k's value is an address git reaches without
+// running a program of the address's choosing: not ext::command or
+// another helper's NAME::ADDRESS, not starting with - (an option to ssh).
+func safeAddress(k GitKey) bool {
+	return !k.NoValue && !strings.Contains(k.Value, "::") && !strings.HasPrefix(k.Value, "-")
 }
 
 // GitConfigHeld compares a repository's new configuration with its old

@@ -224,6 +224,9 @@ func TestSafeGitKey(t *testing.T) {
 		{"[core \"\"]\n\tbare = true\n", false},
 		{"[remote \"\"]\n\turl = u\n", false},
 		{"[gpg]\n\tprogram = x\n", false},
+		// A branch's remote that no remote is named is taken as an address.
+		{"[branch \"main\"]\n\tremote = ext::sh -c touch% x\n", false},
+		{"[branch \"main\"]\n\tpushremote = -oProxyCommand=x\n", false},
 	} {
 		keys, err := ParseGitConfig([]byte(tc.src))
 		if err != nil {

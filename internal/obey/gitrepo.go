@@ -160,10 +160,11 @@ func JudgeGit(repo GitRepo, rel string, file, dir, deleted bool) (GitVerdict, st
 		}
 		return GitHeld, "HEAD makes a repository of a directory not called .git"
 	}
-	for _, d := range gitDataDirs {
-		if top == d {
+	if slices.Contains(gitDataDirs, top) {
+		if GitDataPath(rel, dir) {
 			return GitData, ""
 		}
+		return GitHeld, "a name git does not give its data in " + top + "/ (a repository or hooks planted there would be obeyed, through a submodule's entry in the index): " + rel
 	}
 	if why := gitHeldWhy[top]; why != "" {
 		return GitHeld, why
@@ -209,4 +210,65 @@ func MatchBeyondGit(rel string) *Entry {
 		}
 	}
 	return nil
+}
+
+// GitDataPath reports whether rel, relative to a git directory and inside
+// one of its directories of data (objects, refs, logs, rr-cache), is a
+// name git gives its data there: a loose object or its fan-out directory,
+// a pack and its companions, the commit graph and the multi-pack index;
+// a reference's name (refs, and their logs); a rerere record. Anything
+// else (a .git, a config, hooks: a repository git would use through a
+// submodule's entry in the index) is not. dir says rel is a directory.
+func GitDataPath(rel string, dir bool) bool {
+	top, rest, _ := strings.Cut(rel, "/")
+	if rest == "" {
+		return dir && slices.Contains(gitDataDirs, top)
+	}
+	switch top {
+	case "objects":
+		if dir {
+			return gitObjectDir.MatchString(rest)
+		}
+		return gitObjectFile.MatchString(rest)
+	case "refs", "logs":
+		for _, c := range strings.Split(rest, "/") {
+			if !refComponent(c) {
+				return false
+			}
+		}
+		return true
+	case "rr-cache":
+		if dir {
+			return gitHex.MatchString(rest)
+		}
+		return gitRerere.MatchString(rest)
+	}
+	return false
+}
+
+var (
+	gitHex        = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+	gitObjectDir  = regexp.MustCompile(`^([0-9a-f]{2}|pack|info|info/commit-graphs)$`)
+	gitObjectFile = regexp.MustCompile(`^([0-9a-f]{2}/[0-9a-f]{38}([0-9a-f]{24})?` +
+		`|pack/pack-[0-9a-f]{40,64}\.(pack|idx|rev|bitmap|keep|mtimes|promisor)` +
+		`|pack/multi-pack-index(-[0-9a-f]{40,64}\.(bitmap|rev))?` +
+		`|info/packs|info/commit-graph|info/commit-graphs/commit-graph-chain|info/commit-graphs/graph-[0-9a-f]{40,64}\.graph)$`)
+	gitRerere = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?/(preimage|postimage|thisimage)(\.[0-9]+)?$`)
+)
+
+// refComponent reports whether c is a component git allows in a
+// reference's name (git check-ref-format): not empty, not starting with a
+// dot, no "..", "@{", control character, space or any of ~^:?*[\, not
+// ending with ".lock" or ".".
+func refComponent(c string) bool {
+	if c == "" || c[0] == '.' || strings.HasSuffix(c, ".lock") || strings.HasSuffix(c, ".") ||
+		strings.Contains(c, "..") || strings.Contains(c, "@{") {
+		return false
+	}
+	for i := 0; i < len(c); i++ {
+		if b := c[i]; b < 0x20 || b == 0x7f || strings.IndexByte(" ~^:?*[\\", b) >= 0 {
+			return false
+		}
+	}
+	return true
 }

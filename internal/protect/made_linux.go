@@ -333,11 +333,38 @@ func (w *madeWalk) gitExtras(rel string, watch []string) {
 	for _, n := range w.names(rel) {
 		sub := path.Join(rel, n)
 		switch {
+		case n == "objects" || n == "refs" || n == "logs" || n == "rr-cache":
+			w.gitData(rel, n, 0)
 		case obey.GitDataName(n), slices.Contains(watch, n):
 		case n == "modules" || n == "worktrees":
 			w.gitRepos(sub, 0)
 		case w.changedUnder(sub, 0):
 			w.add(sub, "git")
+		}
+	}
+}
+
+// gitData reports, under rel (a directory of data of the git directory
+// gitDir, relative to it: objects, refs, logs, rr-cache), what the run
+// made or changed there that is no name git gives its data
+// (obey.GitDataPath): a repository planted among the references would be
+// used through a submodule's entry in the index, which git reads without
+// checking it.
+func (w *madeWalk) gitData(gitDir, rel string, depth int) {
+	if depth > MaxMadeDepth {
+		w.limit(path.Join(gitDir, rel))
+		return
+	}
+	for _, e := range w.entries(path.Join(gitDir, rel)) {
+		sub := path.Join(rel, e.Name())
+		isDir := e.IsDir()
+		switch {
+		case !obey.GitDataPath(sub, isDir):
+			if w.changedUnder(path.Join(gitDir, sub), 0) {
+				w.add(path.Join(gitDir, sub), "git")
+			}
+		case isDir:
+			w.gitData(gitDir, sub, depth+1)
 		}
 	}
 }
@@ -364,6 +391,24 @@ func (w *madeWalk) gitRepos(dir string, depth int) {
 			w.gitRepos(sub, depth+1) // a submodule's name may hold /
 		}
 	}
+}
+
+// entries lists the directory rel with each entry's type, within the
+// walk's budget.
+func (w *madeWalk) entries(rel string) []os.DirEntry {
+	fd, err := beneath(w.d, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		w.unreadable(rel, err)
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	ents, _ := f.ReadDir(-1)
+	if w.budget -= len(ents); w.budget < 0 {
+		w.limit()
+		return nil
+	}
+	return ents
 }
 
 // names lists the directory rel, within the walk's budget.

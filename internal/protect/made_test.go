@@ -71,7 +71,7 @@ func TestFindMade(t *testing.T) {
 
 	// The run: data of the old repositories, a hook manager's file it
 	// changed, and what it made.
-	put(t, root+"/old/.git/objects/ab/cdef", "blob")
+	put(t, root+"/old/.git/objects/ab/cccccccccccccccccccccccccccccccccccccc", "blob")
 	put(t, root+"/old/.hg/store/data", "x")
 	put(t, root+"/old/.git/config", "[core]\n\tfsmonitor = touch /tmp/x\n")
 	put(t, root+"/new/.git/config", "[core]\n\tfsmonitor = x\n")
@@ -185,7 +185,7 @@ func TestFindMadeGitExtras(t *testing.T) {
 	held := p.Entries
 	p.Remove()
 	since := tick(t, root)
-	put(t, root+"/.git/objects/ab/cdef", "blob")
+	put(t, root+"/.git/objects/ab/cccccccccccccccccccccccccccccccccccccc", "blob")
 	put(t, root+"/.git/refs/heads/main", "0123\n")
 	put(t, root+"/.git/index", "DIRC")
 	put(t, root+"/.git/rebase-merge/git-rebase-todo", "exec touch /tmp/pwned\n")
