@@ -64,8 +64,8 @@ var workloads = []workload{
 // cordon fails it, so that the list follows the fixes.
 var known = map[string]struct{ shows, cause string }{
 	"git-init": {
-		shows: "Read-only file system",
-		cause: "by design: in a workspace that is not a repository, .git is a read-only placeholder, so that the sandbox cannot make up a repository whose hooks and configuration the host's git would obey (docs/THREATS.md, 48); a profile opens it with workspace.unprotect",
+		shows: "not a git repository: /dev/null/.git-kept-by-cordon",
+		cause: "by design: in a workspace that is not a repository, .git is a read-only placeholder (a .git file naming no repository, where git stops), so that the sandbox cannot make up a repository whose hooks and configuration the host's git would obey (docs/THREATS.md, 48); a profile opens it with workspace.unprotect, and a reviewed workspace lets git init land",
 	},
 	"git-clean": {
 		shows: "Device or resource busy",
