@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +194,29 @@ func TestFindMadeGitExtras(t *testing.T) {
 	must(t, err)
 	if len(found) != 1 || found[0].Rel != ".git/rebase-merge" {
 		t.Errorf("found %+v, want .git/rebase-merge alone", found)
+	}
+}
+
+// The search for credentials shares the look's walk and index: what a
+// tree holds is found in full at first, and what is made in it between
+// two searches is found by the second, which lists only what changed.
+func TestSensitiveIn(t *testing.T) {
+	root := t.TempDir()
+	index := filepath.Join(t.TempDir(), "walk")
+	put(t, root+"/a/b/c/keep.txt", "x")
+	for _, idx := range []string{"", index} {
+		if why := SensitiveIn(root, idx); why != "" {
+			t.Fatalf("a plain tree is refused: %s", why)
+		}
+	}
+	must(t, os.MkdirAll(root+"/a/b/c/.ssh", 0o700))
+	for _, idx := range []string{index, ""} {
+		if why := SensitiveIn(root, idx); !strings.Contains(why, "a/b/c/.ssh") {
+			t.Errorf("index %q: a .ssh made since the last search is not found: %q", idx, why)
+		}
+	}
+	must(t, os.Remove(root+"/a/b/c/.ssh"))
+	if why := SensitiveIn(root, index); why != "" {
+		t.Errorf("a .ssh removed since is still found: %s", why)
 	}
 }

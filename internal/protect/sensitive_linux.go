@@ -7,15 +7,13 @@ import (
 	"slices"
 )
 
-// SensitiveIn is Sensitive with an index of the tree kept in the file
-// index (see FindMade), which the look after the last run left: only the
-// directories whose change time moved since are listed, so that a large
-// workspace costs its first run a search in full and later ones little.
-// Without an index it is Sensitive. Both stop at the same bounds.
+// SensitiveIn is Sensitive by the walk the look after a run makes (see
+// FindMade), with the index of the tree it keeps in the file index (none
+// for ""), and in this process's memory: only the directories whose change
+// time moved since are listed, so that a large workspace costs its first
+// run a search in full and later ones little. Both stop at the same
+// bounds.
 func SensitiveIn(root, index string) string {
-	if index == "" {
-		return Sensitive(root)
-	}
 	root = filepath.Clean(root)
 	if slices.Contains(Homes(), root) {
 		return root + " is a home directory"
