@@ -297,13 +297,17 @@ func writeNotes(w io.Writer, notes []string) {
 }
 
 // walkIndexDir is where cordon keeps what its searches of the trees in p's
-// view learned (see sandbox.Options.WalkIndex): in its state directory, or
-// nowhere where a sandbox of p could see it, since the index says which
-// directories need no second look.
-func walkIndexDir(e *env, p *profile.Profile) string {
-	walk := filepath.Join(config.StateDir(), "walk")
-	if visibleIn(p, e.cwd, filepath.Join(walk, "index")) != "" || os.MkdirAll(walk, 0o700) != nil {
+// view learned (see sandbox.Options.WalkIndex).
+func walkIndexDir(e *env, p *profile.Profile) string { return cacheDir(e, p, "walk") }
+
+// cacheDir is the directory name of cordon's state, made if need be, where
+// it keeps what a search learned for the next one: "" (nothing kept) where
+// a sandbox of p could see it, since what is kept says what needs no
+// second look.
+func cacheDir(e *env, p *profile.Profile, name string) string {
+	dir := filepath.Join(config.StateDir(), name)
+	if visibleIn(p, e.cwd, filepath.Join(dir, "entry")) != "" || os.MkdirAll(dir, 0o700) != nil {
 		return ""
 	}
-	return walk
+	return dir
 }

@@ -18,7 +18,9 @@ func (e *env) host() toolchain.Host {
 // runToolchains resolves p's toolchains for a run of argv, warning on
 // stderr of each name the profile lists that resolves to nothing here.
 func runToolchains(e *env, p *profile.Profile, argv []string) (*toolchain.Plan, error) {
-	pl, err := toolchain.ResolveRun(p, argv, e.host())
+	h := e.host()
+	h.Cache = cacheDir(e, p, "prefixes")
+	pl, err := toolchain.ResolveRun(p, argv, h)
 	if err != nil {
 		return nil, err
 	}

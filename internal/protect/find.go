@@ -76,9 +76,14 @@ func (e *LimitError) Why() string {
 
 // In searches the directory root. Its results are in the order of the
 // walk, which reads each directory in the order the file system lists it.
-func (s Search) In(root string) ([]Found, error) {
+func (s Search) In(root string) ([]Found, error) { return s.in(root, nil, nil) }
+
+// in is In, telling onDir of each directory it reads (rel below the root,
+// open as f) and onSkip of each it cannot open (name in parent), when
+// they are not nil.
+func (s Search) in(root string, onDir func(rel string, f *os.File), onSkip func(rel string, parent *os.File, name string)) ([]Found, error) {
 	root = filepath.Clean(root)
-	w := &walker{s: s, root: root, real: root, homes: map[string]bool{}}
+	w := &walker{s: s, root: root, real: root, homes: map[string]bool{}, onDir: onDir, onSkip: onSkip}
 	if real, err := filepath.EvalSymlinks(root); err == nil {
 		w.real = real
 	}
@@ -112,6 +117,10 @@ type walker struct {
 	// other names, by identity; set once the first walk is done.
 	targets map[[2]uint64]string
 	second  bool
+	// onDir and onSkip, when set, are told of each directory read, and of
+	// each that could not be opened.
+	onDir  func(rel string, f *os.File)
+	onSkip func(rel string, parent *os.File, name string)
 }
 
 func (w *walker) walk() error {
@@ -128,6 +137,9 @@ func (w *walker) walk() error {
 // down), and closes it.
 func (w *walker) dir(f *os.File, rel string, depth int) error {
 	defer f.Close()
+	if w.onDir != nil {
+		w.onDir(rel, f)
+	}
 	for {
 		ents, err := f.ReadDir(512)
 		for _, e := range ents {
@@ -174,6 +186,9 @@ func (w *walker) dir(f *os.File, rel string, depth int) error {
 				// Gone since it was listed, or closed to cordon's user,
 				// which the sandbox's user is no more than (a database's
 				// directory another user owns, in a rootless cordon).
+				if w.onSkip != nil {
+					w.onSkip(crel, f, e.Name())
+				}
 				continue
 			}
 			if err := w.dir(child, crel, depth+1); err != nil {

@@ -37,3 +37,6 @@ func openChild(dir *os.File, name, p string) (*os.File, error) {
 func fileID(dir *os.File, name, p string) (id [2]uint64, nlink uint64, ok bool, err error) {
 	return id, 0, false, nil
 }
+
+// InCached is In: without Linux, no cache is kept.
+func (s Search) InCached(root, file string) ([]Found, error) { return s.In(root) }

@@ -110,21 +110,24 @@ func loadIndex(file, root string, st unix.Stat_t) *walkIndex {
 	return &ix
 }
 
-// save writes the index to file, through a file renamed into place, in a
+// save writes the index to file (see saveGob).
+func (ix *walkIndex) save(file string) { saveGob(file, ix) }
+
+// saveGob writes v to file, through a file renamed into place, in a
 // directory it makes if need be (its parent, cordon's state directory,
-// must be there); a failure leaves the next look to list every directory.
-func (ix *walkIndex) save(file string) {
+// must be there); a failure leaves the next reader to do without.
+func saveGob(file string, v any) {
 	var b bytes.Buffer
-	if gob.NewEncoder(&b).Encode(ix) != nil || b.Len() > maxIndex {
+	if gob.NewEncoder(&b).Encode(v) != nil || b.Len() > maxIndex {
 		os.Remove(file)
 		return
 	}
-	// Only the index's own directory is made: where cordon's state
+	// Only the file's own directory is made: where cordon's state
 	// directory is not there, nothing is kept.
 	if err := os.Mkdir(filepath.Dir(file), 0o700); err != nil && !os.IsExist(err) {
 		return
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".walk-*")
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".gob-*")
 	if err != nil {
 		return
 	}

@@ -1,6 +1,8 @@
 package toolchain
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -28,8 +30,17 @@ var (
 // masked itself, and what it leads to outside the prefix this bind does
 // not show); for a file with other names (hard links), those too. An
 // error says why prefix cannot be searched whole, and so is not bound.
-func credentialsIn(prefix string) ([]string, error) {
-	found, err := protect.Search{MaxEntries: maxPrefixEntries, MaxDepth: maxPrefixDepth, SameFiles: true}.In(prefix)
+//
+// cache, when set, is a directory where the search keeps what it found of
+// each prefix, until a directory of the prefix changes (see
+// protect.Search.InCached).
+func credentialsIn(prefix, cache string) ([]string, error) {
+	file := ""
+	if cache != "" {
+		sum := sha256.Sum256([]byte(prefix))
+		file = filepath.Join(cache, hex.EncodeToString(sum[:16]))
+	}
+	found, err := protect.Search{MaxEntries: maxPrefixEntries, MaxDepth: maxPrefixDepth, SameFiles: true}.InCached(prefix, file)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +89,7 @@ func (r *resolver) maskCredentials(pl *Plan, fromScript map[string]bool) error {
 			err, done := searched[e.Prefix]
 			if !done {
 				var masks []string
-				masks, err = credentialsIn(e.Prefix)
+				masks, err = credentialsIn(e.Prefix, r.cache)
 				searched[e.Prefix] = err
 				if err == nil {
 					pl.masks[e.Prefix] = masks

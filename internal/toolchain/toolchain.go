@@ -57,6 +57,10 @@ type Host struct {
 	Cwd string
 	// Homes are the host's home directories; nil asks protect.Homes.
 	Homes []string
+	// Cache, when set, is a directory of cordon's own, outside every
+	// sandbox's view, where the search of each prefix for credentials
+	// keeps what it found until a directory of the prefix changes.
+	Cache string
 }
 
 // Entry is how one name of the profile's toolchains resolved.
@@ -296,6 +300,7 @@ type viewMount struct {
 // resolver resolves names for one profile on one host.
 type resolver struct {
 	p      *profile.Profile
+	cache  string // Host.Cache
 	getenv func(string) (string, bool)
 	cwd    string
 	// homes are the host's homes, each as given and with its links
@@ -320,7 +325,7 @@ type resolver struct {
 type credDir struct{ name, path string }
 
 func newResolver(p *profile.Profile, h Host) *resolver {
-	r := &resolver{p: p, getenv: h.Getenv, cwd: h.Cwd, homes: h.Homes}
+	r := &resolver{p: p, getenv: h.Getenv, cwd: h.Cwd, homes: h.Homes, cache: h.Cache}
 	if r.getenv == nil {
 		r.getenv = func(string) (string, bool) { return "", false }
 	}
