@@ -1,10 +1,7 @@
 package protect
 
 import (
-	"bytes"
-	"encoding/gob"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -72,20 +69,8 @@ func (c *searchCache) fresh(root string) bool {
 }
 
 func loadSearchCache(file string) *searchCache {
-	f, err := os.OpenFile(file, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxIndex+1))
-	if err != nil || len(data) > maxIndex {
-		return nil
-	}
 	var c searchCache
-	if gob.NewDecoder(bytes.NewReader(data)).Decode(&c) != nil || c.Dirs == nil {
+	if !loadGob(file, &c) || c.Dirs == nil {
 		return nil
 	}
 	return &c

@@ -82,23 +82,8 @@ func newIndex(root string, st unix.Stat_t) *walkIndex {
 // loadIndex reads the index at file, nil when there is none, it does not
 // decode, or it is another tree's.
 func loadIndex(file, root string, st unix.Stat_t) *walkIndex {
-	if file == "" {
-		return nil
-	}
-	f, err := os.OpenFile(file, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxIndex+1))
-	if err != nil || len(data) > maxIndex {
-		return nil
-	}
 	var ix walkIndex
-	if gob.NewDecoder(bytes.NewReader(data)).Decode(&ix) != nil || ix.Root != root || ix.Dev != st.Dev || ix.Ino != st.Ino || ix.Dirs == nil {
+	if file == "" || !loadGob(file, &ix) || ix.Root != root || ix.Dev != st.Dev || ix.Ino != st.Ino || ix.Dirs == nil {
 		return nil
 	}
 	if ix.Watch == nil {
@@ -108,6 +93,25 @@ func loadIndex(file, root string, st unix.Stat_t) *walkIndex {
 		ix.Creds = map[string]string{}
 	}
 	return &ix
+}
+
+// loadGob decodes the file of cordon's own at file into v: false when it
+// is not there, is no regular file (a link is not followed), is larger
+// than maxIndex, or does not decode.
+func loadGob(file string, v any) bool {
+	f, err := os.OpenFile(file, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxIndex+1))
+	if err != nil || len(data) > maxIndex {
+		return false
+	}
+	return gob.NewDecoder(bytes.NewReader(data)).Decode(v) == nil
 }
 
 // save writes the index to file (see saveGob).
