@@ -374,20 +374,8 @@ func forConfig(d *os.File, rel string, f func(section, sub, key, value string)) 
 	}
 }
 
-// Obeyed reports, for the work tree open at d, whether a path relative to
-// it is one git obeys beyond the names Protected knows: inside a
-// repository a .git file names, a hooks directory core.hooksPath names,
-// a submodule's repository or .git file. Past the bounds of the search,
-// every path is reported: what cannot be looked at all is held.
-func Obeyed(d *os.File, root string) func(rel string) bool {
-	g, err := gitPaths(d, root)
-	if err != nil {
-		return func(string) bool { return true }
-	}
-	return underAny(g.paths)
-}
-
-// Repos is Obeyed for a caller that judges what is inside a repository
+// Repos says, for the work tree open at d, what git obeys beyond the names
+// Protected knows, for a caller that judges what is inside a repository
 // itself, path by path (package changes, with obey.JudgeGit): dirs are the
 // directories of the repositories git uses (a .git, the one a .git file or
 // link names, the submodules'), and beyond reports the paths git obeys

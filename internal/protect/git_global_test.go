@@ -38,7 +38,7 @@ func TestGlobalHooksPath(t *testing.T) {
 			t.Errorf("%s not protected: %v", want, g.paths)
 		}
 	}
-	if !Obeyed(d, root)("ci/hooks/pre-commit") {
+	if _, beyond := Repos(d, root); !beyond("ci/hooks/pre-commit") {
 		t.Error("a hook in the global hooks directory is not reported")
 	}
 }
