@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -244,7 +245,7 @@ func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub stri
 			// looked at (an interrupted rebase's commands).
 			if path.Base(sub) == ".git" && e.IsDir() {
 				w.ix.Watch[sub] = true
-				w.gitExtras(sub, obey.GitWatch)
+				w.judge(sub, true)
 			}
 		case obey.Match(sub) != nil || e.Type().IsRegular() && isData(e.Name()):
 			w.ix.Watch[sub] = true
@@ -280,8 +281,8 @@ func (w *madeWalk) underHeld(rel string) bool {
 // its structure, or a file that may be a profile), if the run made or
 // changed it.
 func (w *madeWalk) judge(rel string, isDir bool) {
-	if w.seen[rel] {
-		return
+	if w.since == math.MaxInt64 || w.seen[rel] {
+		return // a look that judges nothing (Sensitive's) only learns the tree
 	}
 	w.seen[rel] = true
 	m := obey.Match(rel)
