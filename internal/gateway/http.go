@@ -97,18 +97,56 @@ func (g *Gateway) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 			// session and opens another at once has room for it.
 			live.end(name, id)
 		}
-		authed.ServeHTTP(w, r)
-		if !ok {
-			return
+		if ok && id == "" {
+			// A new session is counted before its id reaches the client,
+			// which may open another the moment it has it.
+			sw := &sessionWriter{ResponseWriter: w}
+			sw.note = func() { live.seen(name, sw.Header().Get("Mcp-Session-Id")) }
+			w = sw
 		}
-		switch {
-		case id == "":
-			live.seen(name, w.Header().Get("Mcp-Session-Id"))
-		case r.Method != http.MethodDelete:
+		authed.ServeHTTP(w, r)
+		if sw, isNew := w.(*sessionWriter); isNew {
+			sw.noted()
+		} else if ok && r.Method != http.MethodDelete {
 			live.touch(name, id)
 		}
 	}), nil
 }
+
+// sessionWriter calls note once, when the answer's header is about to be
+// sent (or when the handler returned without sending one).
+type sessionWriter struct {
+	http.ResponseWriter
+	note func()
+	done bool
+}
+
+func (s *sessionWriter) noted() {
+	if !s.done {
+		s.done = true
+		s.note()
+	}
+}
+
+func (s *sessionWriter) WriteHeader(code int) {
+	s.noted()
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *sessionWriter) Write(b []byte) (int, error) {
+	s.noted()
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *sessionWriter) Flush() {
+	s.noted()
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (s *sessionWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // maxClientSessions bounds the sessions a client has open at once.
 var maxClientSessions = 64
