@@ -29,16 +29,21 @@ import (
 // could not start or record its outcome; problems with single paths are
 // in the Report.
 func Apply(s *Set, dir string, paths []string, o ApplyOptions) (*Report, error) {
+	sel, err := s.Select(paths)
+	if err != nil {
+		return nil, fmt.Errorf("apply %s: %w", s.Run, err)
+	}
+	return apply(s, dir, sel, o)
+}
+
+// apply lands sel, changes of s, and the added directories above them.
+func apply(s *Set, dir string, sel []Change, o ApplyOptions) (*Report, error) {
 	if digest(s) != s.Digest {
 		return nil, fmt.Errorf("apply %s: the set does not match its digest", s.Run)
 	}
 	rd, err := runDir(dir, s.Run)
 	if err != nil {
 		return nil, err
-	}
-	sel, err := s.Select(paths)
-	if err != nil {
-		return nil, fmt.Errorf("apply %s: %w", s.Run, err)
 	}
 	sel = withParents(s, sel)
 	root, err := openRoot(s.Workspace)
@@ -48,6 +53,14 @@ func Apply(s *Set, dir string, paths []string, o ApplyOptions) (*Report, error) 
 	defer root.Close()
 	a := &applier{set: s, blobs: filepath.Join(rd, blobDir), root: root, o: o,
 		rep: &Report{}, blocked: map[string]string{}, made: map[string]bool{}, buf: make([]byte, 128<<10)}
+	if o.Take {
+		a.uses = map[string]int{}
+		for _, c := range s.Changes {
+			if c.Type == TypeFile && c.Kind != Deleted {
+				a.uses[c.SHA256]++
+			}
+		}
+	}
 	a.run(sel)
 	a.rep.sort()
 	if err := unix.Syncfs(int(root.Fd())); err != nil {
@@ -104,6 +117,7 @@ type applier struct {
 	keptDir string            // its path, as path.Split gives it
 	landed  []string
 	buf     []byte
+	uses    map[string]int // for Take: the changes of the set that name each blob
 }
 
 // run applies sel in order.
@@ -499,6 +513,13 @@ func (a *applier) write(c Change, d *os.File, name string) (outcome, error) {
 	if c.Kind == Modified && c.Type == TypeFile && c.OldType == TypeFile && c.SHA256 == c.OldSHA256 {
 		return a.chmodFile(c, d, name, st)
 	}
+	taken := a.uses[c.SHA256] == 1 && c.Type == TypeFile
+	if taken && c.Base == nil {
+		if out, err, ok := a.takeUnnamed(c, d, name); ok {
+			return out, err
+		}
+		taken = false
+	}
 	if c.Type == TypeFile && c.Base == nil {
 		if out, err, ok := a.writeUnnamed(c, d, name); ok {
 			return out, err
@@ -508,6 +529,12 @@ func (a *applier) write(c Change, d *os.File, name string) (outcome, error) {
 	create := func() error {
 		if c.Type == TypeSymlink {
 			return a.symlink(c, d, tmp)
+		}
+		if taken {
+			if err, ok := a.take(c, d, tmp, st, 0); ok {
+				return err
+			}
+			taken = false
 		}
 		return a.file(c, d, tmp, st)
 	}
@@ -557,6 +584,85 @@ func (a *applier) writeUnnamed(c Change, d *os.File, name string) (out outcome, 
 	}
 	a.wrote(c.Path, true)
 	return done, nil, true
+}
+
+// takeUnnamed lands an added file by renaming its blob to name in d, if
+// nothing is there (see take).
+func (a *applier) takeUnnamed(c Change, d *os.File, name string) (out outcome, err error, ok bool) {
+	err, ok = a.take(c, d, name, nil, unix.RENAME_NOREPLACE)
+	if !ok {
+		return skip, nil, false
+	}
+	if errors.Is(err, unix.EEXIST) {
+		return skip, conflictf("the host has made it since the run started"), true
+	}
+	if err != nil {
+		return skip, err, true
+	}
+	a.wrote(c.Path, false)
+	a.wrote(c.Path, true)
+	return done, nil, true
+}
+
+// take moves c's blob to name in d (renameat2 with flags), with c's mode
+// less its set-id bits, its owner, and none of the extended attributes
+// the sandbox may have set (a copy has none either). ok is false, and
+// nothing was moved, where the blob cannot be taken: not the regular file
+// of c's size the capture linked, on another file system, or holding an
+// attribute that cannot be removed.
+func (a *applier) take(c Change, d *os.File, name string, old *unix.Stat_t, flags uint) (err error, ok bool) {
+	blob := filepath.Join(a.blobs, c.SHA256)
+	f, err := os.OpenFile(blob, os.O_RDONLY|noFollow|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	var st, dst unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || unix.Fstat(int(d.Fd()), &dst) != nil ||
+		st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != c.Size || st.Nlink > 2 || st.Dev != dst.Dev {
+		return nil, false
+	}
+	if !noXattrs(f) {
+		return nil, false
+	}
+	if uid, gid, own := a.owner(c, old); own {
+		if err := unix.Fchown(int(f.Fd()), uid, gid); err != nil {
+			return nil, false
+		}
+	}
+	if err := unix.Fchmod(int(f.Fd()), c.Mode&^0o6000); err != nil {
+		return nil, false
+	}
+	err = unix.Renameat2(unix.AT_FDCWD, blob, int(d.Fd()), name, flags)
+	if errors.Is(err, unix.EXDEV) {
+		return nil, false
+	}
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		err = fmt.Errorf("rename: %w", err)
+	}
+	return err, true
+}
+
+// noXattrs removes every extended attribute of f, and reports whether
+// none is left.
+func noXattrs(f *os.File) bool {
+	buf := make([]byte, 4096)
+	for range 2 {
+		n, err := unix.Flistxattr(int(f.Fd()), buf)
+		if errors.Is(err, unix.ENOTSUP) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
+			unix.Fremovexattr(int(f.Fd()), name)
+		}
+	}
+	return false
 }
 
 // file writes c's content to tmp in d (see fill).

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -436,6 +437,11 @@ func (c *capturer) blob(up *os.File, name string, size int64) (int64, string, bo
 	if c.read+size > c.lim.MaxBytes {
 		return 0, "", false, fmt.Errorf("more than %d bytes of new content", c.lim.MaxBytes)
 	}
+	if c.lim.Link {
+		if n, sum, binary, ok, err := c.linkBlob(up, name, size); ok || err != nil {
+			return n, sum, binary, err
+		}
+	}
 	tmp, err := os.CreateTemp(c.blobs.Name(), ".tmp-*")
 	if err != nil {
 		return 0, "", false, err
@@ -451,6 +457,42 @@ func (c *capturer) blob(up *os.File, name string, size int64) (int64, string, bo
 		return 0, "", false, err
 	}
 	return n, sum, binary, nil
+}
+
+// linkBlob keeps the upper's file name in up, of size bytes, as a blob by
+// linking the very file it read (not the name, which could name another
+// by then) into the blobs: ok is false, and nothing was kept, where that
+// cannot be done or should not be (another file system; a file its owner
+// cannot read, with set-id bits, or linked elsewhere in the layer, all of
+// which a copy of its content leaves behind).
+func (c *capturer) linkBlob(up *os.File, name string, size int64) (n int64, sum string, binary, ok bool, err error) {
+	f, st, err := openFileAt(up, name)
+	if err != nil {
+		return 0, "", false, false, nil // the copy says why
+	}
+	defer f.Close()
+	if st.Nlink != 1 || st.Mode&0o400 == 0 || st.Mode&0o6000 != 0 || st.Size != size {
+		return 0, "", false, false, nil
+	}
+	h := sha256.New()
+	sn := &sniffer{}
+	n, err = io.CopyBuffer(io.MultiWriter(h, sn), io.LimitReader(f, size+1), c.buf)
+	if err != nil {
+		return 0, "", false, false, err
+	}
+	if n != size {
+		return 0, "", false, false, fmt.Errorf("it changed while it was read (%d bytes, then more or fewer)", size)
+	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	err = unix.Linkat(int(f.Fd()), "", int(c.blobs.Fd()), sum, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) { // without CAP_DAC_READ_SEARCH
+		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", f.Fd()), int(c.blobs.Fd()), sum, unix.AT_SYMLINK_FOLLOW)
+	}
+	if err != nil && !errors.Is(err, unix.EEXIST) { // EEXIST: the same content, kept before
+		return 0, "", false, false, nil
+	}
+	c.read += n
+	return n, sum, sn.binary(), true, nil
 }
 
 // deleteAt lists the host's name in d (at rel p) as deleted, and everything

@@ -172,6 +172,12 @@ type Set struct {
 type Limits struct {
 	MaxEntries int   // paths in the upper layer (its inodes)
 	MaxBytes   int64 // bytes of new content
+	// Link keeps a new file's content by linking the upper layer's file
+	// into the blobs, where both are on one file system, instead of
+	// copying it: for a layer on disk that no process writes any more (a
+	// guarded workspace's, whose sandbox has ended), which Land then moves
+	// into the workspace by a rename.
+	Link bool
 }
 
 // Default limits, and hard bounds no hostile layer gets past.
@@ -541,6 +547,11 @@ type ApplyOptions struct {
 	// given (a modified file keeps its host owner) when cordon runs as
 	// root; nil leaves them cordon's.
 	Owner *[2]int
+
+	// Take lands a file whose blob no other change of the set names by
+	// renaming the blob into place, where it is on the workspace's file
+	// system, instead of copying it; the set cannot be applied again.
+	Take bool
 
 	// hook, in tests, runs when the new content of path is written under
 	// its temporary name (placed false) and when it is in place.

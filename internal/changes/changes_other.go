@@ -29,3 +29,8 @@ func Diff(w io.Writer, s *Set, dir string, paths []string) error { return errLin
 
 // Git needs Linux.
 func Git(s *Set, dir string) *GitActivity { return nil }
+
+// Land needs Linux.
+func Land(s *Set, dir string, rv Review, o ApplyOptions) (*Report, *Set, error) {
+	return nil, nil, errLinux
+}

@@ -19,7 +19,7 @@ type profileFlags struct {
 	limits, allow list
 	toolchains    list
 	transparent   bool
-	review        bool
+	review, guard bool
 }
 
 func (pf *profileFlags) register(fs *flag.FlagSet) {
@@ -31,12 +31,13 @@ func (pf *profileFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&pf.transparent, "transparent", false, "also carry clients that ignore the proxy variables: capture their TCP and answer their DNS (needs nftables in the kernel)")
 	fs.Var(&pf.toolchains, "toolchain", "run the host's `NAME` (python3, go, cargo, ...) as your PATH finds it: its install prefix bound read-only, its directory first on PATH; repeatable")
 	fs.BoolVar(&pf.review, "review", false, "review the workspace's changes: the sandbox writes to a layer of its own, and its changes wait for cordon changes, apply or discard (workspace.mode: review)")
+	fs.BoolVar(&pf.guard, "guarded", false, "guard the workspace: the sandbox writes to a layer of its own, kept on disk; when the command ends, its changes land, except what the host's tools would run or obey, which waits for cordon changes, apply or discard (workspace.mode: guarded)")
 	fs.Var(&pf.allow, "allow", "let the sandbox reach `DEST` (host[:port], *.suffix[:port], ip[:port], cidr) through cordon's egress proxy; repeatable")
 }
 
 // changed reports whether any of the flags was given.
 func (pf *profileFlags) changed() bool {
-	return pf.file != "" || pf.workspace != "" || len(pf.ro)+len(pf.rw)+len(pf.limits)+len(pf.allow)+len(pf.toolchains) > 0 || pf.transparent || pf.review
+	return pf.file != "" || pf.workspace != "" || len(pf.ro)+len(pf.rw)+len(pf.limits)+len(pf.allow)+len(pf.toolchains) > 0 || pf.transparent || pf.review || pf.guard
 }
 
 // load reads the profile and applies the command-line adjustments.
@@ -77,14 +78,23 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 	if pf.transparent {
 		p.Network.Transparent = true
 	}
-	if pf.review {
+	if pf.review && pf.guard {
+		return nil, fmt.Errorf("--review and --guarded: choose one")
+	}
+	for _, m := range []struct {
+		on         bool
+		flag, mode string
+	}{{pf.review, "--review", profile.ModeReview}, {pf.guard, "--guarded", profile.ModeGuarded}} {
+		if !m.on {
+			continue
+		}
 		if p.Workspace.Path == "" {
-			return nil, fmt.Errorf("--review: the profile has no workspace (set workspace.path, or give --workspace DIR)")
+			return nil, fmt.Errorf("%s: the profile has no workspace (set workspace.path, or give --workspace DIR)", m.flag)
 		}
 		if !p.Workspace.Writable {
-			return nil, fmt.Errorf("--review: the profile's workspace is read-only (workspace.writable: false), so there is nothing to review")
+			return nil, fmt.Errorf("%s: the profile's workspace is read-only (workspace.writable: false), so there is nothing to judge", m.flag)
 		}
-		p.Workspace.Mode = profile.ModeReview
+		p.Workspace.Mode = m.mode
 	}
 	for _, name := range pf.toolchains {
 		if err := p.AddToolchain(name); err != nil {

@@ -108,7 +108,14 @@ func runCmd(e *env, args []string) int {
 	}
 	opts.WalkIndex = walkIndexDir(e, p)
 	opts.Guard = guarded(opts.ProfileFile)
-	if p.Workspace.Reviewed() {
+	switch {
+	case p.Workspace.Guarded():
+		release, err := guardLayer(e, p, opts.ProfileFile, a, time.Now().Add(-startSlack), &opts)
+		if err != nil {
+			return fail(e, err)
+		}
+		defer release()
+	case p.Workspace.Reviewed():
 		// Host files changed from now on are conflicts when applied.
 		// A file's change time comes from the kernel's coarse clock, a tick
 		// behind: the run starts for conflicts a little earlier than now.
@@ -144,9 +151,12 @@ func runCmd(e *env, args []string) int {
 		if c.Error != "" {
 			return fail(e, fmt.Errorf("%s", c.Error))
 		}
-		if c.Entries == 0 {
+		switch {
+		case p.Workspace.Guarded():
+			reportLanded(e, c)
+		case c.Entries == 0:
 			fmt.Fprintf(e.stderr, "cordon: the run changed nothing in the workspace\n")
-		} else {
+		default:
 			fmt.Fprintf(e.stderr, "cordon: %d change(s) wait for review: cordon changes %s (then cordon apply %s, or cordon discard %s)\n", c.Entries, c.Set, c.Set, c.Set)
 		}
 	}

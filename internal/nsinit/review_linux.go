@@ -28,9 +28,11 @@ const layerSlack = 4
 // placeReview mounts at target the reviewed workspace: an overlay whose
 // lower layer is the host workspace, bound read-only, and whose upper and
 // work directories are on a tmpfs of the sandbox's own, capped in bytes
-// and in inodes, so that nothing the sandbox writes reaches the host tree
-// and what it writes is bounded. The tmpfs's root goes to the host side on
-// LayerFD, which reads the changes from it once the sandbox has ended.
+// and in inodes, or, for a guarded workspace, in the host directory the
+// host side opened (on disk, which the host side bounds), so that nothing
+// the sandbox writes reaches the host tree. The layer's root goes to the
+// host side on LayerFD, which reads the changes from it once the sandbox
+// has ended.
 func (r *rootfs) placeReview(s source, target *os.File) error {
 	l := r.spec.Layer
 	if l == nil {
@@ -64,16 +66,20 @@ func (r *rootfs) placeReview(s source, target *os.File) error {
 		return err
 	}
 
-	// The layer: a tmpfs with the review limits.
-	layer, err := mnt.New("tmpfs", map[string]string{
-		"mode":      "0700",
-		"size":      strconv.FormatInt(l.Size, 10),
-		"nr_inodes": strconv.FormatInt(l.Inodes+layerSlack, 10),
-	}, scratchAttr)
-	if err != nil {
-		return fmt.Errorf("layer: %w", err)
+	// The layer: the host's directory for a guarded workspace (bounded by
+	// the host side), else a tmpfs with the review limits.
+	layer := r.layer
+	if layer == nil {
+		layer, err = mnt.New("tmpfs", map[string]string{
+			"mode":      "0700",
+			"size":      strconv.FormatInt(l.Size, 10),
+			"nr_inodes": strconv.FormatInt(l.Inodes+layerSlack, 10),
+		}, scratchAttr)
+		if err != nil {
+			return fmt.Errorf("layer: %w", err)
+		}
+		defer layer.Close()
 	}
-	defer layer.Close()
 	layerAt, err := mnt.Walk(stage, "layer", r.creatable)
 	if err != nil {
 		return err
@@ -130,6 +136,27 @@ func (r *rootfs) placeReview(s source, target *os.File) error {
 		return fmt.Errorf("sending the layer: %w", err)
 	}
 	return nil
+}
+
+// openLayer opens the host directory of a guarded workspace's layer, as a
+// detached mount: the one the host side prepared, or one opened here; nil
+// for any other workspace.
+func openLayer(l *wire.Layer) (*os.File, error) {
+	switch {
+	case l == nil || l.Dir == "":
+		return nil, nil
+	case l.Tree > 0:
+		return os.NewFile(uintptr(l.Tree), "layer"), nil
+	}
+	src, err := mnt.Open(l.Dir, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false)
+	if err != nil {
+		return nil, fmt.Errorf("workspace layer: %w", err)
+	}
+	if src.Kind != mnt.Dir {
+		src.Close()
+		return nil, fmt.Errorf("workspace layer %s: not a directory", l.Dir)
+	}
+	return src.Tree, nil
 }
 
 // overflowID is the id an unmapped owner shows as in a user namespace.

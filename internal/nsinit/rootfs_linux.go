@@ -41,6 +41,9 @@ type rootfs struct {
 	root  *os.File // the new root's mount
 	ours  map[uint64]bool
 	notes []string
+	// layer is the detached mount of a guarded workspace's layer, opened
+	// with the other host paths.
+	layer *os.File
 }
 
 // source is a bind ready to be placed.
@@ -62,6 +65,14 @@ func (r *rootfs) build() error {
 	defer func() {
 		for _, s := range srcs {
 			s.src.Close()
+		}
+	}()
+	if r.layer, err = openLayer(r.spec.Layer); err != nil {
+		return err
+	}
+	defer func() {
+		if r.layer != nil {
+			r.layer.Close()
 		}
 	}()
 

@@ -178,6 +178,12 @@ type Changes struct {
 	Entries int    `json:"entries"`
 	Bytes   int64  `json:"bytes"`
 	Digest  string `json:"digest,omitempty"`
+	// Landed, for a guarded workspace, counts the changes that landed on
+	// the host when the run ended; Entries those that wait in Set, held
+	// by the review policy, or left alone because the host changed the
+	// same path during the run (Conflicts of them).
+	Landed    int `json:"landed,omitempty"`
+	Conflicts int `json:"conflicts,omitempty"`
 	// Error says why the changes could not be kept; the host's workspace
 	// is untouched.
 	Error string `json:"error,omitempty"`

@@ -93,9 +93,11 @@ type Workspace struct {
 	Writable bool   `yaml:"writable" json:"writable"`
 	// Mode is ModeDirect (the default: a writable workspace is the host
 	// directory itself, and what the sandbox writes is on the host at
-	// once) or ModeReview (the sandbox writes to a copy-on-write layer of
+	// once), ModeReview (the sandbox writes to a copy-on-write layer of
 	// its own; the changes wait in cordon's state directory until a person
-	// applies or discards them).
+	// applies or discards them) or ModeGuarded (the same layer, kept on
+	// disk; when the run ends, what the host's tools would not obey lands
+	// at once and the rest waits as in review).
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
 	// Unprotect opens, by name, protected paths that every writable bind
 	// otherwise keeps read-only (.git/config, .vscode, ...: see cordon's
@@ -108,13 +110,21 @@ type Workspace struct {
 
 // Workspace modes.
 const (
-	ModeDirect = "direct"
-	ModeReview = "review"
+	ModeDirect  = "direct"
+	ModeReview  = "review"
+	ModeGuarded = "guarded"
 )
 
-// Reviewed reports whether the sandbox's writes to the workspace wait for
-// review instead of reaching the host.
-func (w Workspace) Reviewed() bool { return w.Path != "" && w.Mode == ModeReview }
+// Reviewed reports whether the sandbox's writes to the workspace go to a
+// layer of its own and are judged before they reach the host (review and
+// guarded modes).
+func (w Workspace) Reviewed() bool {
+	return w.Path != "" && (w.Mode == ModeReview || w.Mode == ModeGuarded)
+}
+
+// Guarded reports whether the workspace is guarded: its layer is on disk,
+// and what the review policy does not hold lands when the run ends.
+func (w Workspace) Guarded() bool { return w.Path != "" && w.Mode == ModeGuarded }
 
 // Mount binds one host path into the sandbox.
 type Mount struct {

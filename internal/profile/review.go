@@ -92,14 +92,14 @@ func (r Review) needsApproval(rel, kind string, flags []string) string {
 func (p *Profile) validateReview(bad func(field, format string, args ...any)) {
 	switch p.Workspace.Mode {
 	case "", ModeDirect:
-	case ModeReview:
+	case ModeReview, ModeGuarded:
 		if p.Workspace.Path == "" {
-			bad("workspace.mode", "review needs a workspace: set workspace.path")
+			bad("workspace.mode", "%s needs a workspace: set workspace.path", p.Workspace.Mode)
 		} else if !p.Workspace.Writable {
-			bad("workspace.mode", "review is for a writable workspace: this one is read-only (workspace.writable: false), so there is nothing to review")
+			bad("workspace.mode", "%s is for a writable workspace: this one is read-only (workspace.writable: false), so there is nothing to judge", p.Workspace.Mode)
 		}
 	default:
-		bad("workspace.mode", "%q: want %s or %s", p.Workspace.Mode, ModeDirect, ModeReview)
+		bad("workspace.mode", "%q: want %s, %s or %s", p.Workspace.Mode, ModeDirect, ModeGuarded, ModeReview)
 	}
 	if p.Review == nil {
 		return

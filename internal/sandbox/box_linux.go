@@ -52,6 +52,7 @@ type Box struct {
 	closeOnce sync.Once
 	// layer is the root of a reviewed workspace's layer; nil otherwise.
 	layer *os.File
+	bound *Layer // its bounds
 	// protected are the protected paths of the view, and workdir the
 	// working directory of a command given none, for a failing command's
 	// message to be recognised by.
@@ -65,6 +66,11 @@ var ErrEnded = errors.New("the sandbox has ended")
 // Start builds a sandbox from opts (Args, Stdin, Stdout, Stderr and Taps
 // are not used) and returns once its init waits for commands.
 func Start(opts Options) (*Box, error) {
+	if opts.Profile != nil && opts.Profile.Workspace.Guarded() {
+		// Its changes land when the sandbox has ended, so that nothing
+		// lands while anything of it runs: one sandbox per command.
+		return nil, setupErr("workspace", errors.New("a guarded workspace (workspace.mode: guarded) is for sandboxes of one command (cordon run, each call of cordon mcp); a sandbox that stays for many commands takes workspace.mode: review"))
+	}
 	opts.keepAlive = true
 	exe := opts.Exe
 	if exe == nil {
@@ -164,10 +170,10 @@ func Start(opts Options) (*Box, error) {
 	}
 	now := time.Now()
 	x := &Box{opts: opts, res: res, lim: lim, b: b, null: null, drift: drifter, ctl: conn.(*net.UnixConn), last: now,
-		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{}), layer: layer,
+		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{}), layer: layer, bound: spec.Layer,
 		protected: spec.protectedPaths(opts.Guard), workdir: spec.Workdir}
 	if layer != nil {
-		go watchLayer(layer, lim, x.stopDrift)
+		go watchLayer(layer, spec.Layer, lim, x.stopDrift)
 	}
 	built.Store(x)
 	go x.dispatch()
@@ -457,7 +463,7 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 	if x.layer != nil {
 		// A command that filled the layer and ended before the watcher
 		// looked: the limit ends the sandbox, and this command reports it.
-		if u, err := useOf(x.layer); err == nil && u.full != "" {
+		if u, err := useOf(x.layer, x.bound); err == nil && u.full != "" {
 			x.lim.trip(u.full)
 			c.mu.Lock()
 			if c.killed == "" {

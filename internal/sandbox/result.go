@@ -101,6 +101,12 @@ type Options struct {
 	// outcome's Changes. Without it, the changes are dropped.
 	Review func(layer *os.File) (*outcome.Changes, error)
 
+	// LayerDir, for a guarded workspace (workspace.mode: guarded), is the
+	// host directory its copy-on-write layer is kept in: empty, on disk,
+	// outside every sandbox's view, ideally on the workspace's own file
+	// system. Review is called with it once the sandbox has ended.
+	LayerDir string
+
 	keepAlive bool // set by Start
 }
 

@@ -16,8 +16,12 @@ const layerEvery = 20 * time.Millisecond
 
 // layerSocket makes the socket on which init sends the root of a reviewed
 // workspace's layer (see LayerFD). peer is init's end; got yields the
-// layer's root once init sent it, or nil when init ended without.
-func layerSocket() (peer *os.File, got <-chan *os.File, err error) {
+// layer's root once init sent it, or nil when init ended without. For a
+// guarded workspace, own is the host's own descriptor of the layer's
+// directory: what init sends only says the overlay is in place, and must
+// be that directory; got then yields own (which layerSocket owns from its
+// call on, and closes if it yields something else).
+func layerSocket(own *os.File) (peer *os.File, got <-chan *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
@@ -27,15 +31,46 @@ func layerSocket() (peer *os.File, got <-chan *os.File, err error) {
 	go func() {
 		defer ours.Close()
 		f, err := wire.RecvFD(ours)
-		if err != nil || !isLayer(f) {
+		switch {
+		case own != nil:
+			same := err == nil && sameFile(f, own)
 			if f != nil {
 				f.Close()
 			}
+			f = own
+			if !same {
+				own.Close()
+				f = nil
+			}
+		case err != nil:
+			f = nil
+		case !isLayer(f):
+			f.Close()
 			f = nil
 		}
 		ch <- f
 	}()
 	return os.NewFile(uintptr(fds[1]), "layer socket"), ch, nil
+}
+
+// openLayerDir opens the host directory of a guarded workspace's layer,
+// following no link.
+func openLayerDir(dir string) (*os.File, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// sameFile reports whether a and b are the same directory.
+func sameFile(a, b *os.File) bool {
+	var x, y unix.Stat_t
+	return a != nil && unix.Fstat(int(a.Fd()), &x) == nil && unix.Fstat(int(b.Fd()), &y) == nil &&
+		x.Dev == y.Dev && x.Ino == y.Ino && x.Mode&unix.S_IFMT == unix.S_IFDIR
 }
 
 // isLayer checks that what init sent is a directory on a tmpfs.
@@ -53,7 +88,13 @@ type layerUse struct {
 	full          string
 }
 
-func useOf(layer *os.File) (layerUse, error) {
+// useOf measures a layer: a tmpfs by its counters, whose limits the kernel
+// enforces; a guarded workspace's directory on disk (bound not nil) by a
+// walk of its upper directory, which stops once past the bound.
+func useOf(layer *os.File, bound *Layer) (layerUse, error) {
+	if bound != nil && bound.Dir != "" {
+		return diskUse(layer, bound)
+	}
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(int(layer.Fd()), &st); err != nil {
 		return layerUse{}, err
@@ -72,34 +113,46 @@ func useOf(layer *os.File) (layerUse, error) {
 const layerSlack = 4
 
 // watchLayer ends the run when the sandbox has filled its layer, checking
-// until stop is closed: the tmpfs already refuses the write (ENOSPC), and
+// until stop is closed. A tmpfs already refuses the write (ENOSPC), and
 // cordon reports the limit rather than leave the command to say so in its
-// own words, or not at all.
-func watchLayer(layer *os.File, lim *limiter, stop <-chan struct{}) {
-	t := time.NewTicker(layerEvery)
+// own words, or not at all. A layer on disk is measured by a walk, no more
+// often than every diskEvery nor than ten times as long as the last walk
+// took, so that watching costs the run a tenth at most; what the sandbox
+// writes between two looks is past the limit until the next.
+func watchLayer(layer *os.File, bound *Layer, lim *limiter, stop <-chan struct{}) {
+	every := layerEvery
+	if bound != nil && bound.Dir != "" {
+		every = diskEvery
+	}
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
-			if u, err := useOf(layer); err == nil && u.full != "" {
+			began := time.Now()
+			if u, err := useOf(layer, bound); err == nil && u.full != "" {
 				lim.trip(u.full)
 				return
 			}
+			t.Reset(max(every, 10*time.Since(began)))
 		}
 	}
 }
 
+// diskEvery is how often, at most, a layer on disk is walked.
+const diskEvery = 100 * time.Millisecond
+
 // keepChanges, once the sandbox has ended, records how much of the layer
 // was used, reports a full one, and hands it to opts.Review.
-func keepChanges(opts Options, res *Result, lim *limiter, layer *os.File) {
+func keepChanges(opts Options, res *Result, lim *limiter, layer *os.File, bound *Layer) {
 	if layer == nil {
 		res.changes = &outcome.Changes{Error: "the sandbox ended before its workspace layer was in place: nothing to keep"}
 		return
 	}
 	defer layer.Close()
-	u, err := useOf(layer)
+	u, err := useOf(layer, bound)
 	if err == nil {
 		lim.layer = &u
 		if u.full != "" {

@@ -201,7 +201,7 @@ func run(opts Options, res *Result) error {
 		go func() {
 			defer close(layerDone)
 			if layer = <-b.layer; layer != nil {
-				watchLayer(layer, lim, layerStop)
+				watchLayer(layer, spec.Layer, lim, layerStop)
 			}
 		}()
 	} else {
@@ -220,7 +220,7 @@ func run(opts Options, res *Result) error {
 		// Init has ended, and every process of the sandbox with it.
 		close(layerStop)
 		<-layerDone
-		keepChanges(opts, res, lim, layer)
+		keepChanges(opts, res, lim, layer, spec.Layer)
 	}
 	copies.Wait()
 	if b.egressDone != nil {
@@ -390,8 +390,17 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 	}
 	var layer <-chan *os.File
 	if spec.Layer != nil {
-		peer, got, err := layerSocket()
+		var own *os.File
+		if spec.Layer.Dir != "" {
+			if own, err = openLayerDir(spec.Layer.Dir); err != nil {
+				return nil, setupErr("workspace layer", err)
+			}
+		}
+		peer, got, err := layerSocket(own)
 		if err != nil {
+			if own != nil {
+				own.Close()
+			}
 			return nil, setupErr("workspace layer", err)
 		}
 		defer peer.Close()
@@ -691,6 +700,12 @@ func buildSpec(opts Options) (*Spec, error) {
 		}
 		if review {
 			spec.Layer = &Layer{Size: p.Resources.WorkspaceSize.N, Inodes: p.Resources.WorkspaceInodes.N}
+			if p.Workspace.Guarded() {
+				if opts.LayerDir == "" {
+					return nil, setupErr("workspace", fmt.Errorf("the workspace %s is guarded, but no directory was given to keep its layer in", ws))
+				}
+				spec.Layer.Dir = opts.LayerDir
+			}
 			// A writable bind of part of the reviewed tree, of a
 			// directory holding it, or into it, would write the host's
 			// tree past the review.
@@ -877,7 +892,50 @@ func openTrees(spec *Spec, ids idMapping, lenient bool) ([]*os.File, error) {
 		m.Tree = FirstFD + len(files)
 		files = append(files, src.Tree)
 	}
+	if l := spec.Layer; l != nil && l.Dir != "" {
+		tree, err := openLayer(l.Dir, ids, idmaps)
+		if err != nil {
+			return fail(setupErr("workspace layer "+l.Dir, err))
+		}
+		l.Tree = FirstFD + len(files)
+		files = append(files, tree)
+	}
 	return files, nil
+}
+
+// openLayer opens the host directory of a guarded workspace's layer as a
+// detached mount, without set-id or device files, idmapped as a writable
+// bind is: what the sandbox user writes there is its owner's on disk.
+func openLayer(dir string, ids idMapping, idmaps map[[2]uint32]*os.File) (*os.File, error) {
+	src, err := mnt.Open(dir, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false)
+	if err != nil {
+		return nil, err
+	}
+	if src.Kind != mnt.Dir {
+		src.Close()
+		return nil, fmt.Errorf("not a directory")
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Tree.Fd()), &st); err != nil {
+		src.Close()
+		return nil, err
+	}
+	if int(st.Uid) != ids.uid || int(st.Gid) != ids.gid {
+		key := [2]uint32{st.Uid, st.Gid}
+		userns, ok := idmaps[key]
+		if !ok {
+			if userns, err = newUserns(st.Uid, uint32(ids.uid), st.Gid, uint32(ids.gid)); err != nil {
+				src.Close()
+				return nil, fmt.Errorf("idmapping: %w", err)
+			}
+			idmaps[key] = userns
+		}
+		if err := mnt.Idmap(src.Tree, int(userns.Fd())); err != nil {
+			src.Close()
+			return nil, fmt.Errorf("idmapping (%s): %w", fsTypeOf(src.Tree), err)
+		}
+	}
+	return src.Tree, nil
 }
 
 // newUserns returns a user namespace whose only mapping sends the on-disk

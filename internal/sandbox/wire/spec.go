@@ -120,10 +120,18 @@ type Mount struct {
 }
 
 // Layer bounds the copy-on-write layer of a reviewed workspace: a tmpfs of
-// Size bytes and Inodes files, directories and links.
+// Size bytes and Inodes files, directories and links; or, for a guarded
+// workspace, the host directory the host side opened (Tree), on disk,
+// which the host side bounds by watching it.
 type Layer struct {
 	Size   int64 `json:"size"`
 	Inodes int64 `json:"inodes"`
+	// Dir is the host directory that holds a guarded workspace's layer;
+	// "" for a tmpfs of init's own. Tree is the fd number, in init, of a
+	// detached mount of it the host side prepared (as root); 0 when init
+	// opens Dir itself.
+	Dir  string `json:"dir,omitempty"`
+	Tree int    `json:"tree,omitempty"`
 }
 
 // Fixed descriptor numbers in init.
