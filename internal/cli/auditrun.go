@@ -93,10 +93,15 @@ func (l *auditLog) retain(e *env) {
 
 // run starts the record of one sandbox of p, with an id of its own.
 func (l *auditLog) run(p *profile.Profile) *auditor {
+	return &auditor{log: l.log, id: newRunID(), agent: p.Agent,
+		captures: [2]*audit.Capture{audit.NewCapture(l.capture), audit.NewCapture(l.capture)}}
+}
+
+// newRunID names a run: 16 random hex digits.
+func newRunID() string {
 	b := make([]byte, 8)
 	rand.Read(b)
-	return &auditor{log: l.log, id: hex.EncodeToString(b), agent: p.Agent,
-		captures: [2]*audit.Capture{audit.NewCapture(l.capture), audit.NewCapture(l.capture)}}
+	return hex.EncodeToString(b)
 }
 
 // visibleIn names the host path of p's view (the workspace or a bind) that

@@ -84,7 +84,7 @@ func callCmd(e *env, args []string) int {
 		}
 		return 1
 	}
-	out, failed, err := runBuiltin(r.oneShot(p), name, decided, expects(c.Files))
+	out, failed, err := runBuiltin(r.oneShot(p), name, decided, expects(p, c.Files))
 	if err != nil {
 		return fail(e, err)
 	}
@@ -162,7 +162,7 @@ func (r *probeRunner) oneShot(p *profile.Profile) toolExec {
 // profile, a call that may write runs in a session's sandbox, whose
 // changes are kept when the session ends.
 func oneShotRefused(p *profile.Profile, tool string) error {
-	if p.Workspace.Reviewed() && (tool == runTool || tool == "write_file") {
+	if p.Workspace.Reviewed() && !p.Workspace.Guarded() && (tool == runTool || tool == "write_file") {
 		return fmt.Errorf("%s: the profile reviews the workspace, and this call has no session whose sandbox keeps its changes (cordon mcp runs each session's calls in one sandbox; cordon run --review runs a command)", tool)
 	}
 	return nil

@@ -28,7 +28,7 @@ func layersDir() string { return filepath.Join(config.StateDir(), "layers") }
 // (see landChanges). The directory is locked while the run lasts; a layer
 // no run holds, left by a cordon that was killed, is removed by the next
 // guarded run. release removes the run's layer once the sandbox has ended.
-func guardLayer(e *env, p *profile.Profile, profileFile string, a *auditor, started time.Time, opts *sandbox.Options) (release func(), err error) {
+func guardLayer(e *env, p *profile.Profile, profileFile, run string, record func(audit.Event), started time.Time, opts *sandbox.Options) (release func(), err error) {
 	if where := visibleIn(p, e.cwd, filepath.Join(layersDir(), "layer")); where != "" {
 		return nil, fmt.Errorf("cordon's state directory %s, where a guarded workspace's layer is kept, is inside %s, which the sandbox can see: set CORDON_STATE_DIR elsewhere", config.StateDir(), where)
 	}
@@ -36,7 +36,7 @@ func guardLayer(e *env, p *profile.Profile, profileFile string, a *auditor, star
 		return nil, fmt.Errorf("guarded workspace: %w", err)
 	}
 	sweepLayers(layersDir())
-	dir := filepath.Join(layersDir(), a.id)
+	dir := filepath.Join(layersDir(), run)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("guarded workspace: %w", err)
 	}
@@ -59,7 +59,7 @@ func guardLayer(e *env, p *profile.Profile, profileFile string, a *auditor, star
 		return nil, fmt.Errorf("guarded workspace: %w", err)
 	}
 	opts.LayerDir = dir
-	opts.Review = landChanges(e, p, profileFile, a, started)
+	opts.Review = landChanges(e, p, profileFile, run, record, started)
 	return func() {
 		removeLayer(dir)
 		lock.Close()
@@ -118,11 +118,10 @@ func workspacePath(e *env, p *profile.Profile) string {
 // mode does), lands at once what the review policy does not hold, and
 // leaves the rest waiting as the run's change set. What landed is in the
 // run's audit record. When the capture fails, nothing lands.
-func landChanges(e *env, p *profile.Profile, profileFile string, a *auditor, started time.Time) func(*os.File) (*outcome.Changes, error) {
+func landChanges(e *env, p *profile.Profile, profileFile, run string, record func(audit.Event), started time.Time) func(*os.File) (*outcome.Changes, error) {
 	ws := workspacePath(e, p)
 	return func(layer *os.File) (*outcome.Changes, error) {
 		dir := changesDir()
-		run := a.id
 		lim := changes.Limits{MaxEntries: int(p.Resources.WorkspaceInodes.N) + 16, MaxBytes: p.Resources.WorkspaceSize.N, Link: true}
 		set, err := changes.Capture(layer, ws, dir, run, started, lim)
 		if err != nil {
@@ -145,7 +144,7 @@ func landChanges(e *env, p *profile.Profile, profileFile string, a *auditor, sta
 			if rest != nil {
 				rec["waiting"], rec["waiting_digest"] = len(rest.Changes), rest.Digest
 			}
-			a.log.Add(a.event(audit.Action, "changes_land", rec))
+			record(audit.Event{Sandbox: run, Agent: p.Agent, Kind: audit.Action, Type: "changes_land", Data: rec})
 		}
 		if err != nil {
 			return &outcome.Changes{Set: run}, fmt.Errorf("landing the changes: %w", err)

@@ -240,7 +240,7 @@ func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, al
 					return nil, false, err
 				}
 			}
-			return runBuiltin(sessions.execFor(ctx, r.oneShot(p)), tool, args, expects(gateway.DecidedFiles(ctx)))
+			return runBuiltin(sessions.execFor(ctx, r.oneShot(p)), tool, args, expects(p, gateway.DecidedFiles(ctx)))
 		},
 		OnClose:   sessions.close,
 		Resolve:   resolver(e, p, file, r, sessions),

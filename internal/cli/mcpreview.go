@@ -41,11 +41,13 @@ type sessionSandboxes struct {
 }
 
 // newSessionSandboxes returns the session sandboxes of a gateway of p, or
-// nil when p does not review the workspace (each call then runs in a
-// sandbox of its own). The change sets must wait where no sandbox sees
+// nil when p does not review the workspace, or guards it (each call then
+// runs in a sandbox of its own). The change sets must wait where no sandbox sees
 // them.
 func newSessionSandboxes(e *env, p *profile.Profile, file string, r *probeRunner) (*sessionSandboxes, error) {
-	if !p.Workspace.Reviewed() {
+	if !p.Workspace.Reviewed() || p.Workspace.Guarded() {
+		// A guarded workspace lands each call's changes when its sandbox
+		// ends: each call has a sandbox of its own.
 		return nil, nil
 	}
 	if err := changesOutsideView(e, p); err != nil {

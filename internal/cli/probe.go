@@ -20,6 +20,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/hostfile"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/probe"
@@ -259,6 +260,20 @@ func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, selfExec bool
 	var a *auditor
 	if r.audit != nil {
 		a = r.audit.run(p)
+	}
+	if p.Workspace.Guarded() {
+		// What the command wrote lands when it ends, as for cordon run.
+		run, record := newRunID(), func(audit.Event) {}
+		if a != nil {
+			run, record = a.id, func(ev audit.Event) { a.log.Add(ev) }
+		}
+		release, err := guardLayer(r.e, p, "", run, record, time.Now().Add(-startSlack), &opts)
+		if err != nil {
+			return outcome.Outcome{}, err
+		}
+		defer release()
+	}
+	if a != nil {
 		a.begin(p, "", args, r.e.cwd, r.e.getenv)
 		a.watch(&opts)
 	}

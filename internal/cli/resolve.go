@@ -80,9 +80,13 @@ func resolver(e *env, p *profile.Profile, file string, r *probeRunner, sessions 
 }
 
 // expects are the command-line arguments that hold a built-in tool to the
-// files its call was decided on.
-func expects(files map[string]toolpolicy.File) []string {
+// files its call was decided on. In a guarded workspace, each call runs
+// alone in a sandbox of its own, whose layer is fresh (tools.FreshLayerArg).
+func expects(p *profile.Profile, files map[string]toolpolicy.File) []string {
 	var out []string
+	if p.Workspace.Guarded() && len(files) > 0 {
+		out = append(out, tools.FreshLayerArg)
+	}
 	for arg, f := range files {
 		out = append(out, tools.ExpectArg(arg, tools.File{Path: f.Path, Exists: f.Exists, Dev: f.Dev, Ino: f.Ino}))
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/approval"
+	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/config"
 	"github.com/cordon-sandbox/cordon/internal/hostfile"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
@@ -110,7 +111,7 @@ func runCmd(e *env, args []string) int {
 	opts.Guard = guarded(opts.ProfileFile)
 	switch {
 	case p.Workspace.Guarded():
-		release, err := guardLayer(e, p, opts.ProfileFile, a, time.Now().Add(-startSlack), &opts)
+		release, err := guardLayer(e, p, opts.ProfileFile, a.id, func(ev audit.Event) { a.log.Add(ev) }, time.Now().Add(-startSlack), &opts)
 		if err != nil {
 			return fail(e, err)
 		}
@@ -149,7 +150,12 @@ func runCmd(e *env, args []string) int {
 	report(e, o, err == nil, *asJSON, out)
 	if c := o.Changes; c != nil && err == nil {
 		if c.Error != "" {
-			return fail(e, fmt.Errorf("%s", c.Error))
+			code := fail(e, fmt.Errorf("%s", c.Error))
+			if o.Limit != nil {
+				// The limit ended the run, and is what its status says.
+				return o.ExitCode
+			}
+			return code
 		}
 		switch {
 		case p.Workspace.Guarded():

@@ -383,7 +383,7 @@ func protectedHint(rels []string) string {
 	if len(rels) > 1 {
 		what = "them"
 	}
-	return fmt.Sprintf("cordon protects %s, which the host's tools obey: the sandbox may not change %s (to allow it: workspace.unprotect: [%s] in the profile; or review the workspace's changes instead: --review, workspace.mode: review)",
+	return fmt.Sprintf("cordon protects %s, which the host's tools obey: the sandbox may not change %s (to allow it: --guarded, or workspace.mode: guarded, where the sandbox may change anything and what the host would obey waits for a person; or workspace.unprotect: [%s] in the profile)",
 		joinNames(rels), what, strings.Join(rels, ", "))
 }
 

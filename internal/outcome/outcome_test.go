@@ -100,14 +100,14 @@ func TestProtectedHint(t *testing.T) {
 			if o.Status != tt.status || o.ExitCode != tt.exit {
 				t.Errorf("got %s/%d, want %s/%d", o.Status, o.ExitCode, tt.status, tt.exit)
 			}
-			said := strings.Contains(o.Message, "cordon protects .git and .vscode, which the host's tools obey: the sandbox may not change them (to allow it: workspace.unprotect: [.git, .vscode] in the profile;")
+			said := strings.Contains(o.Message, "cordon protects .git and .vscode, which the host's tools obey: the sandbox may not change them (to allow it: --guarded")
 			if said != tt.hint || (o.Protected != nil) != tt.hint {
 				t.Errorf("message %q, protected %q; want a hint: %t", o.Message, o.Protected, tt.hint)
 			}
 		})
 	}
 	o := Decide(Facts{Exited: true, Code: 1, Protected: []string{".git/config"}})
-	if want := "the command exited with status 1; cordon protects .git/config, which the host's tools obey: the sandbox may not change it (to allow it: workspace.unprotect: [.git/config] in the profile; or review the workspace's changes instead: --review, workspace.mode: review)"; o.Message != want {
+	if want := "the command exited with status 1; cordon protects .git/config, which the host's tools obey: the sandbox may not change it (to allow it: --guarded, or workspace.mode: guarded, where the sandbox may change anything and what the host would obey waits for a person; or workspace.unprotect: [.git/config] in the profile)"; o.Message != want {
 		t.Errorf("message %q, want %q", o.Message, want)
 	}
 }

@@ -61,6 +61,8 @@ type limiter struct {
 	// layer the run used, once known.
 	review bool
 	layer  *layerUse
+	// diskLayer: the layer is on disk, bounded by cordon's watch of it.
+	diskLayer bool
 
 	mu     sync.Mutex
 	killed string // the limit that ended the run
@@ -80,7 +82,7 @@ func needsCgroup(r profile.Resources) bool {
 // allowed running with the limits that then fall back or go unenforced.
 func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result, shared bool, exe *Executable) (*limiter, error) {
 	r := p.Resources
-	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil, shared: shared, exe: exe}
+	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil, diskLayer: spec.Layer != nil && spec.Layer.Dir != "", shared: shared, exe: exe}
 	spec.Rlimits = Rlimits{
 		CPUSeconds: ceilSeconds(r.CPUTime),
 		FileSize:   quantity(r.FileSize),
@@ -340,7 +342,12 @@ func (l *limiter) enforcedBy(name string) string {
 	switch name {
 	case "wall", "output":
 		return "supervisor"
-	case "tmp_size", "workspace_size", "workspace_inodes":
+	case "workspace_size", "workspace_inodes":
+		if l.diskLayer {
+			return "supervisor"
+		}
+		return "tmpfs"
+	case "tmp_size":
 		return "tmpfs"
 	case "open_files", "file_size":
 		return "rlimit"

@@ -105,6 +105,8 @@ type Options struct {
 	// host directory its copy-on-write layer is kept in: empty, on disk,
 	// outside every sandbox's view, ideally on the workspace's own file
 	// system. Review is called with it once the sandbox has ended.
+	// Without it, a guarded workspace's layer is a tmpfs, as a reviewed
+	// one's.
 	LayerDir string
 
 	keepAlive bool // set by Start

@@ -701,9 +701,6 @@ func buildSpec(opts Options) (*Spec, error) {
 		if review {
 			spec.Layer = &Layer{Size: p.Resources.WorkspaceSize.N, Inodes: p.Resources.WorkspaceInodes.N}
 			if p.Workspace.Guarded() {
-				if opts.LayerDir == "" {
-					return nil, setupErr("workspace", fmt.Errorf("the workspace %s is guarded, but no directory was given to keep its layer in", ws))
-				}
 				spec.Layer.Dir = opts.LayerDir
 			}
 			// A writable bind of part of the reviewed tree, of a

@@ -144,7 +144,7 @@ func openDecided(f File, flags int, perm uint32) (*os.File, error) {
 		if err := unix.Fstat(pfd, &st); err != nil {
 			return nil, err
 		}
-		if (uint64(st.Dev) != f.Dev || st.Ino != f.Ino) && !private(pfd) {
+		if !decided(&st, f, pfd) {
 			return nil, changed(f, nil)
 		}
 		if flags&unix.O_CREAT != 0 {
@@ -158,7 +158,7 @@ func openDecided(f File, flags int, perm uint32) (*os.File, error) {
 		if err := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return nil, changed(f, err)
 		}
-		if (uint64(st.Dev) != f.Dev || st.Ino != f.Ino) && !private(pfd) {
+		if !decided(&st, f, pfd) {
 			return nil, changed(f, nil)
 		}
 		flags &^= unix.O_CREAT
@@ -173,7 +173,7 @@ func openDecided(f File, flags int, perm uint32) (*os.File, error) {
 		file.Close()
 		return nil, err
 	}
-	if f.Exists && (uint64(st.Dev) != f.Dev || st.Ino != f.Ino) && !private(fd) {
+	if f.Exists && !decided(&st, f, fd) {
 		file.Close()
 		return nil, changed(f, nil)
 	}
@@ -183,6 +183,39 @@ func openDecided(f File, flags int, perm uint32) (*os.File, error) {
 	}
 	return file, nil
 }
+
+// decided reports whether st, of fd, is the file f names: the same device
+// and inode; or anything on a file system the sandbox made for itself
+// (private); or, in the fresh layer of a guarded workspace (freshLayer),
+// the same inode on the workspace's overlay (or its root). There the
+// device is the overlay's, another in each sandbox, and the inode the host
+// file's: the tool is the sandbox's only command, so that nothing is in
+// the layer yet and every file it sees is the host's, which no other has
+// the inode of.
+func decided(st *unix.Stat_t, f File, fd int) bool {
+	switch {
+	case uint64(st.Dev) == f.Dev && st.Ino == f.Ino, private(fd):
+		return true
+	}
+	var fs unix.Statfs_t
+	if !freshLayer || unix.Fstatfs(fd, &fs) != nil || fs.Type != unix.OVERLAYFS_SUPER_MAGIC {
+		return false
+	}
+	if st.Ino == f.Ino {
+		return true
+	}
+	// The overlay's root, the workspace's, has the inode of the layer's
+	// upper directory, another in each sandbox; reached by its path, it is
+	// what the path named, in any sandbox of the workspace.
+	var stx unix.Statx_t
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR &&
+		unix.Statx(fd, "", unix.AT_EMPTY_PATH, 0, &stx) == nil &&
+		stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
+}
+
+// freshLayer is set (FreshLayerArg) when the tool runs alone in a new
+// sandbox of a guarded workspace.
+var freshLayer bool
 
 // private reports whether fd is on a file system the sandbox made for
 // itself (a tmpfs of cordon's, mounted with the source "none": the root,

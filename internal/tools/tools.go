@@ -131,6 +131,12 @@ func Decode(name string, data []byte) (Args, error) {
 	return a, nil
 }
 
+// FreshLayerArg, among the expects, says that the tool is the only command
+// of a new sandbox of a guarded workspace, started after its path was
+// resolved in another: a decided file is then known by its inode (see
+// decided).
+const FreshLayerArg = "--fresh-layer"
+
 // Main runs the built-in tool name with the JSON arguments on stdin and
 // prints its result; exit status 1 when the tool failed, 2 on bad input.
 // expects are the files its path arguments were decided on (ExpectArg);
@@ -141,6 +147,10 @@ func Main(name string, expects []string, stdin io.Reader, stdout io.Writer) int 
 	}
 	decided := map[string]File{}
 	for _, e := range expects {
+		if e == FreshLayerArg {
+			freshLayer = true
+			continue
+		}
 		arg, f, err := parseExpect(e)
 		if err != nil {
 			return bad(err)
