@@ -1,0 +1,140 @@
+//go:build linux
+
+package changes
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Land lands what the policy does not hold by moving the very file the
+// sandbox wrote into place (its inode), stripped of set-id bits and
+// extended attributes, and leaves the held changes, and only them, waiting
+// under their own digest.
+func TestLand(t *testing.T) {
+	e := newEnv(t)
+	write(t, filepath.Join(e.host, "keep.txt"), "old\n", 0o644)
+	e.start()
+	write(t, filepath.Join(e.upper, "keep.txt"), "new\n", 0o644)
+	write(t, filepath.Join(e.upper, "src/main.go"), "package main\n", 0o755)
+	write(t, filepath.Join(e.upper, "tool"), "#!/bin/sh\n", 0o4755)
+	write(t, filepath.Join(e.upper, "same1"), "twin\n", 0o644)
+	write(t, filepath.Join(e.upper, "same2"), "twin\n", 0o644)
+	write(t, filepath.Join(e.upper, ".yarnrc.yml"), "yarnPath: ./y.cjs\n", 0o644)
+	write(t, filepath.Join(e.upper, ".claude/settings.json"), "{}\n", 0o644)
+	if err := unix.Setxattr(filepath.Join(e.upper, "src/main.go"), "user.mark", []byte("x"), 0); err != nil {
+		t.Skipf("no user xattrs here: %v", err)
+	}
+	var before unix.Stat_t
+	must(t, unix.Stat(filepath.Join(e.upper, "src/main.go"), &before))
+
+	layer, err := os.Open(e.layer)
+	must(t, err)
+	defer layer.Close()
+	s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Link: true})
+	must(t, err)
+	rep, rest, err := Land(s, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
+	must(t, err)
+	if len(rep.Conflicts) > 0 {
+		t.Fatalf("conflicts: %v", rep.Conflicts)
+	}
+
+	var after unix.Stat_t
+	must(t, unix.Stat(filepath.Join(e.host, "src/main.go"), &after))
+	if after.Ino != before.Ino {
+		t.Errorf("src/main.go was copied (inode %d, the sandbox's %d), not moved", after.Ino, before.Ino)
+	}
+	var tool unix.Stat_t
+	must(t, unix.Stat(filepath.Join(e.host, "tool"), &tool))
+	if after.Mode&0o7777 != 0o755 || tool.Mode&0o7777 != 0o755 {
+		t.Errorf("src/main.go has mode %o, tool %o; want 755 (set-id bits stripped)", after.Mode&0o7777, tool.Mode&0o7777)
+	}
+	if n, _ := unix.Getxattr(filepath.Join(e.host, "src/main.go"), "user.mark", make([]byte, 8)); n > 0 {
+		t.Errorf("src/main.go kept the sandbox's extended attribute")
+	}
+	for p, want := range map[string]string{"keep.txt": "new\n", "same1": "twin\n", "same2": "twin\n"} {
+		if b, err := os.ReadFile(filepath.Join(e.host, p)); err != nil || string(b) != want {
+			t.Errorf("%s: %q, %v; want %q", p, b, err, want)
+		}
+	}
+	for _, p := range []string{".yarnrc.yml", ".claude", ".claude/settings.json"} {
+		if _, err := os.Lstat(filepath.Join(e.host, p)); err == nil {
+			t.Errorf("%s landed; it is held", p)
+		}
+	}
+
+	// What waits is the held changes alone, under their own digest, and
+	// loads as any set does, with its blobs.
+	got, err := Load(e.state, testRun)
+	must(t, err)
+	var paths []string
+	for _, c := range got.Changes {
+		paths = append(paths, c.Path)
+	}
+	if want := []string{".claude", ".claude/settings.json", ".yarnrc.yml"}; !equal(paths, want) {
+		t.Fatalf("waiting: %q, want %q", paths, want)
+	}
+	if got.Digest != rest.Digest || got.Digest == s.Digest {
+		t.Errorf("digest %s (returned %s, captured %s): want the rest's own", got.Digest, rest.Digest, s.Digest)
+	}
+	rep, err = Apply(got, e.state, nil, ApplyOptions{})
+	must(t, err)
+	if len(rep.Applied) != 3 {
+		t.Fatalf("applying the rest: %+v", rep)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.host, ".yarnrc.yml")); err != nil || string(b) != "yarnPath: ./y.cjs\n" {
+		t.Errorf(".yarnrc.yml: %q, %v", b, err)
+	}
+}
+
+// A change the host made during the run is not landed: it waits with the
+// held ones. A set of which nothing waits is removed.
+func TestLandConflictWaits(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	write(t, filepath.Join(e.upper, "a"), "sandbox\n", 0o644)
+	write(t, filepath.Join(e.upper, "b"), "b\n", 0o644)
+	write(t, filepath.Join(e.host, "a"), "host\n", 0o644) // during the run
+	layer, err := os.Open(e.layer)
+	must(t, err)
+	defer layer.Close()
+	s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Link: true})
+	must(t, err)
+	rep, rest, err := Land(s, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
+	must(t, err)
+	if len(rep.Conflicts) != 1 || len(rest.Changes) != 1 || rest.Changes[0].Path != "a" {
+		t.Fatalf("report %+v, waiting %+v: want a waiting as a conflict", rep, rest.Changes)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.host, "a")); string(b) != "host\n" {
+		t.Errorf("a: %q, want the host's", b)
+	}
+
+	e2 := newEnv(t)
+	e2.start()
+	write(t, filepath.Join(e2.upper, "c"), "c\n", 0o644)
+	layer2, err := os.Open(e2.layer)
+	must(t, err)
+	defer layer2.Close()
+	s2, err := Capture(layer2, e2.host, e2.state, testRun, e2.started, Limits{Link: true})
+	must(t, err)
+	_, rest2, err := Land(s2, e2.state, Review{Require: []string{"protected"}}, ApplyOptions{})
+	must(t, err)
+	if len(rest2.Changes) != 0 || Exists(e2.state, testRun) {
+		t.Errorf("nothing waits, yet the set is kept: %+v", rest2.Changes)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
