@@ -622,7 +622,7 @@ func (a *applier) take(c Change, d *os.File, name string, old *unix.Stat_t, flag
 		st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != c.Size || st.Nlink > 2 || st.Dev != dst.Dev {
 		return nil, false
 	}
-	if !noXattrs(f) {
+	if !noXattrs(f) || !plainFlags(f) {
 		return nil, false
 	}
 	if uid, gid, own := a.owner(c, old); own {
@@ -641,6 +641,24 @@ func (a *applier) take(c Change, d *os.File, name string, old *unix.Stat_t, flag
 		err = fmt.Errorf("rename: %w", err)
 	}
 	return err, true
+}
+
+// Inode flags a file system sets of itself (lsattr's e, N and h).
+const (
+	extentFlag     = 0x00080000
+	inlineDataFlag = 0x10000000
+	hugeFileFlag   = 0x00040000
+)
+
+// plainFlags reports whether f has no inode flag (chattr: no-dump,
+// synchronous, no-atime, ...) but those its file system sets itself: the
+// sandbox may set some on what it writes, and a copy has none.
+func plainFlags(f *os.File) bool {
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		return errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EINVAL)
+	}
+	return flags&^(extentFlag|inlineDataFlag|hugeFileFlag) == 0
 }
 
 // noXattrs removes every extended attribute of f, and reports whether

@@ -28,6 +28,14 @@ func TestLand(t *testing.T) {
 	if err := unix.Setxattr(filepath.Join(e.upper, "src/main.go"), "user.mark", []byte("x"), 0); err != nil {
 		t.Skipf("no user xattrs here: %v", err)
 	}
+	write(t, filepath.Join(e.upper, "nodump"), "flagged\n", 0o644)
+	flagged := false
+	if f, err := os.Open(filepath.Join(e.upper, "nodump")); err == nil {
+		if fl, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS); err == nil {
+			flagged = unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(fl|nodumpFlag)) == nil
+		}
+		f.Close()
+	}
 	var before unix.Stat_t
 	must(t, unix.Stat(filepath.Join(e.upper, "src/main.go"), &before))
 
@@ -54,6 +62,15 @@ func TestLand(t *testing.T) {
 	}
 	if n, _ := unix.Getxattr(filepath.Join(e.host, "src/main.go"), "user.mark", make([]byte, 8)); n > 0 {
 		t.Errorf("src/main.go kept the sandbox's extended attribute")
+	}
+	if flagged {
+		f, err := os.Open(filepath.Join(e.host, "nodump"))
+		must(t, err)
+		fl, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+		f.Close()
+		if err != nil || fl&nodumpFlag != 0 {
+			t.Errorf("nodump landed with the sandbox's inode flags (%#x, %v)", fl, err)
+		}
 	}
 	for p, want := range map[string]string{"keep.txt": "new\n", "same1": "twin\n", "same2": "twin\n"} {
 		if b, err := os.ReadFile(filepath.Join(e.host, p)); err != nil || string(b) != want {
@@ -126,6 +143,9 @@ func TestLandConflictWaits(t *testing.T) {
 		t.Errorf("nothing waits, yet the set is kept: %+v", rest2.Changes)
 	}
 }
+
+// nodumpFlag is chattr's d.
+const nodumpFlag = 0x00000040
 
 func equal(a, b []string) bool {
 	if len(a) != len(b) {

@@ -700,8 +700,9 @@ func buildSpec(opts Options) (*Spec, error) {
 		}
 		if review {
 			spec.Layer = &Layer{Size: p.Resources.WorkspaceSize.N, Inodes: p.Resources.WorkspaceInodes.N}
-			if p.Workspace.Guarded() {
+			if p.Workspace.Guarded() && opts.LayerDir != "" {
 				spec.Layer.Dir = opts.LayerDir
+				noteFree(opts.LayerDir, spec.Layer)
 			}
 			// A writable bind of part of the reviewed tree, of a
 			// directory holding it, or into it, would write the host's

@@ -132,6 +132,9 @@ type Layer struct {
 	// opens Dir itself.
 	Dir  string `json:"dir,omitempty"`
 	Tree int    `json:"tree,omitempty"`
+	// Free is what the host side measured free on Dir's file system when
+	// the run began: blocks (of its size) and inodes.
+	Free *[2]uint64 `json:"-"`
 }
 
 // Fixed descriptor numbers in init.
