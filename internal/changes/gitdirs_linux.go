@@ -69,8 +69,23 @@ func (c *capturer) flagObeyed(upper, host *os.File, pending map[string]bool) {
 		}
 		return false
 	}
+	hooks := c.hooksDirs(func(d string) bool { return judge(d).git })
+	inHooks := func(rel string) bool {
+		for p := rel; ; p = path.Dir(p) {
+			if hooks[p] {
+				return true
+			}
+			if p == "." {
+				return false
+			}
+		}
+	}
 	for i := range c.changes {
 		ch := &c.changes[i]
+		if !ch.Has(FlagProtected) && inHooks(ch.Path) {
+			ch.Flags = append(ch.Flags, FlagProtected)
+			ch.Obeys = append(ch.Obeys, "a hooks directory: core.hooksPath of a configuration this set writes names it")
+		}
 		if !ch.Has(FlagProtected) {
 			var gits []string
 			for dir := path.Dir(ch.Path); ; dir = path.Dir(dir) {
@@ -117,6 +132,56 @@ func (c *capturer) flagObeyed(upper, host *os.File, pending map[string]bool) {
 		slices.Sort(ch.Flags)
 	}
 }
+
+// hooksDirs are the places a core.hooksPath of a git configuration the
+// set writes, in any git directory (judge), may name: git takes a relative
+// one from where the hooks run, the work tree's top (the directory above
+// the git directory, or wherever git runs with --git-dir: the workspace's
+// root) or, in a bare repository, the git directory itself (isGit says
+// which directories are git's). Each is held with what it holds,
+// whatever the set does with the configuration.
+func (c *capturer) hooksDirs(isGit func(string) bool) map[string]bool {
+	out := map[string]bool{}
+	for _, ch := range c.changes {
+		base := path.Base(ch.Path)
+		if ch.Type != TypeFile || ch.Kind == Deleted || (base != "config" && base != "config.worktree") {
+			continue
+		}
+		dir := path.Dir(ch.Path)
+		if path.Base(dir) == "worktrees" || path.Base(path.Dir(dir)) == "worktrees" {
+			dir = path.Dir(path.Dir(dir)) // a work tree's config.worktree: its repository's
+		}
+		if !isGit(dir) || ch.Size > obey.MaxGitConfig {
+			continue
+		}
+		data, err := readFile(filepath.Join(c.blobs.Name(), ch.SHA256), obey.MaxGitConfig)
+		if err != nil {
+			continue
+		}
+		keys, _ := obey.ParseGitConfig(data)
+		for _, k := range keys {
+			if !strings.EqualFold(k.Section, "core") || k.HasSub || !strings.EqualFold(k.Name, "hookspath") || k.NoValue {
+				continue
+			}
+			v := k.Value
+			if path.IsAbs(v) || strings.HasPrefix(v, "~") {
+				continue // outside the workspace, or found by protect.Repos
+			}
+			for _, from := range []string{".", dir, path.Dir(dir)} {
+				if p := path.Join(from, v); p != ".." && !strings.HasPrefix(p, "../") {
+					out[p] = true
+				}
+			}
+			if len(out) > maxHooksDirs {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// maxHooksDirs bounds the places hooksDirs holds.
+const maxHooksDirs = 1024
 
 // outermost drops from gits (innermost first) the directories inside
 // another's data (obey.InGitData): .git/logs holds a HEAD, and is no
