@@ -84,7 +84,11 @@ func (c *capturer) flagObeyed(upper, host *os.File, pending map[string]bool) {
 		ch := &c.changes[i]
 		if !ch.Has(FlagProtected) && inHooks(ch.Path) {
 			ch.Flags = append(ch.Flags, FlagProtected)
-			ch.Obeys = append(ch.Obeys, "a hooks directory: core.hooksPath of a configuration this set writes names it")
+			const why = "a hooks directory: core.hooksPath of a configuration this set writes names it"
+			if c.obeysBytes+len(why) <= maxObeysTotal {
+				c.obeysBytes += len(why)
+				ch.Obeys = append(ch.Obeys, why)
+			}
 		}
 		if !ch.Has(FlagProtected) {
 			var gits []string
