@@ -5,7 +5,7 @@
 // quartiles, and each figure's ratio to bare exec and to bubblewrap; with
 // -docs it also rewrites docs/BENCHMARKS.md and its start-up plot.
 //
-//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs] [-only startup|serve|idle|many|review|compat]
+//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs] [-only startup|serve|idle|many|review|large|guarded|compat]
 package main
 
 import (
@@ -36,13 +36,22 @@ type tool struct {
 
 func main() {
 	n := flag.Int("n", 30, "rounds of each start-up measurement")
-	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs")
+	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs, smaller guarded workloads")
 	cordon := flag.String("cordon", "./cordon", "the cordon binary to measure")
 	docs := flag.Bool("docs", false, "rewrite docs/BENCHMARKS.md and docs/benchmarks-startup.svg with the results")
-	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), large (a workspace of 50,000 files), idle (memory per idle sandbox), many (sandboxes started together) or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
+	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), large (a workspace of 50,000 files), guarded (a guarded workspace against a direct one on npm install, a build and git commits; -docs rewrites its section of docs/BENCHMARKS.md), idle (memory per idle sandbox), many (sandboxes started together) or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
 	flag.Parse()
+	// The guarded workloads take seconds a run: fewer rounds, unless -n
+	// says how many.
+	guardedN := guardedRounds
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "n" {
+			guardedN = *n
+		}
+	})
 	if *short {
 		*n = 3
+		guardedN = 3
 	}
 	repo, _ := os.Getwd()
 	if r := os.Getenv("CORDON_REPO"); r != "" {
@@ -88,6 +97,17 @@ func main() {
 		os.Stdout.Write(rep.Bytes())
 		return
 	}
+	if *only == "guarded" {
+		var rep bytes.Buffer
+		guarded(&rep, abs, guardedN, *short)
+		os.Stdout.Write(rep.Bytes())
+		if *docs {
+			if err := writeGuardedDocs(repo, rep.String()); err != nil {
+				fatal(err)
+			}
+		}
+		return
+	}
 	if *only == "startup" {
 		var rep bytes.Buffer
 		startup(&rep, peers(abs, ws), *n)
@@ -118,6 +138,7 @@ func main() {
 	served(&rep, abs, *n)
 	concurrency(&rep, abs, tools, *short)
 	idleMemory(&rep, abs, tools)
+	guarded(&rep, abs, guardedN, *short)
 	if !*short {
 		large(&rep, abs, *n)
 		microBenches(&rep, repo)
