@@ -62,9 +62,16 @@ func apply(s *Set, dir string, sel []Change, o ApplyOptions) (*Report, error) {
 		}
 	}
 	a.run(sel)
+	if a.blobsDir != nil {
+		a.blobsDir.Close()
+	}
 	a.rep.sort()
-	if err := unix.Syncfs(int(root.Fd())); err != nil {
-		return a.rep, fmt.Errorf("apply %s: sync: %w", s.Run, err)
+	// What a guarded run lands is synced no more than a direct run's
+	// writes are.
+	if !o.Take {
+		if err := unix.Syncfs(int(root.Fd())); err != nil {
+			return a.rep, fmt.Errorf("apply %s: sync: %w", s.Run, err)
+		}
 	}
 	if err := a.record(rd); err != nil {
 		return a.rep, fmt.Errorf("apply %s: %w", s.Run, err)
@@ -105,19 +112,20 @@ func withParents(s *Set, sel []Change) []Change {
 
 // applier lands the changes of one set.
 type applier struct {
-	set     *Set
-	blobs   string
-	root    *os.File
-	o       ApplyOptions
-	rep     *Report
-	blocked map[string]string // added directories not applied, and why
-	made    map[string]bool   // added directories made now
-	keep    bool              // keep the last directory open
-	kept    *os.File          // the directory kept open
-	keptDir string            // its path, as path.Split gives it
-	landed  []string
-	buf     []byte
-	uses    map[string]int // for Take: the changes of the set that name each blob
+	set      *Set
+	blobs    string
+	root     *os.File
+	o        ApplyOptions
+	rep      *Report
+	blocked  map[string]string // added directories not applied, and why
+	made     map[string]bool   // added directories made now
+	keep     bool              // keep the last directory open
+	kept     *os.File          // the directory kept open
+	keptDir  string            // its path, as path.Split gives it
+	landed   []string
+	buf      []byte
+	uses     map[string]int // for Take: the changes of the set that name each blob
+	blobsDir *os.File       // for Take: the blobs' directory, once opened
 }
 
 // run applies sel in order.
@@ -611,11 +619,18 @@ func (a *applier) takeUnnamed(c Change, d *os.File, name string) (out outcome, e
 // of c's size the capture linked, on another file system, or holding an
 // attribute that cannot be removed.
 func (a *applier) take(c Change, d *os.File, name string, old *unix.Stat_t, flags uint) (err error, ok bool) {
-	blob := filepath.Join(a.blobs, c.SHA256)
-	f, err := os.OpenFile(blob, os.O_RDONLY|noFollow|unix.O_NONBLOCK, 0)
+	if a.blobsDir == nil {
+		d, err := os.Open(a.blobs)
+		if err != nil {
+			return nil, false
+		}
+		a.blobsDir = d
+	}
+	fd, err := unix.Openat(int(a.blobsDir.Fd()), c.SHA256, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false
 	}
+	f := os.NewFile(uintptr(fd), c.SHA256)
 	defer f.Close()
 	var st, dst unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &st) != nil || unix.Fstat(int(d.Fd()), &dst) != nil ||
@@ -625,15 +640,19 @@ func (a *applier) take(c Change, d *os.File, name string, old *unix.Stat_t, flag
 	if !noXattrs(f) || !plainFlags(f) {
 		return nil, false
 	}
-	if uid, gid, own := a.owner(c, old); own {
+	chowned := false
+	if uid, gid, own := a.owner(c, old); own && (int(st.Uid) != uid || int(st.Gid) != gid) {
 		if err := unix.Fchown(int(f.Fd()), uid, gid); err != nil {
 			return nil, false
 		}
+		chowned = true
 	}
-	if err := unix.Fchmod(int(f.Fd()), c.Mode&^0o6000); err != nil {
-		return nil, false
+	if chowned || st.Mode&0o7777 != c.Mode&^0o6000 {
+		if err := unix.Fchmod(int(f.Fd()), c.Mode&^0o6000); err != nil {
+			return nil, false
+		}
 	}
-	err = unix.Renameat2(unix.AT_FDCWD, blob, int(d.Fd()), name, flags)
+	err = unix.Renameat2(int(a.blobsDir.Fd()), c.SHA256, int(d.Fd()), name, flags)
 	if errors.Is(err, unix.EXDEV) {
 		return nil, false
 	}

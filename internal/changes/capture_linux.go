@@ -111,9 +111,14 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 	}
 	sortChanges(s.Changes)
 	s.Digest = digest(s)
-	// The blobs are on disk before the set that names them.
-	if err := unix.Syncfs(int(blobs.Fd())); err != nil {
-		return nil, fmt.Errorf("sync: %w", err)
+	// The blobs are on disk before the set that names them. Linked from
+	// a guarded workspace's layer, they are what the sandbox wrote, which
+	// lands at once, as unsynced as a direct workspace's writes would be:
+	// a set that waits is checked against its digest when applied.
+	if !lim.Link {
+		if err := unix.Syncfs(int(blobs.Fd())); err != nil {
+			return nil, fmt.Errorf("sync: %w", err)
+		}
 	}
 	data, err := json.MarshalIndent(setJSON{s.Run, bstr(s.Workspace), s.Started, s.Captured, s.Changes, s.Bytes, s.Digest}, "", "\t")
 	if err != nil {
@@ -172,6 +177,11 @@ type capturer struct {
 	beyond []func(string) bool
 	// obeysBytes are the bytes of the changes' Obeys, in all.
 	obeysBytes int
+	// small holds the content of the last file hashed, when it is no
+	// larger than obey.MaxContent (smallSum is its hash): what Content
+	// judges, without reading it again.
+	small    []byte
+	smallSum string
 }
 
 // opaque reports whether the upper directory d hides the lower one.
@@ -398,6 +408,9 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 // cordonFile reports whether the new content sum (a blob) is a file
 // cordon obeys by its content (obey.Content).
 func (c *capturer) cordonFile(sum string) bool {
+	if c.smallSum == sum {
+		return obey.Content(c.small) != nil
+	}
 	data, err := readFile(filepath.Join(c.blobs.Name(), sum), obey.MaxContent)
 	return err == nil && obey.Content(data) != nil
 }
@@ -417,18 +430,41 @@ func (c *capturer) hashAt(d *os.File, name string, w io.Writer, size int64) (int
 	defer f.Close()
 	h := sha256.New()
 	sn := &sniffer{}
-	dst := io.MultiWriter(h, sn)
+	ws := []io.Writer{h, sn}
 	if w != nil {
-		dst = io.MultiWriter(h, sn, w)
+		ws = append(ws, w)
 	}
-	n, err := io.CopyBuffer(dst, io.LimitReader(f, size+1), c.buf)
+	keep := size <= obey.MaxContent
+	if keep {
+		ws = append(ws, c.smallWriter())
+	}
+	n, err := io.CopyBuffer(io.MultiWriter(ws...), io.LimitReader(f, size+1), c.buf)
 	if err != nil {
 		return 0, "", false, err
 	}
 	if n != size {
 		return 0, "", false, fmt.Errorf("it changed while it was read (%d bytes, then more or fewer)", size)
 	}
-	return n, hex.EncodeToString(h.Sum(nil)), sn.binary(), nil
+	sum := hex.EncodeToString(h.Sum(nil))
+	if keep {
+		c.smallSum = sum
+	}
+	return n, sum, sn.binary(), nil
+}
+
+// smallWriter empties small and returns a writer that fills it (see
+// capturer.small).
+func (c *capturer) smallWriter() io.Writer {
+	c.small, c.smallSum = c.small[:0], ""
+	return (*smallBuf)(c)
+}
+
+// smallBuf appends to its capturer's small.
+type smallBuf capturer
+
+func (b *smallBuf) Write(p []byte) (int, error) {
+	b.small = append(b.small, p...)
+	return len(p), nil
 }
 
 // blob copies the upper's file name in up, of size bytes, into the blobs,
@@ -476,7 +512,12 @@ func (c *capturer) linkBlob(up *os.File, name string, size int64) (n int64, sum 
 	}
 	h := sha256.New()
 	sn := &sniffer{}
-	n, err = io.CopyBuffer(io.MultiWriter(h, sn), io.LimitReader(f, size+1), c.buf)
+	ws := []io.Writer{h, sn}
+	keep := size <= obey.MaxContent
+	if keep {
+		ws = append(ws, c.smallWriter())
+	}
+	n, err = io.CopyBuffer(io.MultiWriter(ws...), io.LimitReader(f, size+1), c.buf)
 	if err != nil {
 		return 0, "", false, false, err
 	}
@@ -484,6 +525,9 @@ func (c *capturer) linkBlob(up *os.File, name string, size int64) (n int64, sum 
 		return 0, "", false, false, fmt.Errorf("it changed while it was read (%d bytes, then more or fewer)", size)
 	}
 	sum = hex.EncodeToString(h.Sum(nil))
+	if keep {
+		c.smallSum = sum
+	}
 	err = unix.Linkat(int(f.Fd()), "", int(c.blobs.Fd()), sum, unix.AT_EMPTY_PATH)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) { // without CAP_DAC_READ_SEARCH
 		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", f.Fd()), int(c.blobs.Fd()), sum, unix.AT_SYMLINK_FOLLOW)

@@ -28,7 +28,10 @@ package obey
 import (
 	"bytes"
 	"path"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
@@ -290,7 +293,7 @@ func GitDir(has func(rel string) bool, dir string) bool {
 // keys are compared as YAML reads them (quoted, escaped, in flow style), and
 // no alias is expanded.
 func Content(data []byte) *Entry {
-	if len(data) > MaxContent || !bytes.Contains(data, []byte(":")) {
+	if len(data) > MaxContent || !bytes.Contains(data, []byte(":")) || !mayHoldKeys(data) {
 		return nil
 	}
 	keys := topKeys(data)
@@ -298,6 +301,79 @@ func Content(data []byte) *Entry {
 		return cordonFiles
 	}
 	return nil
+}
+
+// contentKeys are the pairs of top-level keys Content looks for.
+var contentKeys = [][2][]byte{{[]byte("version"), []byte("agent")}, {[]byte("profile_sha256"), []byte("approved_by")}}
+
+// mayHoldKeys reports whether data may spell both keys of a pair of
+// contentKeys, as the parser would read them: a cheap test before the
+// parse, which most files (source, JSON) fail. A YAML key is written as it
+// reads (plain, single- or double-quoted, in block or flow style, or in
+// an anchored node an alias or a merge brings in) except in a
+// double-quoted scalar, where escapes (\xHH, \uHHHH, \UHHHHHHHH) and
+// escaped line breaks may spell it: the test looks at data as it is and
+// with every such escape decoded wherever it is, which holds every key
+// the parser could read, and more.
+func mayHoldKeys(data []byte) bool {
+	has := func(d []byte) bool {
+		for _, pair := range contentKeys {
+			if bytes.Contains(d, pair[0]) && bytes.Contains(d, pair[1]) {
+				return true
+			}
+		}
+		return false
+	}
+	if has(data) {
+		return true
+	}
+	if bytes.IndexByte(data, '\\') < 0 {
+		return false
+	}
+	return has(decodeEscapes(data))
+}
+
+// decodeEscapes decodes in data every \xHH, \uHHHH and \UHHHHHHHH (as
+// UTF-8) and drops every escaped line break with the blanks after it, as
+// a double-quoted YAML scalar reads them, wherever they are; the rest is
+// kept as it is.
+func decodeEscapes(data []byte) []byte {
+	out := make([]byte, 0, len(data))
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if c != '\\' || i+1 >= len(data) {
+			out = append(out, c)
+			continue
+		}
+		n := 0
+		switch data[i+1] {
+		case 'x':
+			n = 2
+		case 'u':
+			n = 4
+		case 'U':
+			n = 8
+		case '\n', '\r':
+			j := i + 1
+			if data[j] == '\r' && j+1 < len(data) && data[j+1] == '\n' {
+				j++
+			}
+			for j+1 < len(data) && (data[j+1] == ' ' || data[j+1] == '\t') {
+				j++
+			}
+			i = j
+			continue
+		}
+		if n > 0 && i+2+n <= len(data) {
+			if v, err := strconv.ParseUint(string(data[i+2:i+2+n]), 16, 32); err == nil && v <= unicode.MaxRune {
+				out = utf8.AppendRune(out, rune(v))
+				i += 1 + n
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // MaxContent is the size of the largest profile cordon reads.

@@ -136,6 +136,9 @@ func TestContent(t *testing.T) {
 		{"flow style on one line", `{version: 1, agent: x, mounts: [{path: /home}]}`, true},
 		{"JSON", `{"version": 1, "agent": "x"}`, true},
 		{"escaped key", `{"version": 1, "\x61gent": "x"}`, true},
+		{"every letter escaped", `{"\u0076\x65rsion": 1, "\U00000061gent": "x"}`, true},
+		{"explicit key split by an escaped line break", "? \"ver\\\n    sion\"\n: 1\nagent: x\n", true},
+		{"key in an anchored mapping, merged", "base: &b {agent: x}\n<<: *b\nversion: 1\n", true},
 		{"comments first", "# a profile\n\n---\nversion: 1\n# agent\nagent: x\n", true},
 		{"approval record", "agent: x\nprofile_sha256: ab\napproved_by: alice\n", true},
 		{"nested keys only", "tools:\n  version: 1\n  agent: x\n", false},
@@ -163,5 +166,15 @@ func FuzzContent(f *testing.F) {
 	f.Add([]byte("version: 1\nagent: x\n"))
 	f.Add([]byte("&a [*a, *a]"))
 	f.Add([]byte("a: &a [*a, *a, *a, *a]\n<<: *a\n"))
-	f.Fuzz(func(t *testing.T, data []byte) { Content(data) })
+	f.Add([]byte(`{"\x76ersion": 1, "ag\u0065nt": "x"}`))
+	f.Add([]byte("\"ver\\\r\n sion\": 1\nagent: x\n"))
+	// The test before the parse never turns away what the parse takes.
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) <= MaxContent && !mayHoldKeys(data) {
+			if keys := topKeys(data); keys["version"] && keys["agent"] || keys["profile_sha256"] && keys["approved_by"] {
+				t.Fatalf("%q: the parse reads %v, the test before it found no pair", data, keys)
+			}
+		}
+		Content(data)
+	})
 }
