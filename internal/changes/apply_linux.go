@@ -662,11 +662,12 @@ func (a *applier) take(c Change, d *os.File, name string, old *unix.Stat_t, flag
 	return err, true
 }
 
-// Inode flags a file system sets of itself (lsattr's e, N and h).
+// Inode flags a file system sets of itself (lsattr's e, N, h and I).
 const (
 	extentFlag     = 0x00080000
 	inlineDataFlag = 0x10000000
 	hugeFileFlag   = 0x00040000
+	indexFlag      = 0x00001000 // a directory's hashed index
 )
 
 // plainFlags reports whether f has no inode flag (chattr: no-dump,
@@ -677,7 +678,17 @@ func plainFlags(f *os.File) bool {
 	if err != nil {
 		return errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EINVAL)
 	}
-	return flags&^(extentFlag|inlineDataFlag|hugeFileFlag) == 0
+	return flags&^(extentFlag|inlineDataFlag|hugeFileFlag|indexFlag) == 0
+}
+
+// plainInode reports whether f has no extended attribute and no inode
+// flag but those its file system sets itself.
+func plainInode(f *os.File) bool {
+	n, err := unix.Flistxattr(int(f.Fd()), nil)
+	if err != nil && !errors.Is(err, unix.ENOTSUP) || n > 0 {
+		return false
+	}
+	return plainFlags(f)
 }
 
 // noXattrs removes every extended attribute of f, and reports whether

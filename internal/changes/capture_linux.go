@@ -75,6 +75,9 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 	}
 	defer blobs.Close()
 	c := &capturer{lim: lim, blobs: blobs, started: started.UnixNano(), buf: make([]byte, 128<<10)}
+	if lim.Link {
+		c.upper = map[string]upperEntry{}
+	}
 	if os.Geteuid() != 0 {
 		// Without privilege, what the sandbox made unreadable to its
 		// owner (chmod 000) is unreadable here too: the layer is the
@@ -105,7 +108,7 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 		return nil, err
 	}
 	c.flagObeyed(upper, host, pendingPaths(filepath.Dir(rd), workspace, run))
-	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes}
+	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes, upper: c.upper}
 	if s.Changes == nil {
 		s.Changes = []Change{}
 	}
@@ -182,6 +185,10 @@ type capturer struct {
 	// judges, without reading it again.
 	small    []byte
 	smallSum string
+	// upper records the added paths of the upper layer (Limits.Link);
+	// linkedPlain says whether the file linkBlob last linked is plain.
+	upper       map[string]upperEntry
+	linkedPlain bool
 }
 
 // opaque reports whether the upper directory d hides the lower one.
@@ -326,6 +333,10 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 	if h != nil {
 		ch.Kind, ch.OldType, ch.OldMode, ch.Base = Modified, typeOf(h.Mode), h.Mode&07777, statOf(h)
 	}
+	if c.upper != nil && h == nil {
+		_, granted := c.modes[u.Ino]
+		c.upper[p] = upperEntry{ino: u.Ino, uid: u.Uid, gid: u.Gid, plain: !granted && (ut == TypeDir || ut == TypeSymlink)}
+	}
 	switch ut {
 	case TypeDir:
 		sub, err := openDirAt(up, name)
@@ -333,6 +344,10 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 			return fmt.Errorf("%q: upper layer: %w", p, err)
 		}
 		defer sub.Close()
+		if e, ok := c.upper[p]; ok && h == nil && !plainInode(sub) {
+			e.plain = false
+			c.upper[p] = e
+		}
 		var hsub *os.File
 		if h != nil {
 			if hsub, err = openDirAt(host, name); err != nil {
@@ -393,8 +408,13 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 	}
 	var binary bool
 	var err error
+	c.linkedPlain = false
 	if ch.Size, ch.SHA256, binary, err = c.blob(up, name, u.Size); err != nil {
 		return fmt.Errorf("%q: %w", ch.Path, err)
+	}
+	if e, ok := c.upper[ch.Path]; ok && h == nil {
+		e.plain = c.linkedPlain && u.Mode&0o7777 == ch.Mode
+		c.upper[ch.Path] = e
 	}
 	c.bytes += ch.Size
 	if ch.Size <= obey.MaxContent && c.cordonFile(ch.SHA256) {
@@ -535,6 +555,7 @@ func (c *capturer) linkBlob(up *os.File, name string, size int64) (n int64, sum 
 	if err != nil && !errors.Is(err, unix.EEXIST) { // EEXIST: the same content, kept before
 		return 0, "", false, false, nil
 	}
+	c.linkedPlain = plainInode(f)
 	c.read += n
 	return n, sum, sn.binary(), true, nil
 }

@@ -165,6 +165,22 @@ type Set struct {
 	// Applied are the paths Apply has landed (or found landed), sorted;
 	// Load fills it from applied.json.
 	Applied []string
+
+	// upper, for a set Capture made with Limits.Link, is what it saw of
+	// each added path in the upper layer (see Land).
+	upper map[string]upperEntry
+}
+
+// upperEntry is an added path of the upper layer as Capture saw it.
+type upperEntry struct {
+	ino      uint64
+	uid, gid uint32
+	// plain: what the sandbox made there lands as it is, by a rename of
+	// the directory that holds it: a directory, a link, or a regular
+	// file with one name, no set-id bit, no extended attribute, no inode
+	// flag the file system does not set itself, and the mode it was made
+	// with.
+	plain bool
 }
 
 // Limits bound a capture: beyond them Capture fails. Callers pass the

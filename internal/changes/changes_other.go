@@ -31,6 +31,6 @@ func Diff(w io.Writer, s *Set, dir string, paths []string) error { return errLin
 func Git(s *Set, dir string) *GitActivity { return nil }
 
 // Land needs Linux.
-func Land(s *Set, dir string, rv Review, o ApplyOptions) (*Report, *Set, error) {
+func Land(s *Set, layer *os.File, dir string, rv Review, o ApplyOptions) (*Report, *Set, error) {
 	return nil, nil, errLinux
 }

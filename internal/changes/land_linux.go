@@ -8,22 +8,28 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
 // Land applies at once what rv's policy does not hold of s, a set just
-// captured from a guarded workspace's layer (with Limits.Link), and leaves
+// captured from a guarded workspace's layer (with Limits.Link; layer is
+// the layer's root, as Capture had it), and leaves
 // the rest waiting as the set: its set.json is rewritten to hold only the
 // held changes, under their own digest, which is what an approval covers.
 // Held with a change are the changes beneath it when it is an added
 // directory (they land with it or not at all) and the deletion of every
 // directory above it (which cannot go while it stays); a change Apply
 // leaves alone (a conflict: the host changed the path during the run)
-// stays in the set too, for a person to see. The set is returned as it is
+// stays in the set too, for a person to see. An added directory of which
+// everything lands, all of it plain (see upperEntry), lands whole: the
+// sandbox's directory is renamed into place. The set is returned as it is
 // left, with no changes when nothing waits (its directory is then
 // removed). Nothing is landed when s cannot be read or rewritten.
-func Land(s *Set, dir string, rv Review, o ApplyOptions) (*Report, *Set, error) {
+func Land(s *Set, layer *os.File, dir string, rv Review, o ApplyOptions) (*Report, *Set, error) {
 	rd, err := runDir(dir, s.Run)
 	if err != nil {
 		return nil, nil, err
@@ -69,18 +75,30 @@ func Land(s *Set, dir string, rv Review, o ApplyOptions) (*Report, *Set, error) 
 		}
 	}
 	o.Take = true
+	taken, perFile := takeable(s, land, held, heldDirs, o)
 	rep := &Report{}
-	if len(land) > 0 {
-		if rep, err = apply(s, dir, land, o); err != nil {
+	if len(perFile) > 0 {
+		if rep, err = apply(s, dir, perFile, o); err != nil {
 			return rep, s, err
 		}
+	}
+	if len(taken) > 0 {
+		landDirs(s, layer, dir, taken, rep)
 	}
 	left := map[string]bool{}
 	for _, cf := range rep.Conflicts {
 		left[cf.Path] = true
 	}
+	leftUnder := func(p string) bool { // in a directory that was to land whole, and did not
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if taken[d] && left[d] {
+				return true
+			}
+		}
+		return false
+	}
 	for _, c := range land {
-		if left[c.Path] {
+		if left[c.Path] || leftUnder(c.Path) {
 			wait = append(wait, c)
 		}
 	}
@@ -128,6 +146,173 @@ func dropBlobs(blobs string, s *Set) {
 	for _, e := range ents {
 		if !need[e.Name()] {
 			os.Remove(filepath.Join(blobs, e.Name()))
+		}
+	}
+}
+
+// takeable splits land, the changes of s that land, into the added
+// directories that land whole by a rename from the layer (outermost only)
+// and the rest, less what those directories hold. A directory lands whole
+// when Capture saw it and everything under it as plain, owned as o gives
+// new paths, and nothing under it is held or anything but added.
+func takeable(s *Set, land []Change, held, heldDirs map[string]bool, o ApplyOptions) (taken map[string]bool, rest []Change) {
+	if s.upper == nil {
+		return nil, land
+	}
+	bad := map[string]bool{} // directories something under them keeps from landing whole
+	mark := func(p string) {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if bad[d] {
+				return
+			}
+			bad[d] = true
+		}
+	}
+	for _, c := range s.Changes {
+		e, ok := s.upper[c.Path]
+		plain := ok && e.plain && c.Kind == Added && c.Type != TypeSpecial &&
+			(o.Owner == nil || int(e.uid) == o.Owner[0] && int(e.gid) == o.Owner[1])
+		if !plain || held[c.Path] || heldDirs[c.Path] {
+			mark(c.Path)
+			bad[c.Path] = bad[c.Path] || !plain || held[c.Path]
+		}
+	}
+	for _, c := range s.Changes { // a path deleted and added: its old goes first
+		if c.Kind == Deleted {
+			bad[c.Path] = true
+		}
+	}
+	taken = map[string]bool{}
+	under := func(p string) bool {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if taken[d] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range land { // sorted: a directory before what it holds
+		switch {
+		case under(c.Path):
+		case c.Kind == Added && c.Type == TypeDir && !bad[c.Path]:
+			taken[c.Path] = true
+		default:
+			rest = append(rest, c)
+		}
+	}
+	return taken, rest
+}
+
+// landDirs renames each directory of taken from the layer into place, if
+// nothing has taken its name on the host, and reports it and everything
+// under it applied; else a conflict, and what it holds waits.
+func landDirs(s *Set, layer *os.File, dir string, taken map[string]bool, rep *Report) {
+	root, err := openRoot(s.Workspace)
+	if err != nil {
+		for p := range taken {
+			rep.Conflicts = append(rep.Conflicts, Conflict{Path: p, Why: err.Error()})
+		}
+		return
+	}
+	defer root.Close()
+	upper, err := openBeneath(layer, "upper", unix.O_RDONLY|unix.O_DIRECTORY, resolveBeneath)
+	if err != nil {
+		for p := range taken {
+			rep.Conflicts = append(rep.Conflicts, Conflict{Path: p, Why: "upper layer: " + err.Error()})
+		}
+		return
+	}
+	defer upper.Close()
+	done := map[string]bool{}
+	for p := range taken {
+		if err := landDir(s, upper, root, p); err != nil {
+			rep.Conflicts = append(rep.Conflicts, Conflict{Path: p, Why: err.Error()})
+			continue
+		}
+		done[p] = true
+	}
+	var landed []string
+	for _, c := range s.Changes {
+		for d := c.Path; d != "."; d = path.Dir(d) {
+			if done[d] {
+				landed = append(landed, c.Path)
+				break
+			}
+		}
+	}
+	rep.Applied = append(rep.Applied, landed...)
+	rep.sort()
+	unshareBlobs(s, dir, done)
+}
+
+// landDir renames the upper's directory rel, the one Capture saw, to the
+// same place in the workspace root, where nothing may be.
+func landDir(s *Set, upper, root *os.File, rel string) error {
+	parent, name := path.Split(rel)
+	parent = strings.TrimSuffix(parent, "/")
+	if parent == "" {
+		parent = "."
+	}
+	from, err := openBeneath(upper, parent, unix.O_RDONLY|unix.O_DIRECTORY, resolveBeneath)
+	if err != nil {
+		return fmt.Errorf("upper layer: %w", err)
+	}
+	defer from.Close()
+	st, err := lstatAt(from, name)
+	if err != nil || st == nil || st.Ino != s.upper[rel].ino || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("the layer's directory is not the one captured")
+	}
+	to, err := openBeneath(root, parent, unix.O_RDONLY|unix.O_DIRECTORY, resolveBeneath|unix.RESOLVE_NO_XDEV)
+	if err != nil {
+		return err
+	}
+	defer to.Close()
+	err = unix.Renameat2(int(from.Fd()), name, int(to.Fd()), name, unix.RENAME_NOREPLACE)
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("the host has made it since the run started")
+	case err != nil:
+		return fmt.Errorf("rename: %w", err)
+	}
+	return nil
+}
+
+// unshareBlobs gives a blob that a file of a directory landed whole shares
+// its inode with (it was linked from the layer) a copy of its own, where a
+// change still waiting names it: the landed file may change from now on.
+func unshareBlobs(s *Set, dir string, done map[string]bool) {
+	in := func(p string) bool {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if done[d] {
+				return true
+			}
+		}
+		return false
+	}
+	landed, other := map[string]bool{}, map[string]bool{}
+	for _, c := range s.Changes {
+		if c.Type != TypeFile || c.Kind == Deleted {
+			continue
+		}
+		if in(c.Path) {
+			landed[c.SHA256] = true
+		} else {
+			other[c.SHA256] = true
+		}
+	}
+	blobs := filepath.Join(dir, s.Run, blobDir)
+	for sum := range landed {
+		if !other[sum] {
+			continue
+		}
+		b := filepath.Join(blobs, sum)
+		data, err := os.ReadFile(b)
+		if err != nil {
+			os.Remove(b) // what names it fails to apply, and says so
+			continue
+		}
+		if err := writeAtomic(blobs, sum, data); err != nil {
+			os.Remove(b)
 		}
 	}
 }

@@ -3,6 +3,7 @@
 package changes
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,7 +45,7 @@ func TestLand(t *testing.T) {
 	defer layer.Close()
 	s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Link: true})
 	must(t, err)
-	rep, rest, err := Land(s, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
+	rep, rest, err := Land(s, layer, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
 	must(t, err)
 	if len(rep.Conflicts) > 0 {
 		t.Fatalf("conflicts: %v", rep.Conflicts)
@@ -120,7 +121,7 @@ func TestLandConflictWaits(t *testing.T) {
 	defer layer.Close()
 	s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Link: true})
 	must(t, err)
-	rep, rest, err := Land(s, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
+	rep, rest, err := Land(s, layer, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
 	must(t, err)
 	if len(rep.Conflicts) != 1 || len(rest.Changes) != 1 || rest.Changes[0].Path != "a" {
 		t.Fatalf("report %+v, waiting %+v: want a waiting as a conflict", rep, rest.Changes)
@@ -137,7 +138,7 @@ func TestLandConflictWaits(t *testing.T) {
 	defer layer2.Close()
 	s2, err := Capture(layer2, e2.host, e2.state, testRun, e2.started, Limits{Link: true})
 	must(t, err)
-	_, rest2, err := Land(s2, e2.state, Review{Require: []string{"protected"}}, ApplyOptions{})
+	_, rest2, err := Land(s2, layer2, e2.state, Review{Require: []string{"protected"}}, ApplyOptions{})
 	must(t, err)
 	if len(rest2.Changes) != 0 || Exists(e2.state, testRun) {
 		t.Errorf("nothing waits, yet the set is kept: %+v", rest2.Changes)
@@ -157,4 +158,70 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// A new directory of which everything lands, all of it plain, lands whole:
+// the sandbox's directory itself is renamed into place. One that holds
+// something held, or something not plain, lands file by file; one whose
+// name the host took during the run waits, with all it holds.
+func TestLandWholeDirectories(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	for i := range 50 {
+		write(t, filepath.Join(e.upper, "out", "sub", fmt.Sprintf("f%d.o", i)), fmt.Sprintf("object %d\n", i), 0o644)
+	}
+	must(t, os.Symlink("sub/f1.o", filepath.Join(e.upper, "out", "link")))
+	write(t, filepath.Join(e.upper, "mixed", "a.txt"), "a\n", 0o644)
+	write(t, filepath.Join(e.upper, "mixed", ".envrc"), "export X=1\n", 0o644)
+	write(t, filepath.Join(e.upper, "setid", "tool"), "#!/bin/sh\n", 0o2755)
+	write(t, filepath.Join(e.upper, "taken", "x"), "x\n", 0o644)
+	var before unix.Stat_t
+	must(t, unix.Stat(filepath.Join(e.upper, "out"), &before))
+
+	layer, err := os.Open(e.layer)
+	must(t, err)
+	defer layer.Close()
+	s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Link: true})
+	must(t, err)
+	must(t, os.Mkdir(filepath.Join(e.host, "taken"), 0o755)) // since the capture
+	rep, rest, err := Land(s, layer, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
+	must(t, err)
+
+	var after unix.Stat_t
+	must(t, unix.Stat(filepath.Join(e.host, "out"), &after))
+	if after.Ino != before.Ino {
+		t.Errorf("out/ was made anew (inode %d), not the sandbox's (%d) renamed", after.Ino, before.Ino)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.host, "out", "sub", "f49.o")); err != nil || string(b) != "object 49\n" {
+		t.Errorf("out/sub/f49.o: %q, %v", b, err)
+	}
+	if l, err := os.Readlink(filepath.Join(e.host, "out", "link")); err != nil || l != "sub/f1.o" {
+		t.Errorf("out/link: %q, %v", l, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.host, "mixed", "a.txt")); err != nil {
+		t.Errorf("mixed/a.txt did not land: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(e.host, "mixed", ".envrc")); err == nil {
+		t.Error("mixed/.envrc landed; it is held")
+	}
+	var tool unix.Stat_t
+	must(t, unix.Stat(filepath.Join(e.host, "setid", "tool"), &tool))
+	if tool.Mode&0o7777 != 0o755 {
+		t.Errorf("setid/tool has mode %o, want 755", tool.Mode&0o7777)
+	}
+	if _, err := os.Lstat(filepath.Join(e.host, "taken", "x")); err == nil {
+		t.Error("taken/x landed in the directory the host made since the capture")
+	}
+	waiting := map[string]bool{}
+	for _, c := range rest.Changes {
+		waiting[c.Path] = true
+	}
+	for _, p := range []string{"mixed/.envrc", "taken", "taken/x"} {
+		if !waiting[p] {
+			t.Errorf("%s does not wait; waiting: %v", p, waiting)
+		}
+	}
+	if len(rep.Applied) < 53 {
+		t.Errorf("%d applied, want out/ and all it holds among them", len(rep.Applied))
+	}
 }

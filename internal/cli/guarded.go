@@ -137,7 +137,7 @@ func landChanges(e *env, p *profile.Profile, profileFile, run string, record fun
 			changes.Discard(dir, run)
 			return &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
 		}
-		rep, rest, err := changes.Land(set, dir, rv, changes.ApplyOptions{Owner: changes.WorkspaceOwner(ws)})
+		rep, rest, err := changes.Land(set, layer, dir, rv, changes.ApplyOptions{Owner: changes.WorkspaceOwner(ws)})
 		if rep != nil {
 			rec := changes.ApplyRecord(set, rep)
 			rec["by"] = "guarded"

@@ -26,21 +26,27 @@ type server struct {
 	conns []*mcp.ServerSession
 	dials int
 	fail  error
-	// entered is told when a call of slow has begun.
+	// entered is told when a call of slow has begun; unstick ends the
+	// calls of slow in flight (see crash).
 	entered chan struct{}
+	unstick chan struct{}
 	// remote, when set, makes the transports instead.
 	remote func() (mcp.Transport, error)
 }
 
 func newServer() *server {
-	sv := &server{s: mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil), entered: make(chan struct{}, 1)}
+	sv := &server{s: mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil), entered: make(chan struct{}, 1), unstick: make(chan struct{})}
 	addTool(sv.s, fullTool())
 	slow := fullTool()
 	slow.Name = "slow"
 	sv.s.AddTool(slow, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		sv.entered <- struct{}{}
-		<-ctx.Done()
-		return nil, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-sv.unstick:
+			return nil, errors.New("the server is gone")
+		}
 	})
 	return sv
 }
@@ -64,12 +70,29 @@ func (sv *server) dial() (mcp.Transport, error) {
 	return b, nil
 }
 
-// crash ends the server's connections, as its exit would.
+// crash ends the server's connections, as its exit would. A session's
+// Close waits for its calls in flight, whose context it may cancel only
+// once it is done: a call of slow still running a second later is ended,
+// so that the crash never waits without end.
 func (sv *server) crash() {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	for _, ss := range sv.conns {
-		ss.Close()
+	closed := make(chan struct{})
+	go func() {
+		for _, ss := range sv.conns {
+			ss.Close()
+		}
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(time.Second):
+		select {
+		case <-sv.unstick:
+		default:
+			close(sv.unstick)
+		}
+		<-closed
 	}
 	sv.conns = nil
 }
