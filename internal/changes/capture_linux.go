@@ -76,7 +76,7 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 	defer blobs.Close()
 	c := &capturer{lim: lim, blobs: blobs, started: started.UnixNano(), buf: make([]byte, 128<<10)}
 	if lim.Link {
-		c.upper = map[string]upperEntry{}
+		c.upper, c.unmade = map[string]upperEntry{}, map[string]bool{}
 	}
 	if os.Geteuid() != 0 {
 		// Without privilege, what the sandbox made unreadable to its
@@ -108,7 +108,7 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 		return nil, err
 	}
 	c.flagObeyed(upper, host, pendingPaths(filepath.Dir(rd), workspace, run))
-	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes, upper: c.upper}
+	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes, upper: c.upper, unmade: c.unmade}
 	if s.Changes == nil {
 		s.Changes = []Change{}
 	}
@@ -189,7 +189,15 @@ type capturer struct {
 	// linkedPlain says whether the file linkBlob last linked is plain.
 	upper       map[string]upperEntry
 	linkedPlain bool
+	// deferOK lets the file being captured keep its blob for later;
+	// deferred says it did, and unmade lists the paths that did.
+	deferOK, deferred bool
+	unmade            map[string]bool
 }
+
+// rereadNames are the names of files the judgment of a set reads from
+// their blobs (a git directory's HEAD and configuration).
+var rereadNames = map[string]bool{"HEAD": true, "config": true, "config.worktree": true, "commondir": true, "gitdir": true}
 
 // opaque reports whether the upper directory d hides the lower one.
 func opaque(d *os.File) bool {
@@ -408,9 +416,15 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 	}
 	var binary bool
 	var err error
-	c.linkedPlain = false
+	c.linkedPlain, c.deferred = false, false
+	// An added file's blob may wait until it is needed, unless the
+	// judgment reads it again (what a git directory holds by these names).
+	c.deferOK = c.upper != nil && h == nil && !rereadNames[name]
 	if ch.Size, ch.SHA256, binary, err = c.blob(up, name, u.Size); err != nil {
 		return fmt.Errorf("%q: %w", ch.Path, err)
+	}
+	if c.deferred {
+		c.unmade[ch.Path] = true
 	}
 	if e, ok := c.upper[ch.Path]; ok && h == nil {
 		e.plain = c.linkedPlain && u.Mode&0o7777 == ch.Mode
@@ -432,7 +446,7 @@ func (c *capturer) cordonFile(sum string) bool {
 		return obey.Content(c.small) != nil
 	}
 	data, err := readFile(filepath.Join(c.blobs.Name(), sum), obey.MaxContent)
-	return err == nil && obey.Content(data) != nil
+	return err != nil || obey.Content(data) != nil // unread: held
 }
 
 // hashAt reads the regular file name in d through w (when not nil), size
@@ -494,7 +508,7 @@ func (c *capturer) blob(up *os.File, name string, size int64) (int64, string, bo
 		return 0, "", false, fmt.Errorf("more than %d bytes of new content", c.lim.MaxBytes)
 	}
 	if c.lim.Link {
-		if n, sum, binary, ok, err := c.linkBlob(up, name, size); ok || err != nil {
+		if n, sum, binary, ok, err := c.linkBlob(up, name, size, c.deferOK); ok || err != nil {
 			return n, sum, binary, err
 		}
 	}
@@ -521,7 +535,11 @@ func (c *capturer) blob(up *os.File, name string, size int64) (int64, string, bo
 // cannot be done or should not be (another file system; a file its owner
 // cannot read, with set-id bits, or linked elsewhere in the layer, all of
 // which a copy of its content leaves behind).
-func (c *capturer) linkBlob(up *os.File, name string, size int64) (n int64, sum string, binary, ok bool, err error) {
+//
+// With later, a plain file (see upperEntry) is only read: its blob is
+// made when it is known to be needed (Land: linked from the layer), and
+// c.deferred says so.
+func (c *capturer) linkBlob(up *os.File, name string, size int64, later bool) (n int64, sum string, binary, ok bool, err error) {
 	f, st, err := openFileAt(up, name)
 	if err != nil {
 		return 0, "", false, false, nil // the copy says why
@@ -547,6 +565,11 @@ func (c *capturer) linkBlob(up *os.File, name string, size int64) (n int64, sum 
 	sum = hex.EncodeToString(h.Sum(nil))
 	if keep {
 		c.smallSum = sum
+	}
+	if later && plainInode(f) {
+		c.linkedPlain, c.deferred = true, true
+		c.read += n
+		return n, sum, sn.binary(), true, nil
 	}
 	err = unix.Linkat(int(f.Fd()), "", int(c.blobs.Fd()), sum, unix.AT_EMPTY_PATH)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) { // without CAP_DAC_READ_SEARCH

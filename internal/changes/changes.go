@@ -169,6 +169,9 @@ type Set struct {
 	// upper, for a set Capture made with Limits.Link, is what it saw of
 	// each added path in the upper layer (see Land).
 	upper map[string]upperEntry
+	// unmade are the added files whose blob Capture left to be made from
+	// the layer when needed (Land).
+	unmade map[string]bool
 }
 
 // upperEntry is an added path of the upper layer as Capture saw it.

@@ -1,9 +1,12 @@
 package changes
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -76,6 +79,10 @@ func Land(s *Set, layer *os.File, dir string, rv Review, o ApplyOptions) (*Repor
 	}
 	o.Take = true
 	taken, perFile := takeable(s, land, held, heldDirs, o)
+	// What lands file by file, and what waits, needs its blob.
+	if err := makeBlobs(s, layer, dir, perFile, wait); err != nil {
+		return nil, s, fmt.Errorf("land %s: %w (nothing landed)", s.Run, err)
+	}
 	rep := &Report{}
 	if len(perFile) > 0 {
 		if rep, err = apply(s, dir, perFile, o); err != nil {
@@ -315,4 +322,73 @@ func unshareBlobs(s *Set, dir string, done map[string]bool) {
 			os.Remove(b)
 		}
 	}
+}
+
+// makeBlobs makes the blobs Capture left to be made (Set.unmade) of the
+// files among the lists, by linking the layer's file, the one Capture
+// read (its inode), into the blobs; or, where it cannot be linked, by a
+// copy checked against the hash.
+func makeBlobs(s *Set, layer *os.File, dir string, lists ...[]Change) error {
+	if len(s.unmade) == 0 {
+		return nil
+	}
+	upper, err := openBeneath(layer, "upper", unix.O_RDONLY|unix.O_DIRECTORY, resolveBeneath)
+	if err != nil {
+		return fmt.Errorf("upper layer: %w", err)
+	}
+	defer upper.Close()
+	blobs, err := os.Open(filepath.Join(dir, s.Run, blobDir))
+	if err != nil {
+		return err
+	}
+	defer blobs.Close()
+	for _, list := range lists {
+		for _, c := range list {
+			if !s.unmade[c.Path] {
+				continue
+			}
+			if err := makeBlob(s, upper, blobs, c); err != nil {
+				return fmt.Errorf("%q: %w", c.Path, err)
+			}
+			delete(s.unmade, c.Path)
+		}
+	}
+	return nil
+}
+
+func makeBlob(s *Set, upper, blobs *os.File, c Change) error {
+	f, err := openBeneath(upper, c.Path, unix.O_RDONLY|unix.O_NONBLOCK, resolveBeneath)
+	if err != nil {
+		return fmt.Errorf("upper layer: %w", err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	if st.Ino != s.upper[c.Path].ino || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != c.Size {
+		return fmt.Errorf("the layer's file is not the one captured")
+	}
+	err = unix.Linkat(int(f.Fd()), "", int(blobs.Fd()), c.SHA256, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) { // without CAP_DAC_READ_SEARCH
+		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", f.Fd()), int(blobs.Fd()), c.SHA256, unix.AT_SYMLINK_FOLLOW)
+	}
+	if err == nil || errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	tmp, err := os.CreateTemp(blobs.Name(), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(f, c.Size+1))
+	if err != nil {
+		return err
+	}
+	if n != c.Size || hex.EncodeToString(h.Sum(nil)) != c.SHA256 {
+		return fmt.Errorf("the layer's file changed since it was captured")
+	}
+	return os.Rename(tmp.Name(), filepath.Join(blobs.Name(), c.SHA256))
 }
