@@ -78,7 +78,11 @@ func Land(s *Set, layer *os.File, dir string, rv Review, o ApplyOptions) (*Repor
 		}
 	}
 	o.Take = true
-	taken, perFile := takeable(s, land, held, heldDirs, o)
+	var taken map[string]bool
+	perFile := land
+	if sameMount(layer, s.Workspace) {
+		taken, perFile = takeable(s, land, held, heldDirs, o)
+	}
 	// What lands file by file, and what waits, needs its blob.
 	if err := makeBlobs(s, layer, dir, perFile, wait); err != nil {
 		return nil, s, fmt.Errorf("land %s: %w (nothing landed)", s.Run, err)
@@ -391,4 +395,15 @@ func makeBlob(s *Set, upper, blobs *os.File, c Change) error {
 		return fmt.Errorf("the layer's file changed since it was captured")
 	}
 	return os.Rename(tmp.Name(), filepath.Join(blobs.Name(), c.SHA256))
+}
+
+// sameMount reports whether the layer and the workspace are on one mount,
+// where a directory can be renamed from one to the other.
+func sameMount(layer *os.File, workspace string) bool {
+	var a, b unix.Statx_t
+	if unix.Statx(int(layer.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &a) != nil ||
+		unix.Statx(unix.AT_FDCWD, workspace, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &b) != nil {
+		return false
+	}
+	return a.Mask&b.Mask&unix.STATX_MNT_ID != 0 && a.Mnt_id == b.Mnt_id
 }

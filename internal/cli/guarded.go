@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,12 +39,15 @@ func guardLayer(e *env, p *profile.Profile, profileFile, run string, record func
 	}
 	sweepLayers(layersDir())
 	dir := filepath.Join(layersDir(), run)
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	// The lock is taken before the directory is made: a layer whose lock
+	// no run holds is one a killed cordon left.
+	lock, err := os.OpenFile(dir+lockSuffix, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
 		return nil, fmt.Errorf("guarded workspace: %w", err)
 	}
-	lock, err := os.Open(dir)
+	err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	if err == nil {
-		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err = os.Mkdir(dir, 0o700)
 	}
 	if err == nil {
 		// The layer's files are the workspace owner's, as the sandbox's
@@ -51,22 +56,25 @@ func guardLayer(e *env, p *profile.Profile, profileFile, run string, record func
 			err = os.Chown(dir, own[0], own[1])
 		}
 	}
-	if err != nil {
-		if lock != nil {
-			lock.Close()
-		}
+	release = func() {
 		removeLayer(dir)
+		os.Remove(dir + lockSuffix)
+		lock.Close()
+	}
+	if err != nil {
+		release()
 		return nil, fmt.Errorf("guarded workspace: %w", err)
 	}
 	opts.LayerDir = dir
 	opts.Review = landChanges(e, p, profileFile, run, record, started)
-	return func() {
-		removeLayer(dir)
-		lock.Close()
-	}, nil
+	return release, nil
 }
 
-// sweepLayers removes the layers in dir that no run holds.
+// lockSuffix names the lock file beside a layer's directory.
+const lockSuffix = ".lock"
+
+// sweepLayers removes the layers in dir that no run holds: those whose
+// lock no process holds, or that have none.
 func sweepLayers(dir string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -74,14 +82,19 @@ func sweepLayers(dir string) {
 	}
 	for _, ent := range ents {
 		p := filepath.Join(dir, ent.Name())
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+		layer := strings.TrimSuffix(p, lockSuffix)
+		lock, err := os.OpenFile(layer+lockSuffix, os.O_RDWR, 0)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && ent.IsDir():
 			removeLayer(p)
+		case err != nil:
+		case unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil:
+			removeLayer(layer)
+			os.Remove(layer + lockSuffix)
 		}
-		f.Close()
+		if lock != nil {
+			lock.Close()
+		}
 	}
 }
 
