@@ -28,9 +28,7 @@ package obey
 import (
 	"bytes"
 	"path"
-	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/goccy/go-yaml/ast"
@@ -311,32 +309,37 @@ var contentKeys = [][2][]byte{{[]byte("version"), []byte("agent")}, {[]byte("pro
 // parse, which most files (source, JSON) fail. A YAML key is written as it
 // reads (plain, single- or double-quoted, in block or flow style, or in
 // an anchored node an alias or a merge brings in) except in a
-// double-quoted scalar, where escapes (\xHH, \uHHHH, \UHHHHHHHH) and
-// escaped line breaks may spell it: the test looks at data as it is and
-// with every such escape decoded wherever it is, which holds every key
-// the parser could read, and more.
+// double-quoted scalar, where a numeric escape (\xHH, \uHHHH,
+// \UHHHHHHHH) may stand for any character (the parser takes digits that
+// are no hexadecimal ones too) and an escaped line break joins two lines:
+// the test reads data with every such escape as a character that matches
+// any, and every escaped line break gone, wherever they are, which holds
+// every key the parser could read, and more.
 func mayHoldKeys(data []byte) bool {
-	has := func(d []byte) bool {
+	has := func(d []byte, match func([]byte, []byte) bool) bool {
 		for _, pair := range contentKeys {
-			if bytes.Contains(d, pair[0]) && bytes.Contains(d, pair[1]) {
+			if match(d, pair[0]) && match(d, pair[1]) {
 				return true
 			}
 		}
 		return false
 	}
-	if has(data) {
+	if has(data, bytes.Contains) {
 		return true
 	}
 	if bytes.IndexByte(data, '\\') < 0 {
 		return false
 	}
-	return has(decodeEscapes(data))
+	return has(decodeEscapes(data), containsWild)
 }
 
-// decodeEscapes decodes in data every \xHH, \uHHHH and \UHHHHHHHH (as
-// UTF-8) and drops every escaped line break with the blanks after it, as
-// a double-quoted YAML scalar reads them, wherever they are; the rest is
-// kept as it is.
+// anyChar stands, in what decodeEscapes returns, for a character a numeric
+// escape makes; it is no byte of UTF-8.
+const anyChar = 0xff
+
+// decodeEscapes turns in data every \x, \u and \U with the 2, 4 or 8
+// characters after it into anyChar, and drops every escaped line break
+// with the blanks after it; the rest is kept as it is.
 func decodeEscapes(data []byte) []byte {
 	out := make([]byte, 0, len(data))
 	for i := 0; i < len(data); i++ {
@@ -353,6 +356,10 @@ func decodeEscapes(data []byte) []byte {
 			n = 4
 		case 'U':
 			n = 8
+		case '\\':
+			out = append(out, c, c) // an escaped backslash: no escape after it
+			i++
+			continue
 		case '\n', '\r':
 			j := i + 1
 			if data[j] == '\r' && j+1 < len(data) && data[j+1] == '\n' {
@@ -364,16 +371,51 @@ func decodeEscapes(data []byte) []byte {
 			i = j
 			continue
 		}
-		if n > 0 && i+2+n <= len(data) {
-			if v, err := strconv.ParseUint(string(data[i+2:i+2+n]), 16, 32); err == nil && v <= unicode.MaxRune {
-				out = utf8.AppendRune(out, rune(v))
-				i += 1 + n
-				continue
-			}
+		if n == 0 {
+			out = append(out, c)
+			continue
 		}
-		out = append(out, c)
+		out = append(out, anyChar)
+		j := i + 2
+		for k := 0; k < n && j < len(data); k++ { // characters, not bytes
+			_, size := utf8.DecodeRune(data[j:])
+			j += size
+		}
+		i = j - 1
 	}
 	return out
+}
+
+// containsWild reports whether d holds word, anyChar in d matching any
+// byte of it.
+func containsWild(d, word []byte) bool {
+	if bytes.Contains(d, word) {
+		return true
+	}
+	for at := 0; ; {
+		w := bytes.IndexByte(d[at:], anyChar)
+		if w < 0 {
+			return false
+		}
+		w += at
+		for off := 0; off < len(word); off++ { // the wildcard as word[off]
+			start := w - off
+			if start < 0 || start+len(word) > len(d) {
+				continue
+			}
+			ok := true
+			for k := range word {
+				if b := d[start+k]; b != word[k] && b != anyChar {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				return true
+			}
+		}
+		at = w + 1
+	}
 }
 
 // MaxContent is the size of the largest profile cordon reads.

@@ -136,6 +136,7 @@ func TestContent(t *testing.T) {
 		{"flow style on one line", `{version: 1, agent: x, mounts: [{path: /home}]}`, true},
 		{"JSON", `{"version": 1, "agent": "x"}`, true},
 		{"escaped key", `{"version": 1, "\x61gent": "x"}`, true},
+		{"escapes with digits no hexadecimal ones", "\"\\x5Version\": 1\n\"\\x4Qgent\": x\n", true},
 		{"every letter escaped", `{"\u0076\x65rsion": 1, "\U00000061gent": "x"}`, true},
 		{"explicit key split by an escaped line break", "? \"ver\\\n    sion\"\n: 1\nagent: x\n", true},
 		{"key in an anchored mapping, merged", "base: &b {agent: x}\n<<: *b\nversion: 1\n", true},
@@ -167,6 +168,8 @@ func FuzzContent(f *testing.F) {
 	f.Add([]byte("&a [*a, *a]"))
 	f.Add([]byte("a: &a [*a, *a, *a, *a]\n<<: *a\n"))
 	f.Add([]byte(`{"\x76ersion": 1, "ag\u0065nt": "x"}`))
+	f.Add([]byte("\"\\x5Version\": 1\n\"\\x4Qgent\": x\n"))
+	f.Add([]byte("\"v\\u00e\u00e9rsion\": 1\nagent: x\n"))
 	f.Add([]byte("\"ver\\\r\n sion\": 1\nagent: x\n"))
 	// The test before the parse never turns away what the parse takes.
 	f.Fuzz(func(t *testing.T, data []byte) {
