@@ -343,7 +343,7 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 	}
 	if c.upper != nil && h == nil {
 		_, granted := c.modes[u.Ino]
-		c.upper[p] = upperEntry{ino: u.Ino, uid: u.Uid, gid: u.Gid, plain: !granted && (ut == TypeDir || ut == TypeSymlink)}
+		c.upper[p] = upperEntry{ino: u.Ino, ctime: u.Ctim.Nano(), uid: u.Uid, gid: u.Gid, plain: !granted && (ut == TypeDir || ut == TypeSymlink)}
 	}
 	switch ut {
 	case TypeDir:

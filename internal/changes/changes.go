@@ -177,6 +177,7 @@ type Set struct {
 // upperEntry is an added path of the upper layer as Capture saw it.
 type upperEntry struct {
 	ino      uint64
+	ctime    int64 // its change time, in nanoseconds
 	uid, gid uint32
 	// plain: what the sandbox made there lands as it is, by a rename of
 	// the directory that holds it: a directory, a link, or a regular

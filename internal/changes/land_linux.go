@@ -270,7 +270,7 @@ func landDir(s *Set, upper, root *os.File, rel string) error {
 	}
 	defer from.Close()
 	st, err := lstatAt(from, name)
-	if err != nil || st == nil || st.Ino != s.upper[rel].ino || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	if e := s.upper[rel]; err != nil || st == nil || st.Ino != e.ino || st.Ctim.Nano() != e.ctime || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return fmt.Errorf("the layer's directory is not the one captured")
 	}
 	to, err := openBeneath(root, parent, unix.O_RDONLY|unix.O_DIRECTORY, resolveBeneath|unix.RESOLVE_NO_XDEV)
@@ -370,7 +370,7 @@ func makeBlob(s *Set, upper, blobs *os.File, c Change) error {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return err
 	}
-	if st.Ino != s.upper[c.Path].ino || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != c.Size {
+	if e := s.upper[c.Path]; st.Ino != e.ino || st.Ctim.Nano() != e.ctime || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != c.Size {
 		return fmt.Errorf("the layer's file is not the one captured")
 	}
 	err = unix.Linkat(int(f.Fd()), "", int(blobs.Fd()), c.SHA256, unix.AT_EMPTY_PATH)
