@@ -115,34 +115,48 @@ const layerSlack = 4
 // watchLayer ends the run when the sandbox has filled its layer, checking
 // until stop is closed. A tmpfs already refuses the write (ENOSPC), and
 // cordon reports the limit rather than leave the command to say so in its
-// own words, or not at all. A layer on disk is measured by a walk, no more
-// often than every diskEvery nor than ten times as long as the last walk
-// took, so that watching costs the run a tenth at most; what the sandbox
-// writes between two looks is past the limit until the next.
+// own words, or not at all. A layer on disk is measured by what its file
+// system lost every layerEvery, and by a walk of its names no more often
+// than every diskEvery nor than twenty times as long as the last walk took,
+// so that walking costs the run a twentieth of a core at most; what the
+// sandbox writes between two walks is past the limit until the next.
 func watchLayer(layer *os.File, bound *Layer, lim *limiter, stop <-chan struct{}) {
-	every := layerEvery
-	if bound != nil && bound.Dir != "" {
-		every = diskEvery
-	}
-	t := time.NewTimer(every)
+	disk := bound != nil && bound.Dir != ""
+	t := time.NewTicker(layerEvery)
 	defer t.Stop()
+	var walked time.Time
+	wait := diskEvery
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
-			began := time.Now()
-			if u, err := useOf(layer, bound); err == nil && u.full != "" {
+			if !disk {
+				if u, err := useOf(layer, bound); err == nil && u.full != "" {
+					lim.trip(u.full)
+					return
+				}
+				continue
+			}
+			if u, past := fsUse(layer, bound); past {
 				lim.trip(u.full)
 				return
 			}
-			t.Reset(max(every, 10*time.Since(began)))
+			if time.Since(walked) < wait {
+				continue
+			}
+			began := time.Now()
+			if u, err := diskUse(layer, bound); err == nil && u.full != "" {
+				lim.trip(u.full)
+				return
+			}
+			walked, wait = time.Now(), max(diskEvery, 20*time.Since(began))
 		}
 	}
 }
 
 // diskEvery is how often, at most, a layer on disk is walked.
-const diskEvery = 100 * time.Millisecond
+const diskEvery = 500 * time.Millisecond
 
 // keepChanges, once the sandbox has ended, records how much of the layer
 // was used, reports a full one, and hands it to opts.Review.
