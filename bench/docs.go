@@ -153,25 +153,21 @@ cycle, or writers that do not wait for their own record.
 
 A guarded workspace (the "Guarded workspace against direct" table) costs
 little while the command runs: the command writes to an overlay whose
-upper layer is on disk, and cordon walks that layer at most every 100 ms to
-hold it to the workspace's limits. What it adds comes after the command,
-and grows with the paths the run made: cordon reads each new file (its hash,
-and, for a file of at most 1 MiB holding a colon, a YAML parse that asks
-whether it is a profile or an approval cordon would obey), links it into
-the change set, syncs the set, renames each file into the workspace (with
-a chown and a chmod; a directory is made anew, a content found twice is
-copied), syncs the workspace and removes the layer. Profiled on this
-machine (perf, and timestamps from the sandboxed script): of the 2.5-3 s
-that follow npm install's 7,100 new paths, the YAML parse of the
-JavaScript and JSON files and the garbage it leaves take about three
-fifths of cordon's CPU, the rest of the capture (hashing, linking, reading
-each file again for that parse) a fifth, the landing an eighth and removing
-the layer the rest; of the 1.2 s after the build's 10,100 small files (no
-colon, no parse), the capture takes half and the landing a third. A git add that finds an
-object it already has freshens it (utime), which in a guarded workspace
-copies the object up into the layer: when git on the host last wrote the
-index (the sandbox sees other owners, so git hashes every file again), the
-first git add in the sandbox copies up an object per file.
+upper layer is on disk, and cordon checks what that layer's file system
+lost every 20 ms and walks the layer at most every 500 ms (a twentieth of
+a core at most) to hold it to the workspace's limits. What it adds comes
+after the command, and grows with the files the run made: cordon reads and
+hashes each new file once (the content a profile would be known by is
+parsed only where its keys could be spelled), then lands what is not held:
+a new directory of which everything lands (node_modules, a build's output)
+by one rename, other files by a rename each; nothing is copied or synced.
+Profiled on this machine (perf, and timestamps from the sandboxed script),
+the capture's reading and hashing is most of what follows the command. A
+git add that finds an object it already has freshens it (utime), which in
+a guarded workspace copies the object up into the layer: when git on the
+host last wrote the index (the sandbox sees other owners, as root on a
+workspace root owns, so git hashes every file again), the first git add in
+the sandbox copies up an object per file.
 
 ## Latest results
 
