@@ -580,10 +580,7 @@ func (a *applier) writeUnnamed(c Change, d *os.File, name string) (out outcome, 
 		return skip, err, true
 	}
 	a.wrote(c.Path, false)
-	err = unix.Linkat(fd, "", int(d.Fd()), name, unix.AT_EMPTY_PATH)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) { // without CAP_DAC_READ_SEARCH
-		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), int(d.Fd()), name, unix.AT_SYMLINK_FOLLOW)
-	}
+	err = linkFile(f, d, name)
 	if errors.Is(err, unix.EEXIST) {
 		return skip, conflictf("the host has made it since the run started"), true
 	}

@@ -185,14 +185,10 @@ type capturer struct {
 	// judges, without reading it again.
 	small    []byte
 	smallSum string
-	// upper records the added paths of the upper layer (Limits.Link);
-	// linkedPlain says whether the file linkBlob last linked is plain.
-	upper       map[string]upperEntry
-	linkedPlain bool
-	// deferOK lets the file being captured keep its blob for later;
-	// deferred says it did, and unmade lists the paths that did.
-	deferOK, deferred bool
-	unmade            map[string]bool
+	// upper records the added paths of the upper layer (Limits.Link).
+	upper map[string]upperEntry
+	// unmade lists the added files whose blob is made later (see kept).
+	unmade map[string]bool
 }
 
 // rereadNames are the names of files the judgment of a set reads from
@@ -414,20 +410,19 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 			}
 		}
 	}
-	var binary bool
-	var err error
-	c.linkedPlain, c.deferred = false, false
 	// An added file's blob may wait until it is needed, unless the
 	// judgment reads it again (what a git directory holds by these names).
-	c.deferOK = c.upper != nil && h == nil && !rereadNames[name]
-	if ch.Size, ch.SHA256, binary, err = c.blob(up, name, u.Size); err != nil {
+	later := c.upper != nil && h == nil && !rereadNames[name]
+	b, err := c.blob(up, name, u.Size, later)
+	if err != nil {
 		return fmt.Errorf("%q: %w", ch.Path, err)
 	}
-	if c.deferred {
+	ch.Size, ch.SHA256 = b.size, b.sum
+	if b.later {
 		c.unmade[ch.Path] = true
 	}
 	if e, ok := c.upper[ch.Path]; ok && h == nil {
-		e.plain = c.linkedPlain && u.Mode&0o7777 == ch.Mode
+		e.plain = b.plain && u.Mode&0o7777 == ch.Mode
 		c.upper[ch.Path] = e
 	}
 	c.bytes += ch.Size
@@ -436,7 +431,17 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 		// bytes its comments hold: what cordon itself would obey.
 		ch.Flags = []string{FlagProtected}
 	}
-	return c.add(ch, binary)
+	return c.add(ch, b.binary)
+}
+
+// kept is a new file's content as blob kept it.
+type kept struct {
+	size   int64
+	sum    string
+	binary bool
+	// plain: the blob is the layer's very file, a plain one (upperEntry),
+	// linked, or to be linked when needed (later).
+	plain, later bool
 }
 
 // cordonFile reports whether the new content sum (a blob) is a file
@@ -462,6 +467,13 @@ func (c *capturer) hashAt(d *os.File, name string, w io.Writer, size int64) (int
 		return 0, "", false, err
 	}
 	defer f.Close()
+	return c.hash(f, w, size)
+}
+
+// hash reads the open file f through w (when not nil), size bytes and no
+// more (see hashAt), keeping it in small when it is small enough: its
+// length, SHA-256 (hex) and whether it is binary.
+func (c *capturer) hash(f *os.File, w io.Writer, size int64) (int64, string, bool, error) {
 	h := sha256.New()
 	sn := &sniffer{}
 	ws := []io.Writer{h, sn}
@@ -503,18 +515,19 @@ func (b *smallBuf) Write(p []byte) (int, error) {
 
 // blob copies the upper's file name in up, of size bytes, into the blobs,
 // once per content (a second copy of a content replaces the first).
-func (c *capturer) blob(up *os.File, name string, size int64) (int64, string, bool, error) {
+// With Limits.Link, it is linked instead where it can be (linkBlob).
+func (c *capturer) blob(up *os.File, name string, size int64, later bool) (kept, error) {
 	if c.read+size > c.lim.MaxBytes {
-		return 0, "", false, fmt.Errorf("more than %d bytes of new content", c.lim.MaxBytes)
+		return kept{}, fmt.Errorf("more than %d bytes of new content", c.lim.MaxBytes)
 	}
 	if c.lim.Link {
-		if n, sum, binary, ok, err := c.linkBlob(up, name, size, c.deferOK); ok || err != nil {
-			return n, sum, binary, err
+		if b, ok, err := c.linkBlob(up, name, size, later); ok || err != nil {
+			return b, err
 		}
 	}
 	tmp, err := os.CreateTemp(c.blobs.Name(), ".tmp-*")
 	if err != nil {
-		return 0, "", false, err
+		return kept{}, err
 	}
 	defer tmp.Close()
 	n, sum, binary, err := c.hashAt(up, name, tmp, size)
@@ -524,9 +537,9 @@ func (c *capturer) blob(up *os.File, name string, size int64) (int64, string, bo
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return 0, "", false, err
+		return kept{}, err
 	}
-	return n, sum, binary, nil
+	return kept{size: n, sum: sum, binary: binary}, nil
 }
 
 // linkBlob keeps the upper's file name in up, of size bytes, as a blob by
@@ -537,50 +550,27 @@ func (c *capturer) blob(up *os.File, name string, size int64) (int64, string, bo
 // which a copy of its content leaves behind).
 //
 // With later, a plain file (see upperEntry) is only read: its blob is
-// made when it is known to be needed (Land: linked from the layer), and
-// c.deferred says so.
-func (c *capturer) linkBlob(up *os.File, name string, size int64, later bool) (n int64, sum string, binary, ok bool, err error) {
+// made when it is known to be needed (Land: linked from the layer).
+func (c *capturer) linkBlob(up *os.File, name string, size int64, later bool) (b kept, ok bool, err error) {
 	f, st, err := openFileAt(up, name)
 	if err != nil {
-		return 0, "", false, false, nil // the copy says why
+		return kept{}, false, nil // the copy says why
 	}
 	defer f.Close()
 	if st.Nlink != 1 || st.Mode&0o400 == 0 || st.Mode&0o6000 != 0 || st.Size != size {
-		return 0, "", false, false, nil
+		return kept{}, false, nil
 	}
-	h := sha256.New()
-	sn := &sniffer{}
-	ws := []io.Writer{h, sn}
-	keep := size <= obey.MaxContent
-	if keep {
-		ws = append(ws, c.smallWriter())
+	if b.size, b.sum, b.binary, err = c.hash(f, nil, size); err != nil {
+		return kept{}, false, err
 	}
-	n, err = io.CopyBuffer(io.MultiWriter(ws...), io.LimitReader(f, size+1), c.buf)
-	if err != nil {
-		return 0, "", false, false, err
+	b.plain = plainInode(f)
+	if b.later = later && b.plain; !b.later {
+		if err := linkFile(f, c.blobs, b.sum); err != nil && !errors.Is(err, unix.EEXIST) { // EEXIST: the same content, kept before
+			return kept{}, false, nil
+		}
 	}
-	if n != size {
-		return 0, "", false, false, fmt.Errorf("it changed while it was read (%d bytes, then more or fewer)", size)
-	}
-	sum = hex.EncodeToString(h.Sum(nil))
-	if keep {
-		c.smallSum = sum
-	}
-	if later && plainInode(f) {
-		c.linkedPlain, c.deferred = true, true
-		c.read += n
-		return n, sum, sn.binary(), true, nil
-	}
-	err = unix.Linkat(int(f.Fd()), "", int(c.blobs.Fd()), sum, unix.AT_EMPTY_PATH)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) { // without CAP_DAC_READ_SEARCH
-		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", f.Fd()), int(c.blobs.Fd()), sum, unix.AT_SYMLINK_FOLLOW)
-	}
-	if err != nil && !errors.Is(err, unix.EEXIST) { // EEXIST: the same content, kept before
-		return 0, "", false, false, nil
-	}
-	c.linkedPlain = plainInode(f)
-	c.read += n
-	return n, sum, sn.binary(), true, nil
+	c.read += b.size
+	return b, true, nil
 }
 
 // deleteAt lists the host's name in d (at rel p) as deleted, and everything

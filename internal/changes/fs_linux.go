@@ -124,3 +124,13 @@ func statOf(st *unix.Stat_t) *Stat {
 		CtimeNS: st.Ctim.Nano(),
 	}
 }
+
+// linkFile links the open file f as name in the directory d: the file
+// itself, whatever its name is by now.
+func linkFile(f, d *os.File, name string) error {
+	err := unix.Linkat(int(f.Fd()), "", int(d.Fd()), name, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) { // without CAP_DAC_READ_SEARCH
+		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", f.Fd()), int(d.Fd()), name, unix.AT_SYMLINK_FOLLOW)
+	}
+	return err
+}

@@ -373,11 +373,7 @@ func makeBlob(s *Set, upper, blobs *os.File, c Change) error {
 	if e := s.upper[c.Path]; st.Ino != e.ino || st.Ctim.Nano() != e.ctime || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != c.Size {
 		return fmt.Errorf("the layer's file is not the one captured")
 	}
-	err = unix.Linkat(int(f.Fd()), "", int(blobs.Fd()), c.SHA256, unix.AT_EMPTY_PATH)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) { // without CAP_DAC_READ_SEARCH
-		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", f.Fd()), int(blobs.Fd()), c.SHA256, unix.AT_SYMLINK_FOLLOW)
-	}
-	if err == nil || errors.Is(err, unix.EEXIST) {
+	if err := linkFile(f, blobs, c.SHA256); err == nil || errors.Is(err, unix.EEXIST) {
 		return nil
 	}
 	tmp, err := os.CreateTemp(blobs.Name(), ".tmp-*")

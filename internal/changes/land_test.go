@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -40,11 +41,7 @@ func TestLand(t *testing.T) {
 	var before unix.Stat_t
 	must(t, unix.Stat(filepath.Join(e.upper, "src/main.go"), &before))
 
-	layer, err := os.Open(e.layer)
-	must(t, err)
-	defer layer.Close()
-	s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Link: true})
-	must(t, err)
+	s, layer := e.captureToLand(t)
 	rep, rest, err := Land(s, layer, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
 	must(t, err)
 	if len(rep.Conflicts) > 0 {
@@ -92,7 +89,7 @@ func TestLand(t *testing.T) {
 	for _, c := range got.Changes {
 		paths = append(paths, c.Path)
 	}
-	if want := []string{".claude", ".claude/settings.json", ".yarnrc.yml"}; !equal(paths, want) {
+	if want := []string{".claude", ".claude/settings.json", ".yarnrc.yml"}; !slices.Equal(paths, want) {
 		t.Fatalf("waiting: %q, want %q", paths, want)
 	}
 	if got.Digest != rest.Digest || got.Digest == s.Digest {
@@ -116,11 +113,7 @@ func TestLandConflictWaits(t *testing.T) {
 	write(t, filepath.Join(e.upper, "a"), "sandbox\n", 0o644)
 	write(t, filepath.Join(e.upper, "b"), "b\n", 0o644)
 	write(t, filepath.Join(e.host, "a"), "host\n", 0o644) // during the run
-	layer, err := os.Open(e.layer)
-	must(t, err)
-	defer layer.Close()
-	s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Link: true})
-	must(t, err)
+	s, layer := e.captureToLand(t)
 	rep, rest, err := Land(s, layer, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
 	must(t, err)
 	if len(rep.Conflicts) != 1 || len(rest.Changes) != 1 || rest.Changes[0].Path != "a" {
@@ -133,11 +126,7 @@ func TestLandConflictWaits(t *testing.T) {
 	e2 := newEnv(t)
 	e2.start()
 	write(t, filepath.Join(e2.upper, "c"), "c\n", 0o644)
-	layer2, err := os.Open(e2.layer)
-	must(t, err)
-	defer layer2.Close()
-	s2, err := Capture(layer2, e2.host, e2.state, testRun, e2.started, Limits{Link: true})
-	must(t, err)
+	s2, layer2 := e2.captureToLand(t)
 	_, rest2, err := Land(s2, layer2, e2.state, Review{Require: []string{"protected"}}, ApplyOptions{})
 	must(t, err)
 	if len(rest2.Changes) != 0 || Exists(e2.state, testRun) {
@@ -148,16 +137,16 @@ func TestLandConflictWaits(t *testing.T) {
 // nodumpFlag is chattr's d.
 const nodumpFlag = 0x00000040
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+// captureToLand captures e's layer for landing; the layer stays open
+// until the test ends.
+func (e *env) captureToLand(t *testing.T) (*Set, *os.File) {
+	t.Helper()
+	layer, err := os.Open(e.layer)
+	must(t, err)
+	t.Cleanup(func() { layer.Close() })
+	s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Link: true})
+	must(t, err)
+	return s, layer
 }
 
 // A new directory of which everything lands, all of it plain, lands whole:
@@ -178,11 +167,7 @@ func TestLandWholeDirectories(t *testing.T) {
 	var before unix.Stat_t
 	must(t, unix.Stat(filepath.Join(e.upper, "out"), &before))
 
-	layer, err := os.Open(e.layer)
-	must(t, err)
-	defer layer.Close()
-	s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Link: true})
-	must(t, err)
+	s, layer := e.captureToLand(t)
 	must(t, os.Mkdir(filepath.Join(e.host, "taken"), 0o755)) // since the capture
 	rep, rest, err := Land(s, layer, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
 	must(t, err)

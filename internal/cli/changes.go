@@ -73,30 +73,40 @@ func orChanges(dir string) string {
 // captures the layer into the change set named by the run's id, with the
 // profile's review policy beside it.
 func keepChanges(e *env, p *profile.Profile, profileFile, run string, started time.Time) func(*os.File) (*outcome.Changes, error) {
-	ws := p.Workspace.Path
-	if !filepath.IsAbs(ws) {
-		ws = filepath.Join(e.cwd, ws)
-	}
-	ws = filepath.Clean(ws)
+	ws := workspacePath(e, p)
 	return func(layer *os.File) (*outcome.Changes, error) {
-		dir := changesDir()
-		lim := changes.Limits{MaxEntries: int(p.Resources.WorkspaceInodes.N) + 16, MaxBytes: p.Resources.WorkspaceSize.N}
-		set, err := changes.Capture(layer, ws, dir, run, started, lim)
-		if err != nil {
-			changes.Discard(dir, run)
-			return &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
-		}
-		if len(set.Changes) == 0 {
-			// Nothing to review: no set waits.
-			changes.Discard(dir, run)
-			return &outcome.Changes{Set: run, Digest: set.Digest}, nil
-		}
-		if err := changes.WriteReview(dir, run, changes.ReviewOf(p, profileFile, p.Hash())); err != nil {
-			changes.Discard(dir, run)
-			return &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
+		set, _, out, err := keepSet(p, profileFile, ws, run, started, layer, false)
+		if set == nil {
+			return out, err
 		}
 		return &outcome.Changes{Set: run, Entries: len(set.Changes), Bytes: set.Bytes, Digest: set.Digest}, nil
 	}
+}
+
+// keepSet captures layer, the layer of run (a run of p over the workspace
+// ws, started then), as its change set in changesDir, with p's review
+// record beside it; link captures it for landing (changes.Limits.Link).
+// When the run changed nothing or the capture failed (err), nothing is
+// kept, and set is nil and out what the outcome says.
+func keepSet(p *profile.Profile, profileFile, ws, run string, started time.Time, layer *os.File, link bool) (set *changes.Set, rv changes.Review, out *outcome.Changes, err error) {
+	dir := changesDir()
+	lim := changes.Limits{MaxEntries: int(p.Resources.WorkspaceInodes.N) + 16, MaxBytes: p.Resources.WorkspaceSize.N, Link: link}
+	set, err = changes.Capture(layer, ws, dir, run, started, lim)
+	if err != nil {
+		changes.Discard(dir, run)
+		return nil, rv, &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
+	}
+	if len(set.Changes) == 0 {
+		// Nothing to review: no set waits.
+		changes.Discard(dir, run)
+		return nil, rv, &outcome.Changes{Set: run, Digest: set.Digest}, nil
+	}
+	rv = changes.ReviewOf(p, profileFile, p.Hash())
+	if err := changes.WriteReview(dir, run, rv); err != nil {
+		changes.Discard(dir, run)
+		return nil, rv, &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
+	}
+	return set, rv, nil, nil
 }
 
 // openSet loads the change set run of dir, the changes paths select and

@@ -134,23 +134,11 @@ func workspacePath(e *env, p *profile.Profile) string {
 func landChanges(e *env, p *profile.Profile, profileFile, run string, record func(audit.Event), started time.Time) func(*os.File) (*outcome.Changes, error) {
 	ws := workspacePath(e, p)
 	return func(layer *os.File) (*outcome.Changes, error) {
-		dir := changesDir()
-		lim := changes.Limits{MaxEntries: int(p.Resources.WorkspaceInodes.N) + 16, MaxBytes: p.Resources.WorkspaceSize.N, Link: true}
-		set, err := changes.Capture(layer, ws, dir, run, started, lim)
-		if err != nil {
-			changes.Discard(dir, run)
-			return &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
+		set, rv, out, err := keepSet(p, profileFile, ws, run, started, layer, true)
+		if set == nil {
+			return out, err
 		}
-		if len(set.Changes) == 0 {
-			changes.Discard(dir, run)
-			return &outcome.Changes{Set: run, Digest: set.Digest}, nil
-		}
-		rv := changes.ReviewOf(p, profileFile, p.Hash())
-		if err := changes.WriteReview(dir, run, rv); err != nil {
-			changes.Discard(dir, run)
-			return &outcome.Changes{Set: run}, fmt.Errorf("keeping the changes: %w (the host's workspace is untouched)", err)
-		}
-		rep, rest, err := changes.Land(set, layer, dir, rv, changes.ApplyOptions{Owner: changes.WorkspaceOwner(ws)})
+		rep, rest, err := changes.Land(set, layer, changesDir(), rv, changes.ApplyOptions{Owner: changes.WorkspaceOwner(ws)})
 		if rep != nil {
 			rec := changes.ApplyRecord(set, rep)
 			rec["by"] = "guarded"

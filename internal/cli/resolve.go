@@ -101,8 +101,5 @@ func viewWorkspace(e *env, p *profile.Profile) string {
 	if p.Workspace.Path == "" {
 		return ""
 	}
-	if filepath.IsAbs(p.Workspace.Path) {
-		return filepath.Clean(p.Workspace.Path)
-	}
-	return filepath.Join(e.cwd, p.Workspace.Path)
+	return workspacePath(e, p)
 }

@@ -194,22 +194,7 @@ func GitHeadOK(content []byte) bool {
 // directories (.git, HEAD): for a path inside a git directory, which
 // JudgeGit judges, whether another tool's entry names it too.
 func MatchBeyondGit(rel string) *Entry {
-	for p := rel; p != ""; {
-		var n string
-		n, p, _ = strings.Cut(p, "/")
-		if n == ".git" || n == "HEAD" {
-			continue
-		}
-		if i, ok := index.byName[n]; ok {
-			return &Catalog[i]
-		}
-	}
-	for _, i := range index.rest {
-		if Catalog[i].Matches(rel) {
-			return &Catalog[i]
-		}
-	}
-	return nil
+	return match(rel, func(n string) bool { return n == ".git" || n == "HEAD" })
 }
 
 // GitDataPath reports whether rel, relative to a git directory and inside

@@ -209,10 +209,16 @@ var index = func() (ix struct {
 // Match returns the catalog's entry that rel is, or is under, by name; nil
 // for none. Repositories recognised by structure, and files recognised by
 // content (Content), are the callers' to add.
-func Match(rel string) *Entry {
+func Match(rel string) *Entry { return match(rel, nil) }
+
+// match is Match without the entries of the names skip says to pass over.
+func match(rel string, skip func(name string) bool) *Entry {
 	for p := rel; p != ""; {
 		var n string
 		n, p, _ = strings.Cut(p, "/")
+		if skip != nil && skip(n) {
+			continue
+		}
 		if i, ok := index.byName[n]; ok {
 			return &Catalog[i]
 		}

@@ -843,12 +843,8 @@ func openTrees(spec *Spec, ids idMapping, lenient bool) ([]*os.File, error) {
 		}
 		return nil, err
 	}
-	idmaps := map[[2]uint32]*os.File{}
-	defer func() {
-		for _, f := range idmaps {
-			f.Close()
-		}
-	}()
+	im := &idmapper{ids: ids, userns: map[[2]uint32]*os.File{}}
+	defer im.close()
 	for i := range spec.Mounts {
 		m := &spec.Mounts[i]
 		src, err := mnt.Open(m.Source, m.Attrs(), !m.Writable)
@@ -869,29 +865,22 @@ func openTrees(spec *Spec, ids idMapping, lenient bool) ([]*os.File, error) {
 				src.Close()
 				return fail(setupErr("mount "+m.Source, err))
 			}
-			if int(st.Uid) != ids.uid || int(st.Gid) != ids.gid {
-				key := [2]uint32{st.Uid, st.Gid}
-				userns, ok := idmaps[key]
-				if !ok {
-					userns, err = newUserns(st.Uid, uint32(ids.uid), st.Gid, uint32(ids.gid))
-					if err != nil {
-						src.Close()
-						return fail(setupErr("idmapping "+m.Source, err))
-					}
-					idmaps[key] = userns
-				}
-				if err := mnt.Idmap(src.Tree, int(userns.Fd())); err != nil && !lenient {
-					unmapped := &idmapError{path: m.Source, fsType: fsTypeOf(src.Tree), uid: st.Uid, gid: st.Gid, to: ids.uid, err: err, review: m.Review}
-					src.Close()
-					return fail(unmapped)
-				}
+			nsErr, err := im.idmap(src.Tree, &st)
+			if nsErr != nil {
+				src.Close()
+				return fail(setupErr("idmapping "+m.Source, nsErr))
+			}
+			if err != nil && !lenient {
+				unmapped := &idmapError{path: m.Source, fsType: fsTypeOf(src.Tree), uid: st.Uid, gid: st.Gid, to: ids.uid, err: err, review: m.Review}
+				src.Close()
+				return fail(unmapped)
 			}
 		}
 		m.Tree = FirstFD + len(files)
 		files = append(files, src.Tree)
 	}
 	if l := spec.Layer; l != nil && l.Dir != "" {
-		tree, err := openLayer(l.Dir, ids, idmaps)
+		tree, err := openLayer(l.Dir, im)
 		if err != nil {
 			return fail(setupErr("workspace layer "+l.Dir, err))
 		}
@@ -904,36 +893,57 @@ func openTrees(spec *Spec, ids idMapping, lenient bool) ([]*os.File, error) {
 // openLayer opens the host directory of a guarded workspace's layer as a
 // detached mount, without set-id or device files, idmapped as a writable
 // bind is: what the sandbox user writes there is its owner's on disk.
-func openLayer(dir string, ids idMapping, idmaps map[[2]uint32]*os.File) (*os.File, error) {
+func openLayer(dir string, im *idmapper) (*os.File, error) {
 	src, err := mnt.Open(dir, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false)
 	if err != nil {
 		return nil, err
 	}
-	if src.Kind != mnt.Dir {
-		src.Close()
-		return nil, fmt.Errorf("not a directory")
-	}
 	var st unix.Stat_t
-	if err := unix.Fstat(int(src.Tree.Fd()), &st); err != nil {
+	if err := unix.Fstat(int(src.Tree.Fd()), &st); err != nil || src.Kind != mnt.Dir {
 		src.Close()
-		return nil, err
+		return nil, fmt.Errorf("not a directory (%v)", err)
 	}
-	if int(st.Uid) != ids.uid || int(st.Gid) != ids.gid {
-		key := [2]uint32{st.Uid, st.Gid}
-		userns, ok := idmaps[key]
-		if !ok {
-			if userns, err = newUserns(st.Uid, uint32(ids.uid), st.Gid, uint32(ids.gid)); err != nil {
-				src.Close()
-				return nil, fmt.Errorf("idmapping: %w", err)
-			}
-			idmaps[key] = userns
-		}
-		if err := mnt.Idmap(src.Tree, int(userns.Fd())); err != nil {
-			src.Close()
-			return nil, fmt.Errorf("idmapping (%s): %w", fsTypeOf(src.Tree), err)
-		}
+	nsErr, err := im.idmap(src.Tree, &st)
+	if nsErr != nil {
+		src.Close()
+		return nil, fmt.Errorf("idmapping: %w", nsErr)
+	}
+	if err != nil {
+		src.Close()
+		return nil, fmt.Errorf("idmapping (%s): %w", fsTypeOf(src.Tree), err)
 	}
 	return src.Tree, nil
+}
+
+// idmapper idmaps detached mounts to the sandbox user's host ids, with a
+// user namespace for each owner it meets.
+type idmapper struct {
+	ids    idMapping
+	userns map[[2]uint32]*os.File
+}
+
+// idmap idmaps tree, whose root st describes, unless its owner is the
+// sandbox user's host ids already: nsErr when no user namespace could be
+// made for it, err when the file system refuses the mapping.
+func (im *idmapper) idmap(tree *os.File, st *unix.Stat_t) (nsErr, err error) {
+	if int(st.Uid) == im.ids.uid && int(st.Gid) == im.ids.gid {
+		return nil, nil
+	}
+	key := [2]uint32{st.Uid, st.Gid}
+	userns, ok := im.userns[key]
+	if !ok {
+		if userns, err = newUserns(st.Uid, uint32(im.ids.uid), st.Gid, uint32(im.ids.gid)); err != nil {
+			return err, nil
+		}
+		im.userns[key] = userns
+	}
+	return nil, mnt.Idmap(tree, int(userns.Fd()))
+}
+
+func (im *idmapper) close() {
+	for _, f := range im.userns {
+		f.Close()
+	}
 }
 
 // newUserns returns a user namespace whose only mapping sends the on-disk
