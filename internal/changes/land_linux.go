@@ -317,15 +317,25 @@ func unshareBlobs(s *Set, dir string, done map[string]bool) {
 			continue
 		}
 		b := filepath.Join(blobs, sum)
-		data, err := os.ReadFile(b)
-		if err != nil {
+		if err := copyBlob(b, blobs, sum); err != nil {
 			os.Remove(b) // what names it fails to apply, and says so
-			continue
-		}
-		if err := writeAtomic(blobs, sum, data); err != nil {
-			os.Remove(b)
 		}
 	}
+}
+
+// copyBlob replaces the blob sum in blobs with a copy of the file at
+// from: a file of its own.
+func copyBlob(from, blobs, sum string) error {
+	f, err := os.OpenFile(from, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return writeBlob(f, blobs, sum, fi.Size())
 }
 
 // makeBlobs makes the blobs Capture left to be made (Set.unmade) of the
@@ -376,21 +386,28 @@ func makeBlob(s *Set, upper, blobs *os.File, c Change) error {
 	if err := linkFile(f, blobs, c.SHA256); err == nil || errors.Is(err, unix.EEXIST) {
 		return nil
 	}
-	tmp, err := os.CreateTemp(blobs.Name(), ".tmp-*")
+	return writeBlob(f, blobs.Name(), c.SHA256, c.Size)
+}
+
+// writeBlob copies f, size bytes whose hash is sum, into blobs as the
+// blob sum, through a temporary file renamed into place once the content
+// is checked.
+func writeBlob(f *os.File, blobs, sum string, size int64) error {
+	tmp, err := os.CreateTemp(blobs, ".tmp-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(f, c.Size+1))
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(f, size+1))
 	if err != nil {
 		return err
 	}
-	if n != c.Size || hex.EncodeToString(h.Sum(nil)) != c.SHA256 {
-		return fmt.Errorf("the layer's file changed since it was captured")
+	if n != size || hex.EncodeToString(h.Sum(nil)) != sum {
+		return fmt.Errorf("the file changed since it was captured")
 	}
-	return os.Rename(tmp.Name(), filepath.Join(blobs.Name(), c.SHA256))
+	return os.Rename(tmp.Name(), filepath.Join(blobs, sum))
 }
 
 // sameMount reports whether the layer and the workspace are on one mount,

@@ -162,6 +162,9 @@ func TestLandWholeDirectories(t *testing.T) {
 	must(t, os.Symlink("sub/f1.o", filepath.Join(e.upper, "out", "link")))
 	write(t, filepath.Join(e.upper, "mixed", "a.txt"), "a\n", 0o644)
 	write(t, filepath.Join(e.upper, "mixed", ".envrc"), "export X=1\n", 0o644)
+	// Kept at capture (a name the judgment reads again), as the waiting
+	// .envrc's content is: the blob they share is not the landed file.
+	write(t, filepath.Join(e.upper, "out", "config"), "export X=1\n", 0o644)
 	write(t, filepath.Join(e.upper, "setid", "tool"), "#!/bin/sh\n", 0o2755)
 	write(t, filepath.Join(e.upper, "taken", "x"), "x\n", 0o644)
 	var before unix.Stat_t
@@ -205,6 +208,16 @@ func TestLandWholeDirectories(t *testing.T) {
 		if !waiting[p] {
 			t.Errorf("%s does not wait; waiting: %v", p, waiting)
 		}
+	}
+	var landed, blob unix.Stat_t
+	must(t, unix.Stat(filepath.Join(e.host, "out", "config"), &landed))
+	for _, c := range rest.Changes {
+		if c.Path == "mixed/.envrc" {
+			must(t, unix.Stat(filepath.Join(e.state, testRun, blobDir, c.SHA256), &blob))
+		}
+	}
+	if blob.Ino == landed.Ino {
+		t.Error("the waiting .envrc's blob is the landed out/config itself")
 	}
 	if len(rep.Applied) < 53 {
 		t.Errorf("%d applied, want out/ and all it holds among them", len(rep.Applied))

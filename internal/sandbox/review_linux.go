@@ -138,15 +138,15 @@ func watchLayer(layer *os.File, bound *Layer, lim *limiter, stop <-chan struct{}
 				}
 				continue
 			}
-			if u, past := fsUse(layer, bound); past {
-				lim.trip(u.full)
-				return
-			}
 			if time.Since(walked) < wait {
+				if u, past := fsUse(layer, bound); past {
+					lim.trip(u.full)
+					return
+				}
 				continue
 			}
 			began := time.Now()
-			if u, err := diskUse(layer, bound); err == nil && u.full != "" {
+			if u, err := diskUse(layer, bound); err == nil && u.full != "" { // fsUse first
 				lim.trip(u.full)
 				return
 			}
