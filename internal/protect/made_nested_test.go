@@ -22,11 +22,7 @@ func TestFindMadeRepositoryInsideGitData(t *testing.T) {
 			must(t, os.MkdirAll(root+"/.git/objects", 0o755))
 			must(t, os.MkdirAll(root+"/.git/refs/heads", 0o755))
 			must(t, os.MkdirAll(root+"/.git/logs", 0o755))
-			p, err := Make(root, Options{})
-			must(t, err)
-			held := p.Entries
-			p.Remove()
-			since := tick(t, root)
+			held, since := protected(t, root)
 			r := root + "/.git/" + top + "/x/.git"
 			put(t, r+"/HEAD", "ref: refs/heads/main\n")
 			must(t, os.MkdirAll(r+"/objects", 0o755))

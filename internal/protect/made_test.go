@@ -17,6 +17,17 @@ import (
 // tick returns a time after the change time of everything in dir so far
 // and at or before that of whatever is made next: the file system's clock
 // is coarse, so it waits for a file whose change time is past the last.
+// protected protects root as a run would, ends that protection, and
+// returns what it held and when the run began, for FindMade.
+func protected(t *testing.T, root string) ([]Entry, time.Time) {
+	t.Helper()
+	p, err := Make(root, Options{})
+	must(t, err)
+	held := p.Entries
+	p.Remove()
+	return held, tick(t, root)
+}
+
 func tick(t *testing.T, dir string) time.Time {
 	t.Helper()
 	var st unix.Stat_t
@@ -64,11 +75,7 @@ func TestFindMade(t *testing.T) {
 	must(t, os.MkdirAll(root+"/old/.git/objects/ab", 0o755))
 	must(t, os.MkdirAll(root+"/old/.git/refs/heads", 0o755))
 	put(t, root+"/old/.hg/hgrc", "")
-	p, err := Make(root, Options{})
-	must(t, err)
-	held := p.Entries
-	p.Remove()
-	since := tick(t, root)
+	held, since := protected(t, root)
 
 	// The run: data of the old repositories, a hook manager's file it
 	// changed, and what it made.
@@ -181,11 +188,7 @@ func TestFindMadeGitExtras(t *testing.T) {
 	put(t, root+"/.git/HEAD", "ref: refs/heads/main\n")
 	must(t, os.MkdirAll(root+"/.git/objects", 0o755))
 	must(t, os.MkdirAll(root+"/.git/refs/heads", 0o755))
-	p, err := Make(root, Options{})
-	must(t, err)
-	held := p.Entries
-	p.Remove()
-	since := tick(t, root)
+	held, since := protected(t, root)
 	put(t, root+"/.git/objects/ab/cccccccccccccccccccccccccccccccccccccc", "blob")
 	put(t, root+"/.git/refs/heads/main", "0123\n")
 	put(t, root+"/.git/index", "DIRC")
