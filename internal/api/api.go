@@ -192,6 +192,9 @@ type TarResult struct {
 	Entries      int64  `json:"entries"`
 	Bytes        int64  `json:"bytes"`
 	ArchiveBytes int64  `json:"archive_bytes"`
+	// Changes, in a guarded workspace, is what landed of what was
+	// extracted, and what waits (see outcome.Changes).
+	Changes *outcome.Changes `json:"changes,omitempty"`
 }
 
 // TerminalMessage is a text message of GET /v1/sandboxes/{id}/terminal

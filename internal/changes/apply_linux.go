@@ -351,7 +351,9 @@ func (a *applier) current(c Change, d *os.File, name string) (*unix.Stat_t, bool
 	if b == nil || st == nil {
 		return st, b == nil && st == nil, nil
 	}
-	if b.CtimeNS >= a.set.Started.UnixNano() || typeOf(st.Mode) != b.Type || st.Ino != b.Ino {
+	// Changed during the run, as Capture judged it (a change cordon
+	// itself landed from the same layer is not: Limits.Landed).
+	if c.Has(FlagConflict) || typeOf(st.Mode) != b.Type || st.Ino != b.Ino {
 		return st, false, nil
 	}
 	if b.Type == TypeDir { // its times change as what is in it is applied

@@ -74,7 +74,7 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 		return nil, err
 	}
 	defer blobs.Close()
-	c := &capturer{lim: lim, blobs: blobs, started: started.UnixNano(), buf: make([]byte, 128<<10)}
+	c := &capturer{lim: lim, blobs: blobs, started: started.UnixNano(), buf: make([]byte, 128<<10), still: map[string]Landed{}, uctime: map[string]int64{}, sameIndex: map[string]bool{}}
 	if lim.Link {
 		c.upper, c.unmade = map[string]upperEntry{}, map[string]bool{}
 	}
@@ -108,7 +108,7 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 		return nil, err
 	}
 	c.flagObeyed(upper, host, pendingPaths(filepath.Dir(rd), workspace, run))
-	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes, upper: c.upper, unmade: c.unmade}
+	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes, upper: c.upper, unmade: c.unmade, still: c.still, uctime: c.uctime}
 	if s.Changes == nil {
 		s.Changes = []Change{}
 	}
@@ -189,6 +189,13 @@ type capturer struct {
 	upper map[string]upperEntry
 	// unmade lists the added files whose blob is made later (see kept).
 	unmade map[string]bool
+	// still are the landings of lim.Landed still true of the host, and
+	// uctime the change time of each file of the upper layer.
+	still  map[string]Landed
+	uctime map[string]int64
+	// sameIndex are the git indexes the host changed since they landed
+	// that still hold the entries they landed with.
+	sameIndex map[string]bool
 }
 
 // rereadNames are the names of files the judgment of a set reads from
@@ -318,6 +325,9 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 			return fmt.Errorf("%q: workspace: %w", p, err)
 		}
 	}
+	if h != nil {
+		c.noteLanded(p, h)
+	}
 	if whiteout(u) {
 		if h == nil {
 			return nil
@@ -326,6 +336,9 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 	}
 	ut := typeOf(u.Mode)
 	ch := Change{Path: p, Kind: Added, Type: ut, Mode: u.Mode & 07777}
+	if ut == TypeFile && c.lim.Landed != nil {
+		c.uctime[p] = u.Ctim.Nano()
+	}
 	sameType := h != nil && typeOf(h.Mode) == ut && (ut != TypeSpecial || h.Mode&unix.S_IFMT == u.Mode&unix.S_IFMT)
 	if h != nil && !sameType {
 		// The old goes, with everything under it; the new is added.
@@ -391,10 +404,14 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 // file records the regular file name of up, ch, against the host's h.
 func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.Stat_t) error {
 	if h != nil {
+		if c.sameAsLanded(ch.Path, u, h) {
+			return nil // as it landed, on both sides
+		}
 		var err error
 		if ch.OldSize, ch.OldSHA256, _, err = c.hashAt(host, name, nil, h.Size); err != nil {
 			return fmt.Errorf("%q: workspace: %w", ch.Path, err)
 		}
+		c.checkIndex(host, name, ch.Path, h)
 		if u.Size == h.Size {
 			_, sum, _, err := c.hashAt(up, name, nil, u.Size)
 			if err != nil {
@@ -653,7 +670,7 @@ func (c *capturer) add(ch Change, binary bool) error {
 			fl = append(fl, FlagSpecial)
 		}
 	}
-	if ch.Base != nil && ch.Base.CtimeNS >= c.started {
+	if ch.Base != nil && ch.Base.CtimeNS >= c.started && !c.landedAs(ch) {
 		fl = append(fl, FlagConflict)
 	}
 	slices.Sort(fl)

@@ -172,6 +172,12 @@ type Set struct {
 	// unmade are the added files whose blob Capture left to be made from
 	// the layer when needed (Land).
 	unmade map[string]bool
+	// still are the landings of Limits.Landed the capture found true of
+	// the host still.
+	still map[string]Landed
+	// uctime is the change time of each file of the upper layer as
+	// Capture saw it.
+	uctime map[string]int64
 }
 
 // upperEntry is an added path of the upper layer as Capture saw it.
@@ -198,6 +204,11 @@ type Limits struct {
 	// guarded workspace's, whose sandbox has ended), which Land then moves
 	// into the workspace by a rename.
 	Link bool
+	// Landed are the paths that landed before from this same layer,
+	// which stays in use (see Landed); the set captured says which of them
+	// are still as they landed, for Remember. nil: the layer is captured
+	// once only, and Remember knows nothing of it.
+	Landed map[string]Landed
 }
 
 // Default limits, and hard bounds no hostile layer gets past.

@@ -223,3 +223,65 @@ func TestLandWholeDirectories(t *testing.T) {
 		t.Errorf("%d applied, want out/ and all it holds among them", len(rep.Applied))
 	}
 }
+
+// What landed from a layer that stays in use is remembered (Remember):
+// the next capture finds it unchanged on both sides without a change, a
+// file the sandbox changed again is no conflict (only cordon changed the
+// host's), and a host change since the landing is one.
+func TestRememberLanded(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	layer, err := os.Open(e.layer)
+	must(t, err)
+	defer layer.Close()
+	landed := map[string]Landed{}
+	land := func() (*Set, *Report) {
+		t.Helper()
+		s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Landed: landed})
+		must(t, err)
+		rep, _, err := Land(s, layer, e.state, Review{Require: []string{"protected"}}, ApplyOptions{})
+		must(t, err)
+		landed = Remember(s, rep, landed)
+		return s, rep
+	}
+	write(t, filepath.Join(e.upper, "f"), "1\n", 0o644)
+	write(t, filepath.Join(e.upper, "d/g"), "g\n", 0o644)
+	if _, rep := land(); len(rep.Applied) != 3 {
+		t.Fatalf("first landing: %+v", rep)
+	}
+	for _, p := range []string{"f", "d", "d/g"} {
+		if k, ok := landed[p]; !ok || k.Host == 0 || (p != "d" && k.Upper == 0) {
+			t.Fatalf("%s is remembered as %+v (%v)", p, k, ok)
+		}
+	}
+	s, err := Capture(layer, e.host, e.state, testRun, e.started, Limits{Landed: landed})
+	must(t, err)
+	if len(s.Changes) != 0 || s.still["f"] != landed["f"] || s.still["d/g"] != landed["d/g"] {
+		t.Fatalf("a capture after the landing: %+v, still %+v", s.Changes, s.still)
+	}
+	must(t, Discard(e.state, testRun))
+
+	write(t, filepath.Join(e.upper, "f"), "2\n", 0o644)
+	if s, rep := land(); len(rep.Applied) != 1 || len(rep.Conflicts) != 0 || s.Changes[0].Has(FlagConflict) {
+		t.Fatalf("f changed again in the layer: %+v, %+v", s.Changes, rep)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.host, "f")); string(b) != "2\n" {
+		t.Fatalf("the host's f: %q", b)
+	}
+
+	write(t, filepath.Join(e.host, "f"), "the host's\n", 0o644)
+	write(t, filepath.Join(e.upper, "f"), "3\n", 0o644)
+	s, err = Capture(layer, e.host, e.state, testRun, e.started, Limits{Landed: landed})
+	must(t, err)
+	if len(s.Changes) != 1 || !s.Changes[0].Has(FlagConflict) {
+		t.Fatalf("f changed on the host since it landed: %+v", s.Changes)
+	}
+	// Without what landed, the landing itself is taken for a host change.
+	must(t, Discard(e.state, testRun))
+	write(t, filepath.Join(e.upper, "d/g"), "g2\n", 0o644)
+	s, err = Capture(layer, e.host, e.state, testRun, e.started, Limits{})
+	must(t, err)
+	if i := slices.IndexFunc(s.Changes, func(c Change) bool { return c.Path == "d/g" }); i < 0 || !s.Changes[i].Has(FlagConflict) {
+		t.Fatalf("a capture told nothing of what landed did not flag d/g (%+v): the test proves nothing", s.Changes)
+	}
+}

@@ -1,19 +1,15 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/changes"
 	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/layers"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
@@ -34,87 +30,15 @@ func guardLayer(e *env, p *profile.Profile, profileFile, run string, record func
 	if where := visibleIn(p, e.cwd, filepath.Join(layersDir(), "layer")); where != "" {
 		return nil, fmt.Errorf("cordon's state directory %s, where a guarded workspace's layer is kept, is inside %s, which the sandbox can see: set CORDON_STATE_DIR elsewhere", config.StateDir(), where)
 	}
-	if err := os.MkdirAll(layersDir(), 0o700); err != nil {
-		return nil, fmt.Errorf("guarded workspace: %w", err)
-	}
-	sweepLayers(layersDir())
-	dir := filepath.Join(layersDir(), run)
-	// The lock is taken before the directory is made: a layer whose lock
-	// no run holds is one a killed cordon left.
-	lock, err := os.OpenFile(dir+lockSuffix, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	// The layer's files are the workspace owner's, as the sandbox's
+	// writes in direct mode would be: they land by a rename.
+	l, err := layers.Make(layersDir(), run, changes.WorkspaceOwner(workspacePath(e, p)))
 	if err != nil {
 		return nil, fmt.Errorf("guarded workspace: %w", err)
 	}
-	err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	if err == nil {
-		err = os.Mkdir(dir, 0o700)
-	}
-	if err == nil {
-		// The layer's files are the workspace owner's, as the sandbox's
-		// writes in direct mode would be: they land by a rename.
-		if own := changes.WorkspaceOwner(workspacePath(e, p)); own != nil {
-			err = os.Chown(dir, own[0], own[1])
-		}
-	}
-	release = func() {
-		removeLayer(dir)
-		os.Remove(dir + lockSuffix)
-		lock.Close()
-	}
-	if err != nil {
-		release()
-		return nil, fmt.Errorf("guarded workspace: %w", err)
-	}
-	opts.LayerDir = dir
+	opts.LayerDir = l.Dir
 	opts.Review = landChanges(e, p, profileFile, run, record, started)
-	return release, nil
-}
-
-// lockSuffix names the lock file beside a layer's directory.
-const lockSuffix = ".lock"
-
-// sweepLayers removes the layers in dir that no run holds: those whose
-// lock no process holds, or that have none.
-func sweepLayers(dir string) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, ent := range ents {
-		p := filepath.Join(dir, ent.Name())
-		layer := strings.TrimSuffix(p, lockSuffix)
-		lock, err := os.OpenFile(layer+lockSuffix, os.O_RDWR, 0)
-		switch {
-		case errors.Is(err, fs.ErrNotExist) && ent.IsDir():
-			removeLayer(p)
-		case err != nil:
-		case unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil:
-			removeLayer(layer)
-			os.Remove(layer + lockSuffix)
-		}
-		if lock != nil {
-			lock.Close()
-		}
-	}
-}
-
-// removeLayer removes a layer's directory, whatever modes the sandbox left
-// on what it made (a directory of mode 000 cannot be emptied otherwise
-// without privilege). Links are removed, never followed.
-func removeLayer(dir string) {
-	if os.RemoveAll(dir) == nil {
-		return
-	}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		if err != nil && d != nil && d.IsDir() {
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	os.RemoveAll(dir)
+	return l.Release, nil
 }
 
 // workspacePath is p's workspace, absolute.

@@ -66,6 +66,7 @@ func runCmd(e *env, args []string) int {
 			return fail(e, err)
 		}
 		report(e, o, true, *asJSON, out)
+		reportRemoteChanges(e, o)
 		return o.ExitCode
 	}
 	p, allow, al, err := pf.open(e, degraded, *auditLog)

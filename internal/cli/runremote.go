@@ -13,6 +13,7 @@ import (
 	"github.com/cordon-sandbox/cordon/client"
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // maxRemoteStdin bounds the input `cordon run --server` sends.
@@ -60,4 +61,21 @@ func runRemote(e *env, url string, args []string, stdout, stderr io.Writer) (out
 func isTerminalFile(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// reportRemoteChanges says on stderr what became of the changes of a
+// command in a server's guarded or reviewed sandbox, when some wait: they
+// wait on the server, for an approver.
+func reportRemoteChanges(e *env, o outcome.Outcome) {
+	c := o.Changes
+	if c == nil {
+		return
+	}
+	if c.Error != "" {
+		fmt.Fprintf(e.stderr, "cordon: the sandbox's changes: %s\n", termsafe.Line(c.Error))
+	}
+	if c.Entries > 0 {
+		fmt.Fprintf(e.stderr, "cordon: %d change(s) landed; %d wait for review on the server, as change set %s of sandbox %s (GET /v1/sandboxes/%s/changes shows them; an approver applies them)\n",
+			c.Landed, c.Entries, termsafe.Line(c.Set), termsafe.Line(o.Sandbox), termsafe.Line(o.Sandbox))
+	}
 }

@@ -108,7 +108,8 @@ func serveCmd(e *env, args []string) int {
 		// calls, give itself a token, or rewrite what it is recorded doing;
 		// one that could read the cluster's secret could pose as a node
 		// forwarding its requests (past its rate, from any address).
-		for _, f := range []struct{ what, path string }{{"audit log", al.log.Path()}, {"database", statedb.File(cfg.Database)}, {"configuration", cfg.File}, {"spool directory", filepath.Join(state, "spool")}, {"cluster secret", cfg.ClusterSecretFile()}} {
+		for _, f := range []struct{ what, path string }{{"audit log", al.log.Path()}, {"database", statedb.File(cfg.Database)}, {"configuration", cfg.File}, {"spool directory", filepath.Join(state, "spool")}, {"cluster secret", cfg.ClusterSecretFile()},
+			{"change sets' directory", filepath.Join(state, "changes", "set")}, {"layers' directory", filepath.Join(state, "layers", "layer")}} {
 			if f.path == "" {
 				continue
 			}

@@ -34,13 +34,21 @@ func serve(spec *wire.Spec) error {
 	running := map[int]command{} // pid -> command
 	groups := map[uint64]int{}   // request -> pid
 	fds := make([]unix.PollFd, 0, 16)
+	soon := 0 // polls left with a short timeout
 	for {
 		fds = append(fds[:0], unix.PollFd{Fd: int32(wire.ControlFD), Events: unix.POLLIN})
 		for _, c := range running {
 			fds = append(fds, unix.PollFd{Fd: int32(c.pidfd), Events: unix.POLLIN})
 		}
-		// The timeout reaps what commands left behind and then exited.
-		if _, err := unix.Poll(fds, 1000); err != nil && !errors.Is(err, unix.EINTR) {
+		// The timeout reaps what commands left behind and then exited:
+		// soon after a command's group was killed, what was left of it is
+		// reaped at once, so that the sandbox is seen idle (no process but
+		// init) when it is.
+		timeout := 1000
+		if soon > 0 {
+			timeout, soon = 10, soon-1
+		}
+		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
 			unix.Kill(-1, unix.SIGKILL)
 			return fmt.Errorf("waiting for requests: %w", err)
 		}
@@ -63,6 +71,7 @@ func serve(spec *wire.Spec) error {
 			delete(groups, c.id)
 			unix.Close(c.pidfd)
 			unix.Kill(-pid, unix.SIGKILL)
+			soon = 20
 			st := wire.Status{ID: c.id, Event: "exit", Pid: pid, TmpUsed: tmpUsed(spec)}
 			if ws.Signaled() {
 				st.Signal = int(ws.Signal())

@@ -184,6 +184,10 @@ type Changes struct {
 	// same path during the run (Conflicts of them).
 	Landed    int `json:"landed,omitempty"`
 	Conflicts int `json:"conflicts,omitempty"`
+	// Pending, for a guarded sandbox of cordon serve, says why what the
+	// command wrote has not landed yet (a process of the sandbox still
+	// runs).
+	Pending string `json:"pending,omitempty"`
 	// Error says why the changes could not be kept; the host's workspace
 	// is untouched.
 	Error string `json:"error,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -44,6 +45,9 @@ type Box struct {
 	last    time.Time // when a command last started or ended
 	closing bool
 	ended   bool
+	// quiet is closed when the WhenIdle that runs ends; nil when none
+	// does. Commands wait for it.
+	quiet chan struct{}
 
 	drift     *drifter      // nil when the profile asks for no drift checks
 	reaped    chan struct{} // init has been reaped
@@ -66,10 +70,9 @@ var ErrEnded = errors.New("the sandbox has ended")
 // Start builds a sandbox from opts (Args, Stdin, Stdout, Stderr and Taps
 // are not used) and returns once its init waits for commands.
 func Start(opts Options) (*Box, error) {
-	if opts.Profile != nil && opts.Profile.Workspace.Guarded() {
-		// Its changes land when the sandbox has ended, so that nothing
-		// lands while anything of it runs: one sandbox per command.
-		return nil, setupErr("workspace", errors.New("a guarded workspace (workspace.mode: guarded) is for sandboxes of one command (cordon run, each call of cordon mcp); a sandbox that stays for many commands takes workspace.mode: review"))
+	if opts.Profile != nil && opts.Profile.Workspace.Guarded() && opts.LayerDir == "" {
+		// Its layer is on disk, never in memory.
+		return nil, setupErr("workspace", errors.New("a guarded workspace (workspace.mode: guarded) needs a directory on disk for its layer"))
 	}
 	opts.keepAlive = true
 	exe := opts.Exe
@@ -260,6 +263,11 @@ func (x *Box) Exec(ctx context.Context, e ExecOptions) (outcome.Outcome, error) 
 		return outcome.Decide(outcome.Facts{Err: err}), err
 	}
 	x.mu.Lock()
+	if err := x.awaitQuiet(ctx); err != nil {
+		x.mu.Unlock()
+		err = setupErr("command", fmt.Errorf("cancelled while the workspace's changes were being landed: %w", err))
+		return outcome.Decide(outcome.Facts{Err: err}), err
+	}
 	if x.ended || x.closing {
 		x.mu.Unlock()
 		return outcome.Outcome{}, ErrEnded
@@ -614,6 +622,10 @@ func (x *Box) CloseWith(kept func(layer *os.File)) {
 		x.b.init.signal(syscall.SIGKILL)
 		<-x.reaped
 		close(x.stopDrift)
+		// A WhenIdle reading the layer finishes first.
+		x.mu.Lock()
+		x.awaitQuiet(context.Background())
+		x.mu.Unlock()
 		if x.layer != nil && kept != nil {
 			kept(x.layer)
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/approval"
+	"github.com/cordon-sandbox/cordon/internal/changes"
+	"github.com/cordon-sandbox/cordon/internal/layers"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
@@ -44,6 +46,18 @@ func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Wr
 				p.Workspace.Target = WorkspaceTarget
 			}
 		}
+		var layer *layers.Layer
+		if p.Workspace.Guarded() {
+			// On disk, in the server's state, which no sandbox sees; the
+			// workspace owner's, as what lands is (see guarded.go).
+			var err error
+			if layer, err = layers.Make(filepath.Join(dir, "layers"), id, changes.WorkspaceOwner(p.Workspace.Path)); err != nil {
+				if ws != "" {
+					os.RemoveAll(ws)
+				}
+				return nil, fmt.Errorf("guarded workspace: %w", err)
+			}
+		}
 		degraded := map[string]bool{}
 		for l := range allow {
 			degraded[l] = true
@@ -51,15 +65,20 @@ func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Wr
 		for _, l := range p.AllowDegraded {
 			degraded[l] = true
 		}
-		box, err := sandbox.Start(sandbox.Options{Profile: &p, Exe: exe, Cwd: dir, AllowDegraded: degraded,
-			LookupEnv: os.LookupEnv, Log: prefixed(log, id), ProfileFile: a.ProfileFile, Guard: guarded(a.ProfileFile)})
+		opts := sandbox.Options{Profile: &p, Exe: exe, Cwd: dir, AllowDegraded: degraded,
+			LookupEnv: os.LookupEnv, Log: prefixed(log, id), ProfileFile: a.ProfileFile, Guard: guarded(a.ProfileFile)}
+		if layer != nil {
+			opts.LayerDir = layer.Dir
+		}
+		box, err := sandbox.Start(opts)
 		if err != nil {
+			layer.Release()
 			if ws != "" {
 				os.RemoveAll(ws)
 			}
 			return nil, err
 		}
-		return &ownedBox{Box: box, workspace: ws, host: filepath.Clean(p.Workspace.Path)}, nil
+		return &ownedBox{Box: box, workspace: ws, host: filepath.Clean(p.Workspace.Path), layer: layer}, nil
 	}
 }
 
@@ -67,7 +86,8 @@ func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Wr
 type ownedBox struct {
 	*sandbox.Box
 	workspace string
-	host      string // the host directory of its workspace
+	host      string        // the host directory of its workspace
+	layer     *layers.Layer // a guarded workspace's layer; nil otherwise
 }
 
 func (b *ownedBox) Close() { b.CloseWith(nil) }
@@ -76,6 +96,7 @@ func (b *ownedBox) Close() { b.CloseWith(nil) }
 // once no process of the sandbox runs (see sandbox.Box.CloseWith).
 func (b *ownedBox) CloseWith(kept func(layer *os.File)) {
 	b.Box.CloseWith(kept)
+	b.layer.Release()
 	if b.workspace != "" {
 		os.RemoveAll(b.workspace)
 	}

@@ -48,6 +48,15 @@ type review struct {
 	gen int
 	// ended: the sandbox has ended, and run holds its final changes.
 	ended bool
+	// guarded: what the sandbox writes lands after each command (see
+	// guarded.go); waiting: a watcher lands it once nothing of the
+	// sandbox runs.
+	guarded, waiting bool
+	// landed is what landed from the layer, for the next capture
+	// (changes.Remember); held is the digest of what waited after the last
+	// landing.
+	landed map[string]changes.Landed
+	held   string
 }
 
 // layered is what a sandbox of a reviewed workspace offers beyond Sandbox
@@ -61,6 +70,9 @@ type layered interface {
 	// Workspace is the host directory its workspace is over, and whether
 	// that is a private one, removed with it.
 	Workspace() (dir string, private bool)
+	// WhenIdle runs fn with the layer when nothing of the sandbox runs,
+	// commands waiting meanwhile, and says whether it did.
+	WhenIdle(fn func(layer *os.File)) bool
 }
 
 // reviewOf returns the review of a sandbox built from p, nil when its
@@ -72,7 +84,7 @@ func reviewOf(p *profile.Profile, box Sandbox) *review {
 	if _, ok := box.(layered); !ok {
 		return nil
 	}
-	return &review{}
+	return &review{guarded: p.Workspace.Guarded(), landed: map[string]changes.Landed{}}
 }
 
 // start marks the claim of the sandbox.
@@ -164,6 +176,21 @@ func (s *Server) keepFinal(e *entry, layer *os.File) {
 		ev.Data = map[string]any{"kept": false, "why": "the sandbox's workspace is its own, removed with it"}
 	case s.opts.StateDir == "":
 		ev.Data = map[string]any{"kept": false, "why": "the server keeps no state directory"}
+	case rv.guarded:
+		// What is left lands now, as after a command; what is held is
+		// kept.
+		out := s.land(e, layer, "")
+		data := map[string]any{"kept": out != nil && out.Entries > 0}
+		if out != nil {
+			data["landed"] = out.Landed
+			if out.Entries > 0 {
+				data["set"], data["digest"], data["entries"] = out.Set, out.Digest, out.Entries
+			}
+			if out.Error != "" {
+				data["error"] = out.Error
+			}
+		}
+		ev.Data = data
 	default:
 		set, err := s.capture(e, layer)
 		if err != nil {
@@ -204,7 +231,9 @@ func (s *Server) capture(e *entry, layer *os.File) (*changes.Set, error) {
 		return nil, err
 	}
 	ws, _ := e.box.(layered).Workspace()
-	set, err := changes.Capture(layer, ws, dir, run, rv.started, captureLimits(e.profile))
+	lim := captureLimits(e.profile)
+	lim.Landed = rv.landed
+	set, err := changes.Capture(layer, ws, dir, run, rv.started, lim)
 	if err != nil {
 		changes.Discard(dir, run)
 		return nil, fmt.Errorf("capturing the changes of sandbox %s: %w", e.id, err)
@@ -489,6 +518,7 @@ func (s *Server) changesApply(w http.ResponseWriter, r *http.Request, c caller) 
 	}
 	rep, err := changes.Apply(set, s.changesDir(), req.Paths, changes.ApplyOptions{Owner: changes.WorkspaceOwner(set.Workspace)})
 	if rep != nil {
+		rv.landed = changes.Remember(set, rep, rv.landed)
 		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "changes_applied", Data: applyRecord(set, rep, c.name())})
 	} else if err != nil {
 		s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Decision, Type: "changes_applied", Data: map[string]any{"token": c.name(), "set": set.Run, "digest": set.Digest, "error": err.Error()}})

@@ -28,6 +28,17 @@ type layerBox struct {
 	*fakeBox
 	layer *os.File
 	ws    string
+	busy  bool // a process of it runs (WhenIdle); under fakeBox.mu
+}
+
+func (b *layerBox) WhenIdle(fn func(layer *os.File)) bool {
+	b.fakeBox.mu.Lock()
+	idle := !b.fakeBox.closed && !b.busy
+	b.fakeBox.mu.Unlock()
+	if idle {
+		fn(b.layer)
+	}
+	return idle
 }
 
 func (b *layerBox) Layer() *os.File           { return b.layer }
@@ -56,12 +67,19 @@ type reviewFixture struct {
 	store     *approvals.Store
 	mu        sync.Mutex
 	uppers    map[string]string
+	boxes     map[string]*layerBox
 }
 
 func newReviewFixture(t *testing.T, pool int, extra string) *reviewFixture {
 	t.Helper()
-	rf := &reviewFixture{ws: t.TempDir(), state: t.TempDir(), uppers: map[string]string{}}
-	p, err := profile.Parse("t.yaml", []byte("version: 1\nagent: a\nworkspace:\n  path: "+rf.ws+"\n  writable: true\n  mode: review\n"+extra))
+	return newLayerFixture(t, pool, "review", extra)
+}
+
+// newLayerFixture is newReviewFixture with the workspace's mode.
+func newLayerFixture(t *testing.T, pool int, mode, extra string) *reviewFixture {
+	t.Helper()
+	rf := &reviewFixture{ws: t.TempDir(), state: t.TempDir(), uppers: map[string]string{}, boxes: map[string]*layerBox{}}
+	p, err := profile.Parse("t.yaml", []byte("version: 1\nagent: a\nworkspace:\n  path: "+rf.ws+"\n  writable: true\n  mode: "+mode+"\n"+extra))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +99,11 @@ func newReviewFixture(t *testing.T, pool int, extra string) *reviewFixture {
 			if err != nil {
 				return nil, err
 			}
+			b := &layerBox{fakeBox: &fakeBox{id: id, done: make(chan struct{})}, layer: l, ws: p.Workspace.Path}
 			rf.mu.Lock()
-			rf.uppers[id] = filepath.Join(root, "upper")
+			rf.uppers[id], rf.boxes[id] = filepath.Join(root, "upper"), b
 			rf.mu.Unlock()
-			return &layerBox{fakeBox: &fakeBox{id: id, done: make(chan struct{})}, layer: l, ws: p.Workspace.Path}, nil
+			return b, nil
 		}
 	})
 	return rf

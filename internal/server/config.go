@@ -333,11 +333,6 @@ func (a *Agent) load(dir string) error {
 		return err
 	}
 	a.sum = p.FileDigest()
-	if p.Workspace.Guarded() {
-		// A guarded workspace lands when its sandbox ends; the server's
-		// sandboxes run many commands.
-		return fmt.Errorf("%s: workspace.mode: guarded is for sandboxes of one command (cordon run, cordon mcp); cordon serve's run many: use review (changes wait for an apply through the server) or direct", a.ProfileFile)
-	}
 	if p.Agent != "" && p.Agent != a.Name {
 		return fmt.Errorf("%s is the profile of agent %q, not %q", a.ProfileFile, p.Agent, a.Name)
 	}

@@ -250,11 +250,19 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) int {
 	counted := &countingReader{r: body.reader()}
 	var stderr bytes.Buffer
 	o, err := e.box.Exec(r.Context(), sandbox.ExecOptions{Args: args, SelfExec: true, Stdin: counted, Stderr: &stderr})
+	var landed *outcome.Changes
+	if err == nil {
+		landed = s.landAfter(e, c.name())
+	}
 	switch {
 	case err != nil:
 		status = fail(w, http.StatusConflict, "%s", execError(e, err))
 	case o.Status == outcome.OK:
-		status = reply(w, http.StatusOK, map[string]any{"path": p, "bytes": counted.n.Load()})
+		ans := map[string]any{"path": p, "bytes": counted.n.Load()}
+		if landed != nil {
+			ans["changes"] = landed
+		}
+		status = reply(w, http.StatusOK, ans)
 	default:
 		status = fail(w, fileStatus(o), "writing %s in sandbox %s: %s", p, e.id, fileMessage(o, stderr.String()))
 	}

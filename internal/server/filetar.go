@@ -479,13 +479,17 @@ func (s *Server) tarUpload(w http.ResponseWriter, r *http.Request, c caller) int
 	o, err := e.box.Exec(r.Context(), sandbox.ExecOptions{Args: []string{"cordon", FileArg, "tar-in", p}, SelfExec: true, Stdin: counted, Stdout: stdout, Stderr: stderr})
 	sum, sumErr := parseSummary(stdout.String())
 	n := counted.n.Load()
+	var landed *outcome.Changes
+	if err == nil {
+		landed = s.landAfter(e, c.name())
+	}
 	switch {
 	case err != nil:
 		status = fail(w, http.StatusConflict, "%s", execError(e, err))
 	case n > tarMaxBytes:
 		status = fail(w, http.StatusRequestEntityTooLarge, "extracting into %s in sandbox %s: the archive is over %d bytes; %d entries were extracted", p, e.id, tarMaxBytes, sum.Entries)
 	case o.Status == outcome.OK && sumErr == nil:
-		status = reply(w, http.StatusOK, api.TarResult{Path: p, Entries: sum.Entries, Bytes: sum.Bytes, ArchiveBytes: n})
+		status = reply(w, http.StatusOK, api.TarResult{Path: p, Entries: sum.Entries, Bytes: sum.Bytes, ArchiveBytes: n, Changes: landed})
 	case o.Status == outcome.OK:
 		status = fail(w, http.StatusBadGateway, "extracting into %s in sandbox %s: the sandbox's summary was refused: %v", p, e.id, sumErr)
 	default:

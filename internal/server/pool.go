@@ -185,6 +185,9 @@ func (s *Server) build(a *Agent, warm bool) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUnavailable, err)
 	}
+	if p.Workspace.Guarded() && s.opts.StateDir == "" {
+		return nil, fmt.Errorf("%w: agent %s: a guarded workspace's changes land through the server's state directory, and this server keeps none", errUnavailable, a.Name)
+	}
 	id := newID()
 	t0 := time.Now()
 	box, err := s.opts.Start(a, p, id)

@@ -571,6 +571,11 @@ func (s *Server) runCommand(ctx context.Context, e *entry, c caller, cmd sandbox
 	o, err := e.box.Exec(ctx, cmd)
 	endExec(span, o, err)
 	o.Sandbox = e.id
+	if err == nil {
+		if landed := s.landAfter(e, c.name()); landed != nil {
+			o.Changes = landed
+		}
+	}
 	if k, ok := stdout.(interface{ outputNote() string }); ok && err == nil {
 		if note := k.outputNote(); note != "" {
 			o.Notes = append(o.Notes, note)
