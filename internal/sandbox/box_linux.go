@@ -55,8 +55,10 @@ type Box struct {
 	stopDrift chan struct{}
 	closeOnce sync.Once
 	// layer is the root of a reviewed workspace's layer; nil otherwise.
-	layer *os.File
-	bound *Layer // its bounds
+	// watched is closed when the watch of its bounds has ended.
+	layer   *os.File
+	watched chan struct{}
+	bound   *Layer // its bounds
 	// protected are the protected paths of the view, and workdir the
 	// working directory of a command given none, for a failing command's
 	// message to be recognised by.
@@ -176,7 +178,11 @@ func Start(opts Options) (*Box, error) {
 		waiting: map[uint64]chan Status{}, reaped: make(chan struct{}), gone: make(chan struct{}), stopDrift: make(chan struct{}), layer: layer, bound: spec.Layer,
 		protected: spec.protectedPaths(opts.Guard), workdir: spec.Workdir}
 	if layer != nil {
-		go watchLayer(layer, spec.Layer, lim, x.stopDrift)
+		x.watched = make(chan struct{})
+		go func() {
+			defer close(x.watched)
+			watchLayer(layer, spec.Layer, lim, x.stopDrift)
+		}()
 	}
 	built.Store(x)
 	go x.dispatch()
@@ -637,6 +643,7 @@ func (x *Box) CloseWith(kept func(layer *os.File)) {
 		}
 		x.lim.end()
 		if x.layer != nil {
+			<-x.watched
 			x.layer.Close()
 		}
 	})
