@@ -266,10 +266,28 @@ func (a *applier) do(c Change, step func(c Change, d *os.File, name string) (out
 	case out == done:
 		a.rep.Applied = appendPath(a.rep.Applied, c.Path)
 		a.landed = append(a.landed, c.Path)
+		a.placed(c, d, name)
 	case out == already:
 		a.rep.Already = appendPath(a.rep.Already, c.Path)
 		a.landed = append(a.landed, c.Path)
+		a.placed(c, d, name)
 	}
+}
+
+// placed notes the host's state of name in d, c's path, just landed: a
+// host change a moment later is one (see Remember).
+func (a *applier) placed(c Change, d *os.File, name string) {
+	if c.Kind == Deleted {
+		return
+	}
+	st, err := lstatAt(d, name)
+	if err != nil || st == nil {
+		return
+	}
+	if a.rep.placed == nil {
+		a.rep.placed = map[string]placedStat{}
+	}
+	a.rep.placed[c.Path] = placedStat{st.Ctim.Nano(), st.Mode & 07777}
 }
 
 func appendPath(list []string, p string) []string {
@@ -349,7 +367,9 @@ func (a *applier) current(c Change, d *os.File, name string) (*unix.Stat_t, bool
 	}
 	b := c.Base
 	if b == nil || st == nil {
-		return st, b == nil && st == nil, nil
+		// Absent as it was; unless it is one cordon landed that the host
+		// has removed since (a conflict, Capture says).
+		return st, b == nil && st == nil && !c.Has(FlagConflict), nil
 	}
 	// Changed during the run, as Capture judged it (a change cordon
 	// itself landed from the same layer is not: Limits.Landed).
@@ -408,6 +428,8 @@ func (a *applier) check(c Change, d *os.File, name string) (*unix.Stat_t, outcom
 		return st, already, nil
 	}
 	switch {
+	case c.Base == nil && st == nil:
+		return st, skip, conflictf("the host has removed it since it landed")
 	case c.Base == nil:
 		return st, skip, conflictf("the host has made it since the run started")
 	case st == nil:

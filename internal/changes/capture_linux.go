@@ -74,7 +74,7 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 		return nil, err
 	}
 	defer blobs.Close()
-	c := &capturer{lim: lim, blobs: blobs, started: started.UnixNano(), buf: make([]byte, 128<<10), still: map[string]Landed{}, uctime: map[string]int64{}, sameIndex: map[string]bool{}}
+	c := &capturer{lim: lim, blobs: blobs, started: started.UnixNano(), buf: make([]byte, 128<<10), still: map[string]Landed{}, ufile: map[string]fileID{}, sameIndex: map[string]bool{}}
 	if lim.Link {
 		c.upper, c.unmade = map[string]upperEntry{}, map[string]bool{}
 	}
@@ -108,7 +108,7 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 		return nil, err
 	}
 	c.flagObeyed(upper, host, pendingPaths(filepath.Dir(rd), workspace, run))
-	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes, upper: c.upper, unmade: c.unmade, still: c.still, uctime: c.uctime}
+	s := &Set{Run: run, Workspace: workspace, Started: started, Captured: time.Now(), Changes: c.changes, Bytes: c.bytes, upper: c.upper, unmade: c.unmade, still: c.still, ufile: c.ufile}
 	if s.Changes == nil {
 		s.Changes = []Change{}
 	}
@@ -190,9 +190,9 @@ type capturer struct {
 	// unmade lists the added files whose blob is made later (see kept).
 	unmade map[string]bool
 	// still are the landings of lim.Landed still true of the host, and
-	// uctime the change time of each file of the upper layer.
-	still  map[string]Landed
-	uctime map[string]int64
+	// ufile identifies each file of the upper layer.
+	still map[string]Landed
+	ufile map[string]fileID
 	// sameIndex are the git indexes the host changed since they landed
 	// that still hold the entries they landed with.
 	sameIndex map[string]bool
@@ -337,7 +337,7 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 	ut := typeOf(u.Mode)
 	ch := Change{Path: p, Kind: Added, Type: ut, Mode: u.Mode & 07777}
 	if ut == TypeFile && c.lim.Landed != nil {
-		c.uctime[p] = u.Ctim.Nano()
+		c.ufile[p] = fileID{u.Ino, u.Ctim.Nano()}
 	}
 	sameType := h != nil && typeOf(h.Mode) == ut && (ut != TypeSpecial || h.Mode&unix.S_IFMT == u.Mode&unix.S_IFMT)
 	if h != nil && !sameType {
@@ -670,7 +670,7 @@ func (c *capturer) add(ch Change, binary bool) error {
 			fl = append(fl, FlagSpecial)
 		}
 	}
-	if ch.Base != nil && ch.Base.CtimeNS >= c.started && !c.landedAs(ch) {
+	if ch.Base != nil && ch.Base.CtimeNS >= c.started && !c.landedAs(ch) || c.removedSinceLanded(ch) {
 		fl = append(fl, FlagConflict)
 	}
 	slices.Sort(fl)

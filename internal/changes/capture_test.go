@@ -628,3 +628,21 @@ func TestCapturePendingSets(t *testing.T) {
 	must(t, Discard(e.state, testRun))
 	checkProtected(t, e.mustCapture(t), map[string]bool{"config": false})
 }
+
+// A link named as the start of a name of the catalog (.github for
+// .github/workflows) is held: what is written through it later lands
+// under the name it points to, which the catalog does not know.
+func TestLinkStandingInForCatalogName(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	write(t, filepath.Join(e.upper, "gh/workflows/ci.yml"), "on: push\n", 0o644)
+	must(t, os.Symlink("gh", filepath.Join(e.upper, ".github")))
+	must(t, os.Symlink("gh", filepath.Join(e.upper, "docs")))
+	s := e.mustCapture(t)
+	for _, c := range s.Changes {
+		want := c.Path == ".github"
+		if c.Has(FlagProtected) != want {
+			t.Errorf("%s: flags %v", c.Path, c.Flags)
+		}
+	}
+}

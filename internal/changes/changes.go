@@ -175,9 +175,14 @@ type Set struct {
 	// still are the landings of Limits.Landed the capture found true of
 	// the host still.
 	still map[string]Landed
-	// uctime is the change time of each file of the upper layer as
-	// Capture saw it.
-	uctime map[string]int64
+	// ufile identifies each file of the upper layer as Capture saw it.
+	ufile map[string]fileID
+}
+
+// fileID is a file as fstat saw it: its inode and change time.
+type fileID struct {
+	ino   uint64
+	ctime int64
 }
 
 // upperEntry is an added path of the upper layer as Capture saw it.
@@ -598,6 +603,16 @@ type Report struct {
 	// Conflicts were left alone: the host changed them, or what leads to
 	// them, since the capture.
 	Conflicts []Conflict
+
+	// placed is the host's state of each path Apply wrote, as it was the
+	// moment after (for Remember).
+	placed map[string]placedStat
+}
+
+// placedStat is the state of a host path Apply wrote.
+type placedStat struct {
+	ctime int64
+	mode  uint32
 }
 
 // Conflict is a path Apply left alone, and why.

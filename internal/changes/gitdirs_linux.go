@@ -129,6 +129,9 @@ func (c *capturer) flagObeyed(upper, host *os.File, pending map[string]bool) {
 					}
 				}
 			}
+			// A link may stand in for a name of the catalog: what is
+			// written through it later lands under the name it points to.
+			held = held || ch.Type == TypeSymlink && ch.Kind != Deleted && obey.LinkMatch(ch.Path) != nil
 			if held {
 				ch.Flags = append(ch.Flags, FlagProtected)
 			}

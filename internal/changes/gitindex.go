@@ -112,6 +112,11 @@ func indexKeyWith(data []byte, oid int) (string, bool) {
 		if off+8 > end {
 			return "", false
 		}
+		if string(data[off:off+4]) == "link" {
+			// A split index: its entries are in the shared index this
+			// names, and its deletions in the extension. Not compared.
+			return "", false
+		}
 		size := binary.BigEndian.Uint32(data[off+4 : off+8])
 		if uint64(off)+8+uint64(size) > uint64(end) {
 			return "", false

@@ -84,6 +84,13 @@ func TestIndexKey(t *testing.T) {
 		if k := keyOf(t, dir); k == base || k == intent {
 			t.Errorf("%s: a file staged leaves the key as it was", format)
 		}
+		// A split index holds its entries elsewhere: not compared.
+		gitIn(t, dir, "update-index", "--split-index")
+		if b, err := os.ReadFile(filepath.Join(dir, ".git", "index")); err != nil {
+			t.Fatal(err)
+		} else if _, ok := indexKey(b); ok {
+			t.Errorf("%s: a split index is compared by its own entries", format)
+		}
 	}
 	for _, bad := range []string{"", "DIRC", "DIRC\x00\x00\x00\x02\x00\x00\x00\x05" + string(make([]byte, 40)), "DIRX\x00\x00\x00\x02\x00\x00\x00\x00" + string(make([]byte, 20))} {
 		if _, ok := indexKey([]byte(bad)); ok {

@@ -1,6 +1,8 @@
 package changes
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"os"
 	"path"
@@ -25,6 +27,7 @@ import (
 // have the version that landed.
 type Landed struct {
 	Host, Upper int64
+	UpperIno    uint64 // the layer's file, with Upper
 	Mode        uint32 // its permission bits on the host
 	SHA256      string
 	Index       string
@@ -60,16 +63,46 @@ func (c *capturer) checkIndex(host *os.File, name, p string, h *unix.Stat_t) {
 
 // readIndexKey is the indexKey of the file name in d.
 func readIndexKey(d *os.File, name string) (string, bool) {
+	data, ok := readIndex(d, name)
+	if !ok {
+		return "", false
+	}
+	return indexKey(data)
+}
+
+// readIndex reads the file name in d, when it is no larger than an index
+// is compared.
+func readIndex(d *os.File, name string) ([]byte, bool) {
 	f, _, err := openFileAt(d, name)
 	if err != nil {
-		return "", false
+		return nil, false
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxIndex+1))
 	if err != nil || len(data) > maxIndex {
-		return "", false
+		return nil, false
 	}
-	return indexKey(data)
+	return data, true
+}
+
+// landedIndexKey is the indexKey of the host's file p, a git index that
+// landed with content sum; "" when it holds another content by now (the
+// host changed it since: the key would be the host's, not the landing's).
+func landedIndexKey(host *os.File, p, sum string) string {
+	dir, err := openBeneath(host, path.Dir(p), unix.O_RDONLY|unix.O_DIRECTORY, resolveBeneath)
+	if err != nil {
+		return ""
+	}
+	defer dir.Close()
+	data, ok := readIndex(dir, path.Base(p))
+	if !ok {
+		return ""
+	}
+	if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != sum {
+		return ""
+	}
+	key, _ := indexKey(data)
+	return key
 }
 
 // noteLanded notes a landing still true of the host's path p (h).
@@ -83,8 +116,22 @@ func (c *capturer) noteLanded(p string, h *unix.Stat_t) {
 // is as its landing left both.
 func (c *capturer) sameAsLanded(p string, u, h *unix.Stat_t) bool {
 	k, ok := c.still[p]
-	return ok && k.Upper != 0 && u.Ctim.Nano() == k.Upper && u.Mode&unix.S_IFMT == unix.S_IFREG && h.Mode&unix.S_IFMT == unix.S_IFREG &&
+	return ok && k.Upper != 0 && u.Ctim.Nano() == k.Upper && u.Ino == k.UpperIno && u.Mode&unix.S_IFMT == unix.S_IFREG && h.Mode&unix.S_IFMT == unix.S_IFREG &&
 		u.Size == h.Size && u.Mode&07777 == h.Mode&07777
+}
+
+// removedSinceLanded says whether ch adds a path cordon landed from this
+// layer that the host has removed since: a conflict (the layer still
+// holds it, so it would come back), which stays one while it waits.
+func (c *capturer) removedSinceLanded(ch Change) bool {
+	if ch.Kind != Added || ch.Base != nil {
+		return false
+	}
+	k, ok := c.lim.Landed[ch.Path]
+	if ok {
+		c.still[ch.Path] = k
+	}
+	return ok
 }
 
 // Remember returns what the next capture of the layer s was captured
@@ -122,12 +169,14 @@ func Remember(s *Set, rep *Report, before map[string]Landed) map[string]Landed {
 			delete(out, p)
 			return
 		}
-		k := Landed{Host: h.Ctim.Nano(), Upper: s.uctime[p], Mode: h.Mode & 07777, SHA256: sums[p]}
-		if path.Base(p) == "index" && h.Mode&unix.S_IFMT == unix.S_IFREG && h.Size <= maxIndex {
-			if dir, err := openBeneath(host, path.Dir(p), unix.O_RDONLY|unix.O_DIRECTORY, resolveBeneath); err == nil {
-				k.Index, _ = readIndexKey(dir, "index")
-				dir.Close()
-			}
+		u := s.ufile[p]
+		k := Landed{Host: h.Ctim.Nano(), Upper: u.ctime, UpperIno: u.ino, Mode: h.Mode & 07777, SHA256: sums[p]}
+		if at, ok := rep.placed[p]; ok {
+			// As Apply left it, the moment after: not as it is now.
+			k.Host, k.Mode = at.ctime, at.mode
+		}
+		if path.Base(p) == "index" && k.SHA256 != "" && h.Mode&unix.S_IFMT == unix.S_IFREG && h.Size <= maxIndex {
+			k.Index = landedIndexKey(host, p, k.SHA256)
 		}
 		out[p] = k
 	}

@@ -115,6 +115,11 @@ func tailMatch(glob, rel string) bool {
 	if !ok {
 		g = compile(glob)
 	}
+	return tailMatchPats(g, rel)
+}
+
+// tailMatchPats matches the names g against the last names of rel.
+func tailMatchPats(g []namePat, rel string) bool {
 	for i := len(g) - 1; i >= 0; i-- {
 		if rel == "" {
 			return false
@@ -226,6 +231,37 @@ func match(rel string, skip func(name string) bool) *Entry {
 	for _, i := range index.rest {
 		if Catalog[i].Matches(rel) {
 			return &Catalog[i]
+		}
+	}
+	return nil
+}
+
+// LinkMatch is the entry a link at rel may stand in for: the one Match
+// gives, or one with a name or glob of several parts that rel's last
+// names begin (a link named .github makes .github/workflows whatever its
+// target holds, and what is written there later is written under another
+// name).
+func LinkMatch(rel string) *Entry {
+	if e := Match(rel); e != nil {
+		return e
+	}
+	for _, i := range index.rest {
+		e := &Catalog[i]
+		for _, n := range e.Names {
+			for p := n; strings.Contains(p, "/"); {
+				p = path.Dir(p)
+				if rel == p || strings.HasSuffix(rel, "/"+p) {
+					return e
+				}
+			}
+		}
+		for _, g := range e.Globs {
+			pats := index.globs[g]
+			for j := len(pats) - 1; j > 0; j-- {
+				if tailMatchPats(pats[:j], rel) {
+					return e
+				}
+			}
 		}
 	}
 	return nil

@@ -181,3 +181,29 @@ func FuzzContent(f *testing.F) {
 		Content(data)
 	})
 }
+
+// A link whose name begins a name of the catalog of several parts stands
+// in for it (what is written through it lands under another name); one
+// whose name the catalog has no part of does not.
+func TestLinkMatch(t *testing.T) {
+	for _, tc := range []struct{ rel, tool string }{
+		{".github", "CI"},
+		{"sub/.github", "CI"},
+		{".yarn", "yarn"},
+		{".config", "mise"},
+		{"venv/bin", "pip"},
+		{".vscode", "editors"},
+		{"docs", ""},
+		{"github", ""},
+		{".github.bak", ""},
+	} {
+		e := LinkMatch(tc.rel)
+		got := ""
+		if e != nil {
+			got = e.Tool
+		}
+		if !strings.Contains(got, tc.tool) || (tc.tool == "") != (got == "") {
+			t.Errorf("LinkMatch(%q) = %q, want %q", tc.rel, got, tc.tool)
+		}
+	}
+}

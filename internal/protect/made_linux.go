@@ -247,7 +247,7 @@ func (w *madeWalk) list(f *os.File, rel string, depth int, descend func(sub stri
 				w.ix.Watch[sub] = true
 				w.judge(sub, true)
 			}
-		case obey.Match(sub) != nil || e.Type().IsRegular() && isData(e.Name()):
+		case obey.Match(sub) != nil || e.Type()&os.ModeSymlink != 0 && obey.LinkMatch(sub) != nil || e.Type().IsRegular() && isData(e.Name()):
 			w.ix.Watch[sub] = true
 			w.judge(sub, e.IsDir())
 		}
@@ -286,6 +286,9 @@ func (w *madeWalk) judge(rel string, isDir bool) {
 	}
 	w.seen[rel] = true
 	m := obey.Match(rel)
+	if st := w.stat(rel); m == nil && st != nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		m = obey.LinkMatch(rel) // a link standing in for a name of the catalog
+	}
 	switch {
 	case m == nil && isDir:
 		// A repository by its structure: making one of a directory is

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
@@ -21,6 +22,7 @@ type entry struct {
 	warm    bool
 	coldMS  int64
 	endOnce sync.Once
+	ending  atomic.Bool // the janitor is ending it
 
 	mu       sync.Mutex
 	claimed  time.Time
@@ -296,6 +298,20 @@ func (s *Server) end(e *entry, why string) (err error) {
 	return err
 }
 
+// endAside ends e apart from the janitor's round, once: the final capture
+// of a reviewed or guarded workspace (and a guarded one's landing) takes
+// as long as its layer is large, and delays no other sandbox's end.
+func (s *Server) endAside(e *entry, why string) {
+	if !e.ending.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.end(e, why)
+	}()
+}
+
 // janitor ends the sandboxes that ended by themselves (a limit, drift),
 // were idle too long or lived too long, and forgets ended ones after a
 // while.
@@ -332,15 +348,15 @@ func (s *Server) janitor() {
 		for _, e := range check {
 			select {
 			case <-e.box.Done():
-				s.end(e, "ended")
+				s.endAside(e, "ended")
 				continue
 			default:
 			}
 			switch {
 			case now.Sub(e.built) >= e.agent.Lifetime:
-				s.end(e, "max_lifetime")
+				s.endAside(e, "max_lifetime")
 			case e.idle(now) >= e.agent.Idle:
-				s.end(e, "idle_timeout")
+				s.endAside(e, "idle_timeout")
 			default:
 				s.timedCheckpoint(e)
 			}
