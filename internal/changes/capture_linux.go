@@ -419,6 +419,7 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 			}
 			if sum == ch.OldSHA256 {
 				if ch.Mode == ch.OldMode {
+					c.sameAsHost(ch.Path, u, h, sum)
 					return nil // touched, or copied up unchanged
 				}
 				// The mode alone changed: the content is the host's.

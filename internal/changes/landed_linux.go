@@ -120,6 +120,18 @@ func (c *capturer) sameAsLanded(p string, u, h *unix.Stat_t) bool {
 		u.Size == h.Size && u.Mode&07777 == h.Mode&07777
 }
 
+// sameAsHost notes the file p, u in the layer, as read now to hold what
+// the host's h holds (sum, and the same mode), for a layer that stays in
+// use: as a landing would have left them, so that the next capture does
+// not read either again while both stay as they are, and takes a change
+// the sandbox makes of it for one made on what the host holds.
+func (c *capturer) sameAsHost(p string, u, h *unix.Stat_t, sum string) {
+	if c.lim.Landed == nil {
+		return
+	}
+	c.still[p] = Landed{Host: h.Ctim.Nano(), Upper: u.Ctim.Nano(), UpperIno: u.Ino, Mode: h.Mode & 07777, SHA256: sum}
+}
+
 // removedSinceLanded says whether ch adds a path cordon landed from this
 // layer that the host has removed since: a conflict (the layer still
 // holds it, so it would come back), which stays one while it waits.
