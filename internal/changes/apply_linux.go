@@ -287,7 +287,7 @@ func (a *applier) placed(c Change, d *os.File, name string) {
 	if a.rep.placed == nil {
 		a.rep.placed = map[string]placedStat{}
 	}
-	a.rep.placed[c.Path] = placedStat{st.Ctim.Nano(), st.Mode & 07777}
+	a.rep.placed[c.Path] = placedStat{st.Ctim.Nano(), st.Ino, st.Mode & 07777}
 }
 
 func appendPath(list []string, p string) []string {

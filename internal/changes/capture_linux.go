@@ -74,7 +74,7 @@ func capture(layer *os.File, workspace, rd, run string, started time.Time, lim L
 		return nil, err
 	}
 	defer blobs.Close()
-	c := &capturer{lim: lim, blobs: blobs, started: started.UnixNano(), buf: make([]byte, 128<<10), still: map[string]Landed{}, ufile: map[string]fileID{}, sameIndex: map[string]bool{}}
+	c := &capturer{lim: lim, blobs: blobs, started: started.UnixNano(), begun: time.Now().UnixNano(), buf: make([]byte, 128<<10), still: map[string]Landed{}, ufile: map[string]fileID{}, sameIndex: map[string]bool{}}
 	if lim.Link {
 		c.upper, c.unmade = map[string]upperEntry{}, map[string]bool{}
 	}
@@ -163,6 +163,7 @@ type capturer struct {
 	lim     Limits
 	blobs   *os.File
 	started int64
+	begun   int64 // when the capture began
 	buf     []byte
 
 	changes []Change
@@ -328,6 +329,19 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 	if h != nil {
 		c.noteLanded(p, h)
 	}
+	if c.lim.Landed != nil {
+		c.ufile[p] = fileID{u.Ino, u.Ctim.Nano(), c.racy(u.Ctim.Nano())}
+	}
+	// Unchanged in the layer since it was noted: what the host did since
+	// is the host's. A directory's own change only: what is under it is
+	// looked at still (but not what the host added to it since).
+	staleDir := false
+	if c.stale(up, name, p, u) {
+		if typeOf(u.Mode) != TypeDir {
+			return nil
+		}
+		staleDir = true
+	}
 	if whiteout(u) {
 		if h == nil {
 			return nil
@@ -336,10 +350,10 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 	}
 	ut := typeOf(u.Mode)
 	ch := Change{Path: p, Kind: Added, Type: ut, Mode: u.Mode & 07777}
-	if ut == TypeFile && c.lim.Landed != nil {
-		c.ufile[p] = fileID{u.Ino, u.Ctim.Nano()}
-	}
 	sameType := h != nil && typeOf(h.Mode) == ut && (ut != TypeSpecial || h.Mode&unix.S_IFMT == u.Mode&unix.S_IFMT)
+	if staleDir && !sameType {
+		h = nil // the host's, whatever it is
+	}
 	if h != nil && !sameType {
 		// The old goes, with everything under it; the new is added.
 		if err := c.deleteAt(host, name, p, depth+1); err != nil {
@@ -372,12 +386,12 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 			}
 			defer hsub.Close()
 		}
-		if h == nil || ch.Mode != ch.OldMode {
+		if (h == nil || ch.Mode != ch.OldMode) && !staleDir {
 			if err := c.add(ch, false); err != nil {
 				return err
 			}
 		}
-		return c.dir(sub, hsub, p, depth+1, opq || opaque(sub))
+		return c.dir(sub, hsub, p, depth+1, !staleDir && (opq || opaque(sub)))
 	case TypeSymlink:
 		if ch.Target, err = readlinkAt(up, name); err != nil {
 			return fmt.Errorf("%q: upper layer: %w", p, err)
@@ -404,11 +418,15 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 // file records the regular file name of up, ch, against the host's h.
 func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.Stat_t) error {
 	if h != nil {
-		if c.sameAsLanded(ch.Path, u, h) {
-			return nil // as it landed, on both sides
-		}
 		var err error
-		if ch.OldSize, ch.OldSHA256, _, err = c.hashAt(host, name, nil, h.Size); err != nil {
+		ch.OldSize, ch.OldSHA256, _, err = c.hashAt(host, name, nil, h.Size)
+		switch {
+		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
+			// The host's file is closed to cordon: its content cannot be
+			// judged, and what would replace it waits, as a conflict.
+			ch.OldSize, ch.OldSHA256 = h.Size, ""
+			ch.Flags = append(ch.Flags, FlagConflict)
+		case err != nil:
 			return fmt.Errorf("%q: workspace: %w", ch.Path, err)
 		}
 		c.checkIndex(host, name, ch.Path, h)
@@ -671,7 +689,7 @@ func (c *capturer) add(ch Change, binary bool) error {
 			fl = append(fl, FlagSpecial)
 		}
 	}
-	if ch.Base != nil && ch.Base.CtimeNS >= c.started && !c.landedAs(ch) || c.removedSinceLanded(ch) {
+	if (ch.Base != nil && ch.Base.CtimeNS >= c.started && !c.landedAs(ch) || c.removedSinceLanded(ch)) && !slices.Contains(fl, FlagConflict) {
 		fl = append(fl, FlagConflict)
 	}
 	slices.Sort(fl)

@@ -175,14 +175,18 @@ type Set struct {
 	// still are the landings of Limits.Landed the capture found true of
 	// the host still.
 	still map[string]Landed
-	// ufile identifies each file of the upper layer as Capture saw it.
+	// ufile identifies each entry of the upper layer as Capture saw it
+	// (with Limits.Landed).
 	ufile map[string]fileID
 }
 
-// fileID is a file as fstat saw it: its inode and change time.
+// fileID is an entry of the upper layer as Capture saw it: its inode and
+// change time, and whether that is too close to the capture to be trusted
+// alone (see Landed).
 type fileID struct {
 	ino   uint64
 	ctime int64
+	racy  bool
 }
 
 // upperEntry is an added path of the upper layer as Capture saw it.
@@ -612,6 +616,7 @@ type Report struct {
 // placedStat is the state of a host path Apply wrote.
 type placedStat struct {
 	ctime int64
+	ino   uint64
 	mode  uint32
 }
 

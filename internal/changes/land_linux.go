@@ -47,7 +47,9 @@ func Land(s *Set, layer *os.File, dir string, rv Review, o ApplyOptions) (*Repor
 	held := map[string]bool{}
 	heldDirs := map[string]bool{}
 	for _, c := range s.Changes {
-		if pol.NeedsApproval(c.Path, c.Kind, c.Flags) == "" {
+		// A conflict waits as what the policy holds does: the host's
+		// change of the path (or of what leads to it) is for a person.
+		if pol.NeedsApproval(c.Path, c.Kind, c.Flags) == "" && !c.Has(FlagConflict) {
 			continue
 		}
 		held[c.Path] = true
@@ -88,10 +90,17 @@ func Land(s *Set, layer *os.File, dir string, rv Review, o ApplyOptions) (*Repor
 		return nil, s, fmt.Errorf("land %s: %w (nothing landed)", s.Run, err)
 	}
 	rep := &Report{}
+	for _, c := range wait {
+		if c.Has(FlagConflict) {
+			rep.Conflicts = append(rep.Conflicts, Conflict{Path: c.Path, Why: "the host has changed it, or what leads to it, since the run started"})
+		}
+	}
 	if len(perFile) > 0 {
+		flagged := rep.Conflicts
 		if rep, err = apply(s, dir, perFile, o); err != nil {
 			return rep, s, err
 		}
+		rep.Conflicts = append(flagged, rep.Conflicts...)
 	}
 	if len(taken) > 0 {
 		landDirs(s, layer, dir, taken, rep)

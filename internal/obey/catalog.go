@@ -82,7 +82,7 @@ var Catalog = []Entry{
 		Obeys:  "*.pth lines starting with import, sitecustomize.py and usercustomize.py, run whenever the environment's interpreter starts; pyvenv.cfg choosing the interpreter; pip.conf inside a virtual environment; activation scripts sourced by shells and direnv",
 		Where:  Project,
 		Source: "https://docs.python.org/3/library/site.html, https://pip.pypa.io/en/stable/topics/configuration/",
-		Globs:  []string{"**/*.pth", "**/sitecustomize.py", "**/usercustomize.py", "**/pyvenv.cfg", "**/pip.conf", "**/bin/activate*", "**/Scripts/activate*"},
+		Globs:  []string{"**/*.pth", "**/sitecustomize.py", "**/usercustomize.py", "**/pyvenv.cfg", "**/pip.conf", "**/bin/activate*", "**/Scripts/activate*", "**/bin/Activate.ps1", "**/Scripts/Activate.ps1"},
 	},
 	{
 		Tool:        "cargo",

@@ -125,12 +125,14 @@ func (s *Server) land(e *entry, layer *os.File, who string) *outcome.Changes {
 		s.recorded()
 		return &outcome.Changes{Set: rv.run, Error: err.Error() + " (nothing landed)"}
 	}
-	if len(set.Changes) == 0 {
-		changes.Discard(dir, set.Run)
-		return nil
-	}
-	if set.Digest == rv.held {
-		// Only what waited already: nothing to land, nor to record again.
+	if len(set.Changes) == 0 || set.Digest == rv.held {
+		// Nothing to land, nor to record again; what the capture found
+		// alike on both sides is kept for the next.
+		rv.landed = changes.Remember(set, &changes.Report{}, rv.landed)
+		if len(set.Changes) == 0 {
+			changes.Discard(dir, set.Run)
+			return nil
+		}
 		return &outcome.Changes{Set: set.Run, Entries: len(set.Changes), Bytes: set.Bytes, Digest: set.Digest}
 	}
 	s.event(audit.Event{Sandbox: e.id, Agent: e.agent.Name, Kind: audit.Action, Type: "changes_land",
