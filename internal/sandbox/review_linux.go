@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -175,6 +177,12 @@ func keepChanges(opts Options, res *Result, lim *limiter, layer *os.File, bound 
 	}
 	if opts.Review == nil {
 		res.changes = &outcome.Changes{Error: "no place was given to keep the changes: they are dropped"}
+		return
+	}
+	if k := lim.tripped(); bound != nil && bound.Dir != "" && (k == "workspace_size" || k == "workspace_inodes") {
+		// A guarded workspace lands what it holds: not what a run past
+		// its limit left, however far past it got before it was ended.
+		res.changes = &outcome.Changes{Error: fmt.Sprintf("the run was ended past the workspace's %s limit: nothing of it lands (the host's workspace is untouched)", strings.TrimPrefix(k, "workspace_"))}
 		return
 	}
 	c, err := opts.Review(layer)

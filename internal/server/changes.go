@@ -176,6 +176,10 @@ func (s *Server) keepFinal(e *entry, layer *os.File) {
 		ev.Data = map[string]any{"kept": false, "why": "the sandbox's workspace is its own, removed with it"}
 	case s.opts.StateDir == "":
 		ev.Data = map[string]any{"kept": false, "why": "the server keeps no state directory"}
+	case rv.guarded && strings.HasPrefix(e.box.Why(), "workspace_"):
+		// A guarded workspace lands what it holds: not what a sandbox
+		// ended past its limit left.
+		ev.Data = map[string]any{"kept": false, "why": "the sandbox was ended past its " + e.box.Why() + " limit: nothing of it lands"}
 	case rv.guarded:
 		// What is left lands now, as after a command; what is held is
 		// kept.

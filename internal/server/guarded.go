@@ -51,6 +51,9 @@ func (s *Server) landAfter(e *entry, who string) *outcome.Changes {
 	var out *outcome.Changes
 	for _, d := range landTries {
 		time.Sleep(d)
+		if e.box.Why() != "" {
+			return nil // ended by a limit or drift: see keepFinal
+		}
 		if lb.WhenIdle(func(layer *os.File) { out = s.landLocking(e, layer, who) }) {
 			return out
 		}
@@ -93,6 +96,9 @@ func (s *Server) landLater(e *entry, who string) {
 				rv.mu.Unlock()
 				return
 			case <-t.C:
+			}
+			if e.box.Why() != "" {
+				continue // ended by a limit or drift: Done comes
 			}
 			if lb.WhenIdle(func(layer *os.File) { s.landLocking(e, layer, who) }) {
 				return
