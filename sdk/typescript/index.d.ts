@@ -45,8 +45,26 @@ export interface Outcome {
   error?: string;
   /** For exit_nonzero: the protected paths the command's stderr named with a refusal. */
   protected?: string[];
+  /** In a reviewed or guarded workspace: what became of what the command wrote (docs/OUTCOME.md). */
+  changes?: Changes;
   message: string;
   [field: string]: unknown;
+}
+
+/** What became of a command's writes in a reviewed or guarded workspace. */
+export interface Changes {
+  /** The sandbox's change set, where what waits is kept. */
+  set: string;
+  /** The changes that wait for review (held, or conflicts); digest names them. */
+  entries: number;
+  bytes: number;
+  digest?: string;
+  /** Guarded: the changes that landed on the host after the command. */
+  landed?: number;
+  conflicts?: number;
+  /** Guarded: why nothing landed yet (a process of the sandbox still runs). */
+  pending?: string;
+  error?: string;
 }
 
 /** The sandbox as the server describes it. */
