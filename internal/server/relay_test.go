@@ -200,8 +200,14 @@ func readRecords(t *testing.T, path string) []audit.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The log may be read while it is written: what follows its last
+	// newline is a record still being appended.
+	data = data[:bytes.LastIndexByte(data, '\n')+1]
 	var out []audit.Record
-	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
 		var r audit.Record
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("%s: %v", line, err)
