@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/token"
 )
 
 // The approvals page and its API know who is deciding: every approver has
@@ -61,7 +62,7 @@ func newApproverAuth(tokens []config.Token, addr string) *approverAuth {
 
 // bearer is the approver whose token the Authorization header carries.
 func (a *approverAuth) bearer(r *http.Request) (string, bool) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok, ok := token.Bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return "", false
 	}

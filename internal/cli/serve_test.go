@@ -692,6 +692,15 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.rt.RoundTrip(r)
 }
 
+// schemeBearer sends a token with the scheme spelled as given.
+type schemeBearer struct{ scheme, token string }
+
+func (b schemeBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", b.scheme+" "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
 // TestServeMCP reaches an agent's tool gateway through cordon serve, with
 // the agent's token: its profile decides, its tools run in sandboxes, and
 // the calls are in the server's audit log.
@@ -753,6 +762,15 @@ func TestServeMCP(t *testing.T) {
 	}
 	if _, err := connect(s.tokens["toolsy"]); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
 		t.Fatalf("a 65th session: %v", err)
+	}
+	// However the token's scheme is spelled.
+	for _, scheme := range []string{"bearer", "BEARER"} {
+		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+		_, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url + "/v1/mcp",
+			HTTPClient: &http.Client{Transport: schemeBearer{scheme, s.tokens["toolsy"]}}, MaxRetries: -1}, nil)
+		if err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+			t.Fatalf("a 65th session as %q: %v", scheme, err)
+		}
 	}
 	more[0].Close()
 	m, err := connect(s.tokens["toolsy"])

@@ -16,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cordon-sandbox/cordon/internal/token"
 )
 
 // HTTPOptions says whom the gateway serves over streamable HTTP.
@@ -85,8 +87,10 @@ func (g *Gateway) HTTPHandler(o HTTPOptions) (http.Handler, error) {
 				return
 			}
 		}
-		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		name, ok := o.Identify(strings.TrimSpace(tok))
+		// The scheme in any case, as the SDK's verifier takes it: every
+		// session it lets in is counted.
+		tok, _ := token.Bearer(r.Header.Get("Authorization"))
+		name, ok := o.Identify(tok)
 		id := r.Header.Get("Mcp-Session-Id")
 		if ok && id == "" && r.Method == http.MethodPost && !live.room(name) {
 			http.Error(w, fmt.Sprintf("cordon: this client has %d sessions open already; end one (DELETE) or let one idle out", maxClientSessions), http.StatusTooManyRequests)

@@ -21,12 +21,17 @@ import (
 // bearer adds a token (and an Origin, when set) to every request.
 type bearer struct {
 	token, origin string
+	scheme        string // "" is "Bearer"
 }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	if b.token != "" {
-		r.Header.Set("Authorization", "Bearer "+b.token)
+		scheme := b.scheme
+		if scheme == "" {
+			scheme = "Bearer"
+		}
+		r.Header.Set("Authorization", scheme+" "+b.token)
 	}
 	if b.origin != "" {
 		r.Header.Set("Origin", b.origin)
@@ -207,7 +212,7 @@ func TestHTTPNeedsAClientTokenAndAnAllowedOrigin(t *testing.T) {
 		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(initialize))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		res, err := (&http.Client{Transport: bearer{token, origin}}).Do(req)
+		res, err := (&http.Client{Transport: bearer{token: token, origin: origin}}).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,28 +264,36 @@ func TestHTTPNeedsAClientTokenAndAnAllowedOrigin(t *testing.T) {
 	}
 }
 
-// A client has a bounded number of sessions open at once; another client
-// is not held back by it, and an ended session frees its place.
+// A client has a bounded number of sessions open at once, however it
+// spells the scheme of its token (the SDK's verifier takes any case);
+// another client is not held back by it, and an ended session frees its
+// place.
 func TestClientSessionsAreBounded(t *testing.T) {
 	defer gateway.SetMaxClientSessions(2)()
 	f := pinned(t)
 	srv := serveHTTP(t, f.g)
+	scheme := ""
 	open := func(name string) (*mcp.ClientSession, error) {
-		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{token: "token-" + name}}, MaxRetries: -1}
+		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{token: "token-" + name, scheme: scheme}}, MaxRetries: -1}
 		return mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
 	}
+	scheme = "bearer"
 	a1, err := open("a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a1.Close()
+	scheme = "BEARER"
 	a2, err := open("a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := open("a"); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
-		t.Errorf("a third session of a client: %v", err)
+	for _, scheme = range []string{"Bearer", "bearer", "bEaReR"} {
+		if _, err := open("a"); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+			t.Errorf("a third session of a client, as %q: %v", scheme, err)
+		}
 	}
+	scheme = ""
 	b, err := open("b")
 	if err != nil {
 		t.Fatalf("another client: %v", err)

@@ -20,7 +20,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +31,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/statedb"
+	"github.com/cordon-sandbox/cordon/internal/token"
 )
 
 // Sandbox is what the server needs of a kept-alive sandbox
@@ -509,14 +509,11 @@ func serveAborting(h func() int) (status int, aborted bool) {
 // panics with: its status, for the request's record.
 type abortedAnswer struct{ status int }
 
-// bearer is the token of the request's Authorization header; its scheme
-// is matched in any case (RFC 7235).
+// bearer is the token of the request's Authorization header (see
+// token.Bearer).
 func bearer(r *http.Request) string {
-	scheme, t, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-	if ok && strings.EqualFold(scheme, "Bearer") {
-		return strings.TrimSpace(t)
-	}
-	return ""
+	t, _ := token.Bearer(r.Header.Get("Authorization"))
+	return t
 }
 
 // record adds an event to the audit log and writes it (durable with the

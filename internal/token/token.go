@@ -61,3 +61,17 @@ func Match(presented string, sums []string) int {
 	}
 	return found
 }
+
+// Bearer is the token an Authorization header's value carries with the
+// scheme Bearer, which is matched in any case (RFC 7235: "bearer", "BEARER"
+// are the same scheme); ok is false for another scheme or none. Every
+// place that identifies a request by its token reads it here, so that no
+// count of a caller's sessions or requests misses a spelling another place
+// accepts.
+func Bearer(authorization string) (tok string, ok bool) {
+	scheme, t, found := strings.Cut(strings.TrimSpace(authorization), " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(t), true
+}

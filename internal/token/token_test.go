@@ -23,3 +23,19 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+// The scheme is matched in any case, the token trimmed; another scheme,
+// or none, carries no token.
+func TestBearer(t *testing.T) {
+	for _, c := range []struct {
+		header, want string
+		ok           bool
+	}{
+		{"Bearer abc", "abc", true}, {"bearer abc", "abc", true}, {"BEARER  abc ", "abc", true}, {" bEaReR abc", "abc", true},
+		{"Basic abc", "", false}, {"Bearerabc", "", false}, {"abc", "", false}, {"", "", false},
+	} {
+		if got, ok := Bearer(c.header); got != c.want || ok != c.ok {
+			t.Errorf("Bearer(%q) = %q, %v; want %q, %v", c.header, got, ok, c.want, c.ok)
+		}
+	}
+}
