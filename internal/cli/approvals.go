@@ -63,7 +63,7 @@ func approvalsCmd(e *env, args []string) int {
 			fmt.Fprintln(e.stdout, "no requests")
 		}
 		for _, it := range items {
-			fmt.Fprintf(e.stdout, "%s  %-8s  %s %s  (%s, agent %s, %s)\n", it.ID, it.State, it.Tool, oneLine(string(it.Args)), it.Class, it.Agent, it.Rule)
+			fmt.Fprintf(e.stdout, "%s  %-8s  %s %s  (%s, agent %s, %s)\n", it.ID, it.State, termsafe.Line(it.Tool), oneLine(string(it.Args)), termsafe.Line(it.Class), termsafe.Line(it.Agent), termsafe.Line(it.Rule))
 		}
 		return 0
 	case "show":
@@ -158,14 +158,14 @@ func showRequest(e *env, it approvals.Item) {
 		args = indented.String()
 	}
 	fmt.Fprintf(w, "call:      %s %s\n", termsafe.Line(it.Tool), termsafe.Text(args))
-	fmt.Fprintf(w, "class:     %s (can be undone: %v)\n", it.Class, it.Reversible)
+	fmt.Fprintf(w, "class:     %s (can be undone: %v)\n", termsafe.Line(it.Class), it.Reversible)
 	fmt.Fprintf(w, "asked by:  %s: %s\n", termsafe.Line(it.Rule), termsafe.Line(it.Reason))
-	fmt.Fprintf(w, "agent:     %s, profile %s (sha256 %.16s), session %s\n", it.Agent, it.Profile, it.ProfileHash, it.Session)
+	fmt.Fprintf(w, "agent:     %s, profile %s (sha256 %.16s), session %s\n", termsafe.Line(it.Agent), termsafe.Line(it.Profile), termsafe.Line(it.ProfileHash), termsafe.Line(it.Session))
 	labels := "none"
 	if len(it.Labels) > 0 {
 		labels = strings.Join(it.Labels, ", ")
 	}
-	fmt.Fprintf(w, "labels:    %s\n", labels)
+	fmt.Fprintf(w, "labels:    %s\n", termsafe.Line(labels))
 	fmt.Fprintf(w, "created:   %s, expires %s\n", it.Created.Format(time.RFC3339), it.Expires.Format(time.RFC3339))
 	if len(it.Recent) > 0 {
 		fmt.Fprintln(w, "before it:")
@@ -354,14 +354,19 @@ var loginPage = sync.OnceValue(func() *template.Template {
 
 var page = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("page").Funcs(template.FuncMap{
+		// Every text an agent, a tool server or a profile chose is
+		// shown escaped: a control or bidirectional character cannot
+		// reorder or hide what an approver reads (html/template escapes
+		// HTML, not these).
 		"json": func(b json.RawMessage) string {
 			var v any
 			if json.Unmarshal(b, &v) != nil {
-				return string(b)
+				return termsafe.Line(string(b))
 			}
 			out, _ := json.MarshalIndent(v, "", "  ")
-			return string(out)
+			return string(termsafe.JSON(out))
 		},
+		"t":    termsafe.Line,
 		"when": func(t time.Time) string { return t.Local().Format("15:04:05 Jan 2") },
 	}).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>cordon: approvals</title>
@@ -379,14 +384,14 @@ table { border-collapse: collapse; } td { padding: .1em .6em; }
 {{if not .Pending}}<p id="empty">Nothing is waiting.</p>{{end}}
 {{range .Pending}}
 <div class="req" id="req-{{.ID}}">
-<h2>{{.Tool}} <small>request {{.ID}}</small></h2>
-<p>Agent <b>{{.Agent}}</b>, profile {{.Profile}}, session {{.Session}}.
-Class <b>{{.Class}}</b>{{if not .Reversible}}: <span class="irrev">cannot be undone</span>{{end}}.</p>
-<p>Asked for by <code>{{.Rule}}</code>: {{.Reason}}.</p>
+<h2>{{t .Tool}} <small>request {{.ID}}</small></h2>
+<p>Agent <b>{{t .Agent}}</b>, profile {{t .Profile}}, session {{t .Session}}.
+Class <b>{{t .Class}}</b>{{if not .Reversible}}: <span class="irrev">cannot be undone</span>{{end}}.</p>
+<p>Asked for by <code>{{t .Rule}}</code>: {{t .Reason}}.</p>
 <p>Arguments:</p><pre>{{json .Args}}</pre>
-<p>The session carries: {{if .Labels}}{{range .Labels}}<code>{{.}}</code> {{end}}{{else}}no labels{{end}}.</p>
+<p>The session carries: {{if .Labels}}{{range .Labels}}<code>{{t .}}</code> {{end}}{{else}}no labels{{end}}.</p>
 {{if .Recent}}<p>What the agent did before:</p><table>
-{{range .Recent}}<tr><td>{{.Step}}</td><td>{{if .Held}}held{{else if .Allow}}allowed{{else}}refused{{end}}</td><td><code>{{.Call}}</code></td></tr>{{end}}
+{{range .Recent}}<tr><td>{{.Step}}</td><td>{{if .Held}}held{{else if .Allow}}allowed{{else}}refused{{end}}</td><td><code>{{t .Call}}</code></td></tr>{{end}}
 </table>{{end}}
 <p>Expires {{when .Expires}}.</p>
 <form method="post" action="/decide">
@@ -399,7 +404,7 @@ Class <b>{{.Class}}</b>{{if not .Reversible}}: <span class="irrev">cannot be und
 </div>
 {{end}}
 {{if .Recent}}<h2>Decided</h2><table>
-{{range .Recent}}<tr><td>{{.ID}}</td><td>{{.Tool}}</td><td>{{.State}}</td><td>{{.By}}</td><td>{{.Why}}</td></tr>{{end}}
+{{range .Recent}}<tr><td>{{.ID}}</td><td>{{t .Tool}}</td><td>{{.State}}</td><td>{{t .By}}</td><td>{{t .Why}}</td></tr>{{end}}
 </table>{{end}}
 </body></html>
 `))

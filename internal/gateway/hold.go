@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 )
 
@@ -225,15 +226,22 @@ func withoutID(err error, id string) string {
 
 // elicitation is the question put to the client's user.
 func elicitation(req approvals.Request) *mcp.ElicitParams {
+	// What the agent chose (the arguments) and what a tool server or a
+	// profile named (the tool, the labels) is shown escaped: a control or
+	// bidirectional character cannot reorder or hide the question.
 	var args bytes.Buffer
-	json.Indent(&args, req.Args, "", "  ")
+	if json.Indent(&args, req.Args, "", "  ") != nil {
+		args.Reset()
+		args.WriteString(termsafe.Line(string(req.Args)))
+	}
 	labels := "no labels"
 	if len(req.Labels) > 0 {
 		labels = strings.Join(req.Labels, ", ")
 	}
 	return &mcp.ElicitParams{
 		Message: fmt.Sprintf("The agent %s asks to call %s (%s; it cannot be undone: %v).\nWhy approval: %s (%s).\nArguments:\n%s\nThe session carries: %s.",
-			req.Agent, req.Tool, req.Class, !req.Reversible, req.Reason, req.Rule, args.String(), labels),
+			termsafe.Line(req.Agent), termsafe.Line(req.Tool), termsafe.Line(req.Class), !req.Reversible, termsafe.Line(req.Reason), termsafe.Line(req.Rule),
+			termsafe.JSON(args.Bytes()), termsafe.Line(labels)),
 		RequestedSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{

@@ -6,6 +6,15 @@
 
 const $ = (sel) => document.querySelector(sel);
 
+// safe shows text the API carries (an agent's, a tool server's, a file's
+// name or content) with every control and invisible format character, the
+// bidirectional overrides among them, as a \u escape, line feeds and tabs
+// kept: what would reorder or hide text is seen, never obeyed.
+function safe(s) {
+  return String(s).replace(/[\p{Cc}\p{Cf}\p{Co}\p{Cs}\u2028\u2029]/gu,
+    (c) => c === "\n" || c === "\t" ? c : "\\u" + c.codePointAt(0).toString(16).padStart(4, "0"));
+}
+
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -15,7 +24,7 @@ function el(tag, attrs, ...children) {
   }
   for (const c of children) {
     if (c === null || c === undefined) continue;
-    e.append(typeof c === "string" || typeof c === "number" ? String(c) : c);
+    e.append(typeof c === "string" || typeof c === "number" ? safe(c) : c);
   }
   return e;
 }
@@ -45,7 +54,7 @@ function decode(b64) {
 
 function fail(err) {
   const p = $("#error");
-  p.textContent = String(err.message || err);
+  p.textContent = safe(err.message || err);
   p.hidden = false;
 }
 
@@ -94,7 +103,7 @@ async function sandboxes() {
 async function review(id, reviewed) {
   const recs = await api("GET", `/v1/audit?sandbox=${encodeURIComponent(id)}&limit=2000`);
   $("#review").hidden = false;
-  $("#review-id").textContent = id;
+  $("#review-id").textContent = safe(id);
   $("#changes").hidden = !reviewed;
   if (reviewed) changeSet(id).catch(fail);
   const steps = $("#steps");
@@ -188,11 +197,11 @@ async function changeSet(id) {
   const post = (verb, body) => async () => {
     try {
       const r = await api("POST", `/v1/sandboxes/${encodeURIComponent(id)}/${verb}`, body);
-      if (verb === "discard") result.textContent = `discarded ${r.set} (${r.changes} changes)`;
-      else if (r.approval) result.textContent = `held for approval: request ${r.approval}`;
+      if (verb === "discard") result.textContent = safe(`discarded ${r.set} (${r.changes} changes)`);
+      else if (r.approval) result.textContent = safe(`held for approval: request ${r.approval}`);
       else result.textContent = `applied ${r.applied.length}, already there ${r.already.length}, refused ${r.refused.length}, conflicts ${r.conflicts.length}`;
       result.className = "status-ok";
-    } catch (e) { result.textContent = String(e.message || e); result.className = "status-bad"; }
+    } catch (e) { result.textContent = safe(e.message || e); result.className = "status-bad"; }
   };
   box.replaceChildren(
     el("p", {}, `${got.final ? "Final changes" : "Captured now"}: ${set.changes.length} change(s), ${set.bytes} bytes, set ${set.run}, digest ${set.digest}` +
@@ -204,8 +213,8 @@ async function changeSet(id) {
     el("button", { onclick: () => changeSet(id).catch(fail) }, "Capture again"),
     result, diff);
   try {
-    diff.textContent = await apiText(`/v1/sandboxes/${encodeURIComponent(id)}/changes/diff?digest=${encodeURIComponent(set.digest)}`);
-  } catch (e) { diff.textContent = "diff: " + String(e.message || e); }
+    diff.textContent = safe(await apiText(`/v1/sandboxes/${encodeURIComponent(id)}/changes/diff?digest=${encodeURIComponent(set.digest)}`));
+  } catch (e) { diff.textContent = "diff: " + safe(e.message || e); }
 }
 
 async function refresh() {
