@@ -343,11 +343,16 @@ func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) 
 		argv = append(argv, "--")
 		argv = append(argv, srv.Command...)
 		stderr := prefixWriter{w: e.stderr, prefix: "cordon: server " + name + ": "}
+		limit := gateway.ResultCap(p)
 		out[name] = func() (mcp.Transport, error) {
 			cmd := exec.Command(self, argv...)
 			cmd.Dir = e.cwd
 			cmd.Stderr = stderr
-			return &mcp.CommandTransport{Command: cmd}, nil
+			// An answer past the profile's bound fails its call, and is
+			// never taken for a server that broke.
+			return gateway.CommandTransport(cmd, limit, func(o gateway.Oversized) {
+				fmt.Fprintf(e.stderr, "cordon: server %s: an answer of %d bytes (sha256 %s) is more than the bound of %d bytes: its call fails\n", name, o.Bytes, o.SHA256, limit)
+			}), nil
 		}
 	}
 	return out, nil

@@ -37,7 +37,10 @@ func (g *Gateway) Stdio(r io.ReadCloser, w io.Writer) mcp.Transport {
 	out := &lockedWriter{w: w}
 	pr, pw := io.Pipe()
 	go func() {
-		err := g.boundLines(r, pw, out, limit)
+		err := boundLines(r, pw, limit, func(over *oversized) error {
+			g.refuseMessage(out, over, limit)
+			return nil
+		})
 		pw.CloseWithError(err)
 	}()
 	return &mcp.IOTransport{Reader: readCloser{pr, r}, Writer: out, MaxLineLength: int(limit) + 1}
@@ -70,8 +73,8 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 func (l *lockedWriter) Close() error { return nil }
 
 // boundLines copies the lines of r to pw, each at most limit bytes; a
-// longer line is read to its end without being kept, and refused.
-func (g *Gateway) boundLines(r io.Reader, pw io.Writer, out io.Writer, limit int64) error {
+// longer line is read to its end without being kept, and given to refuse.
+func boundLines(r io.Reader, pw io.Writer, limit int64, refuse func(*oversized) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
 	for {
@@ -88,7 +91,9 @@ func (g *Gateway) boundLines(r io.Reader, pw io.Writer, out io.Writer, limit int
 				chunk, err = br.ReadSlice('\n')
 				over.write(chunk)
 			}
-			g.refuseMessage(out, over, limit)
+			if rerr := refuse(over); rerr != nil {
+				return rerr
+			}
 			if err != nil {
 				return eofOK(err)
 			}
