@@ -89,6 +89,7 @@ type Gateway struct {
 	server *mcp.Server
 
 	mu        sync.Mutex
+	resolving chan struct{}    // turns to resolve paths (see resolveSlot)
 	tools     map[string]*tool // enabled and withdrawn, by the agent's name
 	upstreams map[string]*mcp.ClientSession
 	links     map[string]*link // every upstream server's state
@@ -391,7 +392,12 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		if res, big := g.oversized(ctx, s, name, sent); big {
 			return res, nil
 		}
-		c, raw, bad := g.canonical(ctx, name, sent)
+		// A call the session refuses whatever it says is decided without
+		// its paths being resolved: it starts no sandbox.
+		s.mu.Lock()
+		refuses := s.policy.Refuses(name)
+		s.mu.Unlock()
+		c, raw, bad := g.canonical(ctx, name, sent, !refuses)
 		if bad != nil {
 			return g.refuseArguments(s, name, sent, *bad), nil
 		}

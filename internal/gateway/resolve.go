@@ -174,7 +174,7 @@ func ResolveFiles(ctx context.Context, p *profile.Profile, resolve Resolver, ser
 // its arguments decoded strictly against the tool's schema, its paths
 // resolved in the view of the sandbox that will act on them, and the
 // bytes of the decided arguments.
-func (g *Gateway) canonical(ctx context.Context, name string, raw json.RawMessage) (toolpolicy.Call, json.RawMessage, *toolpolicy.Decision) {
+func (g *Gateway) canonical(ctx context.Context, name string, raw json.RawMessage, resolve bool) (toolpolicy.Call, json.RawMessage, *toolpolicy.Decision) {
 	g.mu.Lock()
 	t := g.tools[name]
 	var declared map[string]bool
@@ -192,8 +192,14 @@ func (g *Gateway) canonical(ctx context.Context, name string, raw json.RawMessag
 		return c, nil, &toolpolicy.Decision{Rule: "arguments", Reason: err.Error()}
 	}
 	c.Args = args
-	if t != nil {
-		if err := ResolveFiles(ctx, g.cfg.Profile, g.cfg.Resolve, server, &c); err != nil {
+	if t != nil && resolve {
+		release, err := g.resolveSlot(ctx)
+		if err != nil {
+			return c, nil, &toolpolicy.Decision{Rule: "arguments", Reason: err.Error()}
+		}
+		err = ResolveFiles(ctx, g.cfg.Profile, g.cfg.Resolve, server, &c)
+		release()
+		if err != nil {
 			return c, nil, &toolpolicy.Decision{Rule: "arguments", Reason: err.Error()}
 		}
 	}
@@ -304,4 +310,37 @@ func (g *Gateway) created(ctx context.Context, c toolpolicy.Call) *toolpolicy.Ca
 		return nil
 	}
 	return &n
+}
+
+// Resolving a call's paths starts a sandbox: at most resolvingPerGateway
+// at once for one gateway (one agent's, under cordon serve), and
+// resolvingInAll for every gateway of the process; a call waits for its
+// turn, or for its context to end.
+const (
+	resolvingPerGateway = 4
+	resolvingInAll      = 16
+)
+
+var resolvingAll = make(chan struct{}, resolvingInAll)
+
+// resolveSlot waits for a turn to resolve paths; release gives it back.
+func (g *Gateway) resolveSlot(ctx context.Context) (release func(), err error) {
+	g.mu.Lock()
+	if g.resolving == nil {
+		g.resolving = make(chan struct{}, resolvingPerGateway)
+	}
+	mine := g.resolving
+	g.mu.Unlock()
+	select {
+	case mine <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("the call ended while it waited to have its paths resolved: %w", ctx.Err())
+	}
+	select {
+	case resolvingAll <- struct{}{}:
+	case <-ctx.Done():
+		<-mine
+		return nil, fmt.Errorf("the call ended while it waited to have its paths resolved: %w", ctx.Err())
+	}
+	return func() { <-resolvingAll; <-mine }, nil
 }

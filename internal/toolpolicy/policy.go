@@ -226,6 +226,14 @@ func (s *Session) decide(c Call) Decision {
 	if t.Deny {
 		return deny(field+".deny", "", fmt.Sprintf("the profile denies %s", c.Tool), s.listed())
 	}
+	// Budgets before the arguments: a call the session can no longer
+	// make is refused as such, whatever it says (see Refuses).
+	if b.Calls > 0 && s.calls >= b.Calls {
+		return deny("session.calls", "session.calls", fmt.Sprintf("the session has made its %d tool calls", b.Calls), "")
+	}
+	if t.Calls > 0 && s.perTool[c.Tool] >= t.Calls {
+		return deny(field+".calls", field+".calls", fmt.Sprintf("%s has been called its %d times in this session", c.Tool, t.Calls), "")
+	}
 	if b.Repeats > 0 && s.fails >= b.Repeats && s.lastFailed == key(c) {
 		return deny("session.repeats", "loop_detected", fmt.Sprintf("the same %s call failed %d times in a row", c.Tool, s.fails), "change the call, or stop")
 	}
@@ -243,12 +251,6 @@ func (s *Session) decide(c Call) Decision {
 			return deny(fmt.Sprintf("%s.constraints[%d]", field, i), "", fmt.Sprintf("the arguments break a constraint of %s: %s %s", c.Tool, prog, why),
 				fmt.Sprintf("%s allows calls where %s", c.Tool, conjunction(t.Constraints)))
 		}
-	}
-	if b.Calls > 0 && s.calls >= b.Calls {
-		return deny("session.calls", "session.calls", fmt.Sprintf("the session has made its %d tool calls", b.Calls), "")
-	}
-	if t.Calls > 0 && s.perTool[c.Tool] >= t.Calls {
-		return deny(field+".calls", field+".calls", fmt.Sprintf("%s has been called its %d times in this session", c.Tool, t.Calls), "")
 	}
 	ap := s.p.ApprovalPolicy()
 	granted := len(s.granted) > 0 && s.granted[key(c)]
@@ -287,6 +289,26 @@ func (s *Session) decide(c Call) Decision {
 	}
 	s.Commit(c)
 	return Decision{Allow: true, Rule: field, Reason: ti.allowReason}
+}
+
+// Refuses says whether the session refuses the next call of tool
+// whatever its arguments: it has been stopped, has spent a budget, or the
+// tool is none of the profile's, denied or withdrawn. Such a call is
+// decided (and counted) all the same, but nothing it names needs to be
+// looked at first.
+func (s *Session) Refuses(tool string) bool {
+	if s.tripped != nil && s.tripped.Action == "stop" {
+		return true
+	}
+	b := s.p.Session
+	if b == nil {
+		b = &noBudgets
+	}
+	t, ok := s.p.Tools[tool]
+	_, disabled := s.disabled[tool]
+	w := b.WallTime()
+	return b.Steps > 0 && s.steps >= b.Steps || w > 0 && s.now().Sub(s.start) > w || disabled || !ok || t.Deny ||
+		b.Calls > 0 && s.calls >= b.Calls || t.Calls > 0 && s.perTool[tool] >= t.Calls
 }
 
 // noBudgets are the budgets of a profile without a session section.

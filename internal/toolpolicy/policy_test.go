@@ -402,3 +402,29 @@ trajectory:
 		t.Fatal("a checkpoint of time in a stopped session")
 	}
 }
+
+// Refuses says a session refuses a tool's next call whatever it says
+// exactly when Decide then refuses it for a reason its arguments cannot
+// change: a spent budget, a tool that is none of the profile's or denied.
+func TestRefusesWhateverTheArguments(t *testing.T) {
+	p := load(t, "version: 1\nagent: a\ntools:\n  read_file:\n    class: read\n    calls: 1\n  run:\n    class: write\n    deny: true\n  fetch:\n    class: external\nsession:\n  steps: 3\n")
+	s := NewSession(p, nil)
+	for tool, want := range map[string]bool{"read_file": false, "fetch": false, "run": true, "nosuch": true} {
+		if got := s.Refuses(tool); got != want {
+			t.Errorf("before any call, Refuses(%s) = %v, want %v", tool, got, want)
+		}
+	}
+	if d := s.Decide(Call{Tool: "read_file", Args: map[string]any{"path": "/w/a"}}); !d.Allow {
+		t.Fatalf("%+v", d)
+	}
+	if !s.Refuses("read_file") || s.Refuses("fetch") {
+		t.Errorf("after read_file's one call: Refuses(read_file) %v, Refuses(fetch) %v", s.Refuses("read_file"), s.Refuses("fetch"))
+	}
+	if d := s.Decide(Call{Tool: "read_file", Args: map[string]any{"path": "/w/b"}}); d.Allow || d.Rule != "tools.read_file.calls" {
+		t.Errorf("read_file past its calls: %+v", d)
+	}
+	s.Decide(Call{Tool: "fetch", Args: map[string]any{"url": "https://example.org/"}})
+	if !s.Refuses("fetch") {
+		t.Error("after the session's 3 steps, fetch is not refused")
+	}
+}
