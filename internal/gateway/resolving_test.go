@@ -42,7 +42,9 @@ func resolvingGateway(t *testing.T, session string) (*fixture, *countingResolve)
 	}
 	cr := &countingResolve{}
 	g, err := gateway.New(context.Background(), gateway.Config{Profile: p, Resolve: cr.resolve,
-		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) { return []byte("ok"), false, nil }})
+		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
+			return []byte("ok"), false, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
