@@ -160,6 +160,11 @@ func scan(text []byte, limit int, nested bool) []Finding {
 			}
 		}
 	}
+	// A known format re-encoded (see decoded), before what only looks
+	// random.
+	if nested && decoded(s, add) {
+		return kept
+	}
 	// Random-looking tokens, last: a known format names a token better.
 	for i := 0; i < len(s); {
 		if !tokenChars[s[i]] {
