@@ -132,6 +132,9 @@ type session struct {
 	policy *toolpolicy.Session
 	who    string    // the agent: its client token's name, "" for stdio's
 	start  time.Time // its first call
+	// pieces are what the session was shown that may begin a credential
+	// printed in pieces across results (see acrossResults).
+	pieces []string
 }
 
 // New connects to the upstream servers, lists their tools and builds the
@@ -548,15 +551,29 @@ func (g *Gateway) after(ctx context.Context, s *session, c toolpolicy.Call, step
 	// scanned for credentials.
 	var shownBytes, structured []byte
 	var found, foundLabels []string
+	var text []byte // the text shown, for acrossResults
 	if err != nil {
-		found, foundLabels = scanResult([]byte(err.Error()))
+		text = []byte(err.Error())
+		found, foundLabels = scanResult(text)
 	} else if ctr != nil {
 		ctr, res = g.cutResult(ctr, res)
 		shownBytes, _ = json.Marshal(ctr.Content)
 		if ctr.StructuredContent != nil {
 			structured, _ = json.Marshal(ctr.StructuredContent)
 		}
-		found, foundLabels = scanResult(shownParts(ctr)...)
+		parts := shownParts(ctr)
+		text = parts[1]
+		found, foundLabels = scanResult(parts...)
+	}
+	if !refused {
+		s.mu.Lock()
+		across := acrossResults(s, text)
+		s.mu.Unlock()
+		for _, r := range across {
+			if !slices.Contains(found, r) {
+				found, foundLabels = append(found, r), []string{secretLabel}
+			}
+		}
 	}
 	var created *toolpolicy.Call
 	if !failed && !refused {

@@ -454,3 +454,13 @@ func cutJSONText(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
+
+// acrossResults returns the rules of the credentials of a known format
+// that what s was shown before and text make together (a token printed in
+// pieces, result after result), and keeps what may begin one for the next
+// (secretscan.Pieces); s.mu is held.
+func acrossResults(s *session, text []byte) []string {
+	rules, keep := secretscan.Pieces(s.pieces, text)
+	s.pieces = keep
+	return rules
+}

@@ -8,8 +8,10 @@ import (
 
 // What agents and shells make of a credential to move it past a scanner
 // is read back: hex (xxd -p, od), percent-encoding (a URL's query),
-// base32, \u and \x escapes (printf, a JSON or Python string), and a
-// separator put between its characters ("g h p _ ...", "g-h-p-_-..."). A
+// base32, \u and \x escapes (printf, a JSON or Python string), a
+// separator put between its characters ("g h p _ ...", "g-h-p-_-..."), and
+// its pieces printed apart (two or three words of a token's characters,
+// each with a digit, with only white space between them). A
 // run of text in one of these forms is decoded once and scanned (what it
 // decodes to is not decoded again); a credential found reports the whole
 // run, by the rule "FORM:" and the inner rule. Each decoder reads each
@@ -32,6 +34,7 @@ var decoders = []decoder{
 	{"base32", base32Runs},
 	{"escapes", escapeRuns},
 	{"spaced", spacedRuns},
+	{"joined", joinedRuns},
 }
 
 // decoded scans the runs of every form in s, adding what is found.
@@ -42,7 +45,10 @@ func decoded(s string, add func(rule string, start, end int) bool) bool {
 			if stop || len(b) < minDecoded || !readable(b) {
 				return
 			}
-			if fs := scan(b, 1, false); len(fs) > 0 {
+			fs := scan(b, 1, false)
+			// Words joined look random as often as not: only a known
+			// format found in them is one.
+			if len(fs) > 0 && !(d.form == "joined" && fs[0].Rule == "high-entropy-token") {
 				stop = add(d.form+":"+fs[0].Rule, start, end)
 			}
 		})
@@ -215,3 +221,44 @@ func spacedRuns(s string, yield func(int, int, []byte)) {
 		i = max(j, i+1)
 	}
 }
+
+// joinedRuns are two and three words in a row made of a token's
+// characters, each with a letter and a digit, apart only by white space,
+// joined: a token printed in pieces ("${T:0:20}" and "${T:20}").
+func joinedRuns(s string, yield func(int, int, []byte)) {
+	type word struct{ start, end int }
+	var last []word // the words in a row so far, at most three
+	tokenLike := func(w string) bool {
+		return len(w) >= 4 && strings.ContainsAny(w, "0123456789") && strings.ContainsFunc(w, func(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' })
+	}
+	space := func(from, to int) bool {
+		for k := from; k < to; k++ {
+			if c := s[k]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+				return false
+			}
+		}
+		return true
+	}
+	runsOf(s, &tokenSet, 4, func(i, j int) {
+		if !tokenLike(s[i:j]) {
+			last = last[:0]
+			return
+		}
+		if n := len(last); n > 0 && !space(last[n-1].end, i) {
+			last = last[:0]
+		}
+		last = append(last, word{i, j})
+		if len(last) > 3 {
+			last = last[1:]
+		}
+		for k := len(last) - 2; k >= 0; k-- {
+			var b []byte
+			for _, w := range last[k:] {
+				b = append(b, s[w.start:w.end]...)
+			}
+			yield(last[k].start, j, b)
+		}
+	})
+}
+
+var tokenSet = setOf(alnum + "+/_=-")

@@ -38,6 +38,8 @@ func TestScanDecodesWhatShellsMake(t *testing.T) {
 		{"escapes", escX.String()},
 		{"spaced", spaced},
 		{"spaced", dashed},
+		{"joined", pat[:20] + "\n" + pat[20:]},
+		{"joined", pat[:14] + " " + pat[14:27] + "\n\n" + pat[27:]},
 	} {
 		text := "out: " + tc.enc + "\nmore"
 		fs := Scan([]byte(text), 0)
@@ -59,6 +61,8 @@ func TestScanDecodedOrdinaryText(t *testing.T) {
 		`"caf\u00e9 na\u00efve r\u00e9sum\u00e9 d\u00e9j\u00e0 vu"`,
 		"H e l l o   w o r l d , t h i s i s f i n e",
 		"a-b-c-d-e-f-g-h-i-j-k-l-m-n-o-p-q-r",
+		"build 42 of v1.2.3 took 17s on node-7 with go1.26 and x86_64 and sha256 abc123",
+		"id: 3f2a9c1e-8b7d-4a5f-9e3d-2c1b0a9f8e7d\nid: 9e3d2c1b-0a9f-4e7d-8c5b-4a393f2a9c1e",
 	} {
 		if fs := Scan([]byte(text), 0); len(fs) != 0 {
 			t.Errorf("%q: %+v", text, fs)
@@ -81,5 +85,37 @@ func BenchmarkScan(b *testing.B) {
 		if fs := Scan(text, 0); len(fs) != 0 {
 			b.Fatalf("%+v", fs[0])
 		}
+	}
+}
+
+// A token printed in pieces across texts, with other texts between, is
+// found when its last piece arrives; texts without one keep nothing open.
+func TestPiecesAcrossTexts(t *testing.T) {
+	var open []string
+	feed := func(text string) []string {
+		var rules []string
+		rules, open = Pieces(open, []byte(text))
+		return rules
+	}
+	for _, text := range []string{"total 12\ndrwxr-xr-x 2 user user 4096 Dec 7 notes", "hello world", "version 1.2.3"} {
+		if r := feed(text); r != nil || len(open) != 0 {
+			t.Fatalf("%q: %v, open %v", text, r, open)
+		}
+	}
+	if r := feed("the first: " + pat[:14]); r != nil {
+		t.Fatalf("the first piece alone: %v", r)
+	}
+	feed("something else, 42 lines")
+	if r := feed(pat[14:27]); r != nil {
+		t.Fatalf("the second piece: %v", r)
+	}
+	if r := feed(pat[27:] + " done"); len(r) != 1 || r[0] != "pieces:github-pat" {
+		t.Fatalf("the last piece: %v (open %q)", r, open)
+	}
+	for i := 0; i < 100; i++ {
+		feed(fmt.Sprintf("ghp_%d akia%d xoxb-%d", i, i, i))
+	}
+	if len(open) > maxOpen {
+		t.Fatalf("%d pieces open", len(open))
 	}
 }
