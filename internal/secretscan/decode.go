@@ -226,7 +226,10 @@ func spacedRuns(s string, yield func(int, int, []byte)) {
 // characters, each with a letter and a digit, apart only by white space,
 // joined: a token printed in pieces ("${T:0:20}" and "${T:20}").
 func joinedRuns(s string, yield func(int, int, []byte)) {
-	type word struct{ start, end int }
+	type word struct {
+		start, end int
+		begins     bool // it holds a keyword of a known format: one may begin in it
+	}
 	var last []word // the words in a row so far, at most three
 	tokenLike := func(w string) bool {
 		return len(w) >= 4 && strings.ContainsAny(w, "0123456789") && strings.ContainsFunc(w, func(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' })
@@ -247,11 +250,14 @@ func joinedRuns(s string, yield func(int, int, []byte)) {
 		if n := len(last); n > 0 && !space(last[n-1].end, i) {
 			last = last[:0]
 		}
-		last = append(last, word{i, j})
+		last = append(last, word{i, j, hasKeyword(s[i:j])})
 		if len(last) > 3 {
 			last = last[1:]
 		}
 		for k := len(last) - 2; k >= 0; k-- {
+			if !last[k].begins {
+				continue // only a known format is looked for in joined words
+			}
 			var b []byte
 			for _, w := range last[k:] {
 				b = append(b, s[w.start:w.end]...)

@@ -1,6 +1,9 @@
 package secretscan
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // A credential printed in pieces, one result after another ("${T:0:20}",
 // then another call, then "${T:20}"), is found as the pieces arrive: a
@@ -62,16 +65,38 @@ func wordsOf(s string, max int) []string {
 
 // hasKeyword says whether w holds a keyword of a known format.
 func hasKeyword(w string) bool {
-	l := strings.ToLower(w)
-	for _, r := range rules() {
-		for _, k := range r.keywords {
-			if strings.Contains(l, k) {
+	kw := keywords()
+	for i := 0; i+1 < len(w); i++ {
+		pair := [2]byte{lowerByte(w[i]), lowerByte(w[i+1])}
+		for _, k := range kw[pair] {
+			if len(w)-i >= len(k) && strings.EqualFold(w[i:i+len(k)], k) {
 				return true
 			}
 		}
 	}
 	return false
 }
+
+func lowerByte(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// keywords are the known formats' keywords by their first two bytes.
+var keywords = sync.OnceValue(func() map[[2]byte][]string {
+	m := map[[2]byte][]string{}
+	for _, r := range rules() {
+		for _, k := range r.keywords {
+			if len(k) >= 2 {
+				pair := [2]byte{k[0], k[1]}
+				m[pair] = append(m[pair], k)
+			}
+		}
+	}
+	return m
+})
 
 // knownFormat is the rule of a known format s holds.
 func knownFormat(s string) (string, bool) {
