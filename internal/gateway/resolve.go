@@ -202,6 +202,9 @@ func (g *Gateway) canonical(ctx context.Context, name string, raw json.RawMessag
 		if err != nil {
 			return c, nil, &toolpolicy.Decision{Rule: "arguments", Reason: err.Error()}
 		}
+		if d := readsNothing(g.cfg.Profile, c); d != nil {
+			return c, nil, d
+		}
 	}
 	b, err := json.Marshal(c.Args)
 	if err != nil {
@@ -343,4 +346,20 @@ func (g *Gateway) resolveSlot(ctx context.Context) (release func(), err error) {
 		return nil, fmt.Errorf("the call ended while it waited to have its paths resolved: %w", ctx.Err())
 	}
 	return func() { <-resolvingAll; <-mine }, nil
+}
+
+// readsNothing refuses a call of a tool of the read class that names a
+// file that does not exist: a tool server may open another entry whose
+// name it takes for the same (a Unicode equivalent), which no decision
+// and no label rule saw. A name that does not exist is read by no one.
+func readsNothing(p *profile.Profile, c toolpolicy.Call) *toolpolicy.Decision {
+	if t, ok := p.Tools[c.Tool]; !ok || t.Class != "read" {
+		return nil
+	}
+	for arg, f := range c.Files {
+		if !f.Exists {
+			return &toolpolicy.Decision{Rule: "arguments", Reason: fmt.Sprintf("%s reads, and %s names nothing there (%s): a name that does not exist is not read", c.Tool, arg, f.Path)}
+		}
+	}
+	return nil
 }

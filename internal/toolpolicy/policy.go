@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/cordon-sandbox/cordon/internal/cel"
 	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -380,8 +382,11 @@ func (s *Session) resultLabels(out []string, c Call) []string {
 	return slices.Compact(out)
 }
 
-// matchFile matches a label rule on a resolved path in workspace ws.
+// matchFile matches a label rule on a resolved path in workspace ws, both
+// in Unicode normal form C: a rule written with "ö" labels a file whose
+// name spells it decomposed.
 func matchFile(r profile.LabelRule, p, ws string) bool {
+	r.Glob, r.Prefix, r.Suffix, p, ws = norm.NFC.String(r.Glob), norm.NFC.String(r.Prefix), norm.NFC.String(r.Suffix), norm.NFC.String(p), norm.NFC.String(ws)
 	if r.Glob != "" && !pathglob.MatchFile(r.Glob, p, ws) {
 		return false
 	}

@@ -428,3 +428,17 @@ func TestRefusesWhateverTheArguments(t *testing.T) {
 		t.Error("after the session's 3 steps, fetch is not refused")
 	}
 }
+
+// A label rule matches a file's name in Unicode normal form C: a rule
+// written with "ö" labels a file whose name spells it decomposed.
+func TestLabelRuleMatchesNFC(t *testing.T) {
+	p := load(t, "version: 1\nagent: a\ntools:\n  read_file:\n    class: read\n    labels:\n      - arg: path\n        glob: '**/Passw\u00f6rter*'\n        labels: [secret]\n")
+	s := NewSession(p, nil)
+	for _, name := range []string{"Passw\u00f6rter.txt", "Passwo\u0308rter.txt"} {
+		c := Call{Tool: "read_file", Workspace: "/w", Args: map[string]any{"path": "/w/" + name},
+			Files: map[string]File{"path": {Path: "/w/" + name, Exists: true, Links: 1}}}
+		if got := s.ResultLabels(c); strings.Join(got, ",") != "secret" {
+			t.Errorf("%q: labels %v", name, got)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/text/unicode/norm"
 )
 
 // File is a path argument as the sandbox's view resolves it: the path
@@ -71,6 +72,9 @@ func Resolve(path string) (File, error) {
 			if err := unix.Stat(resolved, &pst); err != nil {
 				return File{}, &os.PathError{Op: "stat", Path: resolved, Err: err}
 			}
+			if err := oneName(resolved, c); err != nil {
+				return File{}, &os.PathError{Op: "resolve", Path: next, Err: err}
+			}
 			return File{Path: next, Dev: uint64(pst.Dev), Ino: pst.Ino}, nil
 		}
 		if err != nil {
@@ -100,6 +104,45 @@ func Resolve(path string) (File, error) {
 		return File{}, &os.PathError{Op: "stat", Path: resolved, Err: err}
 	}
 	return File{Path: resolved, Exists: true, Dir: st.Mode&unix.S_IFMT == unix.S_IFDIR, Dev: uint64(st.Dev), Ino: st.Ino, Links: uint64(st.Nlink)}, nil
+}
+
+// maxNamesCompared bounds the entries of a directory a new name is
+// compared with (oneName): past it, the name is refused.
+const maxNamesCompared = 100000
+
+// oneName checks that name, to be made in dir, is one name only: in
+// Unicode normal form C, and the NFC form of no entry of dir. A tool (a
+// file server, a shell's completion, a file system that normalises) may
+// take a name for any entry whose NFC form it shares, and act on a file
+// other than the one decided; a label rule written for one spelling would
+// not see the other.
+func oneName(dir, name string) error {
+	if !norm.NFC.IsNormalString(name) {
+		return fmt.Errorf("the name %q is not in Unicode normal form C (%q is): a tool may take it for another name", name, norm.NFC.String(name))
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	seen := 0
+	for {
+		names, err := d.Readdirnames(1024)
+		for _, n := range names {
+			if n != name && norm.NFC.String(n) == name {
+				return fmt.Errorf("an entry named %q is there, the same name in Unicode normal form C", n)
+			}
+		}
+		if seen += len(names); seen > maxNamesCompared {
+			return fmt.Errorf("the directory holds more than %d entries to compare the new name with", maxNamesCompared)
+		}
+		if errors.Is(err, io.EOF) || err == nil && len(names) == 0 {
+			return nil
+		}
+		if err != nil {
+			return err // what cannot be compared is refused
+		}
+	}
 }
 
 // more reports whether names remain in a path's components.

@@ -150,3 +150,30 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A name to be made is one name only: in Unicode normal form C, and the
+// NFC form of no entry there. A Kelvin sign, a decomposed accent, or a
+// name another entry's NFC form equals is refused: a tool may take it for
+// that entry.
+func TestResolveOneName(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cafe\u0301.txt"), []byte("decomposed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"caf\u00e9.txt", false},      // the entry's NFC form
+		{"\u212Aelvin.txt", false},    // not NFC: a Kelvin sign
+		{"ne\u0301w.txt", false},      // not NFC: decomposed
+		{"n\u00e9w.txt", true},        // NFC, and no entry's
+		{"cafe\u0301.txt", true},      // the entry itself: it exists
+		{"Passw\u00f6rter.txt", true}, // NFC
+	} {
+		f, err := Resolve(filepath.Join(dir, tc.name))
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: %+v, %v; want ok %v", tc.name, f, err, tc.ok)
+		}
+	}
+}
