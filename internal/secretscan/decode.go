@@ -145,13 +145,16 @@ func percentRuns(s string, yield func(int, int, []byte)) {
 	})
 }
 
+// rawBase32 is base32 without its padding, which runs have stripped.
+var rawBase32 = base32.StdEncoding.WithPadding(base32.NoPadding)
+
 // base32Runs are runs of base32 (either case, padded or not), decoded.
 func base32Runs(s string, yield func(int, int, []byte)) {
 	runsOf(s, &base32Set, 32, func(i, j int) {
 		r := strings.ToUpper(strings.TrimRight(s[i:j], "="))
 		// A token cut out of a longer one may not end on a boundary.
 		for cut := 0; cut < 8 && cut < len(r); cut++ {
-			if b, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(r[:len(r)-cut]); err == nil {
+			if b, err := rawBase32.DecodeString(r[:len(r)-cut]); err == nil {
 				yield(i, j, b)
 				return
 			}
@@ -242,7 +245,7 @@ func joinedRuns(s string, yield func(int, int, []byte)) {
 		}
 		return true
 	}
-	runsOf(s, &tokenSet, 4, func(i, j int) {
+	runsOf(s, &tokenChars, 4, func(i, j int) {
 		if !tokenLike(s[i:j]) {
 			last = last[:0]
 			return
@@ -266,5 +269,3 @@ func joinedRuns(s string, yield func(int, int, []byte)) {
 		}
 	})
 }
-
-var tokenSet = setOf(alnum + "+/_=-")

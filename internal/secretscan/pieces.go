@@ -1,6 +1,7 @@
 package secretscan
 
 import (
+	"slices"
 	"strings"
 	"sync"
 )
@@ -30,7 +31,7 @@ func Pieces(open []string, text []byte) (rules []string, keep []string) {
 		for i, w := range words {
 			j := p + w
 			if r, ok := knownFormat(j); ok {
-				if !contains(rules, "pieces:"+r) {
+				if !slices.Contains(rules, "pieces:"+r) {
 					rules = append(rules, "pieces:"+r)
 				}
 			} else if i == 0 && len(j) <= maxPieceLen {
@@ -55,7 +56,7 @@ func Pieces(open []string, text []byte) (rules []string, keep []string) {
 // four long and at most maxPieceLen.
 func wordsOf(s string, max int) []string {
 	var out []string
-	runsOf(s, &tokenSet, 4, func(i, j int) {
+	runsOf(s, &tokenChars, 4, func(i, j int) {
 		if len(out) < max && j-i <= maxPieceLen {
 			out = append(out, s[i:j])
 		}
@@ -106,13 +107,4 @@ func knownFormat(s string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -86,12 +86,7 @@ var generic = sync.OnceValue(func() rule {
 
 // tokenChars are the characters of a random-looking token (base64 and
 // base64url, and '=' of padding).
-var tokenChars = func() (t [256]bool) {
-	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_=-" {
-		t[c] = true
-	}
-	return t
-}()
+var tokenChars = setOf(alnum + "+/_=-")
 
 // minToken is the shortest random-looking token reported.
 const minToken = 32
@@ -312,13 +307,7 @@ func decodeText(v string) ([]byte, bool) {
 			if err != nil {
 				continue
 			}
-			printable := 0
-			for _, c := range b {
-				if c == '\n' || c == '\t' || c == '\r' || (c >= 0x20 && c < 0x7f) {
-					printable++
-				}
-			}
-			return b, len(b) > 0 && printable*100 >= len(b)*95
+			return b, len(b) > 0 && readable(b)
 		}
 	}
 	return nil, false
