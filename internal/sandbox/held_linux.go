@@ -156,16 +156,24 @@ func findHolders(root int, pipes [2]pipeID) []holder {
 	return found
 }
 
-// childrenOf lists the children of every thread of pid.
+// childrenOf lists the children of every thread of pid that can be read.
 func childrenOf(pid int) []int {
+	kids, _ := children(pid)
+	return kids
+}
+
+// children lists the children of every thread of pid; complete says
+// whether every thread's list was read (false when none was).
+func children(pid int) (kids []int, complete bool) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return nil
+	if err != nil || len(tasks) == 0 {
+		return nil, false
 	}
-	var kids []int
+	complete = true
 	for _, t := range tasks {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
 		if err != nil {
+			complete = false
 			continue
 		}
 		for _, f := range strings.Fields(string(b)) {
@@ -174,7 +182,7 @@ func childrenOf(pid int) []int {
 			}
 		}
 	}
-	return kids
+	return kids, complete
 }
 
 // heldPipes marks in streams which of pipes pid holds open for writing,

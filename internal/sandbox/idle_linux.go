@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"strings"
 )
 
 // WhenIdle runs fn with the root of the layer of a reviewed or guarded
@@ -63,15 +61,6 @@ func onlyInit(pid int, reaped <-chan struct{}) bool {
 		return false
 	default:
 	}
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
-		if err != nil || strings.TrimSpace(string(b)) != "" {
-			return false
-		}
-	}
-	return true
+	kids, complete := children(pid)
+	return complete && len(kids) == 0
 }
