@@ -1,6 +1,7 @@
 package changes
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -419,7 +420,15 @@ func (c *capturer) entry(up, host *os.File, name, p string, depth int, opq bool)
 func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.Stat_t) error {
 	if h != nil {
 		var err error
-		ch.OldSize, ch.OldSHA256, _, err = c.hashAt(host, name, nil, h.Size)
+		// A git index compared by its entries is read once: what is
+		// hashed is what is compared.
+		var index *bytes.Buffer
+		var into io.Writer
+		if c.indexWanted(ch.Path, h) {
+			index = &bytes.Buffer{}
+			into = index
+		}
+		ch.OldSize, ch.OldSHA256, _, err = c.hashAt(host, name, into, h.Size)
 		switch {
 		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
 			// The host's file is closed to cordon: its content cannot be
@@ -429,7 +438,9 @@ func (c *capturer) file(up, host *os.File, name string, ch Change, u, h *unix.St
 		case err != nil:
 			return fmt.Errorf("%q: workspace: %w", ch.Path, err)
 		}
-		c.checkIndex(host, name, ch.Path, h)
+		if index != nil && err == nil {
+			c.checkIndex(ch.Path, index.Bytes())
+		}
 		if u.Size == h.Size {
 			_, sum, _, err := c.hashAt(up, name, nil, u.Size)
 			if err != nil {

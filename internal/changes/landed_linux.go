@@ -90,26 +90,19 @@ func (c *capturer) stale(up *os.File, name, p string, u *unix.Stat_t) bool {
 // start.
 func (c *capturer) racy(ctime int64) bool { return ctime >= c.begun-int64(racyMargin) }
 
-// checkIndex notes whether the host's file name in host (at rel p),
-// changed since it landed as a git index, still holds the entries it
-// landed with (see Landed).
-func (c *capturer) checkIndex(host *os.File, name, p string, h *unix.Stat_t) {
+// indexWanted says whether the host's file p (h), changed since it
+// landed as a git index, is to be compared by its entries (see Landed).
+func (c *capturer) indexWanted(p string, h *unix.Stat_t) bool {
 	k, ok := c.lim.Landed[p]
-	if !ok || k.Index == "" || h.Ctim.Nano() == k.Host || h.Size > maxIndex {
-		return
-	}
-	if key, ok := readIndexKey(host, name); ok && key == k.Index {
-		c.sameIndex[p] = true
-	}
+	return ok && k.Index != "" && h.Ctim.Nano() != k.Host && h.Size <= maxIndex
 }
 
-// readIndexKey is the indexKey of the file name in d.
-func readIndexKey(d *os.File, name string) (string, bool) {
-	data, ok := readIndex(d, name)
-	if !ok {
-		return "", false
+// checkIndex notes whether data, the host's file p as indexWanted asked
+// for it, still holds the entries it landed with.
+func (c *capturer) checkIndex(p string, data []byte) {
+	if key, ok := indexKey(data); ok && key == c.lim.Landed[p].Index {
+		c.sameIndex[p] = true
 	}
-	return indexKey(data)
 }
 
 // readIndex reads the file name in d, when it is no larger than an index
