@@ -82,6 +82,41 @@ type Request struct {
 	Step        int    `json:"step"`
 	// Approvers, when not empty, are the only names whose decisions count.
 	Approvers []string `json:"approvers,omitempty"`
+	// Files are the files the call's path arguments were decided on, by
+	// argument: what is approved is these files, and a call whose paths
+	// name others when it comes to run is refused.
+	Files map[string]File `json:"files,omitempty"`
+}
+
+// File is a path argument as it was decided: its resolved path, whether it
+// exists (a new file's identity is its parent directory's), and its
+// identity; Stamp and Above are the resolver's stamps of the directories
+// on the path, compared before the call runs.
+type File struct {
+	Path   string `json:"path"`
+	Exists bool   `json:"exists"`
+	Dir    bool   `json:"dir,omitempty"`
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Links  uint64 `json:"links,omitempty"`
+	Stamp  string `json:"stamp,omitempty"`
+	Above  string `json:"above,omitempty"`
+}
+
+// Describe is f as an approver reads it.
+func (f File) Describe() string {
+	what := "the file"
+	switch {
+	case !f.Exists:
+		return fmt.Sprintf("%s, a new file (in the directory of device %d, inode %d)", f.Path, f.Dev, f.Ino)
+	case f.Dir:
+		what = "the directory"
+	}
+	s := fmt.Sprintf("%s, %s of device %d, inode %d", f.Path, what, f.Dev, f.Ino)
+	if f.Links > 1 {
+		s += fmt.Sprintf(", which has %d names", f.Links)
+	}
+	return s
 }
 
 // Item is a request with its state.

@@ -8,11 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"html/template"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -158,6 +160,9 @@ func showRequest(e *env, it approvals.Item) {
 		args = indented.String()
 	}
 	fmt.Fprintf(w, "call:      %s %s\n", termsafe.Line(it.Tool), termsafe.Text(args))
+	for _, a := range slices.Sorted(maps.Keys(it.Files)) {
+		fmt.Fprintf(w, "file:      %s: %s\n", termsafe.Line(a), termsafe.Line(it.Files[a].Describe()))
+	}
 	fmt.Fprintf(w, "class:     %s (can be undone: %v)\n", termsafe.Line(it.Class), it.Reversible)
 	fmt.Fprintf(w, "asked by:  %s: %s\n", termsafe.Line(it.Rule), termsafe.Line(it.Reason))
 	fmt.Fprintf(w, "agent:     %s, profile %s (sha256 %.16s), session %s\n", termsafe.Line(it.Agent), termsafe.Line(it.Profile), termsafe.Line(it.ProfileHash), termsafe.Line(it.Session))
@@ -389,6 +394,7 @@ table { border-collapse: collapse; } td { padding: .1em .6em; }
 Class <b>{{t .Class}}</b>{{if not .Reversible}}: <span class="irrev">cannot be undone</span>{{end}}.</p>
 <p>Asked for by <code>{{t .Rule}}</code>: {{t .Reason}}.</p>
 <p>Arguments:</p><pre>{{json .Args}}</pre>
+{{if .Files}}<p>Files, as decided (the call is refused if a path names another file when it runs):</p><ul>{{range $a, $f := .Files}}<li><code>{{t $a}}</code>: {{t $f.Describe}}</li>{{end}}</ul>{{end}}
 <p>The session carries: {{if .Labels}}{{range .Labels}}<code>{{t .}}</code> {{end}}{{else}}no labels{{end}}.</p>
 {{if .Recent}}<p>What the agent did before:</p><table>
 {{range .Recent}}<tr><td>{{.Step}}</td><td>{{if .Held}}held{{else if .Allow}}allowed{{else}}refused{{end}}</td><td><code>{{t .Call}}</code></td></tr>{{end}}

@@ -333,10 +333,12 @@ func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) 
 		}
 		// Read now, so that a mistake in it is reported before anything
 		// starts, with its place in the file.
-		if _, err := profile.LoadFile(file); err != nil {
+		sp, err := profile.LoadFile(file)
+		if err != nil {
 			return nil, fmt.Errorf("servers.%s.profile: %w", name, err)
 		}
 		argv := []string{"run", "--profile", file}
+		argv = append(argv, serverView(e, p, name, sp)...)
 		for _, l := range degraded {
 			argv = append(argv, "--allow-degraded", l)
 		}
@@ -356,6 +358,49 @@ func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) 
 		}
 	}
 	return out, nil
+}
+
+// serverView narrows the workspace of server's sandbox (of profile sp) to
+// what the tools p offers of it can be allowed to write: read-only, but
+// for the directories their constraints hold every path within
+// (Profile.ServerWrites), when they exist. It returns the arguments of
+// cordon run that say so; none when sp's workspace is read-only already,
+// is judged on a layer of its own (review, guarded), or a tool may write
+// anywhere. A name the server is sent and walks again cannot lead it to
+// write where no decision could allow.
+func serverView(e *env, p *profile.Profile, server string, sp *profile.Profile) []string {
+	dirs, bounded := p.ServerWrites(server)
+	if !bounded || sp.Workspace.Path == "" || !sp.Workspace.Writable || sp.Workspace.Mode != "" && sp.Workspace.Mode != profile.ModeDirect {
+		return nil
+	}
+	ws := workspacePath(e, sp)
+	view := viewWorkspace(e, sp)
+	out := []string{"--ro-workspace"}
+	var kept []string
+	for _, d := range dirs {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(view, d)
+		}
+		rel, err := filepath.Rel(view, filepath.Clean(d))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue // outside the workspace: the server's profile decides
+		}
+		if rel == "." {
+			return nil // all of it
+		}
+		host := filepath.Join(ws, rel)
+		if fi, err := os.Lstat(host); err != nil || !fi.IsDir() {
+			fmt.Fprintf(e.stderr, "cordon: server %s: %s is not a directory, so the server cannot write there\n", server, termsafe.Line(host))
+			continue
+		}
+		out = append(out, "--rw", host)
+		kept = append(kept, rel)
+	}
+	if len(kept) == 0 {
+		kept = append(kept, "nothing")
+	}
+	fmt.Fprintf(e.stderr, "cordon: server %s: its workspace is read-only but for %s (what its tools' constraints let them write)\n", server, termsafe.Line(strings.Join(kept, ", ")))
+	return out
 }
 
 // egressClient is an HTTP client whose every connection goes through an

@@ -20,6 +20,7 @@ type profileFlags struct {
 	toolchains    list
 	transparent   bool
 	review, guard bool
+	roWorkspace   bool
 }
 
 func (pf *profileFlags) register(fs *flag.FlagSet) {
@@ -27,6 +28,7 @@ func (pf *profileFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&pf.workspace, "workspace", "", "workspace `DIR`, bound read-write (default: the profile's; the default profile's is the current directory, or for cordon run the top of the git repository holding it)")
 	fs.Var(&pf.ro, "ro", "bind host `PATH` read-only at the same place (repeatable)")
 	fs.Var(&pf.rw, "rw", "bind host `PATH` read-write at the same place (repeatable)")
+	fs.BoolVar(&pf.roWorkspace, "ro-workspace", false, "bind the workspace read-only; what --rw binds inside it stays writable")
 	fs.Var(&pf.limits, "limit", "set a resource limit, `NAME=VALUE` (e.g. memory=512MiB, wall=30s); repeatable")
 	fs.BoolVar(&pf.transparent, "transparent", false, "also carry clients that ignore the proxy variables: capture their TCP and answer their DNS (needs nftables in the kernel)")
 	fs.Var(&pf.toolchains, "toolchain", "run the host's `NAME` (python3, go, cargo, ...) as your PATH finds it: its install prefix bound read-only, its directory first on PATH; repeatable")
@@ -37,7 +39,7 @@ func (pf *profileFlags) register(fs *flag.FlagSet) {
 
 // changed reports whether any of the flags was given.
 func (pf *profileFlags) changed() bool {
-	return pf.file != "" || pf.workspace != "" || len(pf.ro)+len(pf.rw)+len(pf.limits)+len(pf.allow)+len(pf.toolchains) > 0 || pf.transparent || pf.review || pf.guard
+	return pf.file != "" || pf.workspace != "" || len(pf.ro)+len(pf.rw)+len(pf.limits)+len(pf.allow)+len(pf.toolchains) > 0 || pf.transparent || pf.review || pf.guard || pf.roWorkspace
 }
 
 // load reads the profile and applies the command-line adjustments.
@@ -54,6 +56,12 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 	if pf.workspace != "" {
 		p.Workspace.Path = pf.abs(e, pf.workspace)
 		p.Workspace.Writable = true
+	}
+	if pf.roWorkspace {
+		if p.Workspace.Path == "" {
+			return nil, fmt.Errorf("--ro-workspace: the profile has no workspace")
+		}
+		p.Workspace.Writable = false
 	}
 	for _, spec := range []struct {
 		paths    list

@@ -75,6 +75,12 @@ func resolver(e *env, p *profile.Profile, file string, r *probeRunner, sessions 
 		if err != nil {
 			return "", nil, fmt.Errorf("servers.%s.profile: %w", server, err)
 		}
+		// Resolving writes nothing: the workspace is bound read-only, so
+		// that no placeholder of a protected name (see cordon run) is made
+		// and removed in it, which would change the directories the
+		// resolution stamps.
+		sp.Workspace.Writable = false
+		sp.Workspace.Mode = ""
 		return resolveIn(r.oneShot(sp), paths)
 	}
 }

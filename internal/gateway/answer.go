@@ -114,6 +114,17 @@ func (g *Gateway) answer(r *mcp.CallToolRequest, s *session, c toolpolicy.Call, 
 		return refuse("approval.via", "the profile's approvals are decided in cordon's approval queue",
 			"this call carries an answer to an approval, and this profile's approvals are decided by an approver in cordon's approval queue, never by an answer in a tool call")
 	}
+	// A question put for this call, whose paths name other files now than
+	// those the user approved: refused as such (the approval was of the
+	// files, not of their names).
+	g.mu.Lock()
+	q := g.asked[r.Params.RequestState]
+	g.mu.Unlock()
+	if q != nil && q.ss == r.Session && r.Session != nil && q.pa.sess == s && q.pa.req.Tool == c.Tool && len(q.pa.req.Files) > 0 {
+		if why := otherFiles(policyFiles(q.pa.req.Files), c.Files); why != "" {
+			return nil, refusal(toolpolicy.Decision{Rule: ruleFiles, Reason: why + ", not the file that was approved; the call was not made"})
+		}
+	}
 	pa := g.answered(r.Params.RequestState, r.Session, c.Tool, raw)
 	if pa == nil || pa.sess != s {
 		return refuse("approval.via", "not an answer to a question this gateway put to this session for this call",

@@ -408,13 +408,21 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		// arguments' bytes, and is held to the files they name.
 		r.Params.Arguments = raw
 		ctx = WithDecidedFiles(ctx, c.Files)
+		w := &walked{}
+		ctx = withWalked(ctx, w)
 		if answers(r.Params) {
+			w.held = true
 			// An answer to an approval question: taken only from the
 			// session it was put to, for that call (see answer.go). The
 			// call was decided when it was first made.
 			pa, refused := g.answer(r, s, c, raw)
 			if pa == nil {
 				return refused, nil
+			}
+			// Held to the files the user approved, not to those its
+			// paths name now.
+			if len(pa.req.Files) > 0 {
+				ctx = WithDecidedFiles(ctx, policyFiles(pa.req.Files))
 			}
 			ctx = context.WithValue(ctx, approvalKey{}, pa)
 			res, err := next(ctx, method, req)
@@ -469,6 +477,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		approved := ""
 		if d.Approval {
+			w.held = true
 			wctx, wait := telemetry.Start(ctx, spanApproval)
 			req, refused := g.hold(wctx, r, s, c, raw, step, d)
 			wait.End()
@@ -544,7 +553,11 @@ func (g *Gateway) after(ctx context.Context, s *session, c toolpolicy.Call, step
 	// only cordon's own refusals show nothing of the tool's.
 	refused := false
 	if ctr != nil {
-		_, refused = ctr.Meta["cordon/refusal"].(toolpolicy.Decision)
+		var d toolpolicy.Decision
+		d, refused = ctr.Meta["cordon/refusal"].(toolpolicy.Decision)
+		if refused && d.Rule == ruleFiles {
+			g.pathChanged(ctx, s, c, step, d)
+		}
 	}
 	// What the agent is shown: an error's text, or the result's content,
 	// its structured content and the bytes of its blobs; all of it is
@@ -688,6 +701,21 @@ func (g *Gateway) runUpstream(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if refused != nil {
 		return refused, nil
 	}
+	files := DecidedFiles(ctx)
+	check := stamped(files)
+	reads := g.cfg.Profile.Tools[req.Params.Name].Class == "read"
+	if check {
+		var why string
+		if files, why = g.checkBefore(ctx, t, reads, files); why != "" {
+			return refusal(toolpolicy.Decision{Rule: ruleFiles, Reason: why + "; the call was not made"}), nil
+		}
+	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: req.Params.Arguments})
-	return g.upstreamResult(ctx, t, cs, res, err)
+	res, err = g.upstreamResult(ctx, t, cs, res, err)
+	if check && err == nil {
+		if why := g.checkAfter(ctx, t, reads, files); why != "" {
+			return refusal(toolpolicy.Decision{Rule: ruleFiles, Reason: fmt.Sprintf("%s while %s ran: it may have acted on a file no decision saw, so what it returned is withheld", why, req.Params.Name)}), nil
+		}
+	}
+	return res, err
 }

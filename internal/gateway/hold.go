@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -45,6 +46,7 @@ func (g *Gateway) hold(ctx context.Context, r *mcp.CallToolRequest, s *session, 
 		Labels: labels, Recent: recent,
 		Agent: p.Agent, Profile: g.cfg.ProfileFile, ProfileHash: g.hash, Session: s.id, Step: step,
 		Approvers: ap.Approvers,
+		Files:     approvalFiles(c.Files),
 	}
 	refuse := func(format string, args ...any) (approvals.Request, *mcp.CallToolResult) {
 		why := fmt.Sprintf(format, args...)
@@ -238,10 +240,17 @@ func elicitation(req approvals.Request) *mcp.ElicitParams {
 	if len(req.Labels) > 0 {
 		labels = strings.Join(req.Labels, ", ")
 	}
+	files := ""
+	for _, a := range slices.Sorted(maps.Keys(req.Files)) {
+		files += fmt.Sprintf("\n  %s: %s", termsafe.Line(a), termsafe.Line(req.Files[a].Describe()))
+	}
+	if files != "" {
+		files = "\nFiles, as decided (the call is refused if a path names another file when it runs):" + files
+	}
 	return &mcp.ElicitParams{
-		Message: fmt.Sprintf("The agent %s asks to call %s (%s; it cannot be undone: %v).\nWhy approval: %s (%s).\nArguments:\n%s\nThe session carries: %s.",
+		Message: fmt.Sprintf("The agent %s asks to call %s (%s; it cannot be undone: %v).\nWhy approval: %s (%s).\nArguments:\n%s%s\nThe session carries: %s.",
 			termsafe.Line(req.Agent), termsafe.Line(req.Tool), termsafe.Line(req.Class), !req.Reversible, termsafe.Line(req.Reason), termsafe.Line(req.Rule),
-			termsafe.JSON(args.Bytes()), termsafe.Line(labels)),
+			termsafe.JSON(args.Bytes()), files, termsafe.Line(labels)),
 		RequestedSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -317,6 +326,11 @@ func (g *Gateway) recoverOnce(ctx context.Context) {
 		s := &session{id: it.Session}
 		g.record(s, audit.Event{Kind: audit.Action, Type: "approved_call", Data: withArgs(map[string]any{"id": it.ID, "tool": it.Tool, "by": it.By, "scope": it.Scope, "session": it.Session, "recovered": true}, it.Args, slices.Contains(it.Labels, secretLabel))})
 		r := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: it.Tool, Arguments: it.Args}}
+		// Held to the files that were approved, resolved again first.
+		rctx := withWalked(ctx, &walked{held: true})
+		if len(it.Files) > 0 {
+			rctx = WithDecidedFiles(rctx, policyFiles(it.Files))
+		}
 		var res *mcp.CallToolResult
 		g.mu.Lock()
 		t := g.tools[it.Tool]
@@ -325,9 +339,9 @@ func (g *Gateway) recoverOnce(ctx context.Context) {
 		case t == nil || t.withdraw != "":
 			err = fmt.Errorf("%s is not offered now", it.Tool)
 		case t.server == "":
-			res, err = g.runBuiltin(ctx, r)
+			res, err = g.runBuiltin(rctx, r)
 		default:
-			res, err = g.runUpstream(ctx, r)
+			res, err = g.runUpstream(rctx, r)
 		}
 		summary := resultSummary(res, err)
 		shown := map[string]any{"id": it.ID, "tool": it.Tool, "session": it.Session, "result": summary}
@@ -341,4 +355,26 @@ func (g *Gateway) recoverOnce(ctx context.Context) {
 		g.cfg.Logf("approved request %s (%s) ran after its session ended: %s", it.ID, it.Tool, summary)
 		g.cfg.Approvals.Finish(it.ID, summary)
 	}
+}
+
+// approvalFiles are a call's decided files as its approval request keeps
+// them.
+func approvalFiles(files map[string]toolpolicy.File) map[string]approvals.File {
+	if len(files) == 0 {
+		return nil
+	}
+	out := make(map[string]approvals.File, len(files))
+	for a, f := range files {
+		out[a] = approvals.File{Path: f.Path, Exists: f.Exists, Dir: f.Dir, Dev: f.Dev, Ino: f.Ino, Links: f.Links, Stamp: f.Stamp, Above: f.Above}
+	}
+	return out
+}
+
+// policyFiles are the files an approval request was decided on.
+func policyFiles(files map[string]approvals.File) map[string]toolpolicy.File {
+	out := make(map[string]toolpolicy.File, len(files))
+	for a, f := range files {
+		out[a] = toolpolicy.File{Path: f.Path, Exists: f.Exists, Dir: f.Dir, Dev: f.Dev, Ino: f.Ino, Links: f.Links, Stamp: f.Stamp, Above: f.Above}
+	}
+	return out
 }

@@ -165,7 +165,7 @@ func ResolveFiles(ctx context.Context, p *profile.Profile, resolve Resolver, ser
 			return fmt.Errorf("the path %q (%s) resolved to %q, not an absolute path", paths[i], arg, r.Path)
 		}
 		c.Args[arg] = r.Path
-		c.Files[arg] = toolpolicy.File{Path: r.Path, Exists: r.Exists, Dir: r.Dir, Dev: r.Dev, Ino: r.Ino, Links: r.Links}
+		c.Files[arg] = toolpolicy.File{Path: r.Path, Exists: r.Exists, Dir: r.Dir, Dev: r.Dev, Ino: r.Ino, Links: r.Links, Stamp: r.Stamp, Above: r.Above, Unsettled: r.Unsettled}
 	}
 	return nil
 }
@@ -269,7 +269,14 @@ func (g *Gateway) refuseArguments(s *session, name string, sent json.RawMessage,
 	// each name), bounded and redacted as any arguments are.
 	s.mu.Lock()
 	secret := s.carriesSecret()
+	// Refused all the same: it counts toward the loop and probing rules.
+	s.policy.RefusedBefore(toolpolicy.Call{Tool: name, Args: map[string]any{"sent": string(sent)}})
+	cps := s.policy.TakeCheckpoints()
 	s.mu.Unlock()
+	for _, cp := range cps {
+		g.cfg.Logf("session %s: at step %d, %s held (%s): %s", s.id, cp.Step, cp.Rule, cp.Action, cp.Reason)
+		g.record(s, audit.Event{Kind: audit.Decision, Type: "trajectory_checkpoint", Data: cp})
+	}
 	r := redactor{secret: secret, budget: previewBytes}
 	name = g.logName(name, secret)
 	rec := map[string]any{"tool": name, "session": s.id, "sent": r.text(strings.ToValidUTF8(string(sent), "\uFFFD")), "sent_bytes": len(sent), "sent_sha256": digest(sent)}

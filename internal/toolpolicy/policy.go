@@ -50,6 +50,18 @@ type File struct {
 	Dev    uint64 `json:"dev"`
 	Ino    uint64 `json:"ino"`
 	Links  uint64 `json:"links,omitempty"`
+	// Stamp and Unsettled are what the directories on Path said when it
+	// was resolved (tools.File): the gateway compares them after a tool
+	// server acted on the path. Not part of what is decided or recorded.
+	Stamp     string `json:"-"`
+	Above     string `json:"-"`
+	Unsettled bool   `json:"-"`
+}
+
+// Same reports whether g is the file f: the same path, existence and
+// identity.
+func (f File) Same(g File) bool {
+	return f.Path == g.Path && f.Exists == g.Exists && f.Dir == g.Dir && f.Dev == g.Dev && f.Ino == g.Ino
 }
 
 // Decision says whether a call may run, by which rule, and why.
@@ -328,12 +340,7 @@ func (s *Session) Record(step int, c Call, failed, shown bool) {
 		s.fileLabels().add(c, s.scratch)
 	}
 	if failed {
-		k := key(c)
-		if k == s.lastFailed {
-			s.fails++
-		} else {
-			s.lastFailed, s.fails = k, 1
-		}
+		s.failed(c)
 	} else {
 		s.lastFailed, s.fails = "", 0
 	}
@@ -344,6 +351,16 @@ func (s *Session) Record(step int, c Call, failed, shown bool) {
 	s.scratch = s.resultLabels(append(s.scratch[:0], s.p.Tools[c.Tool].Returns...), c)
 	for _, l := range s.scratch {
 		s.labels.add(l, o)
+	}
+}
+
+// failed counts a failure of c toward session.repeats.
+func (s *Session) failed(c Call) {
+	k := key(c)
+	if k == s.lastFailed {
+		s.fails++
+	} else {
+		s.lastFailed, s.fails = k, 1
 	}
 }
 

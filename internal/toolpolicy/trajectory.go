@@ -206,6 +206,34 @@ func Evaluate(p *profile.Profile, step int, session map[string]any, refused []bo
 	return out
 }
 
+// RefusedBefore counts a call refused before it could be decided (its
+// arguments could not be decoded, or its paths resolved) as a step that
+// was refused: toward the probing rule, and, when the same call is
+// refused again and again, toward session.repeats.
+func (s *Session) RefusedBefore(c Call) {
+	s.steps++
+	d := Decision{Rule: "arguments"}
+	s.count(c, d)
+	s.checkpoint()
+	s.history.push(entry{Entry{Step: s.steps, Rule: d.Rule}, c}, historyLen)
+	s.failed(c)
+}
+
+// Overturned counts the allowed call decided last as refused for the
+// probing rule: it was refused when it came to run (a path it named
+// changed; see the gateway). Record counts it toward session.repeats.
+func (s *Session) Overturned() {
+	k := &s.counters
+	k.denials++
+	for i := len(k.refused.buf) - 1; i >= 0; i-- {
+		if !k.refused.buf[i] {
+			k.refused.buf[i] = true
+			break
+		}
+	}
+	s.checkpoint()
+}
+
 // Received counts the bytes of a result shown to the agent
 // (session.bytes_in).
 func (s *Session) Received(n int) { s.counters.bytesIn += int64(n) }

@@ -27,6 +27,12 @@ type File struct {
 	// Links is the number of names of an existing file: more than one,
 	// and the file has names the path does not say.
 	Links uint64 `json:"links,omitempty"`
+	// Stamp is the stamp of the directories on Path (see stampOf), Above
+	// that of those above its parent, and Unsettled says they were not
+	// settled: set by the resolve mode only.
+	Stamp     string `json:"stamp,omitempty"`
+	Above     string `json:"above,omitempty"`
+	Unsettled bool   `json:"unsettled,omitempty"`
 }
 
 // maxLinks is how many symlinks one resolution follows, as the kernel's
@@ -366,15 +372,7 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintf(stdout, "{\"error\":%q}\n", "resolve: "+err.Error())
 		return 2
 	}
-	out := Resolution{Workspace: wd, Files: []Resolved{}}
-	for _, p := range in.Paths {
-		f, err := Resolve(p)
-		r := Resolved{File: f}
-		if err != nil {
-			r = Resolved{Error: err.Error()}
-		}
-		out.Files = append(out.Files, r)
-	}
+	out := Resolution{Workspace: wd, Files: ResolvePaths(in.Paths, "/")}
 	b, _ := json.Marshal(out)
 	fmt.Fprintln(stdout, string(b))
 	return 0

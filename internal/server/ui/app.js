@@ -58,6 +58,19 @@ function fail(err) {
   p.hidden = false;
 }
 
+// files are the files a held call was decided on, as the approver must see
+// them: the call is refused if a path names another file when it runs.
+function files(fs) {
+  const names = Object.keys(fs || {}).sort();
+  if (names.length === 0) return [];
+  return [el("p", {}, "Files, as decided (the call is refused if a path names another file when it runs):"),
+    el("ul", {}, ...names.map((a) => {
+      const f = fs[a];
+      const what = !f.exists ? "a new file (in the directory of" : f.dir ? "the directory (of" : "the file (of";
+      return el("li", { class: "file" }, `${a}: ${f.path}, ${what} device ${f.dev}, inode ${f.ino})${f.links > 1 ? `, which has ${f.links} names` : ""}`);
+    }))];
+}
+
 async function approvals() {
   const list = await api("GET", "/v1/approvals");
   const box = $("#approvals");
@@ -76,6 +89,7 @@ async function approvals() {
       el("h3", {}, `${it.tool} (${it.class}${it.reversible ? "" : ", cannot be undone"}) for ${it.agent || "an agent"}`),
       el("p", {}, it.reason || ""),
       el("pre", {}, JSON.stringify(it.args, null, 2)),
+      ...files(it.files),
       reason, " ",
       el("button", { class: "approve", onclick: decide("approve") }, "Approve"), " ",
       el("button", { class: "deny", onclick: decide("deny") }, "Deny")));

@@ -1,0 +1,224 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/audit"
+	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
+)
+
+// A tool server is sent the resolved paths a call was decided on, and
+// walks them again itself, by name, when it acts: whoever can change a
+// name on the way in between (another sandbox sharing the workspace, a
+// process of the host) can make it act on another file than the one
+// decided. The server's view (derived from the profile, see ServerView)
+// bounds what it could reach then; these checks find out when it did:
+//
+//   - a call that waited for approval is resolved again before it runs,
+//     and refused when a path names another file than the one approved;
+//   - after the call, its paths are resolved again: a path that names
+//     another file, or whose directories changed meanwhile (tools.File's
+//     stamp), may have been walked to a file no decision saw. The result
+//     is withheld, the event recorded, and a write gives the labels the
+//     session carries to the file the path names now as well.
+//
+// Such a refusal counts as one for the loop and probing rules.
+
+// ruleFiles is the rule of a call refused because a path it named changed.
+const ruleFiles = "files"
+
+// walked is what enforce and runUpstream share of one call's files.
+type walked struct {
+	held bool // the call waited for approval
+	// changed are the files the decided paths named after the call, when
+	// one was not the decided file; set by runUpstream.
+	changed map[string]toolpolicy.File
+}
+
+type walkedKey struct{}
+
+func withWalked(ctx context.Context, w *walked) context.Context {
+	return context.WithValue(ctx, walkedKey{}, w)
+}
+
+func walkedOf(ctx context.Context) *walked {
+	w, _ := ctx.Value(walkedKey{}).(*walked)
+	return w
+}
+
+// stamped reports whether the resolver stamped files: a server whose files
+// are on this host (a remote server's paths are names only).
+func stamped(files map[string]toolpolicy.File) bool {
+	for _, f := range files {
+		if f.Stamp != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// againTimeout bounds resolving a call's paths again, after its server
+// answered (its context may have ended with the answer).
+const againTimeout = 30 * time.Second
+
+// again resolves the decided paths of files again in server's view, by
+// argument.
+func (g *Gateway) again(ctx context.Context, server string, files map[string]toolpolicy.File) (map[string]toolpolicy.File, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), againTimeout)
+	defer cancel()
+	release, err := g.resolveSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	args := slices.Sorted(maps.Keys(files))
+	paths := make([]string, len(args))
+	for i, a := range args {
+		paths[i] = files[a].Path
+	}
+	_, res, err := g.cfg.Resolve(ctx, server, paths)
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != len(paths) {
+		return nil, fmt.Errorf("%d answers for %d paths", len(res), len(paths))
+	}
+	out := map[string]toolpolicy.File{}
+	for i, a := range args {
+		r := res[i]
+		if r.Error != "" {
+			return nil, fmt.Errorf("%s: %s", paths[i], r.Error)
+		}
+		out[a] = toolpolicy.File{Path: r.Path, Exists: r.Exists, Dir: r.Dir, Dev: r.Dev, Ino: r.Ino, Links: r.Links, Stamp: r.Stamp, Above: r.Above, Unsettled: r.Unsettled}
+	}
+	return out, nil
+}
+
+// moved says how the files a call's paths name now differ from those it
+// was decided (or last checked) on; "" when they do not. A call that
+// reads is held to the same file under the same directories; one that
+// writes changes its file and the directory that holds it, and is held to
+// the same path under the same directories above.
+func moved(reads bool, was, now map[string]toolpolicy.File) string {
+	if reads {
+		if why := otherFiles(was, now); why != "" {
+			return why
+		}
+	}
+	var out []string
+	for _, a := range slices.Sorted(maps.Keys(was)) {
+		w, n := was[a], now[a]
+		switch {
+		case n.Path != w.Path:
+			out = append(out, fmt.Sprintf("%s (%s) names %s now", w.Path, a, n.Path))
+		case reads && n.Stamp != w.Stamp, !reads && n.Above != w.Above:
+			out = append(out, fmt.Sprintf("a directory on the path %s (%s) was changed", w.Path, a))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// otherFiles says which of the files a call names now are not the ones it
+// was decided or approved on (the same path, existence and identity); ""
+// when all are.
+func otherFiles(was, now map[string]toolpolicy.File) string {
+	var out []string
+	for _, a := range slices.Sorted(maps.Keys(was)) {
+		w, n := was[a], now[a]
+		switch {
+		case n.Path != w.Path:
+			out = append(out, fmt.Sprintf("%s (%s) names %s now", w.Path, a, n.Path))
+		case !w.Same(n):
+			out = append(out, fmt.Sprintf("%s (%s) is another file now", w.Path, a))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// unsettled names the paths whose directories kept changing while they
+// were resolved.
+func unsettled(files map[string]toolpolicy.File) string {
+	var out []string
+	for _, a := range slices.Sorted(maps.Keys(files)) {
+		if files[a].Unsettled {
+			out = append(out, files[a].Path)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// checkBefore holds a call that waited for approval, or whose directories
+// were changing when it was decided, to its files now, before its server
+// acts: the files it will be checked against afterwards, or why the call
+// is not made.
+func (g *Gateway) checkBefore(ctx context.Context, t *tool, reads bool, files map[string]toolpolicy.File) (map[string]toolpolicy.File, string) {
+	w := walkedOf(ctx)
+	if (w == nil || !w.held) && unsettled(files) == "" {
+		return files, ""
+	}
+	now, err := g.again(ctx, t.server, files)
+	if err != nil {
+		return nil, fmt.Sprintf("the paths of %s could not be resolved again before it ran (%v)", t.def.Name, err)
+	}
+	// Before it runs, a write's file is held to what was decided too.
+	if why := otherFiles(files, now); why != "" {
+		return nil, why + ", not the file the call was decided on"
+	}
+	if u := unsettled(now); u != "" {
+		return nil, fmt.Sprintf("the directories on %s keep changing: which file the server would act on cannot be known", u)
+	}
+	return now, ""
+}
+
+// checkAfter resolves the call's paths again once its server answered:
+// why what it did is not shown, "" when every path still names what it
+// did.
+func (g *Gateway) checkAfter(ctx context.Context, t *tool, reads bool, files map[string]toolpolicy.File) string {
+	now, err := g.again(ctx, t.server, files)
+	if err != nil {
+		return fmt.Sprintf("the paths of %s could not be resolved again after it ran (%v)", t.def.Name, err)
+	}
+	why := moved(reads, files, now)
+	if why != "" {
+		if w := walkedOf(ctx); w != nil {
+			w.changed = now
+		}
+	}
+	return why
+}
+
+// pathChanged counts a call refused because a path it named changed as a
+// refusal, records what its paths named, and gives what the session
+// carries to the files a write's paths name now too: the server may have
+// written them.
+func (g *Gateway) pathChanged(ctx context.Context, s *session, c toolpolicy.Call, step int, d toolpolicy.Decision) {
+	var now map[string]toolpolicy.File
+	if w := walkedOf(ctx); w != nil {
+		now = w.changed
+	}
+	s.mu.Lock()
+	s.policy.Overturned()
+	secret := s.carriesSecret()
+	if len(now) > 0 && g.cfg.Profile.Tools[c.Tool].Class == "write" {
+		s.policy.LabelCreated(toolpolicy.Call{Tool: c.Tool, Args: map[string]any{}, Workspace: c.Workspace, Files: now})
+	}
+	s.mu.Unlock()
+	r := redactor{secret: secret, budget: previewBytes}
+	files := func(m map[string]toolpolicy.File) map[string]any {
+		out := map[string]any{}
+		for a, f := range m {
+			out[r.text(a)] = map[string]any{"path": r.text(f.Path), "exists": f.Exists, "dev": f.Dev, "ino": f.Ino}
+		}
+		return out
+	}
+	data := map[string]any{"tool": g.logName(c.Tool, secret), "step": step, "session": s.id, "reason": logReason(d.Reason, secret), "decided": files(c.Files)}
+	if len(now) > 0 {
+		data["now"] = files(now)
+	}
+	g.record(s, audit.Event{Kind: audit.Decision, Type: "tool_path_changed", Data: data})
+}
