@@ -120,6 +120,9 @@ func TestScripts(t *testing.T) {
 			e.Setenv("MCPCLIENT", mcpClient)
 			// The reference filesystem server, installed with the client.
 			e.Setenv("MCPSERVERS", filepath.Dir(mcpClient))
+			// How many times mcp_swap_loop races the server (its default
+			// when unset).
+			e.Setenv("SWAPTRIES", os.Getenv("SWAPTRIES"))
 			e.Setenv("WEBAPPROVER", filepath.Join(filepath.Dir(mcpClient), "web.mjs"))
 			examples, err := filepath.Abs("../../examples/profiles")
 			if err != nil {

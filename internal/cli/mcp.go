@@ -244,6 +244,7 @@ func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, al
 		},
 		OnClose:   sessions.close,
 		Resolve:   resolver(e, p, file, r, sessions),
+		Reach:     reacher(p, r, sessions),
 		Workspace: viewWorkspace(e, p),
 		Dial:      ups,
 		Restart:   restart,

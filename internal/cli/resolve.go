@@ -10,6 +10,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/gateway"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 	"github.com/cordon-sandbox/cordon/internal/tools"
@@ -18,24 +19,46 @@ import (
 // resolveIn resolves paths through x, in the view of a sandbox, where
 // `cordon __tool resolve` resolves them as a tool there would open them.
 func resolveIn(x toolExec, paths []string) (string, []tools.Resolved, error) {
-	req, _ := json.Marshal(map[string]any{"paths": paths})
-	var out, stderr bytes.Buffer
-	o, err := x([]string{"cordon", tools.Arg, tools.ResolveArg}, true, req,
-		func(rd io.Reader) { io.Copy(&out, io.LimitReader(rd, 1<<20)) }, func(rd io.Reader) { io.Copy(&stderr, io.LimitReader(rd, 64<<10)) })
+	res, err := askResolver(x, map[string]any{"paths": paths})
 	if err != nil {
-		return "", nil, fmt.Errorf("%w%s", err, indentStderr(stderr.Bytes()))
-	}
-	if o.Status != outcome.OK {
-		return "", nil, fmt.Errorf("%s%s", o.Summary(), indentStderr(out.Bytes()))
-	}
-	var res tools.Resolution
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return "", nil, fmt.Errorf("the resolver's answer: %v", err)
+		return "", nil, err
 	}
 	if len(res.Files) != len(paths) || !filepath.IsAbs(res.Workspace) {
 		return "", nil, fmt.Errorf("the resolver answered %d files for %d paths, in workspace %q", len(res.Files), len(paths), res.Workspace)
 	}
 	return res.Workspace, res.Files, nil
+}
+
+// reacher says which label rules name a file of the workspace in the view
+// of the built-in tools' sandbox for a call (the session's, when sessions
+// has one).
+func reacher(p *profile.Profile, r *probeRunner, sessions *sessionSandboxes) gateway.Reacher {
+	return func(ctx context.Context, rules []pathglob.Rule) ([]int, bool, error) {
+		res, err := askResolver(sessions.execFor(ctx, r.oneShot(p)), map[string]any{"paths": []string{}, "reach": rules})
+		if err != nil {
+			return nil, false, err
+		}
+		return res.Reached, res.ReachComplete, nil
+	}
+}
+
+// askResolver runs `cordon __tool resolve` through x with the request req.
+func askResolver(x toolExec, req map[string]any) (*tools.Resolution, error) {
+	in, _ := json.Marshal(req)
+	var out, stderr bytes.Buffer
+	o, err := x([]string{"cordon", tools.Arg, tools.ResolveArg}, true, in,
+		func(rd io.Reader) { io.Copy(&out, io.LimitReader(rd, 1<<20)) }, func(rd io.Reader) { io.Copy(&stderr, io.LimitReader(rd, 64<<10)) })
+	if err != nil {
+		return nil, fmt.Errorf("%w%s", err, indentStderr(stderr.Bytes()))
+	}
+	if o.Status != outcome.OK {
+		return nil, fmt.Errorf("%s%s", o.Summary(), indentStderr(out.Bytes()))
+	}
+	var res tools.Resolution
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		return nil, fmt.Errorf("the resolver's answer: %v", err)
+	}
+	return &res, nil
 }
 
 // resolver resolves the paths of calls for the gateway of p (read from

@@ -74,6 +74,10 @@ type Config struct {
 	// sandbox that acts on them; without it, a call that names a file is
 	// refused.
 	Resolve Resolver
+	// Reach says which label rules name a file the built-in run tool can
+	// read (see reach.go); without it, a run call carries every label of
+	// the profile's rules on paths.
+	Reach Reacher
 	// Workspace is the workspace in the agent's view, from which the
 	// relative names of constraints are taken when a call names no file.
 	Workspace string
@@ -495,6 +499,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		} else if !d.Allow {
 			return refusal(d), nil
 		}
+		w.reached = g.reached(ctx, name)
 		rctx, run := telemetry.Start(ctx, spanRun)
 		res, err := next(rctx, method, req)
 		run.End()
@@ -610,6 +615,15 @@ func (g *Gateway) after(ctx context.Context, s *session, c toolpolicy.Call, step
 		s.policy.AddLabels(step, c, foundLabels)
 		labels = slices.Compact(slices.Sorted(slices.Values(append(labels, foundLabels...))))
 	}
+	var reached []string
+	if w := walkedOf(ctx); w != nil && !refused {
+		reached = w.reached
+	}
+	if len(reached) > 0 {
+		// What the command's view holds: as if its result carried it.
+		s.policy.AddLabels(step, c, reached)
+		labels = slices.Compact(slices.Sorted(slices.Values(append(labels, reached...))))
+	}
 	s.mu.Unlock()
 	shown := map[string]any{"tool": name, "step": step, "session": s.id, "failed": failed}
 	if !refused && len(labels) > 0 {
@@ -617,6 +631,9 @@ func (g *Gateway) after(ctx context.Context, s *session, c toolpolicy.Call, step
 	}
 	if !refused && len(foundLabels) > 0 {
 		shown["found"] = foundLabels
+	}
+	if len(reached) > 0 {
+		shown["reached"] = reached
 	}
 	if err != nil {
 		// The error's text reaches the agent too: kept as arguments are,

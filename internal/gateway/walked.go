@@ -38,6 +38,9 @@ type walked struct {
 	// changed are the files the decided paths named after the call, when
 	// one was not the decided file; set by runUpstream.
 	changed map[string]toolpolicy.File
+	// reached are the labels of the files a run call's view holds (see
+	// reach.go).
+	reached []string
 }
 
 type walkedKey struct{}

@@ -132,3 +132,82 @@ func init() {
 		},
 	})
 }
+
+func init() {
+	register(Rule{
+		Code: "CL906", Name: "label-reachable-without-it", Severity: Warning,
+		Summary: "a label rule names files that another tool can read without carrying the label",
+		Why:     "a label rule names files, not one tool's argument: read through another tool that takes paths, the file brings nothing into the session, and the flow rules let it leave",
+		Fix:     "give the other tool the same label rule (or returns: [LABEL]), or keep the files out of its view (the built-in run tool needs neither: cordon labels a run call by the files its view holds)",
+		Check: func(c *Context, t *Target, r *Reporter) {
+			p := t.Profile
+			for _, name := range p.ToolNames() {
+				tool := p.Tools[name]
+				if tool.Deny {
+					continue
+				}
+				for i, rule := range tool.Labels {
+					if !slices.Contains(p.PathArgs(name), rule.Arg) {
+						continue
+					}
+					var others []string
+					for _, other := range p.ToolNames() {
+						if other == name || !readsFiles(p, other) || carries(p, other, rule) {
+							continue
+						}
+						others = append(others, other)
+					}
+					if len(others) > 0 {
+						r.At(t, fmt.Sprintf("tools.%s.labels[%d]", name, i), fmt.Sprintf("the files %s are labelled %s when %s reads them, and these tools can read them without the label: %s", ruleText(rule), strings.Join(rule.Labels, ", "), name, strings.Join(others, ", ")), "")
+					}
+				}
+			}
+		},
+	})
+}
+
+// readsFiles reports whether the tool name reads the files its path
+// arguments name (not only their names, as a listing or a search does).
+// The built-in run tool is labelled by what its view holds at run time.
+func readsFiles(p *profile.Profile, name string) bool {
+	t := p.Tools[name]
+	if t.Deny {
+		return false
+	}
+	return t.Class == "read" && len(p.PathArgs(name)) > 0 && name != "list_files" && !strings.HasSuffix(name, "__list_directory") && !strings.HasSuffix(name, "__search_files")
+}
+
+// carries reports whether the tool name gives what it reads the labels of
+// rule: it returns them, or has a rule naming the same files with them.
+func carries(p *profile.Profile, name string, rule profile.LabelRule) bool {
+	t := p.Tools[name]
+	missing := false
+	for _, l := range rule.Labels {
+		if slices.Contains(t.Returns, l) {
+			continue
+		}
+		same := false
+		for _, o := range t.Labels {
+			if o.Glob == rule.Glob && o.Prefix == rule.Prefix && o.Suffix == rule.Suffix && slices.Contains(o.Labels, l) && slices.Contains(p.PathArgs(name), o.Arg) {
+				same = true
+			}
+		}
+		missing = missing || !same
+	}
+	return !missing
+}
+
+// ruleText is how a label rule names files.
+func ruleText(r profile.LabelRule) string {
+	var parts []string
+	if r.Glob != "" {
+		parts = append(parts, r.Glob)
+	}
+	if r.Prefix != "" {
+		parts = append(parts, "starting "+r.Prefix)
+	}
+	if r.Suffix != "" {
+		parts = append(parts, "ending "+r.Suffix)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -22,7 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/text/unicode/norm"
 
 	"github.com/cordon-sandbox/cordon/internal/cel"
 	"github.com/cordon-sandbox/cordon/internal/pathglob"
@@ -403,24 +402,7 @@ func (s *Session) resultLabels(out []string, c Call) []string {
 // in Unicode normal form C: a rule written with "ö" labels a file whose
 // name spells it decomposed.
 func matchFile(r profile.LabelRule, p, ws string) bool {
-	r.Glob, r.Prefix, r.Suffix, p, ws = norm.NFC.String(r.Glob), norm.NFC.String(r.Prefix), norm.NFC.String(r.Suffix), norm.NFC.String(p), norm.NFC.String(ws)
-	if r.Glob != "" && !pathglob.MatchFile(r.Glob, p, ws) {
-		return false
-	}
-	if r.Prefix != "" {
-		name := p
-		if !strings.HasPrefix(r.Prefix, "/") {
-			rel, ok := pathglob.Within(p, ws)
-			if !ok {
-				return false
-			}
-			name = rel
-		}
-		if !strings.HasPrefix(name, r.Prefix) {
-			return false
-		}
-	}
-	return strings.HasSuffix(p, r.Suffix)
+	return pathglob.MatchRule(pathglob.Rule{Glob: r.Glob, Prefix: r.Prefix, Suffix: r.Suffix}, p, ws)
 }
 
 // MaxFiles is how many files' labels (paths and identities) a FileLabels

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -343,6 +345,11 @@ const MaxResolve = 64
 type Resolution struct {
 	Workspace string     `json:"workspace"`
 	Files     []Resolved `json:"files"`
+	// Reached are the indexes of the rules asked for (reach) that name a
+	// file of the workspace; ReachComplete says the whole workspace was
+	// looked at (when not, the rules not found count as found).
+	Reached       []int `json:"reached,omitempty"`
+	ReachComplete bool  `json:"reach_complete,omitempty"`
 }
 
 // Resolved is one path's resolution.
@@ -355,6 +362,9 @@ type Resolved struct {
 func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 	var in struct {
 		Paths []string `json:"paths"`
+		// Reach are label rules: the answer says which of them name a
+		// file of the workspace (see reach).
+		Reach []pathglob.Rule `json:"reach,omitempty"`
 	}
 	data, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
 	if err == nil {
@@ -362,6 +372,9 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 	}
 	if err == nil && len(in.Paths) > MaxResolve {
 		err = fmt.Errorf("%d paths, at most %d", len(in.Paths), MaxResolve)
+	}
+	if err == nil && len(in.Reach) > MaxResolve {
+		err = fmt.Errorf("%d rules, at most %d", len(in.Reach), MaxResolve)
 	}
 	if err != nil {
 		fmt.Fprintf(stdout, "{\"error\":%q}\n", "resolve: "+err.Error())
@@ -373,6 +386,10 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 		return 2
 	}
 	out := Resolution{Workspace: wd, Files: ResolvePaths(in.Paths, "/")}
+	if len(in.Reach) > 0 {
+		out.Reached, out.ReachComplete = reach(wd, in.Reach)
+		out.Reached = append([]int{}, out.Reached...)
+	}
 	b, _ := json.Marshal(out)
 	fmt.Fprintln(stdout, string(b))
 	return 0
