@@ -29,9 +29,11 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/config"
 	"github.com/cordon-sandbox/cordon/internal/egress"
 	"github.com/cordon-sandbox/cordon/internal/gateway"
+	"github.com/cordon-sandbox/cordon/internal/labelstore"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
+	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 	"github.com/cordon-sandbox/cordon/internal/version"
 )
 
@@ -227,13 +229,23 @@ func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, al
 		profileFile = file
 	}
 	r := &probeRunner{e: e, allow: allow, audit: al, guard: guarded(file)}
+	labels, err := openFileLabels(e, p, file)
+	if err != nil {
+		return nil, err
+	}
+	known := toolpolicy.NewFileLabels()
+	if err := labels.Load(known); err != nil {
+		return nil, fmt.Errorf("%w; the labels of files written by labelled sessions are not dropped: repair or remove the file to go on", err)
+	}
 	// A reviewed workspace: each session's calls share one sandbox.
 	sessions, err := newSessionSandboxes(e, p, file, r)
 	if err != nil {
 		return nil, err
 	}
 	return gateway.New(ctx, gateway.Config{
-		Profile: p,
+		FileLabels:     known,
+		SaveFileLabels: labels.Save,
+		Profile:        p,
 		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
 			if !sessions.inSession(ctx) {
 				if err := oneShotRefused(p, tool); err != nil {
@@ -359,6 +371,22 @@ func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) 
 		}
 	}
 	return out, nil
+}
+
+// openFileLabels is the store of the labels of files that labelled
+// sessions of p's agents wrote in its workspace, in cordon's state,
+// which no sandbox of p (or of its tool servers) may see: an agent that
+// could write it could clear them.
+func openFileLabels(e *env, p *profile.Profile, file string) (*labelstore.Store, error) {
+	dir := filepath.Join(config.StateDir(), "labels")
+	if err := outsideViews(e, p, file, filepath.Join(dir, "x")); err != nil {
+		return nil, fmt.Errorf("cordon's state directory %s, where the labels of written files are kept: %w; set CORDON_STATE_DIR elsewhere", config.StateDir(), err)
+	}
+	ws := e.cwd
+	if p.Workspace.Path != "" {
+		ws = workspacePath(e, p)
+	}
+	return labelstore.Open(dir, ws)
 }
 
 // serverView narrows the workspace of server's sandbox (of profile sp) to

@@ -78,6 +78,11 @@ type Config struct {
 	// read (see reach.go); without it, a run call carries every label of
 	// the profile's rules on paths.
 	Reach Reacher
+	// FileLabels are the labels of files labelled sessions wrote, as kept
+	// beyond earlier gateways (nil: none); SaveFileLabels, when set, keeps
+	// them again whenever a call adds to them.
+	FileLabels     *toolpolicy.FileLabels
+	SaveFileLabels func(*toolpolicy.FileLabels) error
 	// Workspace is the workspace in the agent's view, from which the
 	// relative names of constraints are taken when a call names no file.
 	Workspace string
@@ -111,8 +116,10 @@ type Gateway struct {
 	// hash is the profile's SHA-256, which approval requests carry.
 	hash string
 	// files are the labels of files written by labelled sessions, which
-	// every session reads; made on first use.
+	// every session reads; made on first use. saved is its count of
+	// changes when it was last kept (see keepLabels).
 	files *toolpolicy.FileLabels
+	saved uint64
 }
 
 // tool is a tool the gateway knows.
@@ -436,7 +443,11 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		g.mu.Lock()
 		withdrawn := g.withdrawn
 		if g.files == nil {
-			g.files = toolpolicy.NewFileLabels()
+			g.files = g.cfg.FileLabels
+			if g.files == nil {
+				g.files = toolpolicy.NewFileLabels()
+			}
+			g.saved = g.files.Changes()
 		}
 		files := g.files
 		g.mu.Unlock()
@@ -625,6 +636,7 @@ func (g *Gateway) after(ctx context.Context, s *session, c toolpolicy.Call, step
 		labels = slices.Compact(slices.Sorted(slices.Values(append(labels, reached...))))
 	}
 	s.mu.Unlock()
+	g.keepLabels()
 	shown := map[string]any{"tool": name, "step": step, "session": s.id, "failed": failed}
 	if !refused && len(labels) > 0 {
 		shown["labels"] = labels
@@ -651,6 +663,29 @@ func (g *Gateway) after(ctx context.Context, s *session, c toolpolicy.Call, step
 		return refusal(toolpolicy.Decision{Rule: "audit", Reason: fmt.Sprintf("the result could not be recorded (%v), so it is not shown", rerr)}), nil
 	}
 	return res, err
+}
+
+// keepLabels keeps the labels of written files (Config.SaveFileLabels)
+// when a call added to them. What cannot be kept still holds for this
+// gateway's life; the operator is told.
+func (g *Gateway) keepLabels() {
+	g.mu.Lock()
+	files, saved := g.files, g.saved
+	g.mu.Unlock()
+	if files == nil || g.cfg.SaveFileLabels == nil {
+		return
+	}
+	n := files.Changes()
+	if n == saved {
+		return
+	}
+	if err := g.cfg.SaveFileLabels(files); err != nil {
+		g.cfg.Logf("the labels of files written by labelled sessions could not be kept (%v): they hold until this gateway ends", err)
+		return
+	}
+	g.mu.Lock()
+	g.saved = max(g.saved, n)
+	g.mu.Unlock()
 }
 
 // previewBytes is how much of a result the audit log keeps.

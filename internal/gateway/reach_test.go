@@ -46,7 +46,9 @@ tools:
 			return []int{0}, true, nil
 		}, true},
 		{"none", func(context.Context, []pathglob.Rule) ([]int, bool, error) { return nil, true, nil }, false},
-		{"unknown", func(context.Context, []pathglob.Rule) ([]int, bool, error) { return nil, false, errors.New("no sandbox") }, true},
+		{"unknown", func(context.Context, []pathglob.Rule) ([]int, bool, error) {
+			return nil, false, errors.New("no sandbox")
+		}, true},
 		{"no reacher", nil, true},
 	} {
 		g, err := gateway.New(context.Background(), gateway.Config{

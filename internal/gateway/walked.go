@@ -211,6 +211,7 @@ func (g *Gateway) pathChanged(ctx context.Context, s *session, c toolpolicy.Call
 		s.policy.LabelCreated(toolpolicy.Call{Tool: c.Tool, Args: map[string]any{}, Workspace: c.Workspace, Files: now})
 	}
 	s.mu.Unlock()
+	g.keepLabels()
 	r := redactor{secret: secret, budget: previewBytes}
 	files := func(m map[string]toolpolicy.File) map[string]any {
 		out := map[string]any{}

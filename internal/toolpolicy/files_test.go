@@ -128,6 +128,21 @@ func TestWrittenFilesKeepLabels(t *testing.T) {
 	if got := later.ResultLabels(file(ws+"/notes/else", 42, 1)); len(got) != 0 {
 		t.Errorf("an unwritten file: %v", got)
 	}
+	// A name carries data: a listing or a search of a directory that
+	// holds a file written while labelled shows its name, and carries its
+	// labels; one of another directory does not.
+	dir := func(path string, ino uint64) Call {
+		return Call{Tool: "read_file", Args: map[string]any{"path": path}, Workspace: ws,
+			Files: map[string]File{"path": {Path: path, Exists: true, Dir: true, Dev: 1, Ino: ino, Links: 2}}}
+	}
+	for _, d := range []string{ws + "/notes", ws} {
+		if got := later.ResultLabels(dir(d, 50)); !slices.Equal(got, []string{"secret"}) {
+			t.Errorf("a listing of %s: %v", d, got)
+		}
+	}
+	if got := later.ResultLabels(dir(ws+"/docs", 51)); len(got) != 0 {
+		t.Errorf("a listing of docs: %v", got)
+	}
 }
 
 // The map of written files is bounded; past the bound, every file read

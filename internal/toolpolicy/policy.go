@@ -22,7 +22,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/cordon-sandbox/cordon/internal/cel"
 	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -420,6 +419,7 @@ type FileLabels struct {
 	mu      sync.Mutex
 	m       map[fileKey][]string
 	spilled []string
+	changes uint64 // counts the changes, for whoever keeps them
 }
 
 // fileKey keys a file by its canonical path, or (byID) by its device and
@@ -469,13 +469,22 @@ func (f *FileLabels) addFile(file File, ls []string) {
 
 func (f *FileLabels) addKey(k fileKey, ls []string) {
 	if _, ok := f.m[k]; !ok && len(f.m) >= MaxFiles {
-		f.spilled = union(f.spilled, ls)
+		if !containsAll(f.spilled, ls) {
+			f.spilled = union(f.spilled, ls)
+			f.changes++
+		}
 		return
 	}
-	f.m[k] = union(f.m[k], ls)
+	if !containsAll(f.m[k], ls) {
+		f.m[k] = union(f.m[k], ls)
+		f.changes++
+	}
 }
 
-// appendOf appends to out the labels of the files a call names.
+// appendOf appends to out the labels of the files a call names; for a
+// directory, those of every file written under it too: a listing or a
+// search shows their names, and a name can carry what the session that
+// wrote it had read.
 func (f *FileLabels) appendOf(out []string, c Call) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -484,6 +493,13 @@ func (f *FileLabels) appendOf(out []string, c Call) []string {
 		out = append(out, f.m[fileKey{path: file.Path}]...)
 		if file.Exists {
 			out = append(out, f.m[identity(file)]...)
+		}
+		if file.Dir {
+			for k, ls := range f.m {
+				if _, in := pathglob.Within(k.path, file.Path); !k.byID && in {
+					out = append(out, ls...)
+				}
+			}
 		}
 	}
 	return out

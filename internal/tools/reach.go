@@ -4,7 +4,11 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cordon-sandbox/cordon/internal/pathglob"
+	"github.com/cordon-sandbox/cordon/internal/protect"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // A label rule names files, not a tool's argument: a command run in a
@@ -24,6 +28,9 @@ func reach(ws string, rules []pathglob.Rule) (found []int, complete bool) {
 	if len(rules) == 0 {
 		return nil, true
 	}
+	// cordon's placeholders (of protected names, see listFiles) are
+	// cordon's, not the workspace's files.
+	hidden := wire.ReadPlaceholders()
 	hit := make([]bool, len(rules))
 	left, seen := len(rules), 0
 	complete = true
@@ -37,6 +44,15 @@ func reach(ws string, rules []pathglob.Rule) (found []int, complete bool) {
 		if seen++; seen > maxReach {
 			complete = false
 			return filepath.SkipAll
+		}
+		if len(hidden) > 0 {
+			var st unix.Stat_t
+			if unix.Lstat(p, &st) == nil && hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}] {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
 		}
 		for i, r := range rules {
 			if !hit[i] && pathglob.MatchRule(r, p, ws) {

@@ -7,7 +7,7 @@
 //
 // Over http, the client presents the token MCP_TOKEN, when set.
 //
-// CALLS-JSON is a list of [tool, arguments] pairs; ["#session"] closes the
+// CALLS-JSON is a list of [tool, arguments] pairs (@FILE: read from FILE); ["#session"] closes the
 // session and opens a new one; ["#as", TOKEN] opens one with another
 // client's token; ["#wait", TOOL] lists the tools until TOOL
 // is among them (a minute at most); ["#resources"] asks for the resources
@@ -16,6 +16,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { readFileSync } from "node:fs";
 
 const [calls, mode, ...rest] = process.argv.slice(2);
 
@@ -50,7 +51,7 @@ async function connect() {
 }
 
 let client = await connect();
-for (const [name, args] of JSON.parse(calls)) {
+for (const [name, args] of JSON.parse(calls.startsWith("@") ? readFileSync(calls.slice(1), "utf8") : calls)) {
   if (name === "#as") {
     await client.close();
     token = args;
