@@ -59,7 +59,7 @@ func callCmd(e *env, args []string) int {
 		return fail(e, fmt.Errorf("call: %w", err))
 	}
 	r := &probeRunner{e: e, allow: allow, audit: al, guard: pf.guarded(e)}
-	if err := gateway.ResolveFiles(context.Background(), p, resolver(e, p, "", r, nil), "", &c); err != nil {
+	if err := gateway.ResolveFiles(context.Background(), p, resolver(e, p, "", r, nil, nil), "", &c); err != nil {
 		return fail(e, fmt.Errorf("call: %v", err))
 	}
 	decided, _ := json.Marshal(c.Args)

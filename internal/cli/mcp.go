@@ -242,6 +242,7 @@ func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, al
 	if err != nil {
 		return nil, err
 	}
+	boxes := newResolveBoxes(e, r)
 	return gateway.New(ctx, gateway.Config{
 		FileLabels:     known,
 		SaveFileLabels: labels.Save,
@@ -254,8 +255,11 @@ func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, al
 			}
 			return runBuiltin(sessions.execFor(ctx, r.oneShot(p)), tool, args, expects(p, gateway.DecidedFiles(ctx)))
 		},
-		OnClose:   sessions.close,
-		Resolve:   resolver(e, p, file, r, sessions),
+		OnClose: func() {
+			sessions.close()
+			boxes.close()
+		},
+		Resolve:   resolver(e, p, file, r, sessions, boxes),
 		Reach:     reacher(p, r, sessions),
 		Workspace: viewWorkspace(e, p),
 		Dial:      ups,

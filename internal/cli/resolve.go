@@ -67,7 +67,7 @@ func askResolver(x toolExec, req map[string]any) (*tools.Resolution, error) {
 // own profile. A remote server's files are not on this
 // host: its paths are only made absolute from the workspace and cleaned,
 // as names.
-func resolver(e *env, p *profile.Profile, file string, r *probeRunner, sessions *sessionSandboxes) gateway.Resolver {
+func resolver(e *env, p *profile.Profile, file string, r *probeRunner, sessions *sessionSandboxes, boxes *resolveBoxes) gateway.Resolver {
 	dir := e.cwd
 	if file != "" {
 		dir = filepath.Dir(file)
@@ -104,6 +104,9 @@ func resolver(e *env, p *profile.Profile, file string, r *probeRunner, sessions 
 		// resolution stamps.
 		sp.Workspace.Writable = false
 		sp.Workspace.Mode = ""
+		if boxes != nil {
+			return resolveIn(boxes.exec(ctx, server, sp), paths)
+		}
 		return resolveIn(r.oneShot(sp), paths)
 	}
 }
