@@ -189,3 +189,40 @@ func BenchmarkDecideFiles(b *testing.B) {
 	}
 	latencies(b, took)
 }
+
+// Calls refused outside the policy's decision (arguments that cannot be
+// decided, a path that named another file when the call ran) count as
+// refusals: enough of them trip the probing rule.
+func TestRefusalsOutsideTheDecisionCount(t *testing.T) {
+	const prof = filesProfile + `trajectory:
+  probing:
+    denials: 3
+    window: 10
+    action: stop
+`
+	read := file(ws+"/README.md", 9, 1)
+	s := NewSession(load(t, prof), nil)
+	for range 3 {
+		s.RefusedBefore(Call{Tool: "read_file", Args: map[string]any{"sent": `{"path":"a","Path":"b"}`}})
+	}
+	if d := s.Decide(read); d.Allow || d.Rule != "trajectory.probing" {
+		t.Errorf("after 3 refusals before a decision: %+v", d)
+	}
+	s = NewSession(load(t, prof), nil)
+	for range 3 {
+		if d := s.Decide(read); !d.Allow {
+			t.Fatalf("%+v", d)
+		}
+		s.Overturned()
+	}
+	if d := s.Decide(read); d.Allow || d.Rule != "trajectory.probing" {
+		t.Errorf("after 3 calls overturned: %+v", d)
+	}
+	// Not overturned: allowed as before.
+	s = NewSession(load(t, prof), nil)
+	for range 4 {
+		if d := s.Decide(read); !d.Allow {
+			t.Errorf("%+v", d)
+		}
+	}
+}
