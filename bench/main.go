@@ -578,6 +578,7 @@ func microBenches(w *bytes.Buffer, repo string) {
 	metric(out, "BenchmarkBoxExec", "box/bare", goalServeInProc, 1)
 	out = goBench(w, repo, "MCP gateway, one tool call (an upstream tool called directly, through cordon's gateway, and through it with the durable audit log; in-memory transports, medians)", "./internal/gateway", "Call", "2000x")
 	metric(out, "BenchmarkCall", "added-µs/call", goalGatewayCall, 1)
+	goBench(w, repo, "MCP gateway, a tool server's call with a path, with and without the checks of what the server acted on (the path resolved again after the call and its directories compared; the resolver in the same process, interleaved, medians)", "./internal/gateway", "PathChecks", "2000x")
 }
 
 // large measures a run in a workspace of 50,000 files in 5,000 directories,

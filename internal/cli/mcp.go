@@ -261,6 +261,7 @@ func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, al
 		},
 		Resolve:   resolver(e, p, file, r, sessions, boxes),
 		Reach:     reacher(p, r, sessions),
+		Changed:   changer(e, p, file, r, sessions, boxes),
 		Workspace: viewWorkspace(e, p),
 		Dial:      ups,
 		Restart:   restart,
@@ -408,6 +409,12 @@ func serverView(e *env, p *profile.Profile, server string, sp *profile.Profile) 
 	}
 	ws := workspacePath(e, sp)
 	view := viewWorkspace(e, sp)
+	if view != ws {
+		// --rw binds at the host's path: a workspace seen elsewhere
+		// (workspace.target) is left as the server's profile says.
+		fmt.Fprintf(e.stderr, "cordon: server %s: its workspace is seen at %s, not where it is on this host: it is bound as its profile says, writable where the profile says\n", server, termsafe.Line(view))
+		return nil
+	}
 	out := []string{"--ro-workspace"}
 	var kept []string
 	for _, d := range dirs {

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/gateway"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
-	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 	"github.com/cordon-sandbox/cordon/internal/tools"
@@ -33,12 +33,20 @@ func resolveIn(x toolExec, paths []string) (string, []tools.Resolved, error) {
 // of the built-in tools' sandbox for a call (the session's, when sessions
 // has one).
 func reacher(p *profile.Profile, r *probeRunner, sessions *sessionSandboxes) gateway.Reacher {
-	return func(ctx context.Context, rules []pathglob.Rule) ([]int, bool, error) {
-		res, err := askResolver(sessions.execFor(ctx, r.oneShot(p)), map[string]any{"paths": []string{}, "reach": rules})
-		if err != nil {
-			return nil, false, err
+	return func(ctx context.Context, q gateway.ReachQuery) (gateway.ReachAnswer, error) {
+		ids := make([]tools.ID, len(q.IDs))
+		for i, f := range q.IDs {
+			ids[i] = tools.ID{Dev: f.Dev, Ino: f.Ino}
 		}
-		return res.Reached, res.ReachComplete, nil
+		res, err := askResolver(sessions.execFor(ctx, r.oneShot(p)), map[string]any{"paths": []string{}, "reach": q.Rules, "reach_ids": ids})
+		if err != nil {
+			return gateway.ReachAnswer{}, err
+		}
+		a := gateway.ReachAnswer{Rules: res.Reached, IDs: res.ReachedIDs, Complete: res.ReachComplete}
+		for _, f := range res.Matched {
+			a.Matched = append(a.Matched, toolpolicy.File{Path: f.Path, Exists: f.Exists, Dev: f.Dev, Ino: f.Ino, Links: f.Links})
+		}
+		return a, nil
 	}
 }
 
@@ -68,19 +76,12 @@ func askResolver(x toolExec, req map[string]any) (*tools.Resolution, error) {
 // host: its paths are only made absolute from the workspace and cleaned,
 // as names.
 func resolver(e *env, p *profile.Profile, file string, r *probeRunner, sessions *sessionSandboxes, boxes *resolveBoxes) gateway.Resolver {
-	dir := e.cwd
-	if file != "" {
-		dir = filepath.Dir(file)
-	}
 	return func(ctx context.Context, server string, paths []string) (string, []tools.Resolved, error) {
-		if server == "" {
-			return resolveIn(sessions.execFor(ctx, r.oneShot(p)), paths)
+		x, remote, err := viewOf(ctx, e, p, file, r, sessions, boxes, server)
+		if err != nil {
+			return "", nil, err
 		}
-		srv, ok := p.Servers[server]
-		if !ok {
-			return "", nil, fmt.Errorf("no server %s", server)
-		}
-		if srv.Profile == "" {
+		if remote {
 			var out []tools.Resolved
 			for _, path := range paths {
 				if !filepath.IsAbs(path) {
@@ -90,25 +91,66 @@ func resolver(e *env, p *profile.Profile, file string, r *probeRunner, sessions 
 			}
 			return e.cwd, out, nil
 		}
-		sf := srv.Profile
-		if !filepath.IsAbs(sf) {
-			sf = filepath.Join(dir, sf)
-		}
-		sp, err := profile.LoadFile(sf)
-		if err != nil {
-			return "", nil, fmt.Errorf("servers.%s.profile: %w", server, err)
-		}
-		// Resolving writes nothing: the workspace is bound read-only, so
-		// that no placeholder of a protected name (see cordon run) is made
-		// and removed in it, which would change the directories the
-		// resolution stamps.
-		sp.Workspace.Writable = false
-		sp.Workspace.Mode = ""
-		if boxes != nil {
-			return resolveIn(boxes.exec(ctx, server, sp), paths)
-		}
-		return resolveIn(r.oneShot(sp), paths)
+		return resolveIn(x, paths)
 	}
+}
+
+// changer finds the files changed since a time under directories of the
+// view of a server's sandbox (see gateway.Changer), as resolver resolves
+// paths there.
+func changer(e *env, p *profile.Profile, file string, r *probeRunner, sessions *sessionSandboxes, boxes *resolveBoxes) gateway.Changer {
+	return func(ctx context.Context, server string, dirs []string, since time.Time) ([]toolpolicy.File, bool, error) {
+		x, remote, err := viewOf(ctx, e, p, file, r, sessions, boxes, server)
+		if err != nil || remote {
+			return nil, false, err
+		}
+		res, err := askResolver(x, map[string]any{"paths": []string{}, "changed": map[string]any{"dirs": dirs, "since": since.UnixNano()}})
+		if err != nil {
+			return nil, false, err
+		}
+		var out []toolpolicy.File
+		for _, f := range res.Changed {
+			out = append(out, toolpolicy.File{Path: f.Path, Exists: f.Exists, Dev: f.Dev, Ino: f.Ino, Links: f.Links})
+		}
+		return out, res.ChangedComplete, nil
+	}
+}
+
+// viewOf runs commands in the view of server's sandbox ("" for the
+// built-in tools'); remote says the server's files are not on this host.
+func viewOf(ctx context.Context, e *env, p *profile.Profile, file string, r *probeRunner, sessions *sessionSandboxes, boxes *resolveBoxes, server string) (x toolExec, remote bool, err error) {
+	if server == "" {
+		return sessions.execFor(ctx, r.oneShot(p)), false, nil
+	}
+	srv, ok := p.Servers[server]
+	if !ok {
+		return nil, false, fmt.Errorf("no server %s", server)
+	}
+	if srv.Profile == "" {
+		return nil, true, nil
+	}
+	sf := srv.Profile
+	if !filepath.IsAbs(sf) {
+		dir := e.cwd
+		if file != "" {
+			dir = filepath.Dir(file)
+		}
+		sf = filepath.Join(dir, sf)
+	}
+	sp, err := profile.LoadFile(sf)
+	if err != nil {
+		return nil, false, fmt.Errorf("servers.%s.profile: %w", server, err)
+	}
+	// Resolving writes nothing: the workspace is bound read-only, so that
+	// no placeholder of a protected name (see cordon run) is made and
+	// removed in it, which would change the directories the resolution
+	// stamps.
+	sp.Workspace.Writable = false
+	sp.Workspace.Mode = ""
+	if boxes != nil {
+		return boxes.exec(ctx, server, sp), false, nil
+	}
+	return r.oneShot(sp), false, nil
 }
 
 // expects are the command-line arguments that hold a built-in tool to the

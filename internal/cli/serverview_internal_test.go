@@ -49,8 +49,9 @@ func TestServerView(t *testing.T) {
 			t.Errorf("%q: %q, want %q (%s)", tt.constraint, got, tt.want, stderr.String())
 		}
 	}
-	// A read-only workspace, or one judged on a layer, stays as it is.
-	for _, ws := range []string{"  writable: false\n", "  writable: true\n  mode: review\n"} {
+	// A read-only workspace, one judged on a layer, or one seen elsewhere
+	// than on the host stays as it is.
+	for _, ws := range []string{"  writable: false\n", "  writable: true\n  mode: review\n", "  writable: true\n  target: /srv/ws\n"} {
 		sp, err := profile.Parse("fs.yaml", []byte("version: 1\nagent: fs\nworkspace:\n  path: .\n"+ws))
 		if err != nil {
 			t.Fatal(err)

@@ -83,6 +83,11 @@ type Config struct {
 	// them again whenever a call adds to them.
 	FileLabels     *toolpolicy.FileLabels
 	SaveFileLabels func(*toolpolicy.FileLabels) error
+	// Changed finds the files under dirs (relative ones from the
+	// workspace) of a sandbox's view (server "" for the built-in tools')
+	// changed since a time (see walked.go); without it, a tool server's
+	// write is not checked for other files it wrote.
+	Changed Changer
 	// Workspace is the workspace in the agent's view, from which the
 	// relative names of constraints are taken when a call names no file.
 	Workspace string
@@ -510,7 +515,8 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		} else if !d.Allow {
 			return refusal(d), nil
 		}
-		w.reached = g.reached(ctx, name)
+		w.reached = g.reached(ctx, name, labels)
+		w.started = time.Now()
 		rctx, run := telemetry.Start(ctx, spanRun)
 		res, err := next(rctx, method, req)
 		run.End()
@@ -573,6 +579,9 @@ func (g *Gateway) after(ctx context.Context, s *session, c toolpolicy.Call, step
 		d, refused = ctr.Meta["cordon/refusal"].(toolpolicy.Decision)
 		if refused && d.Rule == ruleFiles {
 			g.pathChanged(ctx, s, c, step, d)
+			if w := walkedOf(ctx); w == nil || !w.named {
+				failed = false // not the agent's doing: no loop of its
+			}
 		}
 	}
 	// What the agent is shown: an error's text, or the result's content,
@@ -636,6 +645,9 @@ func (g *Gateway) after(ctx context.Context, s *session, c toolpolicy.Call, step
 		labels = slices.Compact(slices.Sorted(slices.Values(append(labels, reached...))))
 	}
 	s.mu.Unlock()
+	if !refused {
+		g.labelRunWrites(ctx, s, c)
+	}
 	g.keepLabels()
 	shown := map[string]any{"tool": name, "step": step, "session": s.id, "failed": failed}
 	if !refused && len(labels) > 0 {
@@ -762,10 +774,11 @@ func (g *Gateway) runUpstream(ctx context.Context, req *mcp.CallToolRequest) (*m
 			return refusal(toolpolicy.Decision{Rule: ruleFiles, Reason: why + "; the call was not made"}), nil
 		}
 	}
+	started := time.Now()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: req.Params.Arguments})
 	res, err = g.upstreamResult(ctx, t, cs, res, err)
 	if check && err == nil {
-		if why := g.checkAfter(ctx, t, reads, files); why != "" {
+		if why := g.checkAfter(ctx, t, reads, files, started); why != "" {
 			return refusal(toolpolicy.Decision{Rule: ruleFiles, Reason: fmt.Sprintf("%s while %s ran: it may have acted on a file no decision saw, so what it returned is withheld", why, req.Params.Name)}), nil
 		}
 	}

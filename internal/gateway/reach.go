@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
 )
 
 // Labels follow the data, not the tool: a label rule names files, and the
@@ -16,10 +18,28 @@ import (
 // result carries the labels of every one that does. When that cannot be
 // known, it carries them all.
 
-// Reacher says which of rules name a file of the workspace in the view of
-// the built-in tools' sandbox for the call (ctx): their indexes, and
-// whether the whole workspace was looked at.
-type Reacher func(ctx context.Context, rules []pathglob.Rule) (found []int, complete bool, err error)
+// Reacher says which of the query's rules name a file of the workspace
+// in the view of the built-in tools' sandbox for the call (ctx), and
+// which of its identities a file there has.
+type Reacher func(ctx context.Context, q ReachQuery) (ReachAnswer, error)
+
+// ReachQuery is what a Reacher looks for: files named by Rules, and files
+// with the identities IDs (labelled by what was written to them, or by a
+// rule under the name they had: a rename keeps them).
+type ReachQuery struct {
+	Rules []pathglob.Rule
+	IDs   []toolpolicy.File // Dev and Ino
+}
+
+// ReachAnswer is what a Reacher found: the indexes of the rules and of the
+// identities, the files the rules named (their identities carry the
+// rules' labels from then on), and whether it looked at everything (when
+// not, everything counts as found).
+type ReachAnswer struct {
+	Rules, IDs []int
+	Matched    []toolpolicy.File
+	Complete   bool
+}
 
 // reachRule is a label rule of the profile on a path argument.
 type reachRule struct {
@@ -58,16 +78,43 @@ func reachRules(p *profile.Profile, run string) []reachRule {
 }
 
 // reached are the labels a call of the built-in run tool carries by the
-// files its view holds (see above); nil for any other call.
-func (g *Gateway) reached(ctx context.Context, tool string) []string {
+// files its view holds (see above), given what the session carries; nil
+// for any other call. The files the rules name give their identities the
+// rules' labels, kept as a labelled write's are.
+func (g *Gateway) reached(ctx context.Context, tool string, carried []string) []string {
 	g.mu.Lock()
 	t := g.tools[tool]
+	files := g.files
 	g.mu.Unlock()
 	if tool != "run" || t == nil || t.server != "" {
 		return nil
 	}
-	rules := reachRules(g.cfg.Profile, tool)
-	if len(rules) == 0 {
+	// What the session carries already adds nothing: no need to look for
+	// its files.
+	adds := func(ls []string) bool {
+		for _, l := range ls {
+			if !slices.Contains(carried, l) {
+				return true
+			}
+		}
+		return false
+	}
+	var rules []reachRule
+	for _, r := range reachRules(g.cfg.Profile, tool) {
+		if adds(r.labels) {
+			rules = append(rules, r)
+		}
+	}
+	var ids []toolpolicy.FileEntry
+	if files != nil {
+		entries, _ := files.Entries()
+		for _, e := range entries {
+			if e.ByID && adds(e.Labels) && len(ids) < maxReachIDs {
+				ids = append(ids, e)
+			}
+		}
+	}
+	if len(rules) == 0 && len(ids) == 0 {
 		return nil
 	}
 	all := func() []string {
@@ -75,31 +122,105 @@ func (g *Gateway) reached(ctx context.Context, tool string) []string {
 		for _, r := range rules {
 			out = append(out, r.labels...)
 		}
-		return out
+		for _, e := range ids {
+			out = append(out, e.Labels...)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
 	}
 	if g.cfg.Reach == nil {
 		return all()
 	}
-	rs := make([]pathglob.Rule, len(rules))
-	for i, r := range rules {
-		rs[i] = r.rule
+	q := ReachQuery{}
+	for _, r := range rules {
+		q.Rules = append(q.Rules, r.rule)
+	}
+	for _, e := range ids {
+		q.IDs = append(q.IDs, toolpolicy.File{Dev: e.Dev, Ino: e.Ino})
 	}
 	release, err := g.resolveSlot(ctx)
 	if err != nil {
 		return all()
 	}
-	found, _, err := g.cfg.Reach(ctx, rs)
+	a, err := g.cfg.Reach(ctx, q)
 	release()
 	if err != nil {
-		g.cfg.Logf("which labelled files the run tool can read could not be known (%v): its result carries every label of the profile's rules", err)
+		g.cfg.Logf("which labelled files the run tool can read could not be known (%v): its result carries every label they could give", err)
+		return all()
+	}
+	if !a.Complete {
 		return all()
 	}
 	var out []string
-	for _, i := range found {
+	for _, i := range a.Rules {
 		if i >= 0 && i < len(rules) {
 			out = append(out, rules[i].labels...)
 		}
 	}
+	for _, i := range a.IDs {
+		if i >= 0 && i < len(ids) {
+			out = append(out, ids[i].Labels...)
+		}
+	}
+	if files != nil && len(a.Matched) > 0 {
+		// A file a rule names keeps the rule's labels under any name.
+		var es []toolpolicy.FileEntry
+		for _, f := range a.Matched {
+			var ls []string
+			for _, r := range rules {
+				if pathglob.MatchRule(r.rule, f.Path, g.cfg.Workspace) {
+					ls = append(ls, r.labels...)
+				}
+			}
+			if len(ls) > 0 {
+				es = append(es, toolpolicy.FileEntry{Dev: f.Dev, Ino: f.Ino, ByID: true, Labels: ls})
+			}
+		}
+		files.Merge(es, nil)
+		g.keepLabels()
+	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// maxReachIDs bounds the identities looked for: as many as FileLabels
+// keeps.
+const maxReachIDs = toolpolicy.MaxFiles
+
+// labelRunWrites gives the files a call of the built-in run tool changed,
+// while its session carries labels, those labels, as a labelled write's:
+// a command that copies what it read (cp .env notes/x) writes it under a
+// name no rule names.
+func (g *Gateway) labelRunWrites(ctx context.Context, s *session, c toolpolicy.Call) {
+	w := walkedOf(ctx)
+	if c.Tool != "run" || w == nil || w.started.IsZero() || g.cfg.Changed == nil {
+		return
+	}
+	s.mu.Lock()
+	labels := s.policy.Labels()
+	s.mu.Unlock()
+	if len(labels) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), againTimeout)
+	defer cancel()
+	release, err := g.resolveSlot(ctx)
+	if err != nil {
+		return
+	}
+	found, complete, err := g.cfg.Changed(ctx, "", []string{"."}, w.started.Add(-settleMargin))
+	release()
+	if err != nil || !complete {
+		g.cfg.Logf("session %s: which files a run call changed could not all be known (%v): those not found do not carry the session's labels", s.id, err)
+	}
+	if len(found) == 0 {
+		return
+	}
+	n := toolpolicy.Call{Tool: c.Tool, Args: map[string]any{}, Workspace: c.Workspace, Files: map[string]toolpolicy.File{}}
+	for i, f := range found {
+		n.Files[fmt.Sprintf("changed[%d]", i)] = f
+	}
+	s.mu.Lock()
+	s.policy.LabelCreated(n)
+	s.mu.Unlock()
 }

@@ -39,15 +39,20 @@ tools:
 		reach   gateway.Reacher
 		refused bool
 	}{
-		{"a .env in the view", func(ctx context.Context, rules []pathglob.Rule) ([]int, bool, error) {
-			if len(rules) != 1 || rules[0].Glob != "**/.env*" {
-				t.Errorf("asked for %v", rules)
+		{"a .env in the view", func(ctx context.Context, q gateway.ReachQuery) (gateway.ReachAnswer, error) {
+			if len(q.Rules) != 1 || q.Rules[0] != (pathglob.Rule{Glob: "**/.env*"}) {
+				t.Errorf("asked for %v", q.Rules)
 			}
-			return []int{0}, true, nil
+			return gateway.ReachAnswer{Rules: []int{0}, Complete: true}, nil
 		}, true},
-		{"none", func(context.Context, []pathglob.Rule) ([]int, bool, error) { return nil, true, nil }, false},
-		{"unknown", func(context.Context, []pathglob.Rule) ([]int, bool, error) {
-			return nil, false, errors.New("no sandbox")
+		{"none", func(context.Context, gateway.ReachQuery) (gateway.ReachAnswer, error) {
+			return gateway.ReachAnswer{Complete: true}, nil
+		}, false},
+		{"not all looked at", func(context.Context, gateway.ReachQuery) (gateway.ReachAnswer, error) {
+			return gateway.ReachAnswer{}, nil
+		}, true},
+		{"unknown", func(context.Context, gateway.ReachQuery) (gateway.ReachAnswer, error) {
+			return gateway.ReachAnswer{}, errors.New("no sandbox")
 		}, true},
 		{"no reacher", nil, true},
 	} {

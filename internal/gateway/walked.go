@@ -41,6 +41,13 @@ type walked struct {
 	// reached are the labels of the files a run call's view holds (see
 	// reach.go).
 	reached []string
+	// named says a path named another file, or another file was written:
+	// the refusal counts toward the loop and probing rules. A directory
+	// that changed, or kept changing, is no sign of the agent's: anything
+	// writing in the workspace does it.
+	named bool
+	// started is when a run call was handed to its sandbox.
+	started time.Time
 }
 
 type walkedKey struct{}
@@ -170,6 +177,9 @@ func (g *Gateway) checkBefore(ctx context.Context, t *tool, reads bool, files ma
 	}
 	// Before it runs, a write's file is held to what was decided too.
 	if why := otherFiles(files, now); why != "" {
+		if w != nil {
+			w.named = true
+		}
 		return nil, why + ", not the file the call was decided on"
 	}
 	if u := unsettled(now); u != "" {
@@ -180,20 +190,90 @@ func (g *Gateway) checkBefore(ctx context.Context, t *tool, reads bool, files ma
 
 // checkAfter resolves the call's paths again once its server answered:
 // why what it did is not shown, "" when every path still names what it
-// did.
-func (g *Gateway) checkAfter(ctx context.Context, t *tool, reads bool, files map[string]toolpolicy.File) string {
+// did. A write is also held to the files it was sent: no other file of
+// the server's writable directories may have changed since it started.
+func (g *Gateway) checkAfter(ctx context.Context, t *tool, reads bool, files map[string]toolpolicy.File, started time.Time) string {
 	now, err := g.again(ctx, t.server, files)
 	if err != nil {
 		return fmt.Sprintf("the paths of %s could not be resolved again after it ran (%v)", t.def.Name, err)
 	}
 	why := moved(reads, files, now)
+	changed := now
+	if !reads {
+		others, w := g.othersWritten(ctx, t, files, started)
+		if w != "" {
+			why = strings.TrimPrefix(why+"; "+w, "; ")
+			changed = maps.Clone(now)
+			for i, f := range others {
+				changed[fmt.Sprintf("other[%d]", i)] = f
+			}
+		}
+	}
 	if why != "" {
 		if w := walkedOf(ctx); w != nil {
-			w.changed = now
+			w.changed = changed
+			w.named = otherFiles(files, now) != "" || len(changed) > len(now)
 		}
 	}
 	return why
 }
+
+// Changer finds the files under dirs (relative ones from the workspace)
+// in the view of server's sandbox whose change time is since or later;
+// complete is false when it could not look at every entry.
+type Changer func(ctx context.Context, server string, dirs []string, since time.Time) (files []toolpolicy.File, complete bool, err error)
+
+// othersWritten finds the files other than those decided that changed, in
+// the directories the server may write, since the call started: a name
+// swapped for a link to a sibling and back leads the server there. It
+// returns them and why that withholds the result ("" when none did).
+func (g *Gateway) othersWritten(ctx context.Context, t *tool, files map[string]toolpolicy.File, started time.Time) ([]toolpolicy.File, string) {
+	if g.cfg.Changed == nil {
+		return nil, ""
+	}
+	dirs, bounded := g.cfg.Profile.ServerWrites(t.server)
+	if !bounded {
+		dirs = []string{"."}
+	}
+	if len(dirs) == 0 {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), againTimeout)
+	defer cancel()
+	release, err := g.resolveSlot(ctx)
+	if err != nil {
+		return nil, fmt.Sprintf("which files %s wrote could not be known (%v)", t.def.Name, err)
+	}
+	// The clock of change times may lag by one of its steps.
+	found, complete, err := g.cfg.Changed(ctx, t.server, dirs, started.Add(-settleMargin))
+	release()
+	if err != nil {
+		return nil, fmt.Sprintf("which files %s wrote could not be known (%v)", t.def.Name, err)
+	}
+	decided := map[string]bool{}
+	for _, f := range files {
+		decided[f.Path] = true
+	}
+	var others []toolpolicy.File
+	var names []string
+	for _, f := range found {
+		if !decided[f.Path] {
+			others = append(others, f)
+			names = append(names, f.Path)
+		}
+	}
+	switch {
+	case len(others) > 0:
+		return others, fmt.Sprintf("other files changed while it ran, in the directories it may write: %s", strings.Join(names, ", "))
+	case !complete:
+		return nil, "which other files changed while it ran could not all be looked at"
+	}
+	return nil, ""
+}
+
+// settleMargin is the step of the clock of change times, and more (see
+// tools.settleMargin).
+const settleMargin = 20 * time.Millisecond
 
 // pathChanged counts a call refused because a path it named changed as a
 // refusal, records what its paths named, and gives what the session
@@ -201,11 +281,14 @@ func (g *Gateway) checkAfter(ctx context.Context, t *tool, reads bool, files map
 // written them.
 func (g *Gateway) pathChanged(ctx context.Context, s *session, c toolpolicy.Call, step int, d toolpolicy.Decision) {
 	var now map[string]toolpolicy.File
+	named := false
 	if w := walkedOf(ctx); w != nil {
-		now = w.changed
+		now, named = w.changed, w.named
 	}
 	s.mu.Lock()
-	s.policy.Overturned()
+	if named {
+		s.policy.Overturned()
+	}
 	secret := s.carriesSecret()
 	if len(now) > 0 && g.cfg.Profile.Tools[c.Tool].Class == "write" {
 		s.policy.LabelCreated(toolpolicy.Call{Tool: c.Tool, Args: map[string]any{}, Workspace: c.Workspace, Files: now})

@@ -19,7 +19,17 @@ type Rule struct {
 // against r. Names are compared in Unicode normal form C: a name and its
 // decomposed spelling name one file for the tools that open it.
 func MatchRule(r Rule, p, ws string) bool {
-	r.Glob, r.Prefix, r.Suffix, p, ws = norm.NFC.String(r.Glob), norm.NFC.String(r.Prefix), norm.NFC.String(r.Suffix), norm.NFC.String(p), norm.NFC.String(ws)
+	return r.NFC().MatchNFC(norm.NFC.String(p), norm.NFC.String(ws))
+}
+
+// NFC is r with its names in Unicode normal form C.
+func (r Rule) NFC() Rule {
+	return Rule{Glob: norm.NFC.String(r.Glob), Prefix: norm.NFC.String(r.Prefix), Suffix: norm.NFC.String(r.Suffix)}
+}
+
+// MatchNFC is MatchRule for a rule, a path and a workspace already in
+// normal form C.
+func (r Rule) MatchNFC(p, ws string) bool {
 	if r.Glob != "" && !MatchFile(r.Glob, p, ws) {
 		return false
 	}

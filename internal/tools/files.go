@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -340,6 +341,10 @@ const ResolveArg = "resolve"
 // MaxResolve is how many paths one resolution takes.
 const MaxResolve = 64
 
+// maxReachIDs is how many identities one resolution looks for: as many as
+// the gateway keeps labels of.
+const maxReachIDs = 4096
+
 // Resolution is the answer of the resolve mode: the working directory (the
 // workspace inside the view) and each path's file or why it has none.
 type Resolution struct {
@@ -350,6 +355,14 @@ type Resolution struct {
 	// looked at (when not, the rules not found count as found).
 	Reached       []int `json:"reached,omitempty"`
 	ReachComplete bool  `json:"reach_complete,omitempty"`
+	// ReachedIDs are the indexes of the identities asked for that a file
+	// of the workspace has; Matched the files the rules named.
+	ReachedIDs []int  `json:"reached_ids,omitempty"`
+	Matched    []File `json:"matched,omitempty"`
+	// Changed are the files asked for (changed) changed since the time
+	// given; ChangedComplete says every entry was looked at.
+	Changed         []File `json:"changed,omitempty"`
+	ChangedComplete bool   `json:"changed_complete,omitempty"`
 }
 
 // Resolved is one path's resolution.
@@ -365,6 +378,14 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 		// Reach are label rules: the answer says which of them name a
 		// file of the workspace (see reach).
 		Reach []pathglob.Rule `json:"reach,omitempty"`
+		// ReachIDs are identities of labelled files to look for.
+		ReachIDs []ID `json:"reach_ids,omitempty"`
+		// Changed asks for the files under Dirs changed since Since
+		// (Unix nanoseconds; see changedSince).
+		Changed *struct {
+			Dirs  []string `json:"dirs"`
+			Since int64    `json:"since"`
+		} `json:"changed,omitempty"`
 	}
 	data, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
 	if err == nil {
@@ -376,6 +397,9 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 	if err == nil && len(in.Reach) > MaxResolve {
 		err = fmt.Errorf("%d rules, at most %d", len(in.Reach), MaxResolve)
 	}
+	if err == nil && len(in.ReachIDs) > maxReachIDs {
+		err = fmt.Errorf("%d identities, at most %d", len(in.ReachIDs), maxReachIDs)
+	}
 	if err != nil {
 		fmt.Fprintf(stdout, "{\"error\":%q}\n", "resolve: "+err.Error())
 		return 2
@@ -386,9 +410,21 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 		return 2
 	}
 	out := Resolution{Workspace: wd, Files: ResolvePaths(in.Paths, "/")}
-	if len(in.Reach) > 0 {
-		out.Reached, out.ReachComplete = reach(wd, in.Reach)
+	if len(in.Reach) > 0 || len(in.ReachIDs) > 0 {
+		out.Reached, out.ReachedIDs, out.Matched, out.ReachComplete = reachAll(wd, in.Reach, in.ReachIDs)
 		out.Reached = append([]int{}, out.Reached...)
+	}
+	if c := in.Changed; c != nil && len(c.Dirs) <= MaxResolve {
+		var dirs []string
+		for _, d := range c.Dirs {
+			if !filepath.IsAbs(d) {
+				d = filepath.Join(wd, d)
+			}
+			dirs = append(dirs, filepath.Clean(d))
+		}
+		files, complete := changedSince(dirs, time.Unix(0, c.Since))
+		out.Changed = append([]File{}, files...)
+		out.ChangedComplete = complete
 	}
 	b, _ := json.Marshal(out)
 	fmt.Fprintln(stdout, string(b))

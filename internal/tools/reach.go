@@ -3,8 +3,10 @@ package tools
 import (
 	"io/fs"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"github.com/cordon-sandbox/cordon/internal/protect"
@@ -20,19 +22,52 @@ import (
 // found yet counts as found (what was not looked at may be there).
 var maxReach = 200000
 
+// maxReachTime bounds the time reach takes, as maxReach its entries.
+const maxReachTime = 2 * time.Second
+
 // reach walks the workspace ws (never following a link: a link is an entry
 // of its own, and what it leads to is met under its own name if it is in
 // the workspace) and returns the index of every rule that names an entry,
 // and whether the walk saw everything.
 func reach(ws string, rules []pathglob.Rule) (found []int, complete bool) {
-	if len(rules) == 0 {
-		return nil, true
+	found, _, _, complete = reachAll(ws, rules, nil)
+	return found, complete
+}
+
+// ID is a file's identity: its device and inode.
+type ID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+// maxMatched bounds the files reachAll names.
+const maxMatched = 64
+
+// reachAll is reach that also looks for files by identity (ids: files
+// labelled by what was written to them, under whatever name they have
+// now), and returns the index of each id found, and the files the rules
+// named (at most maxMatched), whose identity keeps their labels when they
+// are renamed.
+func reachAll(ws string, rules []pathglob.Rule, ids []ID) (found, foundIDs []int, matched []File, complete bool) {
+	if len(rules) == 0 && len(ids) == 0 {
+		return nil, nil, nil, true
 	}
+	byID := map[ID]int{}
+	for i, id := range ids {
+		byID[id] = i
+	}
+	hitID := make([]bool, len(ids))
 	// cordon's placeholders (of protected names, see listFiles) are
 	// cordon's, not the workspace's files.
 	hidden := wire.ReadPlaceholders()
+	nfc := make([]pathglob.Rule, len(rules))
+	for i, r := range rules {
+		nfc[i] = r.NFC()
+	}
+	wsNFC := norm.NFC.String(ws)
+	deadline := time.Now().Add(maxReachTime)
 	hit := make([]bool, len(rules))
-	left, seen := len(rules), 0
+	seen := 0
 	complete = true
 	filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -41,27 +76,31 @@ func reach(ws string, rules []pathglob.Rule) (found []int, complete bool) {
 			}
 			return nil
 		}
-		if seen++; seen > maxReach {
+		if seen++; seen > maxReach || seen%1024 == 0 && time.Now().After(deadline) {
 			complete = false
 			return filepath.SkipAll
 		}
-		if len(hidden) > 0 {
-			var st unix.Stat_t
-			if unix.Lstat(p, &st) == nil && hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}] {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			return nil // gone since it was listed: nothing to read
 		}
-		for i, r := range rules {
-			if !hit[i] && pathglob.MatchRule(r, p, ws) {
+		if hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}] {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if i, ok := byID[ID{Dev: uint64(st.Dev), Ino: st.Ino}]; ok && !d.IsDir() {
+			hitID[i] = true
+		}
+		pn := norm.NFC.String(p)
+		for i, r := range nfc {
+			if r.MatchNFC(pn, wsNFC) {
 				hit[i] = true
-				left--
+				if !d.IsDir() && len(matched) < maxMatched {
+					matched = append(matched, File{Path: p, Exists: true, Dev: uint64(st.Dev), Ino: st.Ino, Links: uint64(st.Nlink)})
+				}
 			}
-		}
-		if left == 0 {
-			return filepath.SkipAll
 		}
 		return nil
 	})
@@ -70,5 +109,10 @@ func reach(ws string, rules []pathglob.Rule) (found []int, complete bool) {
 			found = append(found, i)
 		}
 	}
-	return found, complete
+	for i, h := range hitID {
+		if h || !complete {
+			foundIDs = append(foundIDs, i)
+		}
+	}
+	return found, foundIDs, matched, complete
 }
