@@ -38,11 +38,11 @@ func reacher(p *profile.Profile, r *probeRunner, sessions *sessionSandboxes) gat
 		for i, f := range q.IDs {
 			ids[i] = tools.ID{Dev: f.Dev, Ino: f.Ino}
 		}
-		res, err := askResolver(sessions.execFor(ctx, r.oneShot(p)), map[string]any{"paths": []string{}, "reach": q.Rules, "reach_ids": ids})
+		res, err := askResolver(sessions.execFor(ctx, r.oneShot(p)), map[string]any{"paths": []string{}, "reach": q.Rules, "reach_ids": ids, "reach_paths": q.Paths, "reach_roots": q.Roots})
 		if err != nil {
 			return gateway.ReachAnswer{}, err
 		}
-		a := gateway.ReachAnswer{Rules: res.Reached, IDs: res.ReachedIDs, Complete: res.ReachComplete}
+		a := gateway.ReachAnswer{Rules: res.Reached, IDs: res.ReachedIDs, Paths: res.ReachedPaths, Complete: res.ReachComplete}
 		for _, f := range res.Matched {
 			a.Matched = append(a.Matched, toolpolicy.File{Path: f.Path, Exists: f.Exists, Dev: f.Dev, Ino: f.Ino, Links: f.Links})
 		}
@@ -99,12 +99,12 @@ func resolver(e *env, p *profile.Profile, file string, r *probeRunner, sessions 
 // view of a server's sandbox (see gateway.Changer), as resolver resolves
 // paths there.
 func changer(e *env, p *profile.Profile, file string, r *probeRunner, sessions *sessionSandboxes, boxes *resolveBoxes) gateway.Changer {
-	return func(ctx context.Context, server string, dirs []string, since time.Time) ([]toolpolicy.File, bool, error) {
+	return func(ctx context.Context, server string, dirs []string, since time.Time, max int) ([]toolpolicy.File, bool, error) {
 		x, remote, err := viewOf(ctx, e, p, file, r, sessions, boxes, server)
 		if err != nil || remote {
 			return nil, false, err
 		}
-		res, err := askResolver(x, map[string]any{"paths": []string{}, "changed": map[string]any{"dirs": dirs, "since": since.UnixNano()}})
+		res, err := askResolver(x, map[string]any{"paths": []string{}, "changed": map[string]any{"dirs": dirs, "since": since.UnixNano(), "max": max}})
 		if err != nil {
 			return nil, false, err
 		}

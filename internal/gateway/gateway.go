@@ -125,6 +125,10 @@ type Gateway struct {
 	// changes when it was last kept (see keepLabels).
 	files *toolpolicy.FileLabels
 	saved uint64
+	// inflight and wrote are the paths tool servers' writes act on, and
+	// when those done lately ended (see writing).
+	inflight map[string]int
+	wrote    map[string]time.Time
 }
 
 // tool is a tool the gateway knows.
@@ -424,7 +428,7 @@ func (g *Gateway) enforce(next mcp.MethodHandler) mcp.MethodHandler {
 		// arguments' bytes, and is held to the files they name.
 		r.Params.Arguments = raw
 		ctx = WithDecidedFiles(ctx, c.Files)
-		w := &walked{}
+		w := &walked{sess: s}
 		ctx = withWalked(ctx, w)
 		if answers(r.Params) {
 			w.held = true
@@ -773,6 +777,9 @@ func (g *Gateway) runUpstream(ctx context.Context, req *mcp.CallToolRequest) (*m
 		if files, why = g.checkBefore(ctx, t, reads, files); why != "" {
 			return refusal(toolpolicy.Decision{Rule: ruleFiles, Reason: why + "; the call was not made"}), nil
 		}
+	}
+	if check && !reads {
+		defer g.writing(files)()
 	}
 	started := time.Now()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: req.Params.Arguments})

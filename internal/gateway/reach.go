@@ -29,6 +29,10 @@ type Reacher func(ctx context.Context, q ReachQuery) (ReachAnswer, error)
 type ReachQuery struct {
 	Rules []pathglob.Rule
 	IDs   []toolpolicy.File // Dev and Ino
+	// Paths are labelled paths, found when they hold something.
+	Paths []string
+	// Roots are where to look besides the workspace: the writable mounts.
+	Roots []string
 }
 
 // ReachAnswer is what a Reacher found: the indexes of the rules and of the
@@ -36,9 +40,9 @@ type ReachQuery struct {
 // rules' labels from then on), and whether it looked at everything (when
 // not, everything counts as found).
 type ReachAnswer struct {
-	Rules, IDs []int
-	Matched    []toolpolicy.File
-	Complete   bool
+	Rules, IDs, Paths []int
+	Matched           []toolpolicy.File
+	Complete          bool
 }
 
 // reachRule is a label rule of the profile on a path argument.
@@ -105,24 +109,38 @@ func (g *Gateway) reached(ctx context.Context, tool string, carried []string) []
 			rules = append(rules, r)
 		}
 	}
-	var ids []toolpolicy.FileEntry
+	var ids, paths []toolpolicy.FileEntry
+	var spilled []string
 	if files != nil {
-		entries, _ := files.Entries()
+		var entries []toolpolicy.FileEntry
+		entries, spilled = files.Entries()
 		for _, e := range entries {
-			if e.ByID && adds(e.Labels) && len(ids) < maxReachIDs {
+			switch {
+			case !adds(e.Labels):
+			case e.ByID && len(ids) < maxReachIDs:
 				ids = append(ids, e)
+			case !e.ByID && len(paths) < maxReachIDs:
+				paths = append(paths, e)
 			}
 		}
 	}
-	if len(rules) == 0 && len(ids) == 0 {
-		return nil
+	var out []string
+	if adds(spilled) {
+		// Labels every file carries: run reads files.
+		out = append(out, spilled...)
+	}
+	if len(rules) == 0 && len(ids) == 0 && len(paths) == 0 {
+		return out
 	}
 	all := func() []string {
-		var out []string
+		out := slices.Clone(out)
 		for _, r := range rules {
 			out = append(out, r.labels...)
 		}
 		for _, e := range ids {
+			out = append(out, e.Labels...)
+		}
+		for _, e := range paths {
 			out = append(out, e.Labels...)
 		}
 		slices.Sort(out)
@@ -131,7 +149,10 @@ func (g *Gateway) reached(ctx context.Context, tool string, carried []string) []
 	if g.cfg.Reach == nil {
 		return all()
 	}
-	q := ReachQuery{}
+	q := ReachQuery{Roots: writableRoots(g.cfg.Profile)[1:]}
+	for _, e := range paths {
+		q.Paths = append(q.Paths, e.Path)
+	}
 	for _, r := range rules {
 		q.Rules = append(q.Rules, r.rule)
 	}
@@ -151,7 +172,11 @@ func (g *Gateway) reached(ctx context.Context, tool string, carried []string) []
 	if !a.Complete {
 		return all()
 	}
-	var out []string
+	for _, i := range a.Paths {
+		if i >= 0 && i < len(paths) {
+			out = append(out, paths[i].Labels...)
+		}
+	}
 	for _, i := range a.Rules {
 		if i >= 0 && i < len(rules) {
 			out = append(out, rules[i].labels...)
@@ -208,10 +233,18 @@ func (g *Gateway) labelRunWrites(ctx context.Context, s *session, c toolpolicy.C
 	if err != nil {
 		return
 	}
-	found, complete, err := g.cfg.Changed(ctx, "", []string{"."}, w.started.Add(-settleMargin))
+	found, complete, err := g.cfg.Changed(ctx, "", writableRoots(g.cfg.Profile), w.started.Add(-settleMargin), maxRunChanged)
 	release()
 	if err != nil || !complete {
-		g.cfg.Logf("session %s: which files a run call changed could not all be known (%v): those not found do not carry the session's labels", s.id, err)
+		// Fail closed: what cannot be named, every file carries.
+		why := "more files than cordon names"
+		if err != nil {
+			why = err.Error()
+		}
+		g.cfg.Logf("session %s: which files a run call changed could not all be known (%s): every file read from now on carries the session's labels", s.id, why)
+		s.mu.Lock()
+		s.policy.SpillLabels()
+		s.mu.Unlock()
 	}
 	if len(found) == 0 {
 		return
@@ -223,4 +256,20 @@ func (g *Gateway) labelRunWrites(ctx context.Context, s *session, c toolpolicy.C
 	s.mu.Lock()
 	s.policy.LabelCreated(n)
 	s.mu.Unlock()
+}
+
+// maxRunChanged is how many files a run call may change and each be
+// labelled by name: past it, the session's labels are every file's.
+const maxRunChanged = 4096
+
+// writableRoots are the places a command of p's sandbox can write that
+// outlive it: the workspace and the writable mounts.
+func writableRoots(p *profile.Profile) []string {
+	roots := []string{"."}
+	for _, m := range p.Mounts {
+		if m.Writable {
+			roots = append(roots, m.Dest())
+		}
+	}
+	return roots
 }

@@ -289,19 +289,20 @@ func (g *Gateway) refuseArguments(s *session, name string, sent json.RawMessage,
 	return refusal(d)
 }
 
-// created is the files a successful write named that did not exist when
-// it was decided, resolved now that the write made them (nil: none, or
-// they cannot be resolved): a file labelled only by its path would lose
-// its labels when renamed.
+// created is the files a successful write named, resolved now that the
+// write made them (nil: none, or they cannot be resolved): a file
+// labelled only by its path, or by the identity of the file it replaced,
+// would lose its labels when renamed.
 func (g *Gateway) created(ctx context.Context, c toolpolicy.Call) *toolpolicy.Call {
 	if g.cfg.Profile.Tools[c.Tool].Class != "write" || g.cfg.Resolve == nil {
 		return nil
 	}
+	// Every file it named: one that existed may have been replaced (a
+	// server writes a new file and renames it over the old one), and
+	// its labels go with the file there now.
 	n := toolpolicy.Call{Tool: c.Tool, Args: map[string]any{}, Workspace: c.Workspace}
 	for arg, f := range c.Files {
-		if !f.Exists {
-			n.Args[arg] = f.Path
-		}
+		n.Args[arg] = f.Path
 	}
 	if len(n.Args) == 0 {
 		return nil

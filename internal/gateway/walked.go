@@ -48,6 +48,17 @@ type walked struct {
 	named bool
 	// started is when a run call was handed to its sandbox.
 	started time.Time
+	// sess is the state of the agent that made the call.
+	sess *session
+}
+
+// sessionOf is the state of the agent whose call ctx carries; nil for a
+// call run after its session ended.
+func sessionOf(ctx context.Context) *session {
+	if w := walkedOf(ctx); w != nil {
+		return w.sess
+	}
+	return nil
 }
 
 type walkedKey struct{}
@@ -212,16 +223,59 @@ func (g *Gateway) checkAfter(ctx context.Context, t *tool, reads bool, files map
 	if why != "" {
 		if w := walkedOf(ctx); w != nil {
 			w.changed = changed
-			w.named = otherFiles(files, now) != "" || len(changed) > len(now)
+			// Only the decided path naming another file is the mark of
+			// a swap: other files changing may be anyone's writes.
+			w.named = otherFiles(files, now) != ""
 		}
 	}
 	return why
 }
 
+// writing notes the paths a tool server's write of this gateway is about
+// to act on, until done is called: another write's check does not take
+// them for files its server was led to (two writes of one agent at once).
+func (g *Gateway) writing(files map[string]toolpolicy.File) (done func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inflight == nil {
+		g.inflight = map[string]int{}
+	}
+	for _, f := range files {
+		g.inflight[f.Path]++
+	}
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, f := range files {
+			if g.inflight[f.Path]--; g.inflight[f.Path] <= 0 {
+				delete(g.inflight, f.Path)
+			}
+			if g.wrote == nil {
+				g.wrote = map[string]time.Time{}
+			}
+			g.wrote[f.Path] = time.Now()
+		}
+		for p, at := range g.wrote {
+			if time.Since(at) > time.Second {
+				delete(g.wrote, p)
+			}
+		}
+	}
+}
+
+// ours reports whether a tool server's write of this gateway acts on
+// path now, or did since since.
+func (g *Gateway) ours(path string, since time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at, ok := g.wrote[path]
+	return g.inflight[path] > 0 || ok && !at.Before(since)
+}
+
 // Changer finds the files under dirs (relative ones from the workspace)
 // in the view of server's sandbox whose change time is since or later;
 // complete is false when it could not look at every entry.
-type Changer func(ctx context.Context, server string, dirs []string, since time.Time) (files []toolpolicy.File, complete bool, err error)
+type Changer func(ctx context.Context, server string, dirs []string, since time.Time, max int) (files []toolpolicy.File, complete bool, err error)
 
 // othersWritten finds the files other than those decided that changed, in
 // the directories the server may write, since the call started: a name
@@ -245,7 +299,7 @@ func (g *Gateway) othersWritten(ctx context.Context, t *tool, files map[string]t
 		return nil, fmt.Sprintf("which files %s wrote could not be known (%v)", t.def.Name, err)
 	}
 	// The clock of change times may lag by one of its steps.
-	found, complete, err := g.cfg.Changed(ctx, t.server, dirs, started.Add(-settleMargin))
+	found, complete, err := g.cfg.Changed(ctx, t.server, dirs, started.Add(-settleMargin), 64)
 	release()
 	if err != nil {
 		return nil, fmt.Sprintf("which files %s wrote could not be known (%v)", t.def.Name, err)
@@ -257,16 +311,23 @@ func (g *Gateway) othersWritten(ctx context.Context, t *tool, files map[string]t
 	var others []toolpolicy.File
 	var names []string
 	for _, f := range found {
-		if !decided[f.Path] {
+		if !decided[f.Path] && !g.ours(f.Path, started.Add(-settleMargin)) {
 			others = append(others, f)
 			names = append(names, f.Path)
 		}
 	}
-	switch {
-	case len(others) > 0:
+	if len(others) > 0 {
 		return others, fmt.Sprintf("other files changed while it ran, in the directories it may write: %s", strings.Join(names, ", "))
-	case !complete:
-		return nil, "which other files changed while it ran could not all be looked at"
+	}
+	if !complete {
+		// The write is made; what it may have been led to cannot all be
+		// named: what the session carries, every file carries.
+		g.cfg.Logf("which other files changed while %s ran could not all be looked at: every file read from now on carries the labels its session carries", t.def.Name)
+		if s := sessionOf(ctx); s != nil {
+			s.mu.Lock()
+			s.policy.SpillLabels()
+			s.mu.Unlock()
+		}
 	}
 	return nil, ""
 }

@@ -60,3 +60,10 @@ func (f *FileLabels) Changes() uint64 {
 	defer f.mu.Unlock()
 	return f.changes
 }
+
+// Spill gives every file the labels ls: what was written while they were
+// carried cannot all be named (too many files, or they could not be
+// looked at), so every file read carries them, as past MaxFiles.
+func (f *FileLabels) Spill(ls []string) {
+	f.Merge(nil, ls)
+}

@@ -226,28 +226,3 @@ func TestRefusalsOutsideTheDecisionCount(t *testing.T) {
 		}
 	}
 }
-
-// A call approved for the session is approved for the files it named: the
-// same path naming another file later needs approval again.
-func TestGrantIsOfTheFiles(t *testing.T) {
-	const prof = filesProfile + `approval:
-  tools:
-    write_file:
-      required: true
-`
-	s := NewSession(load(t, prof), nil)
-	w := func(ino uint64) Call {
-		p := ws + "/notes/a"
-		return Call{Tool: "write_file", Args: map[string]any{"path": p}, Workspace: ws, Files: map[string]File{"path": {Path: p, Exists: true, Dev: 1, Ino: ino, Links: 1}}}
-	}
-	if d := s.Decide(w(1)); !d.Approval {
-		t.Fatalf("%+v", d)
-	}
-	s.Grant(w(1))
-	if d := s.Decide(w(1)); !d.Allow || d.Rule != "approval.session" {
-		t.Errorf("the granted call: %+v", d)
-	}
-	if d := s.Decide(w(2)); d.Allow || !d.Approval {
-		t.Errorf("the same path naming another file: %+v", d)
-	}
-}

@@ -211,7 +211,7 @@ func (s *Session) Grant(c Call) {
 	if s.granted == nil {
 		s.granted = map[string]bool{}
 	}
-	s.granted[grantKey(c)] = true
+	s.granted[key(c)] = true
 }
 
 func (s *Session) decide(c Call) Decision {
@@ -265,7 +265,7 @@ func (s *Session) decide(c Call) Decision {
 		}
 	}
 	ap := s.p.ApprovalPolicy()
-	granted := len(s.granted) > 0 && s.granted[grantKey(c)]
+	granted := len(s.granted) > 0 && s.granted[key(c)]
 	if profile.Outward(t.Class) || len(t.Accepts) > 0 {
 		for _, cl := range s.labels {
 			l, o := cl.name, cl.origin
@@ -550,17 +550,6 @@ func key(c Call) string {
 	return c.Tool + " " + string(b)
 }
 
-// grantKey keys what a person approved for the session: the call, and the
-// files its paths named (a path that names another file later is another
-// call).
-func grantKey(c Call) string {
-	k := key(c)
-	for _, arg := range slices.Sorted(maps.Keys(c.Files)) {
-		f := c.Files[arg]
-		k += fmt.Sprintf(" %s=%d:%d:%v", arg, f.Dev, f.Ino, f.Exists)
-	}
-	return k
-}
 
 // describe is a call in a few words, for a reason.
 func describe(c Call) string {

@@ -46,3 +46,11 @@ func (s *Session) LabelCreated(c Call) {
 		s.fileLabels().add(c, s.Labels())
 	}
 }
+
+// SpillLabels gives every file the labels the session carries (see
+// FileLabels.Spill).
+func (s *Session) SpillLabels() {
+	if len(s.labels) > 0 {
+		s.fileLabels().Spill(s.Labels())
+	}
+}

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"errors"
 	"io/fs"
 	"path/filepath"
 	"time"
@@ -20,17 +21,23 @@ import (
 // maxChanged bounds the entries changedSince looks at.
 const maxChanged = 100000
 
+// MaxChangedFiles bounds the files changedSince names.
+const MaxChangedFiles = 4096
+
 // changedSince returns the files (not directories) under roots whose
-// change time is since or later, never following a link, and whether it
-// looked at everything: the walk stops past maxChanged entries.
-func changedSince(roots []string, since time.Time) (files []File, complete bool) {
+// change time is since or later, at most max of them, never following a
+// link, and whether it looked at everything: the walk stops past
+// maxChanged entries, or max files.
+func changedSince(roots []string, since time.Time, max int) (files []File, complete bool) {
 	hidden := wire.ReadPlaceholders()
 	seen := 0
 	complete = true
 	for _, root := range roots {
 		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
-				if p != root {
+				// A root that is not there holds no change; anything
+				// else not read may.
+				if p != root || !errors.Is(err, fs.ErrNotExist) {
 					complete = false
 				}
 				return nil
@@ -55,7 +62,7 @@ func changedSince(roots []string, since time.Time) (files []File, complete bool)
 			}
 			if !time.Unix(st.Ctim.Unix()).Before(since) {
 				files = append(files, File{Path: p, Exists: true, Dev: uint64(st.Dev), Ino: st.Ino, Links: uint64(st.Nlink)})
-				if len(files) == MaxResolve {
+				if len(files) >= max {
 					complete = false
 					return filepath.SkipAll
 				}
@@ -64,4 +71,10 @@ func changedSince(roots []string, since time.Time) (files []File, complete bool)
 		})
 	}
 	return files, complete
+}
+
+// ChangedSince is the changed mode's answer for roots (absolute paths):
+// for a caller in the same view.
+func ChangedSince(roots []string, since time.Time, max int) ([]File, bool) {
+	return changedSince(roots, since, min(max, MaxChangedFiles))
 }

@@ -357,8 +357,9 @@ type Resolution struct {
 	ReachComplete bool  `json:"reach_complete,omitempty"`
 	// ReachedIDs are the indexes of the identities asked for that a file
 	// of the workspace has; Matched the files the rules named.
-	ReachedIDs []int  `json:"reached_ids,omitempty"`
-	Matched    []File `json:"matched,omitempty"`
+	ReachedIDs   []int  `json:"reached_ids,omitempty"`
+	ReachedPaths []int  `json:"reached_paths,omitempty"`
+	Matched      []File `json:"matched,omitempty"`
 	// Changed are the files asked for (changed) changed since the time
 	// given; ChangedComplete says every entry was looked at.
 	Changed         []File `json:"changed,omitempty"`
@@ -378,13 +379,17 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 		// Reach are label rules: the answer says which of them name a
 		// file of the workspace (see reach).
 		Reach []pathglob.Rule `json:"reach,omitempty"`
-		// ReachIDs are identities of labelled files to look for.
-		ReachIDs []ID `json:"reach_ids,omitempty"`
+		// ReachIDs are identities of labelled files to look for, under
+		// the workspace and ReachRoots; ReachPaths labelled paths.
+		ReachIDs   []ID     `json:"reach_ids,omitempty"`
+		ReachRoots []string `json:"reach_roots,omitempty"`
+		ReachPaths []string `json:"reach_paths,omitempty"`
 		// Changed asks for the files under Dirs changed since Since
 		// (Unix nanoseconds; see changedSince).
 		Changed *struct {
 			Dirs  []string `json:"dirs"`
 			Since int64    `json:"since"`
+			Max   int      `json:"max"`
 		} `json:"changed,omitempty"`
 	}
 	data, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
@@ -397,7 +402,7 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 	if err == nil && len(in.Reach) > MaxResolve {
 		err = fmt.Errorf("%d rules, at most %d", len(in.Reach), MaxResolve)
 	}
-	if err == nil && len(in.ReachIDs) > maxReachIDs {
+	if err == nil && (len(in.ReachIDs) > maxReachIDs || len(in.ReachPaths) > maxReachIDs) {
 		err = fmt.Errorf("%d identities, at most %d", len(in.ReachIDs), maxReachIDs)
 	}
 	if err != nil {
@@ -410,9 +415,16 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 		return 2
 	}
 	out := Resolution{Workspace: wd, Files: ResolvePaths(in.Paths, "/")}
-	if len(in.Reach) > 0 || len(in.ReachIDs) > 0 {
-		out.Reached, out.ReachedIDs, out.Matched, out.ReachComplete = reachAll(wd, in.Reach, in.ReachIDs)
+	if len(in.Reach) > 0 || len(in.ReachIDs) > 0 || len(in.ReachPaths) > 0 {
+		var roots []string
+		for _, r := range in.ReachRoots {
+			if filepath.IsAbs(r) && len(roots) < MaxResolve {
+				roots = append(roots, filepath.Clean(r))
+			}
+		}
+		out.Reached, out.ReachedIDs, out.Matched, out.ReachComplete = reachAll(wd, roots, in.Reach, in.ReachIDs)
 		out.Reached = append([]int{}, out.Reached...)
+		out.ReachedPaths = present(in.ReachPaths)
 	}
 	if c := in.Changed; c != nil && len(c.Dirs) <= MaxResolve {
 		var dirs []string
@@ -422,7 +434,7 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 			}
 			dirs = append(dirs, filepath.Clean(d))
 		}
-		files, complete := changedSince(dirs, time.Unix(0, c.Since))
+		files, complete := changedSince(dirs, time.Unix(0, c.Since), min(max(c.Max, 1), MaxChangedFiles))
 		out.Changed = append([]File{}, files...)
 		out.ChangedComplete = complete
 	}

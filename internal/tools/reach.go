@@ -30,7 +30,7 @@ const maxReachTime = 2 * time.Second
 // the workspace) and returns the index of every rule that names an entry,
 // and whether the walk saw everything.
 func reach(ws string, rules []pathglob.Rule) (found []int, complete bool) {
-	found, _, _, complete = reachAll(ws, rules, nil)
+	found, _, _, complete = reachAll(ws, nil, rules, nil)
 	return found, complete
 }
 
@@ -48,7 +48,12 @@ const maxMatched = 64
 // now), and returns the index of each id found, and the files the rules
 // named (at most maxMatched), whose identity keeps their labels when they
 // are renamed.
-func reachAll(ws string, rules []pathglob.Rule, ids []ID) (found, foundIDs []int, matched []File, complete bool) {
+//
+// The workspace and the other roots are walked; an empty file and a
+// directory are nothing to read (a directory's files are met on their
+// own), so no rule or identity is found by them: cordon's placeholders
+// of protected names, another sandbox's included, are such.
+func reachAll(ws string, roots []string, rules []pathglob.Rule, ids []ID) (found, foundIDs []int, matched []File, complete bool) {
 	if len(rules) == 0 && len(ids) == 0 {
 		return nil, nil, nil, true
 	}
@@ -69,41 +74,52 @@ func reachAll(ws string, rules []pathglob.Rule, ids []ID) (found, foundIDs []int
 	hit := make([]bool, len(rules))
 	seen := 0
 	complete = true
-	filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p != ws {
-				complete = false // a directory that cannot be read
+	walk := func(root string) {
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if p != root {
+					complete = false // a directory that cannot be read
+				}
+				return nil
 			}
-			return nil
-		}
-		if seen++; seen > maxReach || seen%1024 == 0 && time.Now().After(deadline) {
-			complete = false
-			return filepath.SkipAll
-		}
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) != nil {
-			return nil // gone since it was listed: nothing to read
-		}
-		if hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}] {
-			if d.IsDir() {
-				return filepath.SkipDir
+			if seen++; seen > maxReach || seen%1024 == 0 && time.Now().After(deadline) {
+				complete = false
+				return filepath.SkipAll
 			}
-			return nil
-		}
-		if i, ok := byID[ID{Dev: uint64(st.Dev), Ino: st.Ino}]; ok && !d.IsDir() {
-			hitID[i] = true
-		}
-		pn := norm.NFC.String(p)
-		for i, r := range nfc {
-			if r.MatchNFC(pn, wsNFC) {
-				hit[i] = true
-				if !d.IsDir() && len(matched) < maxMatched {
-					matched = append(matched, File{Path: p, Exists: true, Dev: uint64(st.Dev), Ino: st.Ino, Links: uint64(st.Nlink)})
+			var st unix.Stat_t
+			if unix.Lstat(p, &st) != nil {
+				return nil // gone since it was listed: nothing to read
+			}
+			if hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}] {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.IsDir() || st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 {
+				return nil
+			}
+			if i, ok := byID[ID{Dev: uint64(st.Dev), Ino: st.Ino}]; ok {
+				hitID[i] = true
+			}
+			pn := norm.NFC.String(p)
+			for i, r := range nfc {
+				if r.MatchNFC(pn, wsNFC) {
+					hit[i] = true
+					if len(matched) < maxMatched {
+						matched = append(matched, File{Path: p, Exists: true, Dev: uint64(st.Dev), Ino: st.Ino, Links: uint64(st.Nlink)})
+					}
 				}
 			}
+			return nil
+		})
+	}
+	walk(ws)
+	for _, r := range roots {
+		if r != ws && complete {
+			walk(r)
 		}
-		return nil
-	})
+	}
 	for i, h := range hit {
 		if h || !complete {
 			found = append(found, i)
@@ -115,4 +131,19 @@ func reachAll(ws string, rules []pathglob.Rule, ids []ID) (found, foundIDs []int
 		}
 	}
 	return found, foundIDs, matched, complete
+}
+
+// present returns the index of each of paths that names a file with
+// something to read (not a directory, not an empty file), never
+// following a link but as a link.
+func present(paths []string) []int {
+	var out []int
+	for i, p := range paths {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
 }
