@@ -550,7 +550,6 @@ func key(c Call) string {
 	return c.Tool + " " + string(b)
 }
 
-
 // describe is a call in a few words, for a reason.
 func describe(c Call) string {
 	b, _ := json.Marshal(c.Args)
