@@ -216,25 +216,14 @@ func (sb *sessionSandbox) exec(ctx context.Context, args []string, selfExec bool
 		keep = s.r.audit.capture
 	}
 	caps := [2]*audit.Capture{audit.NewCapture(keep), audit.NewCapture(keep)}
-	var writers [2]*io.PipeWriter
-	var readers sync.WaitGroup
-	for i, read := range []func(io.Reader){stdout, stderr} {
-		rd, w := io.Pipe()
-		writers[i] = w
-		readers.Go(func() {
-			read(rd)
-			io.Copy(io.Discard, rd)
-		})
-	}
+	writers, done := readersOf(stdout, stderr)
 	x := sandbox.ExecOptions{Args: args, SelfExec: selfExec,
 		Stdout: io.MultiWriter(writers[0], caps[0]), Stderr: io.MultiWriter(writers[1], caps[1])}
 	if stdin != nil {
 		x.Stdin = bytes.NewReader(stdin)
 	}
 	o, err := box.Exec(ctx, x)
-	writers[0].Close()
-	writers[1].Close()
-	readers.Wait()
+	done()
 	if err != nil && (errors.Is(err, sandbox.ErrEnded) || box.Why() != "") {
 		// Ended by a limit, perhaps as the command was handed over.
 		sb.mu.Lock()
@@ -300,4 +289,25 @@ func (sb *sessionSandbox) end() {
 				a.id, why, c.Entries, a.id, a.id, a.id)
 		}
 	})
+}
+
+// readersOf are the writers a command's stdout and stderr go to, each
+// read by its function until done closes them and waits for both (what
+// a reader leaves is drained).
+func readersOf(stdout, stderr func(io.Reader)) (writers [2]io.Writer, done func()) {
+	var pipes [2]*io.PipeWriter
+	var readers sync.WaitGroup
+	for i, read := range []func(io.Reader){stdout, stderr} {
+		rd, w := io.Pipe()
+		pipes[i], writers[i] = w, w
+		readers.Go(func() {
+			read(rd)
+			io.Copy(io.Discard, rd)
+		})
+	}
+	return writers, func() {
+		pipes[0].Close()
+		pipes[1].Close()
+		readers.Wait()
+	}
 }

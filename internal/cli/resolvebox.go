@@ -52,24 +52,13 @@ func (rb *resolveBoxes) exec(ctx context.Context, server string, sp *profile.Pro
 		if a != nil && a.log != nil {
 			a.log.Add(a.execEvent(sp, args, rb.e.cwd, rb.e.getenv))
 		}
-		var writers [2]*io.PipeWriter
-		var readers sync.WaitGroup
-		for i, read := range []func(io.Reader){stdout, stderr} {
-			rd, w := io.Pipe()
-			writers[i] = w
-			readers.Go(func() {
-				read(rd)
-				io.Copy(io.Discard, rd)
-			})
-		}
+		writers, done := readersOf(stdout, stderr)
 		x := sandbox.ExecOptions{Args: args, SelfExec: selfExec, Stdout: writers[0], Stderr: writers[1]}
 		if stdin != nil {
 			x.Stdin = bytes.NewReader(stdin)
 		}
 		o, err := box.Exec(ctx, x)
-		writers[0].Close()
-		writers[1].Close()
-		readers.Wait()
+		done()
 		if a != nil && a.log != nil {
 			a.log.Add(a.event(audit.Decision, "outcome", o))
 			if aerr := a.log.Seal(); aerr != nil && err == nil {

@@ -121,7 +121,7 @@ func (g *Gateway) answer(r *mcp.CallToolRequest, s *session, c toolpolicy.Call, 
 	q := g.asked[r.Params.RequestState]
 	g.mu.Unlock()
 	if q != nil && q.ss == r.Session && r.Session != nil && q.pa.sess == s && q.pa.req.Tool == c.Tool && len(q.pa.req.Files) > 0 {
-		if why := otherFiles(policyFiles(q.pa.req.Files), c.Files); why != "" {
+		if why := differs(holdFile, policyFiles(q.pa.req.Files), c.Files); why != "" {
 			return nil, refusal(toolpolicy.Decision{Rule: ruleFiles, Reason: why + ", not the file that was approved; the call was not made"})
 		}
 	}

@@ -774,7 +774,7 @@ func (g *Gateway) runUpstream(ctx context.Context, req *mcp.CallToolRequest) (*m
 	reads := g.cfg.Profile.Tools[req.Params.Name].Class == "read"
 	if check {
 		var why string
-		if files, why = g.checkBefore(ctx, t, reads, files); why != "" {
+		if files, why = g.checkBefore(ctx, t, files); why != "" {
 			return refusal(toolpolicy.Decision{Rule: ruleFiles, Reason: why + "; the call was not made"}), nil
 		}
 	}

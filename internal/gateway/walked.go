@@ -120,42 +120,28 @@ func (g *Gateway) again(ctx context.Context, server string, files map[string]too
 	return out, nil
 }
 
-// moved says how the files a call's paths name now differ from those it
-// was decided (or last checked) on; "" when they do not. A call that
-// reads is held to the same file under the same directories; one that
-// writes changes its file and the directory that holds it, and is held to
-// the same path under the same directories above.
-func moved(reads bool, was, now map[string]toolpolicy.File) string {
-	if reads {
-		if why := otherFiles(was, now); why != "" {
-			return why
-		}
-	}
-	var out []string
-	for _, a := range slices.Sorted(maps.Keys(was)) {
-		w, n := was[a], now[a]
-		switch {
-		case n.Path != w.Path:
-			out = append(out, fmt.Sprintf("%s (%s) names %s now", w.Path, a, n.Path))
-		case reads && n.Stamp != w.Stamp, !reads && n.Above != w.Above:
-			out = append(out, fmt.Sprintf("a directory on the path %s (%s) was changed", w.Path, a))
-		}
-	}
-	return strings.Join(out, "; ")
-}
+// hold is what a file a call named must still be.
+type hold int
 
-// otherFiles says which of the files a call names now are not the ones it
-// was decided or approved on (the same path, existence and identity); ""
-// when all are.
-func otherFiles(was, now map[string]toolpolicy.File) string {
+const (
+	holdFile  hold = iota // the same path, existence and identity
+	holdRead              // and the same directories on the path
+	holdWrite             // the same path under the same directories above its own (a write changes its file and the directory that holds it)
+)
+
+// differs says how the files a call's paths name now differ from those it
+// was decided (or approved, or last checked) on; "" when they do not.
+func differs(h hold, was, now map[string]toolpolicy.File) string {
 	var out []string
 	for _, a := range slices.Sorted(maps.Keys(was)) {
 		w, n := was[a], now[a]
 		switch {
 		case n.Path != w.Path:
 			out = append(out, fmt.Sprintf("%s (%s) names %s now", w.Path, a, n.Path))
-		case !w.Same(n):
+		case h != holdWrite && !w.Same(n):
 			out = append(out, fmt.Sprintf("%s (%s) is another file now", w.Path, a))
+		case h == holdRead && n.Stamp != w.Stamp, h == holdWrite && n.Above != w.Above:
+			out = append(out, fmt.Sprintf("a directory on the path %s (%s) was changed", w.Path, a))
 		}
 	}
 	return strings.Join(out, "; ")
@@ -177,7 +163,7 @@ func unsettled(files map[string]toolpolicy.File) string {
 // were changing when it was decided, to its files now, before its server
 // acts: the files it will be checked against afterwards, or why the call
 // is not made.
-func (g *Gateway) checkBefore(ctx context.Context, t *tool, reads bool, files map[string]toolpolicy.File) (map[string]toolpolicy.File, string) {
+func (g *Gateway) checkBefore(ctx context.Context, t *tool, files map[string]toolpolicy.File) (map[string]toolpolicy.File, string) {
 	w := walkedOf(ctx)
 	if (w == nil || !w.held) && unsettled(files) == "" {
 		return files, ""
@@ -187,7 +173,7 @@ func (g *Gateway) checkBefore(ctx context.Context, t *tool, reads bool, files ma
 		return nil, fmt.Sprintf("the paths of %s could not be resolved again before it ran (%v)", t.def.Name, err)
 	}
 	// Before it runs, a write's file is held to what was decided too.
-	if why := otherFiles(files, now); why != "" {
+	if why := differs(holdFile, files, now); why != "" {
 		if w != nil {
 			w.named = true
 		}
@@ -208,7 +194,11 @@ func (g *Gateway) checkAfter(ctx context.Context, t *tool, reads bool, files map
 	if err != nil {
 		return fmt.Sprintf("the paths of %s could not be resolved again after it ran (%v)", t.def.Name, err)
 	}
-	why := moved(reads, files, now)
+	h := holdWrite
+	if reads {
+		h = holdRead
+	}
+	why := differs(h, files, now)
 	changed := now
 	if !reads {
 		others, w := g.othersWritten(ctx, t, files, started)
@@ -225,7 +215,7 @@ func (g *Gateway) checkAfter(ctx context.Context, t *tool, reads bool, files map
 			w.changed = changed
 			// Only the decided path naming another file is the mark of
 			// a swap: other files changing may be anyone's writes.
-			w.named = otherFiles(files, now) != ""
+			w.named = differs(holdFile, files, now) != ""
 		}
 	}
 	return why
