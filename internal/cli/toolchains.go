@@ -60,8 +60,9 @@ func writeToolchains(e *env, w io.Writer, p *profile.Profile, argv []string) err
 }
 
 // doctorCommands are the commands doctor shows the default profile's auto
-// toolchain for.
-var doctorCommands = []string{"python3", "node", "go", "cargo"}
+// toolchain for: those a shell gets, so that what doctor says is what a
+// shell finds.
+var doctorCommands = toolchain.ShellToolchains
 
 // doctorToolchains resolves, with the default profile, what cordon run
 // would bind for a few common commands.
@@ -82,7 +83,7 @@ func doctorToolchains(e *env) []toolchain.Entry {
 
 // printToolchains writes doctor's toolchains rows.
 func printToolchains(w io.Writer, entries []toolchain.Entry) {
-	fmt.Fprintf(w, "  %-18s %s\n", "toolchains", "the default profile binds the toolchain of the command run (toolchains: auto), as your PATH resolves it; --toolchain NAME adds others")
+	fmt.Fprintf(w, "  %-18s %s\n", "toolchains", "the default profile binds the toolchain of the command run (toolchains: auto), as your PATH resolves it, and a shell (bash -s, -c, a script) all of these; --toolchain NAME adds others")
 	for _, en := range entries {
 		fmt.Fprintf(w, "  %-18s cordon run -- %s%s\n", "", termsafe.Line(en.Name), termsafe.Line(resolution(en)))
 	}

@@ -243,11 +243,12 @@ func TestScriptNamesBindOnlyToolchains(t *testing.T) {
 	h.prog("opt/node/bin/node")
 	h.prog("opt/bin/optool")
 	h.env["PATH"] += ":" + h.path("opt/node/bin") + ":" + h.path("opt/bin")
+	// (A shell gets the toolchains it may run besides: python3's.)
 	pl, err = h.plan(src, []string{"bash", "-c", "node x; optool"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := pl.Binds(), []string{h.path("opt/node")}; !slices.Equal(got, want) {
+	if got, want := pl.Binds(), []string{h.path("home/u/.pyenv/versions/3.11.7"), h.path("opt/node")}; !slices.Equal(got, want) {
 		t.Errorf("binds %v, want %v", got, want)
 	}
 	// Named by the profile, gs is the user's choice, and bound.
@@ -255,8 +256,28 @@ func TestScriptNamesBindOnlyToolchains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := pl.Binds(), []string{h.path("home/u/.pyenv/versions/3.11.7"), h.path("home/u/dotfiles")}; !slices.Equal(got, want) {
+	if got, want := pl.Binds(), []string{h.path("home/u/.pyenv/versions/3.11.7"), h.path("home/u/dotfiles"), h.path("opt/node")}; !slices.Equal(got, want) {
 		t.Errorf("binds %v, want %v", got, want)
+	}
+	// A shell reading its script from its input, a file or a terminal gets
+	// the same toolchains as its commands would; anything else of the
+	// PATH stays out.
+	for _, argv := range [][]string{{"bash", "-s"}, {"sh"}, {"bash", "script.sh"}, {"zsh", "-i"}} {
+		pl, err = h.plan(src, argv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := pl.Binds(), []string{h.path("home/u/.pyenv/versions/3.11.7"), h.path("opt/node")}; !slices.Equal(got, want) {
+			t.Errorf("%v: binds %v, want %v", argv, got, want)
+		}
+	}
+	// Not a shell: only its own toolchain.
+	pl, err = h.plan(src, []string{"node", "x.js"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pl.Binds(), []string{h.path("opt/node")}; !slices.Equal(got, want) {
+		t.Errorf("node: binds %v, want %v", got, want)
 	}
 }
 

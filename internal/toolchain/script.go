@@ -2,11 +2,34 @@ package toolchain
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
 // shells are the programs whose -c script ScriptCommands reads.
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true}
+
+// ShellToolchains are the toolchains a shell gets with toolchains: auto,
+// beside those its -c script names: what a shell reads from its input, a
+// file or a terminal cannot be read in advance (agent harnesses pipe their
+// scripts to bash -s), and a script runs what its callees run (make runs
+// go). cordon doctor shows how each resolves here.
+var ShellToolchains = []string{"python3", "node", "go", "cargo"}
+
+// ShellCommands are, for a shell, the programs its -c script starts
+// (ScriptCommands) and the ShellToolchains; nil for any other command.
+func ShellCommands(argv []string) []string {
+	if len(argv) == 0 || !shells[filepath.Base(argv[0])] {
+		return nil
+	}
+	out := ScriptCommands(argv)
+	for _, t := range ShellToolchains {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 // skipped are the words a command of a script may begin with that are not
 // the program it runs: keywords, and builtins that run the next word.

@@ -244,7 +244,7 @@ func ResolveRun(p *profile.Profile, argv []string, h Host) (*Plan, error) {
 			// The script is the agent's to write: what it names is bound
 			// only from a toolchain's install. A name the profile lists,
 			// or the command itself, is resolved as such.
-			for _, c := range ScriptCommands(argv) {
+			for _, c := range ShellCommands(argv) {
 				if seen[c] || c == command || slices.Contains(p.Toolchains, c) {
 					continue
 				}
