@@ -128,6 +128,10 @@ func runCmd(e *env, args []string) int {
 	if err != nil {
 		fail(e, err)
 	}
+	if hint := notFoundHint(e, fs.Args(), o); hint != "" {
+		o.Message += "; " + hint
+		fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Line(hint))
+	}
 	o.Sandbox = a.id
 	if aerr := a.end(o, sandbox.UsesTerminal(e.stdin, e.stdoutFile)); aerr != nil {
 		// The run happened but is not on the record: that is not success.
@@ -168,6 +172,29 @@ func runCmd(e *env, args []string) int {
 		}
 	}
 	return o.ExitCode
+}
+
+// notFoundHint says, for a command the sandbox could not find, where your
+// PATH finds it on this host and the flag that binds it: a command is
+// found inside only where the profile's view has it. "" when the command
+// was found, is given as a path, or is not on your PATH either.
+func notFoundHint(e *env, argv []string, o outcome.Outcome) string {
+	if len(argv) == 0 || strings.ContainsRune(argv[0], '/') || o.ExitCode != 127 || !strings.Contains(o.Message, "command not found") {
+		return ""
+	}
+	name := argv[0]
+	path, _ := e.getenv("PATH")
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		dir = filepath.Clean(dir)
+		f := filepath.Join(dir, name)
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return fmt.Sprintf("%s is %s on this host, outside the sandbox's view or its PATH: --toolchain %s binds its toolchain and puts it first on the PATH (or --ro %s, and run %s)", name, f, name, dir, f)
+		}
+	}
+	return ""
 }
 
 // startSlack is how much earlier than its start a reviewed run counts as
