@@ -44,7 +44,7 @@ func reacher(p *profile.Profile, r *probeRunner, sessions *sessionSandboxes) gat
 		}
 		a := gateway.ReachAnswer{Rules: res.Reached, IDs: res.ReachedIDs, Paths: res.ReachedPaths, Complete: res.ReachComplete}
 		for _, f := range res.Matched {
-			a.Matched = append(a.Matched, toolpolicy.File{Path: f.Path, Exists: f.Exists, Dev: f.Dev, Ino: f.Ino, Links: f.Links})
+			a.Matched = append(a.Matched, gateway.PolicyFile(f))
 		}
 		return a, nil
 	}
@@ -110,7 +110,7 @@ func changer(e *env, p *profile.Profile, file string, r *probeRunner, sessions *
 		}
 		var out []toolpolicy.File
 		for _, f := range res.Changed {
-			out = append(out, toolpolicy.File{Path: f.Path, Exists: f.Exists, Dev: f.Dev, Ino: f.Ino, Links: f.Links})
+			out = append(out, gateway.PolicyFile(f))
 		}
 		return out, res.ChangedComplete, nil
 	}

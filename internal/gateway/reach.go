@@ -8,6 +8,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/pathglob"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
+	"github.com/cordon-sandbox/cordon/internal/tools"
 )
 
 // Labels follow the data, not the tool: a label rule names files, and the
@@ -227,14 +228,12 @@ func (g *Gateway) labelRunWrites(ctx context.Context, s *session, c toolpolicy.C
 	if len(labels) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), againTimeout)
-	defer cancel()
-	release, err := g.resolveSlot(ctx)
+	lctx, done, err := g.lookSlot(ctx)
 	if err != nil {
 		return
 	}
-	found, complete, err := g.cfg.Changed(ctx, "", writableRoots(g.cfg.Profile), w.started.Add(-settleMargin), maxRunChanged)
-	release()
+	found, complete, err := g.cfg.Changed(lctx, "", writableRoots(g.cfg.Profile), w.started.Add(-tools.SettleMargin), maxRunChanged)
+	done()
 	if err != nil || !complete {
 		// Fail closed: what cannot be named, every file carries.
 		why := "more files than cordon names"

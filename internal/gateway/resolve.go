@@ -165,9 +165,15 @@ func ResolveFiles(ctx context.Context, p *profile.Profile, resolve Resolver, ser
 			return fmt.Errorf("the path %q (%s) resolved to %q, not an absolute path", paths[i], arg, r.Path)
 		}
 		c.Args[arg] = r.Path
-		c.Files[arg] = toolpolicy.File{Path: r.Path, Exists: r.Exists, Dir: r.Dir, Dev: r.Dev, Ino: r.Ino, Links: r.Links, Stamp: r.Stamp, Above: r.Above, Unsettled: r.Unsettled}
+		c.Files[arg] = PolicyFile(r.File)
 	}
 	return nil
+}
+
+// PolicyFile is a file as a resolver found it, as the policy decides on
+// it and the gateway checks it again.
+func PolicyFile(f tools.File) toolpolicy.File {
+	return toolpolicy.File{Path: f.Path, Exists: f.Exists, Dir: f.Dir, Dev: f.Dev, Ino: f.Ino, Links: f.Links, Stamp: f.Stamp, Above: f.Above, Unsettled: f.Unsettled}
 }
 
 // canonical is a call as the policy decides it and the tool receives it:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/toolpolicy"
+	"github.com/cordon-sandbox/cordon/internal/tools"
 )
 
 // A tool server is sent the resolved paths a call was decided on, and
@@ -87,16 +88,27 @@ func stamped(files map[string]toolpolicy.File) bool {
 // answered (its context may have ended with the answer).
 const againTimeout = 30 * time.Second
 
+// lookSlot is a turn to look at a sandbox's view again for a call (see
+// resolveSlot), with a context that ends after againTimeout whether or
+// not the call's has ended; done gives both back.
+func (g *Gateway) lookSlot(ctx context.Context) (_ context.Context, done func(), err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), againTimeout)
+	release, err := g.resolveSlot(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return ctx, func() { release(); cancel() }, nil
+}
+
 // again resolves the decided paths of files again in server's view, by
 // argument.
 func (g *Gateway) again(ctx context.Context, server string, files map[string]toolpolicy.File) (map[string]toolpolicy.File, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), againTimeout)
-	defer cancel()
-	release, err := g.resolveSlot(ctx)
+	ctx, done, err := g.lookSlot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer done()
 	args := slices.Sorted(maps.Keys(files))
 	paths := make([]string, len(args))
 	for i, a := range args {
@@ -115,7 +127,7 @@ func (g *Gateway) again(ctx context.Context, server string, files map[string]too
 		if r.Error != "" {
 			return nil, fmt.Errorf("%s: %s", paths[i], r.Error)
 		}
-		out[a] = toolpolicy.File{Path: r.Path, Exists: r.Exists, Dir: r.Dir, Dev: r.Dev, Ino: r.Ino, Links: r.Links, Stamp: r.Stamp, Above: r.Above, Unsettled: r.Unsettled}
+		out[a] = PolicyFile(r.File)
 	}
 	return out, nil
 }
@@ -282,15 +294,13 @@ func (g *Gateway) othersWritten(ctx context.Context, t *tool, files map[string]t
 	if len(dirs) == 0 {
 		return nil, ""
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), againTimeout)
-	defer cancel()
-	release, err := g.resolveSlot(ctx)
+	lctx, done, err := g.lookSlot(ctx)
 	if err != nil {
 		return nil, fmt.Sprintf("which files %s wrote could not be known (%v)", t.def.Name, err)
 	}
 	// The clock of change times may lag by one of its steps.
-	found, complete, err := g.cfg.Changed(ctx, t.server, dirs, started.Add(-settleMargin), 64)
-	release()
+	found, complete, err := g.cfg.Changed(lctx, t.server, dirs, started.Add(-tools.SettleMargin), 64)
+	done()
 	if err != nil {
 		return nil, fmt.Sprintf("which files %s wrote could not be known (%v)", t.def.Name, err)
 	}
@@ -301,7 +311,7 @@ func (g *Gateway) othersWritten(ctx context.Context, t *tool, files map[string]t
 	var others []toolpolicy.File
 	var names []string
 	for _, f := range found {
-		if !decided[f.Path] && !g.ours(f.Path, started.Add(-settleMargin)) {
+		if !decided[f.Path] && !g.ours(f.Path, started.Add(-tools.SettleMargin)) {
 			others = append(others, f)
 			names = append(names, f.Path)
 		}
@@ -321,10 +331,6 @@ func (g *Gateway) othersWritten(ctx context.Context, t *tool, files map[string]t
 	}
 	return nil, ""
 }
-
-// settleMargin is the step of the clock of change times, and more (see
-// tools.settleMargin).
-const settleMargin = 20 * time.Millisecond
 
 // pathChanged counts a call refused because a path it named changed as a
 // refusal, records what its paths named, and gives what the session

@@ -22,14 +22,15 @@ import (
 // The change time comes from a clock that ticks in steps of a few
 // milliseconds: a change made in the same step as the last one leaves it
 // as it was. A stamp is settled when every change time in it is older than
-// settleMargin when the stamp is taken; a later change then shows.
+// SettleMargin when the stamp is taken; a later change then shows.
 
-// settleMargin is how old a change time must be for a stamp to be settled:
-// longer than any step of the kernel's clock (10 ms at 100 Hz).
-const settleMargin = 20 * time.Millisecond
+// SettleMargin is how old a change time must be for a stamp to be settled:
+// longer than any step of the kernel's clock (10 ms at 100 Hz). A change
+// time may lag the time it was made by as much.
+const SettleMargin = 20 * time.Millisecond
 
 // settleTries is how many times ResolveMain looks again at a path whose
-// stamp is not settled, settleMargin apart, before it answers it as such.
+// stamp is not settled, SettleMargin apart, before it answers it as such.
 const settleTries = 10
 
 // stampOf is the stamp of the resolved path p, the stamp of the
@@ -63,7 +64,7 @@ func stampOf(p, top string) (stamp, above string, settled bool, err error) {
 			continue
 		}
 		ct := time.Unix(st.Ctim.Unix())
-		if now.Sub(ct) < settleMargin {
+		if now.Sub(ct) < SettleMargin {
 			settled = false
 		}
 		fmt.Fprintf(h, "%s\x00%d:%d:%d:%d:%o\n", dirs[i], st.Dev, st.Ino, st.Ctim.Sec, st.Ctim.Nsec, st.Mode)
@@ -95,7 +96,7 @@ func ResolvePaths(paths []string, top string) []Resolved {
 		if settledAll || try == settleTries-1 {
 			return out
 		}
-		time.Sleep(settleMargin)
+		time.Sleep(SettleMargin)
 	}
 }
 

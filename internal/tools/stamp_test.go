@@ -15,7 +15,7 @@ func TestStamp(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, "notes"), 0o755)
 	x := filepath.Join(ws, "notes/x")
 	os.WriteFile(x, []byte("a"), 0o644)
-	time.Sleep(2 * settleMargin)
+	time.Sleep(2 * SettleMargin)
 	stamp := func() (string, string, bool) {
 		s, above, settled, err := stampOf(x, ws)
 		if err != nil {
@@ -47,7 +47,7 @@ func TestStamp(t *testing.T) {
 		t.Error("a stamp taken right after a change is settled")
 	}
 	// The parent swapped: the directories above show it.
-	time.Sleep(2 * settleMargin)
+	time.Sleep(2 * SettleMargin)
 	os.Rename(filepath.Join(ws, "notes"), filepath.Join(ws, "old"))
 	os.Mkdir(filepath.Join(ws, "notes"), 0o755)
 	os.WriteFile(x, []byte("b"), 0o644)
@@ -67,7 +67,7 @@ func TestResolvePathsSettles(t *testing.T) {
 	if r[0].Error != "" || r[0].Unsettled || r[0].Stamp == "" {
 		t.Fatalf("%+v", r[0])
 	}
-	if time.Since(start) < settleMargin {
+	if time.Since(start) < SettleMargin {
 		t.Error("a fresh change time was not waited out")
 	}
 	stop := make(chan struct{})
