@@ -50,7 +50,6 @@ type ReachAnswer struct {
 type reachRule struct {
 	rule   pathglob.Rule
 	labels []string
-	from   string // the tool whose rule it is
 }
 
 // reachRules are the label rules on path arguments of p's tools, with the
@@ -72,12 +71,9 @@ func reachRules(p *profile.Profile, run string) []reachRule {
 				}
 			}
 			if len(ls) > 0 {
-				out = append(out, reachRule{rule: pathglob.Rule{Glob: r.Glob, Prefix: r.Prefix, Suffix: r.Suffix}, labels: ls, from: name})
+				out = append(out, reachRule{rule: pathglob.Rule{Glob: r.Glob, Prefix: r.Prefix, Suffix: r.Suffix}, labels: ls})
 			}
 		}
-	}
-	if len(out) > 64 {
-		out = out[:64] // the resolver's bound; the rest are all-or-nothing below
 	}
 	return out
 }
@@ -105,8 +101,14 @@ func (g *Gateway) reached(ctx context.Context, tool string, carried []string) []
 		return false
 	}
 	var rules []reachRule
+	var out []string
 	for _, r := range reachRules(g.cfg.Profile, tool) {
-		if adds(r.labels) {
+		switch {
+		case !adds(r.labels):
+		case len(rules) == tools.MaxResolve:
+			// Past what one look asks for: carried as if found.
+			out = append(out, r.labels...)
+		default:
 			rules = append(rules, r)
 		}
 	}
@@ -125,13 +127,13 @@ func (g *Gateway) reached(ctx context.Context, tool string, carried []string) []
 			}
 		}
 	}
-	var out []string
 	if adds(spilled) {
 		// Labels every file carries: run reads files.
 		out = append(out, spilled...)
 	}
 	if len(rules) == 0 && len(ids) == 0 && len(paths) == 0 {
-		return out
+		slices.Sort(out)
+		return slices.Compact(out)
 	}
 	all := func() []string {
 		out := slices.Clone(out)
@@ -228,12 +230,13 @@ func (g *Gateway) labelRunWrites(ctx context.Context, s *session, c toolpolicy.C
 	if len(labels) == 0 {
 		return
 	}
+	var found []toolpolicy.File
+	complete := false
 	lctx, done, err := g.lookSlot(ctx)
-	if err != nil {
-		return
+	if err == nil {
+		found, complete, err = g.cfg.Changed(lctx, "", writableRoots(g.cfg.Profile), w.started.Add(-tools.SettleMargin), maxRunChanged)
+		done()
 	}
-	found, complete, err := g.cfg.Changed(lctx, "", writableRoots(g.cfg.Profile), w.started.Add(-tools.SettleMargin), maxRunChanged)
-	done()
 	if err != nil || !complete {
 		// Fail closed: what cannot be named, every file carries.
 		why := "more files than cordon names"

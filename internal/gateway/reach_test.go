@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -75,5 +76,53 @@ tools:
 			t.Errorf("%s: fetch after run: %v %q", tt.name, isErr, text)
 		}
 		g.Close()
+	}
+}
+
+// More label rules than one look asks about: those left out are carried
+// as if their files were there, never dropped.
+func TestRunCarriesTheRulesNotAskedAbout(t *testing.T) {
+	src := "version: 1\nagent: a\nlabels: ["
+	for i := range 66 {
+		if i > 0 {
+			src += ", "
+		}
+		src += fmt.Sprintf("l%d", i)
+	}
+	src += "]\ntools:\n  read_file:\n    class: read\n    labels:\n"
+	for i := range 66 {
+		src += fmt.Sprintf("      - arg: path\n        glob: '**/f%d'\n        labels: [l%d]\n", i, i)
+	}
+	src += "  run:\n    class: write\n  fetch:\n    class: external\n    accepts: [l64]\n"
+	p, err := profile.Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked int
+	g, err := gateway.New(context.Background(), gateway.Config{
+		Profile: p,
+		Run: func(ctx context.Context, tool string, args json.RawMessage) ([]byte, bool, error) {
+			return []byte(`{"ok":true}`), false, nil
+		},
+		Reach: func(ctx context.Context, q gateway.ReachQuery) (gateway.ReachAnswer, error) {
+			asked = len(q.Rules)
+			return gateway.ReachAnswer{Complete: true}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	cs := (&fixture{g: g}).connect(t)
+	if text, isErr := call(t, cs, "run", `{"argv":["true"]}`); isErr {
+		t.Fatalf("run: %q", text)
+	}
+	if asked != 64 {
+		t.Errorf("asked about %d rules, want 64", asked)
+	}
+	// The rules asked about named nothing; the two left out are carried.
+	text, isErr := call(t, cs, "fetch", `{"url":"https://example.org/"}`)
+	if !isErr || !strings.Contains(text, `carries "l65", brought in by call 1 (run`) {
+		t.Errorf("fetch after run: %v %q", isErr, text)
 	}
 }

@@ -26,9 +26,12 @@ import (
 //     another file, or whose directories changed meanwhile (tools.File's
 //     stamp), may have been walked to a file no decision saw. The result
 //     is withheld, the event recorded, and a write gives the labels the
-//     session carries to the file the path names now as well.
+//     session carries to the file the path names now as well; a write
+//     is also held to the files it was sent (othersWritten).
 //
-// Such a refusal counts as one for the loop and probing rules.
+// Such a refusal counts for the loop and probing rules when a path named
+// another file (walked.named), not when a directory or another file
+// merely changed: anything writing in the workspace does that.
 
 // ruleFiles is the rule of a call refused because a path it named changed.
 const ruleFiles = "files"
@@ -42,10 +45,10 @@ type walked struct {
 	// reached are the labels of the files a run call's view holds (see
 	// reach.go).
 	reached []string
-	// named says a path named another file, or another file was written:
-	// the refusal counts toward the loop and probing rules. A directory
-	// that changed, or kept changing, is no sign of the agent's: anything
-	// writing in the workspace does it.
+	// named says a path named another file: the refusal counts toward
+	// the loop and probing rules. A directory that changed, or kept
+	// changing, or another file written, is no sign of the agent's:
+	// anything writing in the workspace does it.
 	named bool
 	// started is when a run call was handed to its sandbox.
 	started time.Time
