@@ -19,6 +19,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/termsafe"
+	"github.com/cordon-sandbox/cordon/internal/toolchain"
 )
 
 // runCmd implements `cordon run [flags] -- CMD [ARGS...]`. It exits with the
@@ -184,17 +185,11 @@ func notFoundHint(e *env, argv []string, o outcome.Outcome) string {
 	}
 	name := argv[0]
 	path, _ := e.getenv("PATH")
-	for _, dir := range filepath.SplitList(path) {
-		if !filepath.IsAbs(dir) {
-			continue
-		}
-		dir = filepath.Clean(dir)
-		f := filepath.Join(dir, name)
-		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return fmt.Sprintf("%s is %s on this host, outside the sandbox's view or its PATH: --toolchain %s binds its toolchain and puts it first on the PATH (or --ro %s, and run %s)", name, f, name, dir, f)
-		}
+	f := toolchain.LookPath(name, path)
+	if f == "" {
+		return ""
 	}
-	return ""
+	return fmt.Sprintf("%s is %s on this host, outside the sandbox's view or its PATH: --toolchain %s binds its toolchain and puts it first on the PATH (or --ro %s, and run %s)", name, f, name, filepath.Dir(f), f)
 }
 
 // startSlack is how much earlier than its start a reviewed run counts as

@@ -429,6 +429,12 @@ func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
+// LookPath finds name on the PATH path as a shell would, in its absolute
+// directories: the first regular, executable file; "" when none is.
+func LookPath(name, path string) string {
+	return lookPath(name, absDirs(path))
+}
+
 // lookPath finds name in dirs as a shell would: the first regular,
 // executable file (links followed).
 func lookPath(name string, dirs []string) string {

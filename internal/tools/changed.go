@@ -1,15 +1,9 @@
 package tools
 
 import (
-	"errors"
-	"io/fs"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/cordon-sandbox/cordon/internal/protect"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // A tool server that walks a path by name may be led to write another
@@ -29,47 +23,12 @@ const MaxChangedFiles = 4096
 // link, and whether it looked at everything: the walk stops past
 // maxChanged entries, or max files.
 func changedSince(roots []string, since time.Time, max int) (files []File, complete bool) {
-	hidden := wire.ReadPlaceholders()
-	seen := 0
-	complete = true
-	for _, root := range roots {
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				// A root that is not there holds no change; anything
-				// else not read may.
-				if p != root || !errors.Is(err, fs.ErrNotExist) {
-					complete = false
-				}
-				return nil
-			}
-			if seen++; seen > maxChanged {
-				complete = false
-				return filepath.SkipAll
-			}
-			var st unix.Stat_t
-			if unix.Lstat(p, &st) != nil {
-				complete = false
-				return nil
-			}
-			if hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}] {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.IsDir() {
-				return nil
-			}
-			if !time.Unix(st.Ctim.Unix()).Before(since) {
-				files = append(files, File{Path: p, Exists: true, Dev: uint64(st.Dev), Ino: st.Ino, Links: uint64(st.Nlink)})
-				if len(files) >= max {
-					complete = false
-					return filepath.SkipAll
-				}
-			}
-			return nil
-		})
-	}
+	complete = walkView(roots, maxChanged, time.Time{}, true, func(p string, st *unix.Stat_t) bool {
+		if !time.Unix(st.Ctim.Unix()).Before(since) {
+			files = append(files, fileOf(p, st))
+		}
+		return len(files) < max
+	})
 	return files, complete
 }
 

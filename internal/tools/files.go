@@ -423,7 +423,6 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 			}
 		}
 		out.Reached, out.ReachedIDs, out.Matched, out.ReachComplete = reachAll(wd, roots, in.Reach, in.ReachIDs)
-		out.Reached = append([]int{}, out.Reached...)
 		out.ReachedPaths = present(in.ReachPaths)
 	}
 	if c := in.Changed; c != nil && len(c.Dirs) <= MaxResolve {
@@ -434,9 +433,7 @@ func ResolveMain(stdin io.Reader, stdout io.Writer) int {
 			}
 			dirs = append(dirs, filepath.Clean(d))
 		}
-		files, complete := changedSince(dirs, time.Unix(0, c.Since), min(max(c.Max, 1), MaxChangedFiles))
-		out.Changed = append([]File{}, files...)
-		out.ChangedComplete = complete
+		out.Changed, out.ChangedComplete = changedSince(dirs, time.Unix(0, c.Since), min(max(c.Max, 1), MaxChangedFiles))
 	}
 	b, _ := json.Marshal(out)
 	fmt.Fprintln(stdout, string(b))

@@ -1,16 +1,12 @@
 package tools
 
 import (
-	"io/fs"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/cordon-sandbox/cordon/internal/pathglob"
-	"github.com/cordon-sandbox/cordon/internal/protect"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // A label rule names files, not a tool's argument: a command run in a
@@ -62,64 +58,36 @@ func reachAll(ws string, roots []string, rules []pathglob.Rule, ids []ID) (found
 		byID[id] = i
 	}
 	hitID := make([]bool, len(ids))
-	// cordon's placeholders (of protected names, see listFiles) are
-	// cordon's, not the workspace's files.
-	hidden := wire.ReadPlaceholders()
 	nfc := make([]pathglob.Rule, len(rules))
 	for i, r := range rules {
 		nfc[i] = r.NFC()
 	}
 	wsNFC := norm.NFC.String(ws)
-	deadline := time.Now().Add(maxReachTime)
 	hit := make([]bool, len(rules))
-	seen := 0
-	complete = true
-	walk := func(root string) {
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if p != root {
-					complete = false // a directory that cannot be read
-				}
-				return nil
-			}
-			if seen++; seen > maxReach || seen%1024 == 0 && time.Now().After(deadline) {
-				complete = false
-				return filepath.SkipAll
-			}
-			var st unix.Stat_t
-			if unix.Lstat(p, &st) != nil {
-				return nil // gone since it was listed: nothing to read
-			}
-			if hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}] {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.IsDir() || st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 {
-				return nil
-			}
-			if i, ok := byID[ID{Dev: uint64(st.Dev), Ino: st.Ino}]; ok {
-				hitID[i] = true
-			}
-			pn := norm.NFC.String(p)
-			for i, r := range nfc {
-				if r.MatchNFC(pn, wsNFC) {
-					hit[i] = true
-					if len(matched) < maxMatched {
-						matched = append(matched, File{Path: p, Exists: true, Dev: uint64(st.Dev), Ino: st.Ino, Links: uint64(st.Nlink)})
-					}
-				}
-			}
-			return nil
-		})
-	}
-	walk(ws)
+	walked := []string{ws}
 	for _, r := range roots {
-		if r != ws && complete {
-			walk(r)
+		if r != ws {
+			walked = append(walked, r)
 		}
 	}
+	complete = walkView(walked, maxReach, time.Now().Add(maxReachTime), false, func(p string, st *unix.Stat_t) bool {
+		if empty(st) {
+			return true
+		}
+		if i, ok := byID[ID{Dev: uint64(st.Dev), Ino: st.Ino}]; ok {
+			hitID[i] = true
+		}
+		pn := norm.NFC.String(p)
+		for i, r := range nfc {
+			if r.MatchNFC(pn, wsNFC) {
+				hit[i] = true
+				if len(matched) < maxMatched {
+					matched = append(matched, fileOf(p, st))
+				}
+			}
+		}
+		return true
+	})
 	for i, h := range hit {
 		if h || !complete {
 			found = append(found, i)
@@ -140,7 +108,7 @@ func present(paths []string) []int {
 	var out []int
 	for i, p := range paths {
 		var st unix.Stat_t
-		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 {
+		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR || empty(&st) {
 			continue
 		}
 		out = append(out, i)
