@@ -216,36 +216,18 @@ func (s *Session) Grant(c Call) {
 
 func (s *Session) decide(c Call) Decision {
 	s.steps++
+	// Budgets before the arguments: a call the session can no longer
+	// make is refused as such, whatever it says (see Refuses).
+	d, ti, refused := s.spent(c.Tool, s.steps-1)
+	if refused {
+		return d
+	}
 	b := s.p.Session
 	if b == nil {
 		b = &noBudgets
 	}
-	if b.Steps > 0 && s.steps > b.Steps {
-		return deny("session.steps", "session.steps", fmt.Sprintf("the session has taken its %d steps", b.Steps), "")
-	}
-	if w := b.WallTime(); w > 0 && s.now().Sub(s.start) > w {
-		return deny("session.wall", "session.wall", fmt.Sprintf("the session has run for its %s", b.Wall), "")
-	}
-	if w, ok := s.disabled[c.Tool]; ok {
-		return deny(w.Rule, "", w.Reason, s.listed())
-	}
-	t, ok := s.p.Tools[c.Tool]
-	if !ok {
-		return deny("tools", "", fmt.Sprintf("%s is not a tool of this profile", c.Tool), s.listed())
-	}
-	ti := s.info(c.Tool, t)
+	t := s.p.Tools[c.Tool]
 	field := ti.field
-	if t.Deny {
-		return deny(field+".deny", "", fmt.Sprintf("the profile denies %s", c.Tool), s.listed())
-	}
-	// Budgets before the arguments: a call the session can no longer
-	// make is refused as such, whatever it says (see Refuses).
-	if b.Calls > 0 && s.calls >= b.Calls {
-		return deny("session.calls", "session.calls", fmt.Sprintf("the session has made its %d tool calls", b.Calls), "")
-	}
-	if t.Calls > 0 && s.perTool[c.Tool] >= t.Calls {
-		return deny(field+".calls", field+".calls", fmt.Sprintf("%s has been called its %d times in this session", c.Tool, t.Calls), "")
-	}
 	if b.Repeats > 0 && s.fails >= b.Repeats && s.lastFailed == key(c) {
 		return deny("session.repeats", "loop_detected", fmt.Sprintf("the same %s call failed %d times in a row", c.Tool, s.fails), "change the call, or stop")
 	}
@@ -312,15 +294,45 @@ func (s *Session) Refuses(tool string) bool {
 	if s.tripped != nil && s.tripped.Action == "stop" {
 		return true
 	}
+	_, _, refused := s.spent(tool, s.steps)
+	return refused
+}
+
+// spent is the refusal of the next call of tool whatever its arguments,
+// taken steps into the session: its steps or its wall time spent, the
+// tool withdrawn, none of the profile's or denied, a budget of calls
+// spent. refused is false when the call may be decided on its arguments,
+// and ti is then the tool's.
+func (s *Session) spent(tool string, taken int) (d Decision, ti *toolInfo, refused bool) {
 	b := s.p.Session
 	if b == nil {
 		b = &noBudgets
 	}
+	if b.Steps > 0 && taken >= b.Steps {
+		return deny("session.steps", "session.steps", fmt.Sprintf("the session has taken its %d steps", b.Steps), ""), nil, true
+	}
+	if w := b.WallTime(); w > 0 && s.now().Sub(s.start) > w {
+		return deny("session.wall", "session.wall", fmt.Sprintf("the session has run for its %s", b.Wall), ""), nil, true
+	}
+	if w, ok := s.disabled[tool]; ok {
+		return deny(w.Rule, "", w.Reason, s.listed()), nil, true
+	}
 	t, ok := s.p.Tools[tool]
-	_, disabled := s.disabled[tool]
-	w := b.WallTime()
-	return b.Steps > 0 && s.steps >= b.Steps || w > 0 && s.now().Sub(s.start) > w || disabled || !ok || t.Deny ||
-		b.Calls > 0 && s.calls >= b.Calls || t.Calls > 0 && s.perTool[tool] >= t.Calls
+	if !ok {
+		return deny("tools", "", fmt.Sprintf("%s is not a tool of this profile", tool), s.listed()), nil, true
+	}
+	ti = s.info(tool, t)
+	field := ti.field
+	if t.Deny {
+		return deny(field+".deny", "", fmt.Sprintf("the profile denies %s", tool), s.listed()), nil, true
+	}
+	if b.Calls > 0 && s.calls >= b.Calls {
+		return deny("session.calls", "session.calls", fmt.Sprintf("the session has made its %d tool calls", b.Calls), ""), nil, true
+	}
+	if t.Calls > 0 && s.perTool[tool] >= t.Calls {
+		return deny(field+".calls", field+".calls", fmt.Sprintf("%s has been called its %d times in this session", tool, t.Calls), ""), nil, true
+	}
+	return Decision{}, ti, false
 }
 
 // noBudgets are the budgets of a profile without a session section.
