@@ -176,10 +176,16 @@ func (s *Session) Decide(c Call) Decision {
 	} else {
 		d = s.afterTrip(s.decide(c))
 	}
+	s.noted(c, d)
+	return d
+}
+
+// noted counts the call of the step just taken as d decided it, runs the
+// checkpoint of steps when due, and keeps it in the history.
+func (s *Session) noted(c Call, d Decision) {
 	s.count(c, d)
 	s.checkpoint()
 	s.history.push(entry{Entry{Step: s.steps, Allow: d.Allow, Held: d.Approval, Rule: d.Rule}, c}, historyLen)
-	return d
 }
 
 // entry is a history entry with its call, described when asked for.

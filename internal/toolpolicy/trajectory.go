@@ -212,10 +212,7 @@ func Evaluate(p *profile.Profile, step int, session map[string]any, refused []bo
 // refused again and again, toward session.repeats.
 func (s *Session) RefusedBefore(c Call) {
 	s.steps++
-	d := Decision{Rule: "arguments"}
-	s.count(c, d)
-	s.checkpoint()
-	s.history.push(entry{Entry{Step: s.steps, Rule: d.Rule}, c}, historyLen)
+	s.noted(c, Decision{Rule: "arguments"})
 	s.failed(c)
 }
 
