@@ -72,6 +72,7 @@ func Diff(old, new *profile.Profile) []Change {
 	}
 	d.mounts(old.Mounts, new.Mounts)
 	d.toolchains(old.Toolchains, new.Toolchains)
+	d.caches(old.Caches, new.Caches)
 	d.set("env", "env.pass", old.Env.Pass, new.Env.Pass, "the host variable %s is passed in", "the host variable %s is no longer passed in")
 	d.network(&old.Network, &new.Network)
 	d.limits(&old.Resources, &new.Resources)

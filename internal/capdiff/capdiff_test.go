@@ -115,6 +115,20 @@ func TestToolchainRemoved(t *testing.T) {
 	}
 }
 
+// A cache kept between runs is writable state the next run reads: one
+// more is an expansion, auto names every cache, one fewer a reduction.
+func TestCaches(t *testing.T) {
+	with := strings.Replace(base, "env:\n", "caches: [go]\nenv:\n", 1)
+	cs := Diff(load(t, with), load(t, strings.Replace(with, "[go]", "auto", 1)))
+	if len(cs) != 5 || cs[0].Kind != Expansion || cs[0].Field != "caches" || cs[0].New != "npm" {
+		t.Errorf("[go] to auto: got %+v", cs)
+	}
+	cs = Diff(load(t, with), load(t, base))
+	if len(cs) != 1 || cs[0].Kind != Reduction || cs[0].Old != "go" {
+		t.Errorf("[go] to none: got %+v", cs)
+	}
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1

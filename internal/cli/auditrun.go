@@ -259,6 +259,10 @@ func (a *auditor) end(o outcome.Outcome, tty bool) error {
 	if c := o.Changes; c != nil {
 		a.log.Add(a.event(audit.Action, "changes", c))
 	}
+	if c := o.Caches; c != nil {
+		// What the run could leave for the agent's next runs.
+		a.log.Add(a.event(audit.Action, "caches", c))
+	}
 	streams := []string{"stdout", "stderr"}
 	if tty {
 		streams = []string{"terminal"}

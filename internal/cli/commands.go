@@ -204,6 +204,20 @@ func init() {
 			},
 		},
 		{
+			name: "cache", synopsis: "cache list|clear",
+			short: "each agent's build and package caches, kept between its runs",
+			long: "A profile's caches (caches: auto in the default profile) are directories of cordon's state, the agent's own, bound read-write into each of its sandboxes: " +
+				"Go's build and module caches, npm's, yarn's, pip's, uv's and cargo's. They are never the host's. resources.cache_size bounds an agent's caches together; " +
+				"past it, the run is ended (cache_size_limit) and the least recently used are cleared.",
+			subs: []*command{
+				cacheSub("list", "cache list [--json] [--state DIR] [--agent NAME]", "list each agent's caches, their size and when last used",
+					"Lists each agent's caches with the bytes and files they hold and when a run last used them."),
+				cacheSub("clear", "cache clear [--json] [--state DIR] [--agent NAME] [CACHE...]", "empty caches (all of them, or those named)",
+					"Empties the caches named (go, npm, yarn, pip, uv, cargo), or all of them, of every agent or of --agent's. "+
+						"A sandbox still running keeps the cache it was given until it ends; the next one starts empty."),
+			},
+		},
+		{
 			name: "serve", synopsis: "serve --config FILE [flags]",
 			short: "sandboxes as a service: an HTTP API with tokens per agent, pre-warmed pools",
 			long: "Serves sandboxes over an HTTP API: each agent of the configuration has its tokens and its profile, sandboxes are " +
@@ -289,6 +303,16 @@ func approvalsSub(name, synopsis, short, long string) *command {
 		flags:    func(fs *flag.FlagSet) { new(approvalsFlags).register(fs) },
 		anywhere: true,
 		run:      func(e *env, args []string) int { return approvalsCmd(e, append([]string{name}, args...)) },
+	}
+}
+
+// cacheSub is cordon cache SUB.
+func cacheSub(name, synopsis, short, long string) *command {
+	return &command{
+		name: name, synopsis: synopsis, short: short, long: long,
+		flags:    func(fs *flag.FlagSet) { new(cacheFlags).register(fs) },
+		anywhere: true,
+		run:      func(e *env, args []string) int { return cacheCmd(e, name, args) },
 	}
 }
 

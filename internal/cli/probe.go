@@ -254,6 +254,11 @@ func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, selfExec bool
 		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdin: stdin, Stdout: files[0], Stderr: files[1],
 		Guard: r.guard, WalkIndex: walkIndexDir(r.e, p),
 	}
+	if !selfExec {
+		// A command of the sandbox's (the run tool's) keeps the agent's
+		// caches; cordon's own (a probe, a built-in tool) needs none.
+		opts.CacheRoot = cacheRoot(r.e, p)
+	}
 	if adjust != nil {
 		adjust(&opts)
 	}

@@ -110,6 +110,7 @@ func runCmd(e *env, args []string) int {
 		opts.ProfileFile = pf.abs(e, pf.file)
 	}
 	opts.WalkIndex = walkIndexDir(e, p)
+	opts.CacheRoot = cacheRoot(e, p)
 	opts.Guard = guarded(opts.ProfileFile)
 	switch {
 	case p.Workspace.Guarded():
@@ -132,6 +133,9 @@ func runCmd(e *env, args []string) int {
 	if hint := notFoundHint(e, fs.Args(), o); hint != "" {
 		o.Message += "; " + hint
 		fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Line(hint))
+	}
+	if len(p.Caches) > 0 && opts.CacheRoot == "" {
+		o.Notes = append(o.Notes, fmt.Sprintf("the profile's caches are not kept on this run: cordon's state directory (%s) is in the sandbox's view, or cannot be made", config.StateDir()))
 	}
 	o.Sandbox = a.id
 	if aerr := a.end(o, sandbox.UsesTerminal(e.stdin, e.stdoutFile)); aerr != nil {
@@ -333,6 +337,15 @@ func writeNotes(w io.Writer, notes []string) {
 	for _, n := range notes {
 		fmt.Fprintf(w, "cordon: note: %s\n", termsafe.Line(n))
 	}
+}
+
+// cacheRoot is where cordon keeps each agent's caches (see package
+// cache): "" when p names none, or a sandbox of p could see them.
+func cacheRoot(e *env, p *profile.Profile) string {
+	if len(p.Caches) == 0 {
+		return ""
+	}
+	return cacheDir(e, p, "caches")
 }
 
 // walkIndexDir is where cordon keeps what its searches of the trees in p's

@@ -47,13 +47,16 @@ const (
 	// layer was filled.
 	WorkspaceSizeLimit   Status = "workspace_size_limit"
 	WorkspaceInodesLimit Status = "workspace_inodes_limit"
-	Signaled             Status = "signaled"
-	ExitNonzero          Status = "exit_nonzero"
-	OK                   Status = "ok"
+	// CacheSizeLimit: the agent's caches grew past cache_size.
+	CacheSizeLimit Status = "cache_size_limit"
+	Signaled       Status = "signaled"
+	ExitNonzero    Status = "exit_nonzero"
+	OK             Status = "ok"
 )
 
 // Exit statuses of cordon that are not the command's own.
 const (
+	ExitCacheSize       = 113
 	ExitWorkspaceInodes = 114
 	ExitWorkspaceSize   = 115
 	ExitEgressDenied    = 116
@@ -86,6 +89,7 @@ var limitStatus = map[string]struct {
 
 	"workspace_size":   {WorkspaceSizeLimit, ExitWorkspaceSize},
 	"workspace_inodes": {WorkspaceInodesLimit, ExitWorkspaceInodes},
+	"cache_size":       {CacheSizeLimit, ExitCacheSize},
 }
 
 // Outcome is the whole account of one run.
@@ -135,8 +139,27 @@ type Outcome struct {
 	// that its standard error named with a refusal such as "Read-only
 	// file system": what cordon kept read-only may be why it failed.
 	Protected []string `json:"protected,omitempty"`
+	// Caches, when the run had its agent's caches (the profile's
+	// caches:), says which and what they held when it ended.
+	Caches *Caches `json:"caches,omitempty"`
 	// Message is one sentence for a person.
 	Message string `json:"message"`
+}
+
+// Caches is what a run's caches held when it ended, and what cordon
+// cleared to keep them within cache_size.
+type Caches struct {
+	Names []string `json:"names"`
+	// Bytes and Files are what the agent's caches held together when the
+	// run ended, counted up to the limit (Past says they were past it).
+	Bytes int64 `json:"bytes"`
+	Files int64 `json:"files"`
+	Past  bool  `json:"past,omitempty"`
+	// Cleared names the caches cordon emptied after the run, least
+	// recently used first, to bring them back within cache_size.
+	Cleared []string `json:"cleared,omitempty"`
+	// Error says what went wrong measuring or clearing them.
+	Error string `json:"error,omitempty"`
 }
 
 // Obeyed is one file or directory a run made or changed that a host tool

@@ -48,6 +48,7 @@ var Limits = []LimitSpec{
 	{"output", Bytes, "64MiB", 1 << 10, true, "bytes the command writes to stdout and stderr together"},
 	{"workspace_size", Bytes, "1GiB", 1 << 20, false, "bytes the sandbox may write to a workspace in review mode (its copy-on-write layer, a tmpfs)"},
 	{"workspace_inodes", Count, "100000", 64, false, "files, directories and links the sandbox may create in a workspace in review mode"},
+	{"cache_size", Bytes, "4GiB", 1 << 20, true, "bytes the agent's caches (caches:) hold together across its runs, and one file, directory or link for each 4 KiB of it"},
 }
 
 // LimitByName returns the spec of a limit.
@@ -204,6 +205,8 @@ type Resources struct {
 	// a workspace in review mode.
 	WorkspaceSize   Quantity `yaml:"workspace_size" json:"workspace_size"`
 	WorkspaceInodes Quantity `yaml:"workspace_inodes" json:"workspace_inodes"`
+	// CacheSize bounds the agent's caches (Profile.Caches), together.
+	CacheSize Quantity `yaml:"cache_size" json:"cache_size"`
 }
 
 // Get returns the quantity of the named limit.
@@ -231,6 +234,8 @@ func (r *Resources) Get(name string) *Quantity {
 		return &r.WorkspaceSize
 	case "workspace_inodes":
 		return &r.WorkspaceInodes
+	case "cache_size":
+		return &r.CacheSize
 	}
 	return nil
 }

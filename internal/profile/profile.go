@@ -47,6 +47,9 @@ type Profile struct {
 	// Toolchains are the commands whose host installation the sandbox
 	// runs, found as the user's PATH finds them (see Toolchains).
 	Toolchains Toolchains `yaml:"toolchains,omitempty" json:"toolchains,omitempty"`
+	// Caches are the build and package caches the agent keeps between its
+	// runs (see Caches).
+	Caches Caches `yaml:"caches,omitempty" json:"caches,omitempty"`
 
 	// Tools are the tools the agent may call through cordon's tool
 	// gateway, each with its policy; Labels adds labels of the profile's
@@ -227,6 +230,7 @@ func (p *Profile) Clone() *Profile {
 	c.Env.Set = maps.Clone(p.Env.Set)
 	c.Env.Pass = slices.Clone(p.Env.Pass)
 	c.Toolchains = slices.Clone(p.Toolchains)
+	c.Caches = slices.Clone(p.Caches)
 	c.Network.Allow = cloneDests(p.Network.Allow)
 	c.Network.Deny = cloneDests(p.Network.Deny)
 	c.AllowDegraded = slices.Clone(p.AllowDegraded)

@@ -21,20 +21,24 @@ type Toolchains []string
 
 // UnmarshalYAML reads a list of names, or the scalar auto.
 func (t *Toolchains) UnmarshalYAML(unmarshal func(any) error) error {
+	names, err := wordOrList(unmarshal)
+	*t = names
+	return err
+}
+
+// wordOrList reads a list of names, or a single word (any word is kept:
+// validation reports one that is not auto, where it is written).
+func wordOrList(unmarshal func(any) error) ([]string, error) {
 	var names []string
 	listErr := unmarshal(&names)
 	if listErr == nil {
-		*t = names
-		return nil
+		return names, nil
 	}
 	var word string
 	if err := unmarshal(&word); err != nil {
-		return listErr
+		return nil, listErr
 	}
-	// Any other word is kept and reported by validation, where it is
-	// written.
-	*t = Toolchains{word}
-	return nil
+	return []string{word}, nil
 }
 
 // HasAuto reports whether the command the sandbox is started with is

@@ -164,6 +164,7 @@ func (p *Profile) validate(src *source) Errors {
 	}
 
 	p.validateToolchains(src, bad)
+	p.validateCaches(src, bad)
 	p.validateResources(bad)
 	p.validateNetwork(bad)
 	p.validateGovernance(bad)

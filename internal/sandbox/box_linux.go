@@ -184,6 +184,9 @@ func Start(opts Options) (*Box, error) {
 			watchLayer(layer, spec.Layer, lim, x.stopDrift)
 		}()
 	}
+	if lim.caches != nil {
+		go lim.caches.watch(lim, x.stopDrift)
+	}
 	built.Store(x)
 	go x.dispatch()
 	go func() {
@@ -642,6 +645,11 @@ func (x *Box) CloseWith(kept func(layer *os.File)) {
 			x.b.egressDone()
 		}
 		x.lim.end()
+		if c := x.lim.caches; c != nil {
+			if o := c.end(); o.Error != "" && x.opts.Log != nil {
+				fmt.Fprintf(x.opts.Log, "caches: %s\n", o.Error)
+			}
+		}
 		if x.layer != nil {
 			<-x.watched
 			x.layer.Close()

@@ -1,11 +1,11 @@
 package sandbox
 
 import (
-	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/internal/du"
 	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
@@ -24,15 +24,15 @@ func diskUse(layer *os.File, bound *Layer) (layerUse, error) {
 	if err != nil {
 		return layerUse{}, err
 	}
-	w := &diskWalk{bound: bound, buf: make([]byte, 32<<10)}
-	err = w.dir(fd, 0)
-	u := layerUse{bytes: w.bytes, inodes: w.inodes}
+	defer unix.Close(fd)
+	w, err := du.Walk(fd, du.Bound{Bytes: bound.Size, Inodes: bound.Inodes})
+	u := layerUse{bytes: w.Bytes, inodes: w.Inodes}
 	switch {
-	case bound.Size > 0 && w.bytes > bound.Size:
+	case bound.Size > 0 && w.Bytes > bound.Size:
 		u.full = "workspace_size"
-	case bound.Inodes > 0 && w.inodes > bound.Inodes:
+	case bound.Inodes > 0 && w.Inodes > bound.Inodes:
 		u.full = "workspace_inodes"
-	case err != nil && !errors.Is(err, errPast):
+	case err != nil:
 		return u, err
 	}
 	return u, nil
@@ -77,62 +77,4 @@ func noteFree(dir string, bound *Layer) {
 	if unix.Statfs(dir, &st) == nil {
 		bound.Free = &[2]uint64{st.Bavail, st.Ffree}
 	}
-}
-
-// diskWalk counts a walk of a layer on disk.
-type diskWalk struct {
-	bound         *Layer
-	bytes, inodes int64
-	buf           []byte
-}
-
-// errPast ends a walk that is past a limit.
-var errPast = errors.New("past the layer's limits")
-
-// maxWalkDepth bounds the directories a walk descends: deeper ones are
-// counted, not entered (overlay itself refuses paths past PATH_MAX).
-const maxWalkDepth = 256
-
-// dir counts what the directory fd holds (and closes it).
-func (w *diskWalk) dir(fd, depth int) error {
-	defer unix.Close(fd)
-	var subdirs []string
-	for {
-		n, err := unix.Getdents(fd, w.buf)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			break
-		}
-		_, _, names := unix.ParseDirent(w.buf[:n], -1, nil)
-		for _, name := range names {
-			var st unix.Stat_t
-			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				continue // gone since: the sandbox is still writing
-			}
-			w.inodes++
-			w.bytes += st.Blocks * 512
-			if w.past() {
-				return errPast
-			}
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR && depth < maxWalkDepth {
-				subdirs = append(subdirs, name)
-			}
-		}
-	}
-	for _, name := range subdirs {
-		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue // unreadable, or replaced by a file since
-		}
-		if err := w.dir(sub, depth+1); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (w *diskWalk) past() bool {
-	return w.bound.Size > 0 && w.bytes > w.bound.Size || w.bound.Inodes > 0 && w.inodes > w.bound.Inodes
 }

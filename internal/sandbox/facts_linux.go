@@ -29,6 +29,7 @@ type Result struct {
 	tmpUsed int64
 	// changes is what became of a reviewed workspace's changes.
 	changes *outcome.Changes
+	caches  *outcome.Caches  // what the agent's caches held when the run ended
 	obeyed  []outcome.Obeyed // what the run made that the host's tools obey
 	// obeyedUnchecked says what the look for obeyed did not cover.
 	obeyedUnchecked string

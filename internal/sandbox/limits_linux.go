@@ -30,6 +30,8 @@ const (
 type limiter struct {
 	res   profile.Resources
 	group cgroup.Group // nil without cgroups
+	// caches, when the sandbox has its agent's caches, bounds them.
+	caches *cacheWatch
 	// perCommand: the wall limit is each command's (a Box), not the
 	// sandbox's.
 	perCommand bool
@@ -347,6 +349,8 @@ func (l *limiter) enforcedBy(name string) string {
 			return "supervisor"
 		}
 		return "tmpfs"
+	case "cache_size":
+		return "supervisor"
 	case "tmp_size":
 		return "tmpfs"
 	case "open_files", "file_size":
@@ -382,6 +386,9 @@ func (l *limiter) states(u outcome.Usage, tmpUsed int64) []outcome.LimitState {
 		if !l.review && (spec.Name == "workspace_size" || spec.Name == "workspace_inodes") {
 			continue // no layer to bound
 		}
+		if l.caches == nil && spec.Name == "cache_size" {
+			continue // no caches to bound
+		}
 		q := l.res.Get(spec.Name)
 		st := outcome.LimitState{Name: spec.Name, Value: q.String(), EnforcedBy: l.enforcedBy(spec.Name)}
 		if !q.Set() {
@@ -415,6 +422,8 @@ func (l *limiter) states(u outcome.Usage, tmpUsed int64) []outcome.LimitState {
 			}
 		case "output":
 			used = float64(u.StdoutBytes+u.StderrBytes) / float64(q.N)
+		case "cache_size":
+			used = l.caches.used()
 		}
 		if used >= 0 && q.Set() {
 			v := float64(int(used*1000+0.5)) / 1000

@@ -90,6 +90,12 @@ type Options struct {
 	// auto), LookupEnv and Cwd.
 	Toolchains *toolchain.Plan
 
+	// CacheRoot is a directory of cordon's own, outside every view, that
+	// holds each agent's caches (the profile's caches:, see package
+	// cache); "" keeps none, and a note says so when the profile names
+	// some.
+	CacheRoot string
+
 	// Log, for a kept-alive sandbox (Start), receives the egress proxy's
 	// refusals and drift reports; nil discards them.
 	Log io.Writer

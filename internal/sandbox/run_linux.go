@@ -48,6 +48,7 @@ func Run(opts Options) (outcome.Outcome, error) {
 	o := outcome.Decide(res.facts(err))
 	o.LandlockABI, o.Notes = res.LandlockABI, res.Notes
 	o.Changes, o.Obeyed, o.ObeyedUnchecked = res.changes, res.obeyed, res.obeyedUnchecked
+	o.Caches = res.caches
 	return o, err
 }
 
@@ -195,6 +196,10 @@ func run(opts Options, res *Result) error {
 		}
 	}()
 
+	cachesStop := make(chan struct{})
+	if lim.caches != nil {
+		go lim.caches.watch(lim, cachesStop)
+	}
 	var layer *os.File
 	layerDone, layerStop := make(chan struct{}), make(chan struct{})
 	if b.layer != nil {
@@ -230,7 +235,11 @@ func run(opts Options, res *Result) error {
 		tty.close()
 	}
 	ended = true
+	close(cachesStop)
 	res.killed, res.stats, res.wall = lim.end()
+	if lim.caches != nil {
+		res.caches = lim.caches.end()
+	}
 	findMade(spec, opts, begun, res)
 	for _, dir := range spec.restored {
 		res.Notes = append(res.Notes, fmt.Sprintf("the sandbox changed the permissions of %s; cordon set them back", dir))
@@ -253,6 +262,11 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 		return nil, nil, err
 	}
 	res.Notes = append(res.Notes, notes...)
+	caches, err := addCaches(spec, opts, res)
+	if err != nil {
+		spec.release()
+		return nil, nil, err
+	}
 	if err := checkLayers(spec, opts.AllowDegraded, res); err != nil {
 		spec.release()
 		return nil, nil, err
@@ -280,6 +294,7 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 	}
 	// The placeholders go when the limiter ends, however the sandbox does.
 	lim.release = spec.release
+	lim.caches = caches
 	if weakened("nofile") {
 		spec.Rlimits.OpenFiles = 0
 	}
@@ -346,6 +361,11 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 		}
 		if err != nil {
 			return nil, err
+		}
+		if len(spec.cachesLeft) > 0 {
+			spec.dropCaches()
+			res.Notes = append(res.Notes, "the agent's caches are not kept on this run: "+strings.Join(spec.cachesLeft, "; "))
+			lim.caches = nil
 		}
 	}
 
@@ -845,8 +865,13 @@ func openTrees(spec *Spec, ids idMapping, lenient bool) ([]*os.File, error) {
 	}
 	im := &idmapper{ids: ids, userns: map[[2]uint32]*os.File{}}
 	defer im.close()
+	spec.cachesLeft = nil
 	for i := range spec.Mounts {
 		m := &spec.Mounts[i]
+		isCache := slices.Contains(spec.caches, m.Target)
+		if isCache {
+			m.Missing = false
+		}
 		src, err := mnt.Open(m.Source, m.Attrs(), !m.Writable)
 		if err != nil {
 			if m.Optional && errors.Is(err, unix.ENOENT) {
@@ -869,6 +894,14 @@ func openTrees(spec *Spec, ids idMapping, lenient bool) ([]*os.File, error) {
 			if nsErr != nil {
 				src.Close()
 				return fail(setupErr("idmapping "+m.Source, nsErr))
+			}
+			if err != nil && !lenient && isCache {
+				// The agent's caches serve speed, not the view: without an
+				// idmapping they are left out of the run, not the run.
+				spec.cachesLeft = append(spec.cachesLeft, fmt.Sprintf("%s is on %s, which cannot be idmapped", m.Source, fsTypeOf(src.Tree)))
+				src.Close()
+				m.Missing = true
+				continue
 			}
 			if err != nil && !lenient {
 				unmapped := &idmapError{path: m.Source, fsType: fsTypeOf(src.Tree), uid: st.Uid, gid: st.Gid, to: ids.uid, err: err, review: m.Review}

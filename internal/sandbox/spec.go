@@ -8,6 +8,7 @@ package sandbox
 
 import (
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -28,6 +29,27 @@ type Spec struct {
 	// restored names the directories whose permissions the sandbox
 	// changed, set back when the plans were removed.
 	restored []string
+	// caches are the targets of the agent's caches' binds; cachesLeft
+	// says why some were left out (see openTrees).
+	caches, cachesLeft []string
+}
+
+// dropCaches leaves the agent's caches out of the sandbox: their binds,
+// and the variables that name them.
+func (s *Spec) dropCaches() {
+	for i := range s.Mounts {
+		if slices.Contains(s.caches, s.Mounts[i].Target) {
+			s.Mounts[i].Missing = true
+		}
+	}
+	env := s.Env[:0]
+	for _, kv := range s.Env {
+		_, v, _ := strings.Cut(kv, "=")
+		if !slices.Contains(s.caches, v) {
+			env = append(env, kv)
+		}
+	}
+	s.Env = env
 }
 
 // atWorkspace reports whether target is where the workspace appears

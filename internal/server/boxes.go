@@ -66,7 +66,8 @@ func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Wr
 			degraded[l] = true
 		}
 		opts := sandbox.Options{Profile: &p, Exe: exe, Cwd: dir, AllowDegraded: degraded,
-			LookupEnv: os.LookupEnv, Log: prefixed(log, id), ProfileFile: a.ProfileFile, Guard: guarded(a.ProfileFile)}
+			LookupEnv: os.LookupEnv, Log: prefixed(log, id), ProfileFile: a.ProfileFile, Guard: guarded(a.ProfileFile),
+			CacheRoot: filepath.Join(dir, "caches")}
 		if layer != nil {
 			opts.LayerDir = layer.Dir
 		}

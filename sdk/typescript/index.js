@@ -31,6 +31,7 @@ const LIMIT_STATUSES = new Set([
   "egress_denied",
   "workspace_size_limit",
   "workspace_inodes_limit",
+  "cache_size_limit",
 ]);
 
 /** Every error of the SDK. httpStatus is the server's answer, when there was one. */

@@ -27,6 +27,7 @@ LIMIT_STATUSES = frozenset(
         "egress_denied",
         "workspace_size_limit",
         "workspace_inodes_limit",
+        "cache_size_limit",
     }
 )
 

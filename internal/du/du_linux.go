@@ -1,0 +1,101 @@
+// Package du measures a directory tree that a sandbox wrote: the files,
+// directories and links it holds and the bytes they take on disk, without
+// following anything (every name in it is the sandbox's choosing: only
+// directories are opened, each with O_NOFOLLOW beneath a descriptor), and
+// without walking further than a bound allows, so that measuring costs no
+// more than the bound lets the sandbox make.
+package du
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// Bound is where a walk stops: past Bytes bytes or Inodes entries (0: no
+// bound of that kind).
+type Bound struct {
+	Bytes, Inodes int64
+}
+
+// Use is what a walk counted; Past says it stopped past its bound, its
+// counts then being where it stopped.
+type Use struct {
+	Bytes, Inodes int64
+	Past          bool
+}
+
+// MaxDepth bounds the directories a walk descends: deeper ones are
+// counted, not entered (overlay itself refuses paths past PATH_MAX).
+const MaxDepth = 256
+
+// Walk counts what the directory dirfd holds, at any depth, until past b.
+// dirfd stays open. A directory the sandbox made unreadable (chmod 000) is
+// counted, not entered; an entry gone since it was listed is skipped.
+func Walk(dirfd int, b Bound) (Use, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return Use{}, err
+	}
+	w := &walk{bound: b, buf: make([]byte, 32<<10)}
+	err = w.dir(fd, 0)
+	u := Use{Bytes: w.bytes, Inodes: w.inodes, Past: w.past()}
+	if errors.Is(err, errPast) {
+		err = nil
+	}
+	return u, err
+}
+
+// walk counts one walk.
+type walk struct {
+	bound         Bound
+	bytes, inodes int64
+	buf           []byte
+}
+
+// errPast ends a walk that is past its bound.
+var errPast = errors.New("past the bound")
+
+// dir counts what the directory fd holds (and closes it).
+func (w *walk) dir(fd, depth int) error {
+	defer unix.Close(fd)
+	var subdirs []string
+	for {
+		n, err := unix.Getdents(fd, w.buf)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		_, _, names := unix.ParseDirent(w.buf[:n], -1, nil)
+		for _, name := range names {
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				continue // gone since: the sandbox is still writing
+			}
+			w.inodes++
+			w.bytes += st.Blocks * 512
+			if w.past() {
+				return errPast
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR && depth < MaxDepth {
+				subdirs = append(subdirs, name)
+			}
+		}
+	}
+	for _, name := range subdirs {
+		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // unreadable, or replaced by a file since
+		}
+		if err := w.dir(sub, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *walk) past() bool {
+	return w.bound.Bytes > 0 && w.bytes > w.bound.Bytes || w.bound.Inodes > 0 && w.inodes > w.bound.Inodes
+}
