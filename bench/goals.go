@@ -41,6 +41,8 @@ const (
 	goalAudit        = "audit log, durable events per second, 8 writers"
 	goalPolicy       = "tool-policy decision p99, the worst of its benchmarks (decisions on files already resolved included; the resolution is not)"
 	goalGatewayCall  = "MCP gateway cost per call, without the audit log"
+	goalGoTest       = "`go test -count=1` of a one-file module, inside (the agent's caches warm), against the host's own second run"
+	goalNpmOffline   = "`npm ci` of a lock file, a second run, no registry reachable (1: works from the agent's cache)"
 	goalNotMeasured  = "not measured by bench/run"
 	goalNotMeasuredS = "-"
 )
@@ -59,6 +61,16 @@ var goals = []*goal{
 	{what: goalAudit, target: "≥ 50k/s", meets: atLeast(50000), format: perSecond},
 	{what: goalPolicy, target: "≤ 20 µs", meets: atMost(20), format: micros},
 	{what: goalGatewayCall, target: "≤ 150 µs", meets: atMost(150), format: micros},
+	{what: goalGoTest, target: "≤ 1.5x", meets: atMost(1.5), format: times},
+	{what: goalNpmOffline, target: "works", meets: atLeast(1), format: works},
+}
+
+// works shows a yes-or-no figure.
+func works(v float64) string {
+	if v >= 1 {
+		return "works"
+	}
+	return "fails"
 }
 
 // record sets a goal's figure; for the policy, the worst one counts.

@@ -5,7 +5,7 @@
 // quartiles, and each figure's ratio to bare exec and to bubblewrap; with
 // -docs it also rewrites docs/BENCHMARKS.md and its start-up plot.
 //
-//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs] [-only startup|serve|idle|many|review|large|guarded|compat]
+//	go run ./bench [-n 30] [-short] [-cordon ./cordon] [-docs] [-only startup|serve|idle|many|review|large|guarded|loop|compat]
 package main
 
 import (
@@ -39,19 +39,19 @@ func main() {
 	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs, smaller guarded workloads")
 	cordon := flag.String("cordon", "./cordon", "the cordon binary to measure")
 	docs := flag.Bool("docs", false, "rewrite docs/BENCHMARKS.md and docs/benchmarks-startup.svg with the results")
-	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), large (a workspace of 50,000 files), guarded (a guarded workspace against a direct one on npm install, a build and git commits; -docs rewrites its section of docs/BENCHMARKS.md), idle (memory per idle sandbox), many (sandboxes started together) or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
+	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), large (a workspace of 50,000 files), guarded (a guarded workspace against a direct one on npm install, a build and git commits; -docs rewrites its section of docs/BENCHMARKS.md), loop (the edit-build-test loop: go test and npm ci on the host, in cordon with its caches and in bwrap), idle (memory per idle sandbox), many (sandboxes started together) or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
 	flag.Parse()
 	// The guarded workloads take seconds a run: fewer rounds, unless -n
 	// says how many.
-	guardedN := guardedRounds
+	guardedN, loopN := guardedRounds, buildRounds
 	flag.Visit(func(f *flag.Flag) {
 		if f.Name == "n" {
-			guardedN = *n
+			guardedN, loopN = *n, *n
 		}
 	})
 	if *short {
 		*n = 3
-		guardedN = 3
+		guardedN, loopN = 3, 2
 	}
 	repo, _ := os.Getwd()
 	if r := os.Getenv("CORDON_REPO"); r != "" {
@@ -108,6 +108,12 @@ func main() {
 		}
 		return
 	}
+	if *only == "loop" {
+		var rep bytes.Buffer
+		buildLoop(&rep, abs, ws, loopN)
+		os.Stdout.Write(rep.Bytes())
+		return
+	}
 	if *only == "startup" {
 		var rep bytes.Buffer
 		startup(&rep, peers(abs, ws), *n)
@@ -139,6 +145,7 @@ func main() {
 	concurrency(&rep, abs, tools, *short)
 	idleMemory(&rep, abs, tools)
 	guarded(&rep, abs, guardedN, *short)
+	buildLoop(&rep, abs, ws, loopN)
 	if !*short {
 		large(&rep, abs, *n)
 		microBenches(&rep, repo)

@@ -30,6 +30,10 @@ type Kind struct {
 	Name string
 	Dirs []Dir
 	Doc  string
+	// Offline are variables (NAME=VALUE) set when the sandbox reaches no
+	// network: the tool then works from the cache without asking a
+	// registry that cannot answer (npm retries for minutes first).
+	Offline []string
 }
 
 // Dir is one directory of a cache and the variables set to its place
@@ -43,12 +47,12 @@ type Dir struct {
 // pnpm is not among them: the only variable naming its store that it
 // reads (npm_config_store_dir) makes npm warn on every command.
 var Catalog = []Kind{
-	{"go", []Dir{{"build", []string{"GOCACHE"}}, {"mod", []string{"GOMODCACHE"}}}, "Go's build cache and module cache"},
-	{"npm", []Dir{{"cache", []string{"npm_config_cache"}}}, "npm's package cache"},
-	{"yarn", []Dir{{"cache", []string{"YARN_CACHE_FOLDER"}}}, "yarn's package cache"},
-	{"pip", []Dir{{"cache", []string{"PIP_CACHE_DIR"}}}, "pip's download and wheel cache"},
-	{"uv", []Dir{{"cache", []string{"UV_CACHE_DIR"}}}, "uv's cache"},
-	{"cargo", []Dir{{"home", []string{"CARGO_HOME"}}}, "cargo's home: its registry index, downloaded crates and git checkouts"},
+	{"go", []Dir{{"build", []string{"GOCACHE"}}, {"mod", []string{"GOMODCACHE"}}}, "Go's build cache and module cache", nil},
+	{"npm", []Dir{{"cache", []string{"npm_config_cache"}}}, "npm's package cache", []string{"npm_config_prefer_offline=true"}},
+	{"yarn", []Dir{{"cache", []string{"YARN_CACHE_FOLDER"}}}, "yarn's package cache", nil},
+	{"pip", []Dir{{"cache", []string{"PIP_CACHE_DIR"}}}, "pip's download and wheel cache", nil},
+	{"uv", []Dir{{"cache", []string{"UV_CACHE_DIR"}}}, "uv's cache", []string{"UV_OFFLINE=1"}},
+	{"cargo", []Dir{{"home", []string{"CARGO_HOME"}}}, "cargo's home: its registry index, downloaded crates and git checkouts", []string{"CARGO_NET_OFFLINE=true"}},
 }
 
 // Names lists the names of the catalog.
@@ -101,6 +105,8 @@ type Plan struct {
 	Kinds []Kind
 	// Size bounds the agent's caches together, in bytes (0: unbounded).
 	Size int64
+	// Offline says the sandbox reaches no network (see Kind.Offline).
+	Offline bool
 }
 
 // Binds lists the directories bound, host and inside.
@@ -122,6 +128,9 @@ func (p *Plan) Env() []string {
 			for _, v := range d.Env {
 				out = append(out, v+"="+path.Join(Inside, k.Name, d.Name))
 			}
+		}
+		if p.Offline {
+			out = append(out, k.Offline...)
 		}
 	}
 	return out

@@ -40,6 +40,15 @@ func TestPlanBindsAndEnv(t *testing.T) {
 	if got := p.Env(); !slices.Equal(got, env) {
 		t.Fatalf("env %v, want %v", got, env)
 	}
+	npm, _ := Expand([]string{"npm"})
+	off := &Plan{Store: s, Kinds: npm, Offline: true}
+	if got := off.Env(); !slices.Contains(got, "npm_config_prefer_offline=true") {
+		t.Fatalf("offline npm: env %v", got)
+	}
+	off.Offline = false
+	if got := off.Env(); slices.Contains(got, "npm_config_prefer_offline=true") {
+		t.Fatalf("npm with a network: env %v", got)
+	}
 	for _, bad := range []string{"", ".", "..", "a/b"} {
 		if _, err := Open("/state", bad); err == nil {
 			t.Errorf("Open(%q) made a store", bad)

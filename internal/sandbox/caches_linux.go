@@ -41,7 +41,7 @@ func addCaches(spec *Spec, opts Options, res *Result) (*cacheWatch, error) {
 	if err != nil {
 		return nil, setupErr("caches", err)
 	}
-	plan := &cache.Plan{Store: store, Kinds: kinds, Size: quantity(p.Resources.CacheSize)}
+	plan := &cache.Plan{Store: store, Kinds: kinds, Size: quantity(p.Resources.CacheSize), Offline: !p.Network.Enabled()}
 	w := &cacheWatch{plan: plan, bound: cache.Bound(plan.Size)}
 	if u, ok := store.Recorded(); ok && plan.Size > 0 && (u.Bytes > w.bound.Bytes || u.Inodes > w.bound.Inodes) {
 		// Past a limit lowered since, or a run's end that could not trim.
