@@ -49,7 +49,9 @@ func (s Store) Prepare(kinds []Kind) error {
 	return nil
 }
 
-// Use measures the agent's caches together, until past b.
+// Use measures the agent's caches together, until past b. Caches holding
+// what the walk could not see (a tree deeper than it descends, a directory
+// closed to it) are past b whatever it counted: nothing else bounds that.
 func (s Store) Use(b du.Bound) (du.Use, error) {
 	fd, err := openDir(s.Dir)
 	if err != nil {
@@ -59,7 +61,9 @@ func (s Store) Use(b du.Bound) (du.Use, error) {
 		return du.Use{}, err
 	}
 	defer unix.Close(fd)
-	return du.Walk(fd, b)
+	u, err := du.Walk(fd, b)
+	u.Past = u.Past || u.Unseen > 0
+	return u, err
 }
 
 // Bound is the walk bound of caches of size bytes: past size bytes, or past
@@ -81,6 +85,10 @@ type Entry struct {
 	// Leftover marks what an earlier clear could not remove (a sandbox
 	// was still writing it); the next clear or trim removes it.
 	Leftover bool `json:"leftover,omitempty"`
+	// Unmeasured marks a cache holding what cordon could not measure (a
+	// tree deeper than it walks, a directory closed to it): Bytes and
+	// Files do not count it, and a trim clears it first.
+	Unmeasured bool `json:"unmeasured,omitempty"`
 }
 
 // List measures each cache of the store, in the catalog's order, then
@@ -119,7 +127,7 @@ func (s Store) List() ([]Entry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("caches: %s: %w", n, err)
 		}
-		out = append(out, Entry{Agent: agent, Name: n, Bytes: u.Bytes, Files: u.Inodes, Used: time.Unix(st.Mtim.Unix()), Leftover: left})
+		out = append(out, Entry{Agent: agent, Name: n, Bytes: u.Bytes, Files: u.Inodes, Used: time.Unix(st.Mtim.Unix()), Leftover: left, Unmeasured: u.Unseen > 0})
 	}
 	slices.SortStableFunc(out, func(a, b Entry) int { return order(a.Name) - order(b.Name) })
 	return out, nil
@@ -176,7 +184,7 @@ func (s Store) clear(names []string) ([]Entry, error) {
 				continue
 			}
 		}
-		if err := removeAt(fd, aside, 0); err != nil {
+		if err := removeAt(fd, aside); err != nil {
 			errs = append(errs, fmt.Errorf("caches: %s: %w (left as %s, removed by the next clear)", en.Name, err, filepath.Join(s.Dir, aside)))
 		}
 		if !en.Leftover {
@@ -186,9 +194,10 @@ func (s Store) clear(names []string) ([]Entry, error) {
 	return cleared, errors.Join(errs...)
 }
 
-// Trim clears the least recently used caches until what is left holds at
-// most size bytes and size/BlockSize files (the most recently used last,
-// alone past the size, is cleared too).
+// Trim clears the caches holding what it could not measure, then the
+// least recently used until what is left holds at most size bytes and
+// size/BlockSize files (the most recently used last, alone past the size,
+// is cleared too).
 func (s Store) Trim(size int64) ([]Entry, error) {
 	unlock, err := s.lock()
 	if err != nil {
@@ -208,9 +217,22 @@ func (s Store) Trim(size int64) ([]Entry, error) {
 		}
 	}
 	b := Bound(size)
-	slices.SortStableFunc(live, func(x, y Entry) int { return x.Used.Compare(y.Used) })
+	slices.SortStableFunc(live, func(x, y Entry) int {
+		switch {
+		case x.Unmeasured == y.Unmeasured:
+			return x.Used.Compare(y.Used)
+		case x.Unmeasured:
+			return -1 // what was not measured goes first, whatever its counts
+		}
+		return 1
+	})
 	var names []string
 	for _, en := range live {
+		if en.Unmeasured {
+			names = append(names, en.Name)
+			bytes, files = bytes-en.Bytes, files-en.Files
+			continue
+		}
 		if (b.Bytes == 0 || bytes <= b.Bytes) && (b.Inodes == 0 || files <= b.Inodes) {
 			break
 		}

@@ -19,10 +19,15 @@ type Bound struct {
 }
 
 // Use is what a walk counted; Past says it stopped past its bound, its
-// counts then being where it stopped.
+// counts then being where it stopped. Unseen counts the directories it
+// did not enter (deeper than MaxDepth, or closed to the walker) and the
+// entries it could not look at: what they hold is not in Bytes and
+// Inodes, and only a bound on the file system (or a walk that opens them
+// up) bounds it.
 type Use struct {
 	Bytes, Inodes int64
 	Past          bool
+	Unseen        int64
 }
 
 // MaxDepth bounds the directories a walk descends: deeper ones are
@@ -30,8 +35,9 @@ type Use struct {
 const MaxDepth = 256
 
 // Walk counts what the directory dirfd holds, at any depth, until past b.
-// dirfd stays open. A directory the sandbox made unreadable (chmod 000) is
-// counted, not entered; an entry gone since it was listed is skipped.
+// dirfd stays open. A directory the sandbox made unreadable (chmod 000),
+// or deeper than MaxDepth, is counted, not entered, and counted in Unseen;
+// an entry gone since it was listed is skipped.
 func Walk(dirfd int, b Bound) (Use, error) {
 	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -39,7 +45,7 @@ func Walk(dirfd int, b Bound) (Use, error) {
 	}
 	w := &walk{bound: b, buf: make([]byte, 32<<10)}
 	err = w.dir(fd, 0)
-	u := Use{Bytes: w.bytes, Inodes: w.inodes, Past: w.past()}
+	u := Use{Bytes: w.bytes, Inodes: w.inodes, Past: w.past(), Unseen: w.unseen}
 	if errors.Is(err, errPast) {
 		err = nil
 	}
@@ -50,6 +56,7 @@ func Walk(dirfd int, b Bound) (Use, error) {
 type walk struct {
 	bound         Bound
 	bytes, inodes int64
+	unseen        int64
 	buf           []byte
 }
 
@@ -72,22 +79,34 @@ func (w *walk) dir(fd, depth int) error {
 		for _, name := range names {
 			var st unix.Stat_t
 			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				continue // gone since: the sandbox is still writing
+				if !errors.Is(err, unix.ENOENT) {
+					w.unseen++ // in a directory closed to search (chmod 444)
+				}
+				continue // or gone since: the sandbox is still writing
 			}
 			w.inodes++
 			w.bytes += st.Blocks * 512
 			if w.past() {
 				return errPast
 			}
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR && depth < MaxDepth {
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+			if depth < MaxDepth {
 				subdirs = append(subdirs, name)
+			} else {
+				w.unseen++
 			}
 		}
 	}
 	for _, name := range subdirs {
 		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue // unreadable, or replaced by a file since
+		switch {
+		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP):
+			continue // gone, or replaced by a file or a link since
+		case err != nil:
+			w.unseen++ // unreadable
+			continue
 		}
 		if err := w.dir(sub, depth+1); err != nil {
 			return err

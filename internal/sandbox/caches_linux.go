@@ -55,8 +55,10 @@ func addCaches(spec *Spec, opts Options, res *Result) (*cacheWatch, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("the profile's caches are not kept on this run: %v", err))
 		return nil, nil
 	}
-	w.known, w.ok = store.Recorded()
-	w.free, w.ok = freeOn(store.Dir), w.ok && w.free != nil
+	// The record is not what the caches hold now (a run of the agent still
+	// going writes them, and records what it saw when it ends): the first
+	// check walks them.
+	w.free = freeOn(store.Dir)
 	for _, b := range plan.Binds() {
 		spec.Mounts = append(spec.Mounts, Mount{Source: b.Host, Target: b.Target, Writable: true})
 		spec.caches = append(spec.caches, b.Target)
@@ -81,10 +83,12 @@ func names(entries []cache.Entry) []string {
 
 // cacheWatch bounds an agent's caches while a sandbox of it runs, and
 // says what they held when it ended. Walking them costs time in
-// proportion to what they hold, so they are walked only when the file
-// system they are on has lost more room since they were last measured
-// than their limit has left: until then, what was measured plus what the
-// file system lost bounds what they hold.
+// proportion to what they hold, so while the sandbox runs they are walked
+// only when the file system they are on has lost more room since they
+// were last measured than their limit has left: until then, what was
+// measured plus what the file system lost bounds what they hold, unless
+// room was freed elsewhere on it (the sandbox's own workspace), so that
+// when the run ends they are walked whatever the loss.
 type cacheWatch struct {
 	plan    *cache.Plan
 	bound   du.Bound
@@ -92,9 +96,9 @@ type cacheWatch struct {
 	err     string
 
 	mu sync.Mutex
-	// known is what the caches held when measured (or recorded by the
-	// agent's last run), at most; ok says it is known, free is the file
-	// system's free blocks, their size and free inodes then.
+	// known is what the caches held when last walked; ok says they were,
+	// free is the file system's free blocks, their size and free inodes
+	// then.
 	known du.Use
 	free  *[3]uint64
 	ok    bool
@@ -113,9 +117,12 @@ func freeOn(dir string) *[3]uint64 {
 
 // check measures the caches: from the file system's loss since they
 // were last walked when that shows them within their bound, else by a walk
-// when walk is set. Without one, they count as past only once the loss is
-// past the bound by the larger of the bound and fsSlack (as a guarded
-// workspace's layer: see fsUse); known is false when the loss says neither.
+// when walk is set, or when the loss is past the bound by the larger of
+// the bound and fsSlack (the caches may have grown that fast; as often,
+// another writer on the file system took the room, which ends no run);
+// known is false when the loss says neither. A walk that meets what it
+// cannot measure (a tree deeper than it descends, a directory closed to
+// it) says the caches are past their bound.
 func (w *cacheWatch) check(walk bool) (u du.Use, known bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -128,15 +135,21 @@ func (w *cacheWatch) check(walk bool) (u du.Use, known bool, err error) {
 		case u.Bytes <= w.bound.Bytes && u.Inodes <= w.bound.Inodes:
 			w.last = u
 			return u, true, nil
-		case !walk && (u.Bytes > w.bound.Bytes+max(w.bound.Bytes, fsSlack) || u.Inodes > w.bound.Inodes+max(w.bound.Inodes, fsSlackInodes)):
-			u.Past = true
-			return u, true, nil
+		case u.Bytes > w.bound.Bytes+max(w.bound.Bytes, fsSlack) || u.Inodes > w.bound.Inodes+max(w.bound.Inodes, fsSlackInodes):
+			walk = true
 		}
 	}
 	if !walk {
 		return u, false, nil
 	}
-	if u, err = w.plan.Store.Use(w.bound); err != nil {
+	return w.walk(now)
+}
+
+// walk measures the caches by walking them; now is the file system's
+// free room before (see freeOn). w.mu is held.
+func (w *cacheWatch) walk(now *[3]uint64) (du.Use, bool, error) {
+	u, err := w.plan.Store.Use(w.bound)
+	if err != nil {
 		return u, false, err
 	}
 	w.known, w.free, w.ok, w.last = u, now, now != nil, u
@@ -173,12 +186,16 @@ func (w *cacheWatch) watch(lim *limiter, stop <-chan struct{}) {
 	}
 }
 
-// end measures the caches once the sandbox has ended, records what they
-// hold, and trims them when past their bound: the least recently used
-// first, until within it.
+// end walks the caches once the sandbox has ended (what the file system
+// lost does not bound them: the sandbox may have freed room elsewhere on
+// it), records what they hold, and trims them when past their bound: what
+// could not be measured and the least recently used first, until within
+// it.
 func (w *cacheWatch) end() *outcome.Caches {
 	c := &outcome.Caches{Names: w.plan.Names(), Cleared: w.cleared, Error: w.err}
-	u, _, err := w.check(true)
+	w.mu.Lock()
+	u, _, err := w.walk(freeOn(w.plan.Store.Dir))
+	w.mu.Unlock()
 	if err != nil {
 		c.Error = fmt.Sprintf("measuring the caches: %v", err)
 		return c

@@ -28,6 +28,11 @@ const WorkspaceTarget = "/workspace"
 func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Writer) Starter {
 	return func(a *Agent, loaded *profile.Profile, id string) (Sandbox, error) {
 		p := *loaded
+		// The agent's caches are named by the profile's agent: the
+		// embedded default profile names agent default for every agent
+		// that uses it, whose caches must stay apart all the same (a
+		// profile file names its own agent: see Agent.load).
+		p.Agent = a.Name
 		ws := ""
 		if p.Workspace.Path != "" && !filepath.IsAbs(p.Workspace.Path) {
 			ws = filepath.Join(dir, "sandboxes", id)
