@@ -25,8 +25,8 @@ const madeMargin = 50 * time.Millisecond
 // removes what the run made.
 func findMade(spec *Spec, opts Options, begun time.Time, res *Result) {
 	for _, m := range spec.Mounts {
-		if !m.Writable || m.Device || m.Review {
-			continue
+		if !m.Writable || m.Device || m.Review || slices.Contains(spec.caches, m.Target) {
+			continue // the agent's caches: no host tool reads them
 		}
 		if to, err := protect.MoveRootHead(m.Source, begun.Add(-madeMargin)); err != nil {
 			res.Notes = append(res.Notes, err.Error())

@@ -1,6 +1,7 @@
 # proves: npm installs a package and its dependency from the npm registry
 # through cordon's egress proxy with only registry.npmjs.org:443 allowed,
-# writing node_modules, its cache in the home directory and a lock file, and
+# writing node_modules, its cache (in the home directory, or where
+# npm_config_cache says: cordon keeps the agent's own) and a lock file, and
 # node requires what it installed.
 set -eux
 npm init -y > /dev/null
@@ -11,4 +12,4 @@ const isOdd = require("is-odd");
 if (!isOdd(3) || isOdd(4)) process.exit(1);
 console.log("npm: ok");
 '
-test -d "$HOME/.npm/_cacache"
+test -d "${npm_config_cache:-$HOME/.npm}/_cacache"
