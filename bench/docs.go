@@ -49,7 +49,11 @@ cleanup helper were cordon itself, each a Go runtime carrying every
 package of the CLI (about 1,000 faults and 19 MiB each). They now run
 cordon's lean sandbox program (internal/sandbox/lean, about 250 faults and
 3.5 MiB each, a copy shared by every sandbox of the host), and a run takes
-about 2,100 faults and 37 MiB; what is left is mostly the CLI's own Go
+about 2,100 faults and 37 MiB. The cleanup helper that ran beside each
+sandbox (a second process of the lean program, about 230 faults and 3.4
+MiB) is gone: cordon writes what it makes on the host to a journal before
+making it, and the next cordon to start removes what a killed one left.
+What is left is mostly the CLI's own Go
 runtime and package initialisers (about 700 faults before it does
 anything). Side by side on this machine, on a day its page faults were
 slow (30 interleaved rounds): /bin/true took 96.6 ms with init and the
@@ -63,7 +67,7 @@ round starts each tool once, in a new random order.
 Where cordon's time goes (20-30 ms for /bin/true on this machine,
 traced with timestamps from each stage, perf and strace): cordon's own Go
 runtime and flags (3-4 ms), the profile and the audit log (2 ms), the
-cgroup and its cleanup helper (1-2 ms), the helper holding the user
+cgroup (1-2 ms, with its journal record), the helper holding the user
 namespace of an idmapped, root-owned workspace (about 2 ms; none when the
 workspace belongs to a user), the clone of init into seven namespaces (2-3
 ms, a full fork because of the user namespace, not a vfork), init's Go
@@ -82,8 +86,8 @@ protobuf runtime and gRPC, 68 package initialisers and 4 MB of binary in
 every cordon process for the few that send traces (the exporter is now
 cordon's own: ` + "`cordon version`" + ` went from about 745 to 585 minor faults); a walk
 of every account's home, component by component, for credentials and
-shared directories that mostly do not exist (one lstat answers for those). With three Go runtimes (the CLI,
-the cleanup helper, init), seven namespaces, a cgroup and an fsync on
+shared directories that mostly do not exist (one lstat answers for those). With two Go runtimes (the CLI
+and init), seven namespaces, a cgroup and an fsync on
 every run, a cold start stays above bubblewrap's on this machine; starting
 faster than bubblewrap needs sandboxes built before they are asked for
 (pre-warmed pools).
@@ -106,9 +110,8 @@ the watcher reads every few milliseconds were allocated fresh each time;
 with the collector handing freed memory back to the kernel, a request
 faulted in about 150 pages, 4-5 ms on this machine, and now about 30 (the
 buffers are reused). The goals: 2.5x a bare fork/exec over
-HTTP, 1.5x through the Go API in the same process (the BoxExec row). The
-sandboxes of a cordon serve share one cleanup helper, so each waiting
-sandbox is one process, its init. The build of a replacement
+HTTP, 1.5x through the Go API in the same process (the BoxExec row). Each
+waiting sandbox of a cordon serve is one process, its init. The build of a replacement
 sandbox starts 20 ms after a claim, so that it does not compete with the
 claimed sandbox's first command for the two cores.
 

@@ -414,8 +414,8 @@ func concurrency(w *bytes.Buffer, cordon string, tools []tool, short bool) {
 }
 
 // idleMemory starts a few sandboxes running sleep and sums the resident
-// memory of everything but the payload: for cordon, the supervisor, the
-// cleanup helper and init.
+// memory of everything but the payload: for cordon, the supervisor and
+// init.
 func idleMemory(w *bytes.Buffer, cordon string, tools []tool) {
 	const k = 4
 	fmt.Fprintf(w, "### Memory per idle sandbox\n\nResident memory (PSS) of the tool's own processes around `sleep`, averaged over %d sandboxes.\n\n| tool | MiB per sandbox |\n|---|---:|\n", k)

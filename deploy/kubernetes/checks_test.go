@@ -39,7 +39,7 @@ const (
 	mcpSessionIdle = time.Hour
 	// stopAfterDrain is what a node stopping takes past drain_grace: it
 	// ends its sandboxes, seals its audit log, sends the last of its
-	// index, leaves the registry, and its cleanup helper has 5s.
+	// index and leaves the registry.
 	stopAfterDrain = 10 * time.Second
 )
 

@@ -179,7 +179,7 @@ func Home(path string) string {
 }
 
 // Prepare makes the host ready for New, before anything that New's groups
-// must not count is started (cordon's cleanup helper): on v2, cordon's
+// must not count is started: on v2, cordon's
 // cgroup must enable the controllers for its children, and cordon moves into
 // its supervisor leaf first when it is alone in its cgroup (see New). A
 // helper started after Prepare starts in that leaf with cordon. Prepare
@@ -340,8 +340,8 @@ func removeDirs(dirs []string) error {
 }
 
 // Reclaim kills every process in the cgroup directories and removes them;
-// it fails while any is left. It is how cordon's cleanup helper removes the
-// cgroups of a sandbox whose cordon was killed.
+// it fails while any is left. It is how a later cordon removes the
+// cgroups of a sandbox whose cordon was killed (see package journal).
 func Reclaim(dirs []string) error {
 	killAll(dirs)
 	return removeDirs(dirs)

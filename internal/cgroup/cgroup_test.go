@@ -293,8 +293,8 @@ func TestHome(t *testing.T) {
 }
 
 // Prepare enables the controllers for the children of cordon's cgroup
-// before New, so that nothing cordon starts in between (its cleanup helper)
-// keeps it from leaving a cgroup it holds alone; on v1 it does nothing.
+// before New, so that nothing cordon starts in between keeps it from
+// leaving a cgroup it holds alone; on v1 it does nothing.
 func TestPrepare(t *testing.T) {
 	root := t.TempDir()
 	mkfile(t, filepath.Join(root, "cgroup.controllers"), "cpu memory pids")

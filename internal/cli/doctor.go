@@ -2,15 +2,18 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/config"
+	"github.com/cordon-sandbox/cordon/internal/journal"
 	"github.com/cordon-sandbox/cordon/internal/landlock"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
@@ -39,6 +42,7 @@ func doctorCmd(e *env, args []string) int {
 	}
 	ct := checkContainer("/", h, trial, e.cwd, sandbox.IdmapCheck)
 	ready = ready && ct.ok()
+	lo := sweepLeftovers(e)
 	if *asJSON {
 		out, _ := json.MarshalIndent(struct {
 			sandbox.Host
@@ -48,10 +52,11 @@ func doctorCmd(e *env, args []string) int {
 			Container   *containerReport `json:"container,omitempty"`
 			// Toolchains: what cordon run -- CMD binds for a few commands.
 			Toolchains []toolchain.Entry `json:"toolchains"`
-		}{h, corePattern(), trial, ready, ct, doctorToolchains(e)}, "", "  ")
+			Leftovers  leftovers         `json:"leftovers"`
+		}{h, corePattern(), trial, ready, ct, doctorToolchains(e), lo}, "", "  ")
 		fmt.Fprintln(e.stdout, string(out))
 	} else {
-		printDoctor(e, h, trial, ready, ct)
+		printDoctor(e, h, trial, ready, ct, lo)
 	}
 	if !ready {
 		return 1
@@ -59,7 +64,7 @@ func doctorCmd(e *env, args []string) int {
 	return 0
 }
 
-func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *containerReport) {
+func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *containerReport, lo leftovers) {
 	w := e.stdout
 	row := func(k, format string, args ...any) { fmt.Fprintf(w, "  %-18s %s\n", k, fmt.Sprintf(format, args...)) }
 	missing := func(layer, why string) string {
@@ -133,7 +138,7 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *container
 
 	switch h.SandboxProgram {
 	case "lean":
-		row("sandbox program", "lean: init and the cleanup helper run cordon's small sandbox program, from a copy only root may write (as root: one per host, in /run/cordon) or sealed in memory")
+		row("sandbox program", "lean: each sandbox's init runs cordon's small sandbox program, from a copy only root may write (as root: one per host, in /run/cordon) or sealed in memory")
 	case "cordon":
 		row("sandbox program", "cordon itself: this build carries no lean sandbox program (build it with build.sh); each sandbox starts slower and touches more memory")
 	default:
@@ -142,6 +147,7 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *container
 	row("crash dumps", "%s", crashDumps(corePattern()))
 	row("audit log", "%s", auditSetting())
 	row("trial sandbox", "%s", trial)
+	row("leftovers", "%s", lo)
 	printToolchains(w, doctorToolchains(e))
 	printContainer(w, ct)
 
@@ -151,6 +157,60 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *container
 	} else {
 		fmt.Fprintln(w, "not ready: see the lines marked NO, MISSING or ONLY, and the trial sandbox")
 	}
+}
+
+// leftovers is what cordons killed earlier had left (their sandboxes'
+// cgroups and placeholders, as the journal names them): Removed by this
+// doctor's sweep, Left what is still there (a cgroup whose processes did
+// not end in time).
+type leftovers struct {
+	Journal string         `json:"journal"`
+	Removed []journal.Left `json:"removed"`
+	Left    []journal.Left `json:"left"`
+	Error   string         `json:"error,omitempty"`
+}
+
+func (lo leftovers) String() string {
+	if lo.Journal == "" {
+		return "unknown: neither cordon's state directory nor a runtime directory of yours can hold its journal"
+	}
+	var parts []string
+	for _, l := range lo.Removed {
+		parts = append(parts, "removed "+l.String())
+	}
+	for _, l := range lo.Left {
+		parts = append(parts, "STILL THERE: "+l.String())
+	}
+	if lo.Error != "" {
+		parts = append(parts, "ERROR: "+lo.Error)
+	}
+	if len(parts) == 0 {
+		return "none: no cordon killed earlier left anything (journal " + lo.Journal + ")"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// sweepLeftovers sweeps the journal of cordon run's default profile (see
+// package journal) and lists what it removed and what is left.
+func sweepLeftovers(e *env) leftovers {
+	dirs := journalDirs(e, profile.Default())
+	lo := leftovers{Removed: []journal.Left{}, Left: []journal.Left{}}
+	if len(dirs) == 0 {
+		return lo
+	}
+	lo.Journal = dirs[0]
+	var errs []error
+	for _, dir := range dirs {
+		removed, err := journal.Sweep(dir, time.Now().Add(sweepWait))
+		lo.Removed = append(lo.Removed, removed...)
+		left, perr := journal.Pending(dir)
+		lo.Left = append(lo.Left, left...)
+		errs = append(errs, err, perr)
+	}
+	if err := errors.Join(errs...); err != nil {
+		lo.Error = err.Error()
+	}
+	return lo
 }
 
 // corePattern is the host's kernel.core_pattern, "" when unreadable.

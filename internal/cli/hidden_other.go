@@ -9,11 +9,8 @@ import (
 )
 
 const (
-	hiddenInit    = sandbox.InitArg
-	hiddenHold    = sandbox.HoldArg
-	hiddenCleanup = "__cleanup"
+	hiddenInit = sandbox.InitArg
+	hiddenHold = sandbox.HoldArg
 )
 
 func initMain() { os.Exit(ExitCordon) }
-
-func cleanupMain([]string) {}

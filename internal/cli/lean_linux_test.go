@@ -12,7 +12,7 @@ import (
 )
 
 // TestLeanSandboxProgram checks that cordon as build.sh builds it starts
-// each sandbox's init and cleanup helper from the lean program it carries,
+// each sandbox's init from the lean program it carries,
 // never from cordon itself.
 func TestLeanSandboxProgram(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -63,7 +63,7 @@ func TestLeanSandboxProgram(t *testing.T) {
 		}
 		roles[args[1]] = exe
 	}
-	for _, role := range []string{"__init", "__cleanup"} {
+	for _, role := range []string{"__init"} {
 		exe, ok := roles[role]
 		if !ok {
 			t.Errorf("no %s among cordon's children (%v)", role, roles)

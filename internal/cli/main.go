@@ -72,9 +72,6 @@ func Main(args []string) int {
 	case hiddenHold:
 		io.Copy(io.Discard, os.Stdin)
 		return 0
-	case hiddenCleanup:
-		cleanupMain(rest)
-		return 0
 	case "--version":
 		fmt.Fprintln(e.stdout, "cordon", version.String())
 		return 0

@@ -67,6 +67,9 @@ func mcpCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	if !listOnly {
+		sweepJournal(e, journalDirs(e, p)...)
+	}
 	if !listOnly && !offersTools(p) {
 		return fail(e, noTools(pf.file))
 	}

@@ -164,7 +164,7 @@ func (sb *sessionSandbox) get() (*sandbox.Box, *auditor, error) {
 	opts := sandbox.Options{
 		Profile: s.p, AllowDegraded: s.r.allow, Cwd: s.e.cwd, LookupEnv: s.e.getenv,
 		Guard: s.r.guard, ProfileFile: s.file, WalkIndex: walkIndexDir(s.e, s.p),
-		CacheRoot: cacheRoot(s.e, s.p),
+		CacheRoot: cacheRoot(s.e, s.p), JournalDir: journalDir(s.e, s.p),
 	}
 	if a.log != nil {
 		opts.OnEgress = a.network

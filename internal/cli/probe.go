@@ -22,6 +22,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/hostfile"
+	"github.com/cordon-sandbox/cordon/internal/journal"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/probe"
 	"github.com/cordon-sandbox/cordon/internal/profile"
@@ -55,6 +56,7 @@ func probeCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	sweepJournal(e, journalDirs(e, p)...)
 	targets, cleanup, err := probe.Plant(outsideView(p, e.cwd))
 	if err != nil {
 		return fail(e, fmt.Errorf("planting the probes' targets: %w", err))
@@ -252,7 +254,7 @@ func (r *probeRunner) sandboxIn(p *profile.Profile, args []string, selfExec bool
 	opts := sandbox.Options{
 		Profile: p, Args: args, SelfExec: selfExec, AllowDegraded: r.allow,
 		Cwd: r.e.cwd, LookupEnv: r.e.getenv, Stdin: stdin, Stdout: files[0], Stderr: files[1],
-		Guard: r.guard, WalkIndex: walkIndexDir(r.e, p),
+		Guard: r.guard, WalkIndex: walkIndexDir(r.e, p), JournalDir: journalDir(r.e, p),
 	}
 	if !selfExec {
 		// A command of the sandbox's (the run tool's) keeps the agent's
@@ -344,6 +346,13 @@ func (r *probeRunner) Start(p *profile.Profile, attack []string, stdout io.Write
 	return cmd, cmd.Start()
 }
 
+// Sweep removes what killed cordons left, as the next cordon does.
+func (r *probeRunner) Sweep(p *profile.Profile) {
+	for _, dir := range journalDirs(r.e, p) {
+		journal.Sweep(dir, time.Now().Add(sweepWait))
+	}
+}
+
 // hiddenSupervise is the subcommand Start runs.
 const hiddenSupervise = "__probe-supervise"
 
@@ -370,7 +379,7 @@ func superviseCmd(e *env, args []string) int {
 	}
 	o, err := sandbox.Run(sandbox.Options{
 		Profile: p, Args: append([]string{"cordon", hiddenProbe, "--attack"}, fs.Args()...), SelfExec: true, AllowDegraded: allow,
-		Cwd: e.cwd, LookupEnv: e.getenv, Stdout: e.stdoutFile, Stderr: e.stderrFile,
+		Cwd: e.cwd, LookupEnv: e.getenv, Stdout: e.stdoutFile, Stderr: e.stderrFile, JournalDir: journalDir(e, p),
 	})
 	if err != nil {
 		return fail(e, err)

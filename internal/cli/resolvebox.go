@@ -91,7 +91,7 @@ func (rb *resolveBoxes) get(server string, sp *profile.Profile) (*sandbox.Box, *
 		b.box.Close()
 	}
 	var a *auditor
-	opts := sandbox.Options{Profile: sp, AllowDegraded: rb.r.allow, Cwd: rb.e.cwd, LookupEnv: rb.e.getenv, WalkIndex: walkIndexDir(rb.e, sp)}
+	opts := sandbox.Options{Profile: sp, AllowDegraded: rb.r.allow, Cwd: rb.e.cwd, LookupEnv: rb.e.getenv, WalkIndex: walkIndexDir(rb.e, sp), JournalDir: journalDir(rb.e, sp)}
 	if rb.r.audit != nil {
 		a = rb.r.audit.run(sp)
 		if a.log != nil {

@@ -111,6 +111,9 @@ func runCmd(e *env, args []string) int {
 	}
 	opts.WalkIndex = walkIndexDir(e, p)
 	opts.CacheRoot = cacheRoot(e, p)
+	opts.JournalDir = journalDir(e, p)
+	// What a cordon killed before this one left goes first.
+	sweepJournal(e, journalDirs(e, p)...)
 	opts.Guard = guarded(opts.ProfileFile)
 	switch {
 	case p.Workspace.Guarded():
@@ -133,6 +136,9 @@ func runCmd(e *env, args []string) int {
 	if hint := notFoundHint(e, fs.Args(), o); hint != "" {
 		o.Message += "; " + hint
 		fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Line(hint))
+	}
+	if opts.JournalDir == "" {
+		o.Notes = append(o.Notes, "cordon kept no journal of what it made on the host for this run (neither its state directory nor a runtime directory of yours would do): had it been killed, its cgroup and placeholders would have stayed")
 	}
 	if len(p.Caches) > 0 && opts.CacheRoot == "" {
 		o.Notes = append(o.Notes, fmt.Sprintf("the profile's caches are not kept on this run: cordon's state directory (%s) is in the sandbox's view, or cannot be made", config.StateDir()))

@@ -170,6 +170,9 @@ func serveCmd(e *env, args []string) int {
 	// layer this host cannot give, and that neither the flags nor the
 	// profile let go, stops cordon serve here, as it stops cordon run,
 	// instead of failing every request later.
+	// What a server killed before this one left (its sandboxes' cgroups
+	// and placeholders) goes before any sandbox starts.
+	sweepJournal(e, server.JournalDir(state))
 	start := server.Boxes(exe, state, allow, e.stderr)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Agents)) {
 		a := cfg.Agents[name]
@@ -191,9 +194,6 @@ func serveCmd(e *env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	// Last, once every sandbox has ended: the cleanup helper, so that
-	// nothing of cordon serve outlives it.
-	defer sandbox.EndCleanup(5 * time.Second)
 	defer srv.Close()
 	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil {
 		if ip, err := netip.ParseAddr(host); host != "localhost" && (err != nil || !ip.IsLoopback()) {

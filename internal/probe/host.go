@@ -19,6 +19,10 @@ type Runner interface {
 	// Start runs it under a separate cordon process, the sandbox's
 	// supervisor, which the caller may kill.
 	Start(p *profile.Profile, attack []string, stdout io.Writer) (*exec.Cmd, error)
+	// Sweep removes, as the next cordon to start does, what the cordon
+	// processes killed before left of their sandboxes of p (see package
+	// journal).
+	Sweep(p *profile.Profile)
 	// Exec runs it as Run does, with what the probes of cordon's own host
 	// side need.
 	Exec(x Exec) (outcome.Outcome, error)

@@ -29,7 +29,7 @@ func HostBattery() []HostProbe {
 	out = append(out, initProbes...)
 	return append(append(out,
 		HostProbe{"life-supervisor-killed", "lifecycle", "SIGKILL cordon while the sandbox runs daemons that left their session",
-			"every process of the sandbox dies, its cgroup is removed", probeSupervisorKilled},
+			"every process of the sandbox dies, and the next cordon to start removes its cgroup", probeSupervisorKilled},
 		HostProbe{"life-leftovers", "lifecycle", "end a run that started daemons, after using /tmp and /dev/shm",
 			"no process, cgroup, mount or temporary file of the run is left", probeLeftovers},
 	), append(deputyProbes, deputyNetProbes...)...)
@@ -246,13 +246,15 @@ func probeSupervisorKilled(r Runner, base *profile.Profile) (Status, string) {
 	start := time.Now()
 	cmd.Process.Kill()
 	cmd.Wait()
+	// The next cordon to start sweeps what the killed one left.
+	r.Sweep(p)
 	left := waitGone(marker, supervisor, before, 5*time.Second)
 	if len(left) > 0 {
 		killMarked(marker)
 		reclaim(newOnly(cgroupsOf(supervisor), before))
 		return Escaped, "left after the supervisor was killed: " + strings.Join(left, ", ")
 	}
-	return Contained, fmt.Sprintf("the sandbox's processes and cgroups were gone %dms after SIGKILL", time.Since(start).Milliseconds())
+	return Contained, fmt.Sprintf("the sandbox's processes and cgroups were gone %dms after SIGKILL, the next cordon's sweep included", time.Since(start).Milliseconds())
 }
 
 // probeLeftovers runs a sandbox that starts daemons, writes to /tmp and

@@ -101,6 +101,10 @@ type Options struct {
 	// rootless cordon): a placeholder cordon is not allowed to make is then
 	// a path the sandbox cannot make either, and is skipped.
 	SameUser bool
+	// Made, when set, is told of each placeholder as soon as it is made,
+	// with the token Sweep removes it by (see package journal); an error
+	// ends the plan, its placeholders removed.
+	Made func(token string) error
 }
 
 // ErrLink reports a symbolic link where a protected path, or a directory
@@ -195,6 +199,12 @@ func makePlan(root string, o Options) (*Plan, error) {
 				}
 				p.ghosts = append(p.ghosts, g)
 				p.held = append(p.held, held)
+				if o.Made != nil {
+					if err := o.Made(g.token(root)); err != nil {
+						p.Remove()
+						return nil, fmt.Errorf("placeholder %s: %w", show(root, sub), err)
+					}
+				}
 				p.Entries = append(p.Entries, Entry{Rel: sub, ReadOnly: true})
 			case last && kind == kindDir && pinOnly[sub]:
 				pinned[sub] = true
@@ -321,9 +331,14 @@ func (p *Plan) PlaceholderIDs() []ID {
 func (p *Plan) Tokens() []string {
 	var out []string
 	for _, g := range p.ghosts {
-		out = append(out, fmt.Sprintf("%x:%x:%d:%d:%d:%t:%x", p.Root, g.rel, g.dev, g.ino, g.ctime, g.file, g.content))
+		out = append(out, g.token(p.Root))
 	}
 	return out
+}
+
+// token describes the placeholder under root for Sweep.
+func (g ghost) token(root string) string {
+	return fmt.Sprintf("%x:%x:%d:%d:%d:%t:%x", root, g.rel, g.dev, g.ino, g.ctime, g.file, g.content)
 }
 
 // Sweep removes the placeholders that tokens describe, as Remove would:

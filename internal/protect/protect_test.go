@@ -215,8 +215,8 @@ func TestCommondir(t *testing.T) {
 	}
 }
 
-// The cleanup helper removes the placeholders from their tokens alone, as
-// Remove would.
+// A later cordon's sweep removes the placeholders from their tokens alone
+// (see package journal), as Remove would.
 func TestSweep(t *testing.T) {
 	root := repo(t)
 	p, err := Make(root, Options{})

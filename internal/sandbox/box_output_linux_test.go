@@ -27,7 +27,7 @@ var (
 )
 
 // cordon is a sealed copy of the cordon binary, built without cgo as
-// released: the sandbox's init and its cleanup helper start from it (the
+// released: the sandbox's init starts from it (the
 // test binary, built with cgo for the race detector, cannot be init).
 func cordon(t testing.TB) *sandbox.Executable {
 	t.Helper()

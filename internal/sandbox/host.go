@@ -13,7 +13,7 @@ type Host struct {
 	Seccomp        string `json:"seccomp_error,omitempty"`
 	SeccompNotify  bool   `json:"seccomp_user_notification"`
 	Cgroup         Cgroup `json:"cgroup"`
-	// SandboxProgram is what each sandbox's init and cleanup helper run:
+	// SandboxProgram is what each sandbox's init runs:
 	// "lean" (the program cordon carries, see sandbox/lean) or "cordon"
 	// (a build without it); an error when the lean one cannot be used.
 	SandboxProgram string `json:"sandbox_program"`

@@ -27,8 +27,8 @@ var leanFS fs.FS = embedded
 
 const leanName = "leanbin/cordon-sandbox"
 
-// leanHelper is what every sandbox this process starts runs its init and
-// cleanup helper from, made once: for root, the host's shared copy of the
+// leanHelper is what every sandbox this process starts runs its init
+// from, made once: for root, the host's shared copy of the
 // lean program (see sharedCopy), else a sealed copy in memory; nil
 // without one.
 var leanHelper = sync.OnceValues(func() (*os.File, error) {
@@ -229,7 +229,7 @@ func writeShared(dfd int, name string) error {
 }
 
 // helperPath is what cordon starts its helpers outside the sandbox from
-// (the cleanup helper, the id-mapping helper): the lean program when cordon
+// (the id-mapping helper): the lean program when cordon
 // carries one, else cordon itself.
 func helperPath() string {
 	if f, err := leanHelper(); err == nil && f != nil {

@@ -4,17 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/cgroup"
+	"github.com/cordon-sandbox/cordon/internal/journal"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
-	"golang.org/x/sys/unix"
 )
 
 // watchEvery is how often the cgroup's counters are read; idleWatchEvery
@@ -44,20 +41,20 @@ type limiter struct {
 	// until a command's start sends on busy.
 	idle func() bool
 	busy chan struct{}
-	// cleanup removes the group if cordon dies (see startCleanup): the
-	// helper's stdin, and the helper.
-	cleanup       *os.File
-	cleanupHelper *process
-	// shared, for a kept-alive sandbox, has the process's one cleanup
-	// helper (sharedCleanup) watch it, under sharedID.
-	shared   bool
-	sharedID string
-	// exe is what init starts from, and the cleanup helper too.
+	// journal, when set, holds under jid what the sandbox made on the
+	// host (its cgroups, its placeholders), for a later cordon to remove
+	// if this one dies first (see package journal).
+	journal *journal.Journal
+	jid     string
+	// exe is what init starts from.
 	exe *Executable
 	// release removes the protected paths' placeholders, once the
-	// sandbox is gone; released makes it happen once.
-	release  func()
-	released sync.Once
+	// sandbox is gone; released makes it happen once. groupGone says the
+	// cgroup was removed (or there was none): the journal is then told
+	// the sandbox left nothing.
+	release   func()
+	released  sync.Once
+	groupGone bool
 
 	// review: the workspace is reviewed, and layer is how much of its
 	// layer the run used, once known.
@@ -82,9 +79,10 @@ func needsCgroup(r profile.Resources) bool {
 // newLimiter creates the sandbox's cgroup when a limit needs one, and fills
 // the spec's rlimits. Without a delegated cgroup it refuses, unless the user
 // allowed running with the limits that then fall back or go unenforced.
-func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result, shared bool, exe *Executable) (*limiter, error) {
+func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result, exe *Executable) (*limiter, error) {
 	r := p.Resources
-	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil, diskLayer: spec.Layer != nil && spec.Layer.Dir != "", shared: shared, exe: exe}
+	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil, diskLayer: spec.Layer != nil && spec.Layer.Dir != "", exe: exe,
+		journal: spec.journal, jid: spec.jid}
 	spec.Rlimits = Rlimits{
 		CPUSeconds: ceilSeconds(r.CPUTime),
 		FileSize:   quantity(r.FileSize),
@@ -97,17 +95,17 @@ func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Resu
 	name := fmt.Sprintf("cordon-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
 	var dirs []string
 	if err == nil {
-		// Before the cleanup helper starts: on v2, cordon may have to be
-		// alone in its cgroup to move out of it.
+		// On v2, cordon may have to be alone in its cgroup to move out of
+		// it.
 		err = host.Prepare()
 	}
 	if err == nil {
 		dirs, err = host.Plan(name)
 	}
 	if err == nil {
-		// The helper that removes the cgroup if cordon dies starts before
-		// the cgroup exists: a cordon killed at any moment leaves nothing.
-		if err := l.startCleanup(dirs, spec.placeholders()); err != nil {
+		// The journal names the cgroup before it exists: whenever cordon
+		// dies, the next one removes it.
+		if err := l.record(func(j *journal.Journal) error { return j.Cgroups(l.jid, dirs) }); err != nil {
 			return nil, setupErr("cgroup", err)
 		}
 		l.group, err = host.New(name, cgroup.Limits{
@@ -115,11 +113,11 @@ func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Resu
 			Pids:          quantity(r.Pids),
 			CPUMillicores: quantity(r.CPUs),
 		})
+		dieAt("cgroup")
 	}
 	if err == nil {
 		return l, nil
 	}
-	l.releaseCleanup()
 	if !errors.Is(err, cgroup.ErrNotDelegated) {
 		return nil, setupErr("cgroup", err)
 	}
@@ -289,8 +287,9 @@ func (l *limiter) end() (killed string, stats cgroup.Stats, wall time.Duration) 
 	return killed, stats, wall
 }
 
-// remove deletes the cgroup, killing what may linger, then releases the
-// cleanup helper.
+// remove deletes the cgroup, killing what may linger, then the
+// placeholders. A cgroup that outlasts the wait is left to the journal's
+// next sweep, and reclaimed meanwhile by this process while it lives.
 func (l *limiter) remove() {
 	defer l.unprotect()
 	if weakened("cgroup-cleanup") {
@@ -305,34 +304,33 @@ func (l *limiter) remove() {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if removed {
-		// Nothing of the sandbox is left: its placeholders go now, and the
-		// helper is told they are gone (it would otherwise remove them
-		// too, racing a later sandbox's).
-		l.unprotect()
-		if l.cleanup != nil {
-			l.cleanup.Write([]byte{1})
-		}
-		if l.sharedID != "" {
-			sharedCleanup.tell("done", l.sharedID)
-			l.sharedID = ""
-		}
+	l.groupGone = removed
+	dieAt("cgroup-removed")
+	if !removed {
+		go l.reclaim()
 	}
-	l.releaseCleanup()
 }
 
-// releaseCleanup ends the cleanup helper: with its stdin closed, it removes
-// whatever of the cgroup is left, and exits.
-func (l *limiter) releaseCleanup() {
-	if l.sharedID != "" {
-		sharedCleanup.tell("failed", l.sharedID)
-		l.sharedID = ""
+// reclaim keeps at a cgroup that would not go, for as long as a sweep
+// waits, and tells the journal once it has.
+func (l *limiter) reclaim() {
+	deadline := time.Now().Add(30 * time.Second)
+	for l.group.Remove() != nil {
+		if time.Now().After(deadline) {
+			return
+		}
+		l.group.Kill()
+		time.Sleep(10 * time.Millisecond)
 	}
-	if l.cleanup != nil {
-		l.cleanup.Close()
-		l.cleanup = nil
-		go l.cleanupHelper.wait()
+	l.record(func(j *journal.Journal) error { j.Done(l.jid); return nil })
+}
+
+// record writes to the sandbox's journal, if it has one.
+func (l *limiter) record(write func(*journal.Journal) error) error {
+	if l.journal == nil {
+		return nil
 	}
+	return write(l.journal)
 }
 
 // enforcedBy says how each limit was enforced on this run.
@@ -434,171 +432,16 @@ func (l *limiter) states(u outcome.Usage, tmpUsed int64) []outcome.LimitState {
 	return out
 }
 
-// startCleanup starts a helper that removes the cgroup directories if
-// cordon itself is killed: it waits for its stdin to close, then kills
-// whatever is left in them and removes them. In its own session, it
-// survives a signal sent to cordon's process group.
-func (l *limiter) startCleanup(dirs, placeholders []string) error {
-	if weakened("cgroup-cleanup") {
-		return nil
-	}
-	if l.shared {
-		var err error
-		l.sharedID, err = sharedCleanup.add(dirs, placeholders, l.helper())
-		return err
-	}
-	args := append(append(dirs[:len(dirs):len(dirs)], "--"), placeholders...)
-	var err error
-	l.cleanupHelper, l.cleanup, err = startHelper(l.helper(), args)
-	return err
-}
-
-// startHelper starts the cleanup helper from program with args, in its own
-// session (it survives a signal sent to cordon's process group), and
-// returns it with the writing end of its stdin.
-func startHelper(program string, args []string) (*process, *os.File, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer r.Close()
-	files := cleanupFiles(r)
-	defer closeAll(files[1:])
-	p, err := start(program, append([]string{"cordon", CleanupArg}, args...), files, &syscall.SysProcAttr{Setsid: true})
-	if err != nil {
-		w.Close()
-		return nil, nil, fmt.Errorf("starting the cgroup cleanup helper: %w", err)
-	}
-	return p, w, nil
-}
-
-// cleanupFiles are the cleanup helper's files: stdin r, and fd 3 a pidfd
-// of cordon where the kernel has them. The helper removes placeholders
-// only once cordon is gone: its stdin closes while a killed cordon is
-// still closing its other files, the locks on the placeholders among them,
-// and the pidfd tells it when cordon has exited, all its files closed.
-func cleanupFiles(r *os.File) []*os.File {
-	files := []*os.File{r, nil, nil}
-	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err == nil {
-		files = append(files, os.NewFile(uintptr(fd), "cordon"))
-	}
-	return files
-}
-
 // unprotect removes the placeholders of the protected paths (see package
-// protect) once nothing of the sandbox is left.
+// protect) once nothing of the sandbox is left; with the cgroup gone too,
+// the journal is told the sandbox left nothing.
 func (l *limiter) unprotect() {
 	l.released.Do(func() {
 		if l.release != nil {
 			l.release()
 		}
+		if l.group == nil || l.groupGone {
+			l.record(func(j *journal.Journal) error { j.Done(l.jid); return nil })
+		}
 	})
-}
-
-// sharedCleanup is the one cleanup helper of a process that keeps
-// sandboxes alive (Start, for cordon serve), rather than one per sandbox:
-// started with the first, and again, told of every sandbox it watches, if
-// it has gone.
-var sharedCleanup = &sharedHelper{live: map[string]string{}}
-
-type sharedHelper struct {
-	mu sync.Mutex
-	w  *os.File
-	// ended closes when the running helper has exited.
-	ended chan struct{}
-	// live are the add lines of the sandboxes not done, by ID.
-	live map[string]string
-	next uint64
-}
-
-// add has the helper watch a sandbox's cgroup directories and
-// placeholders, starting the helper from program if there is none; it
-// returns the sandbox's ID.
-func (h *sharedHelper) add(dirs, placeholders []string, program string) (string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.next++
-	id := strconv.FormatUint(h.next, 10)
-	line := "add " + id + " " + strings.Join(dirs, " ") + " -- " + strings.Join(placeholders, " ") + "\n"
-	if len(line) > cleanup.MaxLine {
-		return "", fmt.Errorf("the sandbox's cgroups and placeholders take %d bytes to name, over the cleanup helper's %d", len(line), cleanup.MaxLine)
-	}
-	h.live[id] = line
-	if h.w != nil {
-		if _, err := h.w.WriteString(line); err == nil {
-			return id, nil
-		}
-		h.w.Close()
-		h.w = nil
-	}
-	if err := h.restart(program); err != nil {
-		delete(h.live, id)
-		return "", err
-	}
-	return id, nil
-}
-
-// restart starts a helper and tells it of every sandbox not done.
-func (h *sharedHelper) restart(program string) error {
-	p, w, err := startHelper(program, []string{cleanup.SharedArg})
-	if err != nil {
-		return err
-	}
-	ended := make(chan struct{})
-	go func() {
-		p.wait()
-		close(ended)
-	}()
-	h.ended = ended
-	for _, line := range h.live {
-		if _, err := w.WriteString(line); err != nil {
-			w.Close()
-			return err
-		}
-	}
-	h.w = w
-	return nil
-}
-
-// tell says "done" (cordon removed it all) or "failed" of a sandbox.
-func (h *sharedHelper) tell(what, id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.live, id)
-	if h.w != nil {
-		h.w.WriteString(what + " " + id + "\n")
-	}
-}
-
-// EndCleanup ends the shared cleanup helper of a process whose sandboxes
-// have all ended (cordon serve, stopping): it waits, at most wait, for the
-// helper to exit, so nothing of cordon outlives it. With a sandbox not
-// done, the helper instead stays to clean up after this process has gone.
-func EndCleanup(wait time.Duration) {
-	h := sharedCleanup
-	h.mu.Lock()
-	w, ended, idle := h.w, h.ended, len(h.live) == 0
-	h.w = nil
-	h.mu.Unlock()
-	if w == nil {
-		return
-	}
-	w.Close()
-	if !idle {
-		return
-	}
-	select {
-	case <-ended:
-	case <-time.After(wait):
-	}
-}
-
-// helper is what the cleanup helper starts from: what init does.
-func (l *limiter) helper() string {
-	if l.exe != nil {
-		if f, err := l.exe.File(); err == nil && f != nil {
-			return fdPath(f)
-		}
-	}
-	return helperPath()
 }

@@ -4,21 +4,16 @@ import (
 	"io"
 	"os"
 	"testing"
-
-	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
 )
 
 // TestMain lets the test binary stand in for cordon's helpers where a test
 // starts one from the running binary (the id-mapping and namespace
-// helpers, a cleanup helper of a sandbox started without an Executable).
+// helpers).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case HoldArg:
 			io.Copy(io.Discard, os.Stdin)
-			os.Exit(0)
-		case CleanupArg:
-			cleanup.Main(os.Args[2:])
 			os.Exit(0)
 		}
 	}

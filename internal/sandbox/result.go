@@ -90,6 +90,13 @@ type Options struct {
 	// auto), LookupEnv and Cwd.
 	Toolchains *toolchain.Plan
 
+	// JournalDir is a directory of cordon's own, outside every view, where
+	// what the sandbox makes on the host (its cgroups, the protected
+	// paths' placeholders) is written before it is made, for a later
+	// cordon to remove if this one dies first (see package journal); ""
+	// writes none, and what a killed cordon made stays.
+	JournalDir string
+
 	// CacheRoot is a directory of cordon's own, outside every view, that
 	// holds each agent's caches (the profile's caches:, see package
 	// cache); "" keeps none, and a note says so when the profile names

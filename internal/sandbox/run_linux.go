@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/egress"
+	"github.com/cordon-sandbox/cordon/internal/journal"
 	"github.com/cordon-sandbox/cordon/internal/landlock"
 	"github.com/cordon-sandbox/cordon/internal/mnt"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
@@ -60,7 +61,7 @@ func run(opts Options, res *Result) error {
 		exe = SealExecutable()
 	}
 	defer exe.Close()
-	opts.Exe = exe // the cleanup helper starts from it too
+	opts.Exe = exe
 	// Signals for cordon go to the command; a second SIGINT or SIGTERM
 	// kills the sandbox. On a terminal, window changes reach the command
 	// through the pseudo-terminal instead. Registering a signal waits for
@@ -172,6 +173,7 @@ func run(opts Options, res *Result) error {
 	if err != nil {
 		return err
 	}
+	dieAt("started")
 	init := b.init
 
 	done := make(chan struct{})
@@ -221,6 +223,7 @@ func run(opts Options, res *Result) error {
 		}
 	}
 	ws, ru, waitErr := init.wait()
+	dieAt("ended")
 	if b.layer != nil {
 		// Init has ended, and every process of the sandbox with it.
 		close(layerStop)
@@ -287,7 +290,7 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 	if weakened("tmp-size") {
 		spec.TmpSize = 0 // tmpfs without a size: half the host's memory
 	}
-	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res, opts.keepAlive, opts.Exe)
+	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res, opts.Exe)
 	if err != nil {
 		spec.release()
 		return nil, nil, err
@@ -653,6 +656,10 @@ func buildSpec(opts Options) (*Spec, error) {
 		Seccomp:  true,
 	}}
 	spec.Path = wire.PathOf(env)
+	if opts.JournalDir != "" && !weakened("cgroup-cleanup") {
+		spec.journal = journal.Process(opts.JournalDir)
+		spec.jid = spec.journal.New()
+	}
 	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
 		spec.Mounts = append(spec.Mounts, Mount{Source: "/dev/" + d, Target: "/dev/" + d, Device: true, Writable: true})
 	}
@@ -741,6 +748,7 @@ func buildSpec(opts Options) (*Spec, error) {
 	if err := protectWritable(spec, opts); err != nil {
 		return nil, err
 	}
+	dieAt("placeholders")
 	return spec, nil
 }
 
@@ -765,7 +773,12 @@ func protectWritable(spec *Spec, opts Options) error {
 				extra = append(extra, rel)
 			}
 		}
-		plan, err := protect.Make(m.Source, protect.Options{Unprotect: ws.Unprotect, Extra: extra, SameUser: os.Geteuid() != 0})
+		o := protect.Options{Unprotect: ws.Unprotect, Extra: extra, SameUser: os.Geteuid() != 0}
+		if j := spec.journal; j != nil {
+			// Each placeholder is in the journal as soon as it is made.
+			o.Made = func(token string) error { return j.Placeholder(spec.jid, token) }
+		}
+		plan, err := protect.Make(m.Source, o)
 		if err != nil {
 			spec.release()
 			return setupErr("protected paths", err)

@@ -23,6 +23,3 @@ func SealExecutable() *Executable { return &Executable{} }
 
 // Close does nothing outside Linux.
 func (*Executable) Close() {}
-
-// EndCleanup does nothing outside Linux.
-func EndCleanup(time.Duration) {}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/internal/journal"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/protect"
 	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
@@ -29,6 +30,10 @@ type Spec struct {
 	// restored names the directories whose permissions the sandbox
 	// changed, set back when the plans were removed.
 	restored []string
+	// journal, when set, holds under jid what the sandbox makes on the
+	// host, before it is made (see package journal).
+	journal *journal.Journal
+	jid     string
 	// caches are the targets of the agent's caches' binds; cachesLeft
 	// says why some were left out (see openTrees).
 	caches, cachesLeft []string
@@ -69,16 +74,6 @@ func (s *Spec) release() {
 		s.restored = append(s.restored, p.Restored...)
 	}
 	s.plans = nil
-}
-
-// placeholders describes the protected paths' placeholders for the cleanup
-// helper, which removes them if cordon dies before it can.
-func (s *Spec) placeholders() []string {
-	var out []string
-	for _, p := range s.plans {
-		out = append(out, p.Tokens()...)
-	}
-	return out
 }
 
 // allowsLoopback reports whether a destination of the allowlist is on the

@@ -11,3 +11,6 @@ func Weakened(string) bool { return false }
 
 // anyWeakened is always false in cordon.
 func anyWeakened() bool { return false }
+
+// dieAt does nothing in cordon: only test builds die on purpose.
+func dieAt(string) {}

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"os"
 	"strings"
+	"syscall"
 )
 
 // weakened reports whether a test build was asked, through CORDON_WEAKEN,
@@ -25,3 +26,13 @@ func Weakened(layer string) bool {
 // anyWeakened reports whether any layer is left out: the drift check then
 // does not judge the processes' confinement, which is weakened on purpose.
 func anyWeakened() bool { return os.Getenv("CORDON_WEAKEN") != "" }
+
+// dieAt kills cordon with SIGKILL at the stage of building or ending a
+// sandbox that CORDON_DIE_AT names, as a test build's way to show that
+// whatever moment cordon dies, the next one removes what it made.
+func dieAt(stage string) {
+	if os.Getenv("CORDON_DIE_AT") == stage {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+}

@@ -24,7 +24,6 @@ const (
 	LayerWork  = wire.LayerWork
 	InitArg    = wire.InitArg
 	HoldArg    = wire.HoldArg
-	CleanupArg = wire.CleanupArg
 	Placed     = wire.Placed
 
 	TagProxy        = wire.TagProxy

@@ -72,7 +72,7 @@ func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Wr
 		}
 		opts := sandbox.Options{Profile: &p, Exe: exe, Cwd: dir, AllowDegraded: degraded,
 			LookupEnv: os.LookupEnv, Log: prefixed(log, id), ProfileFile: a.ProfileFile, Guard: guarded(a.ProfileFile),
-			CacheRoot: filepath.Join(dir, "caches")}
+			CacheRoot: filepath.Join(dir, "caches"), JournalDir: JournalDir(dir)}
 		if layer != nil {
 			opts.LayerDir = layer.Dir
 		}
@@ -87,6 +87,10 @@ func Boxes(exe *sandbox.Executable, dir string, allow map[string]bool, log io.Wr
 		return &ownedBox{Box: box, workspace: ws, host: filepath.Clean(p.Workspace.Path), layer: layer}, nil
 	}
 }
+
+// JournalDir is where a server whose state is dir keeps its journal (see
+// package journal).
+func JournalDir(dir string) string { return filepath.Join(dir, "journal") }
 
 // ownedBox is a sandbox with the private workspace it takes with it.
 type ownedBox struct {

@@ -1,8 +1,8 @@
 //go:build linux
 
 // Command lean is the sandbox side of cordon, built apart from its command
-// line: the init of every sandbox, the cleanup helper beside it, and the
-// process that holds a user namespace for an idmapped mount. It imports
+// line: the init of every sandbox, and the process that holds a user
+// namespace for an idmapped mount. It imports
 // only what they use, so each starts without the packages the rest of
 // cordon needs (formats, servers, databases, telemetry). cordon carries it
 // inside its own binary (see build.sh) and starts it from a sealed copy in
@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/nsinit"
-	"github.com/cordon-sandbox/cordon/internal/sandbox/cleanup"
 	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
@@ -31,9 +30,6 @@ func main() {
 	switch arg {
 	case wire.InitArg:
 		nsinit.Main()
-	case wire.CleanupArg:
-		name("cordon-cleanup")
-		cleanup.Main(os.Args[2:])
 	case wire.HoldArg:
 		name("cordon-hold")
 		io.Copy(io.Discard, os.Stdin)

@@ -170,8 +170,6 @@ const (
 	InitArg = "__init"
 	// HoldArg waits for stdin to close; it holds namespaces open.
 	HoldArg = "__hold"
-	// CleanupArg is the cleanup helper (see the sandbox package).
-	CleanupArg = "__cleanup"
 )
 
 // Status is one message from init to the host side.
