@@ -25,7 +25,6 @@ func times(v float64) string               { return strconv.FormatFloat(v, 'f', 
 func mebibytes(v float64) string           { return strconv.FormatFloat(v, 'f', 1, 64) + " MiB" }
 func micros(v float64) string              { return strconv.FormatFloat(v, 'f', 1, 64) + " µs" }
 func percent(v float64) string             { return strconv.FormatFloat(v*100, 'f', 1, 64) + "%" }
-func perSecond(v float64) string           { return strconv.FormatFloat(v/1000, 'f', 1, 64) + "k/s" }
 
 // Names of the goals, as the measurements record them.
 const (
@@ -38,7 +37,8 @@ const (
 	goalServeInProc  = "a command in a pre-warmed sandbox through the Go API in the same process (sandbox.Box.Exec: no HTTP, no audit log), against a bare fork/exec"
 	goalProxyBytes   = "egress proxy throughput, CONNECT, of a direct connection's"
 	goalProxySetup   = "egress proxy connection setup, against direct"
-	goalAudit        = "audit log, durable events per second, 8 writers"
+	goalAudit        = "audit log, durable events per second, 8 writers, of the sync-bound limit (writers ÷ the fdatasync latency measured in the same run)"
+	goalAudit64      = "audit log, durable events per second, 64 writers, of the sync-bound limit"
 	goalPolicy       = "tool-policy decision p99, the worst of its benchmarks (decisions on files already resolved included; the resolution is not)"
 	goalGatewayCall  = "MCP gateway cost per call, without the audit log"
 	goalGoTest       = "`go test -count=1` of a one-file module, inside (the agent's caches warm), against the host's own second run"
@@ -58,7 +58,8 @@ var goals = []*goal{
 	{what: goalServeInProc, target: "≤ 1.5x", meets: atMost(1.5), format: times},
 	{what: goalProxyBytes, target: "≥ 90%", meets: atLeast(0.9), format: percent},
 	{what: goalProxySetup, target: "≤ 1.5x", meets: atMost(1.5), format: times},
-	{what: goalAudit, target: "≥ 50k/s", meets: atLeast(50000), format: perSecond},
+	{what: goalAudit, target: "≥ 80%", meets: atLeast(0.8), format: percent},
+	{what: goalAudit64, target: "≥ 80%", meets: atLeast(0.8), format: percent},
 	{what: goalPolicy, target: "≤ 20 µs", meets: atMost(20), format: micros},
 	{what: goalGatewayCall, target: "≤ 150 µs", meets: atMost(150), format: micros},
 	{what: goalGoTest, target: "≤ 1.5x", meets: atMost(1.5), format: times},

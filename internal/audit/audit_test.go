@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,13 +195,19 @@ func TestIncompleteLastLine(t *testing.T) {
 }
 
 // BenchmarkDurable measures events per second with every event durable
-// before its Append returns: 1, 8 and 32 writers appending one event at a
+// before its Append returns: 1, 8 and 64 writers appending one event at a
 // time to one Log, sharing syncs (group commit). events/sync says how many
-// events each fdatasync served.
+// events each fdatasync served. Beside each, the same run measures what the
+// disk allows: the median latency of an fdatasync after a one-line append
+// to a file beside the log (sync-µs), and so the sync-bound limit, each
+// writer waiting one sync per event (writers ÷ latency); of-limit is the
+// events per second against it.
 func BenchmarkDurable(b *testing.B) {
-	for _, writers := range []int{1, 8, 32} {
+	for _, writers := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "audit.jsonl")
+			dir := b.TempDir()
+			latency := syncLatency(b, filepath.Join(dir, "probe"), 200)
+			path := filepath.Join(dir, "audit.jsonl")
 			l, _ := Open(path, Options{})
 			var syncs atomic.Int64
 			l.fsync = func(f *os.File) error {
@@ -223,10 +230,39 @@ func BenchmarkDurable(b *testing.B) {
 				}()
 			}
 			wg.Wait()
-			b.ReportMetric(float64(per*writers)/b.Elapsed().Seconds(), "events/s")
+			rate := float64(per*writers) / b.Elapsed().Seconds()
+			limit := float64(writers) / latency.Seconds()
+			b.ReportMetric(rate, "events/s")
 			b.ReportMetric(float64(per*writers)/float64(max(syncs.Load(), 1)), "events/sync")
+			b.ReportMetric(float64(latency.Microseconds()), "sync-µs")
+			b.ReportMetric(limit, "limit-events/s")
+			b.ReportMetric(rate/limit, "of-limit")
 		})
 	}
+}
+
+// syncLatency is the median time of n one-line appends to path, each
+// followed by an fdatasync: what one durable event costs at the least.
+func syncLatency(b *testing.B, path string, n int) time.Duration {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	line := []byte(`{"probe":"one line of about the size of an event, to measure what a durable append costs"}` + "\n")
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		start := time.Now()
+		if _, err := f.Write(line); err != nil {
+			b.Fatal(err)
+		}
+		if err := fdatasync(f); err != nil {
+			b.Fatal(err)
+		}
+		ds[i] = time.Since(start)
+	}
+	slices.Sort(ds)
+	return ds[n/2]
 }
 
 // Concurrent Appends share syncs, and each returns only once its record is
