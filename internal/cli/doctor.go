@@ -190,10 +190,12 @@ func (lo leftovers) String() string {
 	return strings.Join(parts, "; ")
 }
 
-// sweepLeftovers sweeps the journal of cordon run's default profile (see
-// package journal) and lists what it removed and what is left.
+// sweepLeftovers sweeps every journal directory cordon run may write (see
+// package journal), whatever a profile's sandbox would see from here (the
+// default profile's workspace is the working directory, which may hold
+// the state directory), and lists what it removed and what is left.
 func sweepLeftovers(e *env) leftovers {
-	dirs := journalDirs(e, profile.Default())
+	dirs := journalDirs(e, nil)
 	lo := leftovers{Removed: []journal.Left{}, Left: []journal.Left{}}
 	if len(dirs) == 0 {
 		return lo

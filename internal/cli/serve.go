@@ -105,11 +105,13 @@ func serveCmd(e *env, args []string) int {
 	sandboxDir := filepath.Join(state, "sandboxes", "sb")
 	for _, a := range cfg.Agents {
 		// An agent that could write any of these could approve its own
-		// calls, give itself a token, or rewrite what it is recorded doing;
+		// calls, give itself a token, or rewrite what it is recorded doing
+		// (or what the next server removes, the journal);
 		// one that could read the cluster's secret could pose as a node
 		// forwarding its requests (past its rate, from any address).
 		for _, f := range []struct{ what, path string }{{"audit log", al.log.Path()}, {"database", statedb.File(cfg.Database)}, {"configuration", cfg.File}, {"spool directory", filepath.Join(state, "spool")}, {"cluster secret", cfg.ClusterSecretFile()},
-			{"change sets' directory", filepath.Join(state, "changes", "set")}, {"layers' directory", filepath.Join(state, "layers", "layer")}} {
+			{"change sets' directory", filepath.Join(state, "changes", "set")}, {"layers' directory", filepath.Join(state, "layers", "layer")},
+			{"journal", filepath.Join(server.JournalDir(state), "entry")}} {
 			if f.path == "" {
 				continue
 			}

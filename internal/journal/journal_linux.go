@@ -10,12 +10,18 @@
 // made it and no sandbox holds it (protect.Sweep), then the file.
 //
 // A record is one JSON line: {"id": ID, "cgroups": [DIR...]} before the
-// cgroups are made, {"id": ID, "placeholder": TOKEN} as each placeholder is
-// made (see protect.Options.Made), and {"id": ID, "done": true} once cordon
-// removed them itself. The journal is cordon's: it is never in a sandbox's
-// view, and Sweep acts only on cgroups cordon names (under
-// /sys/fs/cgroup, named cordon-*) and on placeholders as their tokens
-// describe them.
+// cgroups are made, {"id": ID, "placeholder": TOKEN} just before and as
+// soon as each placeholder is made (see protect.Options.Made), and
+// {"id": ID, "done": true} once cordon removed them itself. The journal
+// is cordon's: it is never in the view of the sandbox whose records it
+// holds. Another sandbox's view may hold
+// the same directory (a profile that binds /tmp or the state directory
+// writable), so Sweep takes a file for no more than what cordon itself
+// makes: it reads only the user's own files in a directory of the user's
+// own, acts only on cgroups named as cordon names the writer's (under
+// /sys/fs/cgroup, cordon-PID-N for the file's PID, when no process has
+// that pid), and on placeholders only as protect.Sweep takes a token (an
+// empty directory, or a file with cordon's content).
 package journal
 
 import (
@@ -24,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -135,25 +142,36 @@ func (j *Journal) write(r record) error {
 	return nil
 }
 
-// open makes a new file of the process and locks it; j.mu is held.
+// open makes a new file of the process and locks it; j.mu is held. The
+// file is made under a name a sweep does not read (NAME.new) and given its
+// name once locked: a sweep never finds it unlocked while its writer
+// lives (it would otherwise take the lock first, and the writer fail).
 func (j *Journal) open() error {
 	if err := os.MkdirAll(j.dir, 0o700); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	start, _ := startTime(os.Getpid())
-	name := filepath.Join(j.dir, fmt.Sprintf("%d-%d-%d.jsonl", os.Getpid(), start, time.Now().UnixNano()))
-	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	name := filepath.Join(j.dir, fmt.Sprintf("%d-%d-%d%s", os.Getpid(), start, time.Now().UnixNano(), suffix))
+	fd, err := unix.Open(name+newSuffix, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+	if err == nil {
+		err = os.Rename(name+newSuffix, name)
+	}
+	if err != nil {
 		unix.Close(fd)
-		os.Remove(name)
+		os.Remove(name + newSuffix)
 		return fmt.Errorf("journal: %w", err)
 	}
 	j.f, j.path = os.NewFile(uintptr(fd), name), name
 	return nil
 }
+
+// suffix ends the name of a journal file; newSuffix follows it while the
+// file is being made (one its writer died making is empty, and goes).
+const suffix, newSuffix = ".jsonl", ".new"
 
 // Left is what one sandbox of a gone process left, as a journal says.
 type Left struct {
@@ -166,9 +184,11 @@ type Left struct {
 // removing anything (cordon doctor).
 func Pending(dir string) ([]Left, error) {
 	var out []Left
-	err := eachGone(dir, func(name string, sandboxes []*sandbox) bool {
+	err := eachGone(dir, func(name string, pid int, start uint64, sandboxes []*sandbox) bool {
 		for _, s := range sandboxes {
-			out = append(out, Left{File: name, Cgroups: s.cgroups, Placeholders: len(s.placeholders)})
+			if ours(s.cgroups, pid) {
+				out = append(out, Left{File: name, Cgroups: existing(s.cgroups), Placeholders: places(s.placeholders)})
+			}
 		}
 		return false
 	})
@@ -178,26 +198,65 @@ func Pending(dir string) ([]Left, error) {
 // Sweep removes what the files of gone processes in dir name, and the
 // files: for each sandbox, the cgroups (what is left in them killed first)
 // and then its placeholders. A sandbox whose cgroups cannot be removed by
-// deadline is kept for the next sweep, its placeholders with it. It
-// returns what it removed.
+// deadline is kept for the next sweep, its placeholders with it, and so
+// is one whose cgroups are there while a process has the writer's pid
+// again (its cgroups may be that process's, if the file is not what the
+// writer wrote). It returns what it removed.
 func Sweep(dir string, deadline time.Time) ([]Left, error) {
 	var out []Left
-	err := eachGone(dir, func(name string, sandboxes []*sandbox) bool {
+	err := eachGone(dir, func(name string, pid int, start uint64, sandboxes []*sandbox) bool {
 		all := true
 		for _, s := range sandboxes {
-			if !ours(s.cgroups) {
+			if !ours(s.cgroups, pid) {
 				continue // not cordon's to remove: the record is dropped
+			}
+			made := existing(s.cgroups)
+			if len(made) > 0 && another(pid, start) {
+				all = false
+				continue
 			}
 			if !reclaim(s.cgroups, deadline) {
 				all = false
 				continue
 			}
-			protect.Sweep(s.placeholders)
-			out = append(out, Left{File: name, Cgroups: s.cgroups, Placeholders: len(s.placeholders)})
+			if n := protect.Sweep(s.placeholders); len(made) > 0 || n > 0 {
+				out = append(out, Left{File: name, Cgroups: made, Placeholders: n})
+			}
 		}
 		return all
 	})
 	return out, err
+}
+
+// places counts the paths that tokens name (each placeholder is named
+// before it is made, and again once made).
+func places(tokens []string) int {
+	seen := map[string]bool{}
+	for _, t := range tokens {
+		if f := strings.SplitN(t, ":", 3); len(f) == 3 {
+			seen[f[0]+":"+f[1]] = true
+		}
+	}
+	return len(seen)
+}
+
+// existing lists the directories that are there (cordon records a
+// cgroup before making it, and may not make it: one not delegated).
+func existing(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		if _, err := os.Lstat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// another reports whether the pid is now another process's than the
+// writer's, which started at start (and may linger as a zombie).
+func another(pid int, start uint64) bool {
+	now, _, ok := procStat(pid)
+	return ok && now != start
 }
 
 // sandbox is what one sandbox's records say is left.
@@ -209,62 +268,110 @@ type sandbox struct {
 // thousands of sandboxes (cordon serve) fit many times over.
 const maxFile = 64 << 20
 
-// eachGone calls f with each file of dir that no process holds and the
-// sandboxes it names not done, holding the file's lock meanwhile; when f
-// returns true, the file is removed.
-func eachGone(dir string, f func(name string, sandboxes []*sandbox) bool) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
+// eachGone calls f with each file of dir that no process holds, the pid
+// and start time of its writer, and the sandboxes it names not done, holding the file's
+// lock meanwhile; when f returns true, the file is removed. dir must be
+// the user's own directory, closed to others' writes; only the user's own
+// regular files in it, of one name each, are read, a writer's that lives
+// not even locked.
+func eachGone(dir string, f func(name string, pid int, start uint64, sandboxes []*sandbox) bool) error {
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("journal: %w", err)
+		return fmt.Errorf("journal: %s: %w", dir, err)
+	}
+	d := os.NewFile(uintptr(dfd), dir)
+	defer d.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return fmt.Errorf("journal: %s: %w", dir, err)
+	}
+	if int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return fmt.Errorf("journal: %s is not a directory of this user's own, closed to others (owner %d, mode %#o): not swept", dir, st.Uid, st.Mode&0o7777)
+	}
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("journal: %s: %w", dir, err)
 	}
 	var errs []error
-	for _, e := range ents {
-		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") {
+	for _, n := range names {
+		pid, start, ok := writer(n)
+		if !ok || alive(pid, start) {
+			// Not a journal file, or its writer lives (or is still closing
+			// its files: the locks it holds on its placeholders among them).
 			continue
 		}
-		name := filepath.Join(dir, e.Name())
-		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		fd, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue // gone since: its writer removed it
 		}
-		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil || !sameFile(fd, name) || dying(e.Name()) {
-			// Its writer lives (or is still closing its files: the locks
-			// it holds on its placeholders among them), or another sweep
-			// has it.
+		var fst unix.Stat_t
+		if unix.Fstat(fd, &fst) != nil || fst.Mode&unix.S_IFMT != unix.S_IFREG || int(fst.Uid) != os.Geteuid() || fst.Nlink != 1 ||
+			unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil || !sameFile(dfd, n, &fst) || alive(pid, start) {
+			// Not one cordon wrote, or another sweep has it.
 			unix.Close(fd)
 			continue
 		}
+		name := filepath.Join(dir, n)
 		file := os.NewFile(uintptr(fd), name)
 		sandboxes, err := read(file)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("journal: %s: %w", name, err))
 		}
-		if f(name, sandboxes) && err == nil {
-			os.Remove(name)
+		if f(name, pid, start, sandboxes) && err == nil {
+			unix.Unlinkat(dfd, n, 0)
 		}
 		file.Close()
 	}
 	return errors.Join(errs...)
 }
 
-// dying reports whether the process that wrote the journal file name
-// (PID-START-...: its pid, and its start time in clock ticks since boot) is
-// still there, its files being closed as it dies.
-func dying(name string) bool {
-	f := strings.SplitN(name, "-", 3)
-	if len(f) < 3 {
-		return false
+// writer parses the name of a journal file, PID-START-NANOS.jsonl (or
+// .jsonl.new, while it is made): its writer's pid and start time (in clock
+// ticks since boot).
+func writer(name string) (pid int, start uint64, ok bool) {
+	name, found := strings.CutSuffix(name, suffix)
+	if !found {
+		if name, found = strings.CutSuffix(name, suffix+newSuffix); !found {
+			return 0, 0, false
+		}
+	}
+	f := strings.Split(name, "-")
+	if len(f) != 3 || !digits(f[0]) || !digits(f[1]) || !digits(f[2]) {
+		return 0, 0, false
 	}
 	pid, err1 := strconv.Atoi(f[0])
 	start, err2 := strconv.ParseUint(f[1], 10, 64)
-	if err1 != nil || err2 != nil {
+	return pid, start, err1 == nil && err2 == nil && pid > 0
+}
+
+// alive reports whether the process pid that started at start is still
+// there with its files open: running, or a zombie leader whose other
+// threads are still exiting (the last of them closes the files).
+func alive(pid int, start uint64) bool {
+	now, zombie, ok := procStat(pid)
+	if !ok || now != start {
 		return false
 	}
-	now, zombie, ok := procStat(pid)
-	return ok && now == start && !zombie
+	if !zombie {
+		return true
+	}
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	return err == nil && len(tasks) > 1
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // startTime is a process's start time, in clock ticks since boot (the
@@ -294,11 +401,12 @@ func procStat(pid int) (start uint64, zombie, ok bool) {
 	return n, f[0] == "Z" || f[0] == "X", err == nil
 }
 
-// sameFile reports whether fd is still the file at name: one removed by
-// another sweep between this one's open and its lock is done.
-func sameFile(fd int, name string) bool {
-	var a, b unix.Stat_t
-	return unix.Fstat(fd, &a) == nil && unix.Lstat(name, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
+// sameFile reports whether st is still the file at name in the directory
+// dfd: one removed by another sweep between this one's open and its lock
+// is done.
+func sameFile(dfd int, name string, st *unix.Stat_t) bool {
+	var b unix.Stat_t
+	return unix.Fstatat(dfd, name, &b, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Dev == b.Dev && st.Ino == b.Ino
 }
 
 // read reads a journal file's records into the sandboxes not done, in the
@@ -355,10 +463,14 @@ func (l *limited) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ours reports whether every directory is one cordon made.
-func ours(dirs []string) bool {
+// ours reports whether every directory is one the process pid would
+// have made: a clean path under /sys/fs/cgroup whose last name is
+// cordon-PID-N (see sandbox.newLimiter).
+func ours(dirs []string, pid int) bool {
+	prefix := "cordon-" + strconv.Itoa(pid) + "-"
 	for _, d := range dirs {
-		if !strings.HasPrefix(d, "/sys/fs/cgroup/") || !strings.Contains(d, "/cordon-") || strings.Contains(d, "/../") || strings.Contains(d, "/./") {
+		n, found := strings.CutPrefix(path.Base(d), prefix)
+		if !strings.HasPrefix(d, "/sys/fs/cgroup/") || path.Clean(d) != d || !found || !digits(n) {
 			return false
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,5 +131,115 @@ func TestJournalFileGoesWhenDone(t *testing.T) {
 	j.Done(b)
 	if files, _ := os.ReadDir(dir); len(files) != 0 {
 		t.Fatalf("all done, the file stayed: %v", files)
+	}
+}
+
+// Only a clean path under /sys/fs/cgroup whose last name is one the
+// writer would have made (cordon-PID-N, its own pid) is cordon's: one a
+// sandbox wrote into a journal directory its view holds names nothing
+// else, and the parent of a cgroup least of all.
+func TestOurs(t *testing.T) {
+	for _, c := range []struct {
+		dir string
+		ok  bool
+	}{
+		{"/sys/fs/cgroup/pids/cordon-42-123", true},
+		{"/sys/fs/cgroup/user.slice/app.slice/cordon-42-9", true},
+		{"/sys/fs/cgroup/pids/cordon-42-123/..", false},
+		{"/sys/fs/cgroup/pids/cordon-42-123/.", false},
+		{"/sys/fs/cgroup/pids/cordon-42-123/", false},
+		{"/sys/fs/cgroup/pids//cordon-42-123", false},
+		{"/sys/fs/cgroup/pids/cordon-43-123", false},
+		{"/sys/fs/cgroup/pids/cordon-42-", false},
+		{"/sys/fs/cgroup/pids/cordon-42-1x", false},
+		{"/sys/fs/cgroup/system.slice/cordon-serve.service", false},
+		{"/sys/fs/cgroup/pids/cordon-42-1/../../user.slice", false},
+		{"/sys/fs/cgroup/../../tmp/cordon-42-1", false},
+		{"/tmp/cordon-42-1", false},
+	} {
+		if got := ours([]string{c.dir}, 42); got != c.ok {
+			t.Errorf("ours(%q) = %v, want %v", c.dir, got, c.ok)
+		}
+	}
+}
+
+// A journal directory is read only when it is the user's own and closed
+// to others, and in it only the user's own regular files of one name:
+// links, FIFOs (which a sweep must not wait on) and hard links are passed
+// over, and stay.
+func TestSweepReadsOnlyTheUsersOwn(t *testing.T) {
+	line := `{"id":"1","cgroups":["/sys/fs/cgroup/pids/cordon-999999999-1"]}` + "\n"
+
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "999999999-1-1.jsonl"), []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Sweep(dir, time.Now()); err == nil || !strings.Contains(err.Error(), "not a directory of this user's own") {
+		t.Errorf("a directory others may write: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "999999999-1-1.jsonl")); err != nil {
+		t.Errorf("a file in a directory others may write was swept: %v", err)
+	}
+
+	dir = t.TempDir()
+	other := filepath.Join(t.TempDir(), "999999999-1-2.jsonl")
+	os.WriteFile(other, []byte(line), 0o600)
+	os.Symlink(other, filepath.Join(dir, "999999999-1-3.jsonl"))
+	os.Link(other, filepath.Join(dir, "999999999-1-4.jsonl"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "999999999-1-5.jsonl"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		mine := filepath.Join(dir, "999999999-1-6.jsonl")
+		os.WriteFile(mine, []byte(line), 0o600)
+		os.Chown(mine, 65534, 65534)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if left, err := Sweep(dir, time.Now()); len(left) != 0 || err != nil {
+			t.Errorf("swept %+v %v", left, err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sweep hangs")
+	}
+	ents, _ := os.ReadDir(dir)
+	if want := 3 + map[bool]int{true: 1}[os.Geteuid() == 0]; len(ents) != want {
+		t.Errorf("%d files left, want %d", len(ents), want)
+	}
+}
+
+// A sweep never takes the lock of a file its writer is making: the
+// writer does not fail for it.
+func TestSweepWhileOpening(t *testing.T) {
+	dir := t.TempDir()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				Sweep(dir, time.Now())
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	for i := 0; i < 2000; i++ {
+		j := &Journal{dir: dir, live: map[string]bool{}}
+		id := j.New()
+		if err := j.Placeholder(id, "x"); err != nil {
+			t.Fatalf("after %d files: %v", i, err)
+		}
+		j.Done(id)
 	}
 }

@@ -101,9 +101,10 @@ type Options struct {
 	// rootless cordon): a placeholder cordon is not allowed to make is then
 	// a path the sandbox cannot make either, and is skipped.
 	SameUser bool
-	// Made, when set, is told of each placeholder as soon as it is made,
-	// with the token Sweep removes it by (see package journal); an error
-	// ends the plan, its placeholders removed.
+	// Made, when set, is told of each placeholder just before it is made
+	// (a token without its identity) and as soon as it is, with the token
+	// Sweep removes it by (see package journal); an error ends the plan,
+	// its placeholders removed.
 	Made func(token string) error
 }
 
@@ -186,6 +187,15 @@ func makePlan(root string, o Options) (*Plan, error) {
 				}
 				if sub == ".git" {
 					content, isFile = rootGitfile, true
+				}
+				if o.Made != nil {
+					// Named before it is made, as well as after: a cordon
+					// killed in between leaves a placeholder a sweep still
+					// finds (see intended).
+					if err := o.Made(ghost{rel: sub, ctime: time.Now().UnixNano(), file: isFile, content: content}.token(root)); err != nil {
+						p.Remove()
+						return nil, fmt.Errorf("placeholder %s: %w", show(root, sub), err)
+					}
 				}
 				g, held, err := mkGhost(d, sub, isFile, content)
 				if err != nil && o.SameUser && denied(err) {
@@ -343,8 +353,20 @@ func (g ghost) token(root string) string {
 
 // Sweep removes the placeholders that tokens describe, as Remove would:
 // only where each is still as cordon made it and no sandbox holds it. Call
-// it once the sandbox is gone.
-func Sweep(tokens []string) {
+// it once the sandbox is gone. A token is taken for no more than what
+// cordon makes (see placeholder): whoever wrote it, it can name only an
+// empty directory, or a file with the content cordon gives one of that
+// name. A token of a placeholder about to be made (see Options.Made)
+// that no token of it made follows removes what cordon made there in the
+// moment after (see intended). It returns how many it removed.
+func Sweep(tokens []string) int {
+	removed := 0
+	made := map[[2]string]bool{}
+	for _, t := range tokens {
+		if f := strings.Split(t, ":"); len(f) == 7 && f[3] != "0" {
+			made[[2]string{f[0], f[1]}] = true
+		}
+	}
 	for i := len(tokens) - 1; i >= 0; i-- {
 		f := strings.Split(tokens[i], ":")
 		if len(f) != 7 {
@@ -360,8 +382,32 @@ func Sweep(tokens []string) {
 			continue
 		}
 		g := ghost{rel: string(rel), dev: dev, ino: ino, ctime: ctime, file: f[5] == "true", content: string(content)}
-		g.remove(string(root))
+		if g.ino == 0 && made[[2]string{f[0], f[1]}] {
+			continue // made, and named as made
+		}
+		if placeholder(string(root), g) && g.remove(string(root)) {
+			removed++
+		}
 	}
+	return removed
+}
+
+// placeholder reports whether g is one cordon could have made under root:
+// a clean path below it, and an empty directory, or a file with the
+// content cordon writes in one of its name (the root's .git, a git
+// directory's commondir and config.worktree).
+func placeholder(root string, g ghost) bool {
+	if !path.IsAbs(root) || path.Clean(root) != root || g.rel == "" || g.rel == "." || path.IsAbs(g.rel) || path.Clean(g.rel) != g.rel || g.rel == ".." || strings.HasPrefix(g.rel, "../") {
+		return false
+	}
+	if !g.file {
+		return g.content == ""
+	}
+	if g.rel == ".git" {
+		return g.content == rootGitfile
+	}
+	content, ok := fileGhosts[path.Base(g.rel)]
+	return ok && g.content == content
 }
 
 // show names a path under a writable bind for a message: its name is the

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -83,8 +85,21 @@ type ghost struct {
 	content  string
 }
 
+// is reports whether st is the placeholder g: the same file, unchanged
+// since it was made, or, for one named just before it was made (no inode
+// yet, see Options.Made), one made then (see intended).
 func (g ghost) is(st *unix.Stat_t) bool {
+	if g.ino == 0 {
+		return intended(st.Ctim.Nano(), g.ctime)
+	}
 	return st.Dev == g.dev && st.Ino == g.ino && st.Ctim.Nano() == g.ctime
+}
+
+// intended reports whether a file changed at ctime was made in the moment
+// after cordon said, at named, it would make it: no earlier than the
+// clock of file times may lag, and soon after.
+func intended(ctime, named int64) bool {
+	return ctime >= named-int64(time.Second) && ctime <= named+int64(10*time.Second)
 }
 
 // mkGhost makes the placeholder rel and returns it open, with a shared lock
@@ -129,11 +144,11 @@ func mkGhost(d *os.File, rel string, file bool, content string) (ghost, *os.File
 
 // remove takes the placeholder away if it is still the empty directory
 // cordon made and no other sandbox holds it (each holds a shared lock on
-// what it protects for as long as it runs).
-func (g ghost) remove(root string) {
+// what it protects for as long as it runs), and reports whether it did.
+func (g ghost) remove(root string) bool {
 	d, err := openRoot(root)
 	if err != nil {
-		return
+		return false
 	}
 	defer d.Close()
 	flags := uint64(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NONBLOCK)
@@ -142,35 +157,34 @@ func (g ghost) remove(root string) {
 	}
 	fd, err := beneath(d, g.rel, flags)
 	if err != nil {
-		return
+		return false
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || !g.is(&st) {
-		return
+		return false
 	}
 	if g.file {
 		// Still what cordon wrote, and nothing else.
 		b := make([]byte, len(g.content)+1)
 		if n, _ := unix.Pread(fd, b, 0); st.Mode&unix.S_IFMT != unix.S_IFREG || string(b[:n]) != g.content {
-			return
+			return false
 		}
 	}
 	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return
+		return false
 	}
 	pfd, name, err := parent(d, g.rel)
 	if err != nil {
-		return
+		return false
 	}
 	defer unix.Close(pfd)
 	if g.file {
-		unix.Unlinkat(pfd, name, 0)
-		return
+		return unix.Unlinkat(pfd, name, 0) == nil
 	}
 	// rmdir removes only an empty directory: whatever came to be in it
 	// stays.
-	unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR)
+	return unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR) == nil
 }
 
 // hold takes a shared lock on every read-only entry, so that another
@@ -191,11 +205,36 @@ func (p *Plan) hold(d *os.File) error {
 			}
 			return &os.PathError{Op: "open", Path: show(p.Root, e.Rel), Err: err}
 		}
-		f := os.NewFile(uintptr(fd), e.Rel)
-		unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
-		p.held = append(p.held, f)
+		// Another run that holds the path exclusively is removing it (its
+		// placeholder, see ghost.remove): held without the lock, it would be
+		// removed from under this sandbox's bind, which then goes with it
+		// (a mount point in another mount namespace can be removed), and
+		// the sandbox could make the path. The plan is made again once the
+		// other run is done, as is one for a path removed between the
+		// look and the lock.
+		if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) || err == nil && !still(d, e.Rel, fd) {
+			unix.Close(fd)
+			return &os.PathError{Op: "hold", Path: show(p.Root, e.Rel), Err: removing{}}
+		}
+		p.held = append(p.held, os.NewFile(uintptr(fd), e.Rel))
 	}
 	return nil
+}
+
+// removing reports a path another run holds exclusively, as it does only
+// to remove it: Make plans again (it is fs.ErrNotExist to it).
+type removing struct{}
+
+func (removing) Error() string {
+	return "held exclusively by another process (a run removing its placeholder), or taken away meanwhile"
+}
+
+func (removing) Is(target error) bool { return target == fs.ErrNotExist }
+
+// still reports whether fd is still the file at rel under d.
+func still(d *os.File, rel string, fd int) bool {
+	var a, b unix.Stat_t
+	return unix.Fstat(fd, &a) == nil && unix.Fstatat(int(d.Fd()), rel, &b, unix.AT_SYMLINK_NOFOLLOW) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // keepModes records the permissions of the bind's root and of every

@@ -32,7 +32,7 @@ func lstat(*os.File, string) (kind, error)   { return kindNone, errUnsupported }
 func mkGhost(*os.File, string, bool, string) (ghost, *os.File, error) {
 	return ghost{}, nil, errUnsupported
 }
-func (ghost) remove(string)                    {}
+func (ghost) remove(string) bool               { return false }
 func (p *Plan) hold(*os.File) error            { return nil }
 func denied(error) bool                        { return false }
 func names(*os.File, string, int) []string     { return nil }
