@@ -32,6 +32,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,15 +46,24 @@ import (
 
 // Journal is this process's file in one journal directory: made at the
 // first record, removed once every sandbox that has records is done (a
-// process that makes nothing on the host leaves no file).
+// process that makes nothing on the host leaves no file), and made again
+// with only the records of the sandboxes not done when those done fill
+// most of it (cordon serve keeps sandboxes alive for as long as it runs).
 type Journal struct {
 	dir  string
 	mu   sync.Mutex
 	f    *os.File
 	path string
-	live map[string]bool // ids with records, not done
-	next uint64
+	// live has the records (lines) of each sandbox not done, by id;
+	// size is the file's, liveSize theirs.
+	live           map[string][][]byte
+	size, liveSize int64
+	next           uint64
 }
+
+// compactAt is the size past which a file is made again with only the
+// records of sandboxes not done, once they are less than half of it.
+const compactAt = 1 << 20
 
 // record is one line of a journal file.
 type record struct {
@@ -71,7 +81,7 @@ func Process(dir string) *Journal {
 	defer processes.Unlock()
 	j := processes.by[dir]
 	if j == nil {
-		j = &Journal{dir: dir, live: map[string]bool{}}
+		j = &Journal{dir: dir, live: map[string][][]byte{}}
 		processes.by[dir] = j
 	}
 	return j
@@ -114,32 +124,76 @@ func (j *Journal) Done(id string) {
 func (j *Journal) write(r record) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if r.Done && !j.live[r.ID] {
+	lines, live := j.live[r.ID]
+	if r.Done && !live {
 		return nil // nothing was recorded
 	}
 	if j.f == nil {
 		if err := j.open(); err != nil {
 			return err
 		}
+		j.size = 0
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	if _, err := j.f.Write(append(b, '\n')); err != nil {
+	line := append(b, '\n')
+	if _, err := j.f.Write(line); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
+	j.size += int64(len(line))
 	if !r.Done {
-		j.live[r.ID] = true
+		j.live[r.ID] = append(lines, line)
+		j.liveSize += int64(len(line))
 		return nil
 	}
 	delete(j.live, r.ID)
-	if len(j.live) == 0 {
+	for _, l := range lines {
+		j.liveSize -= int64(len(l))
+	}
+	switch {
+	case len(j.live) == 0:
 		os.Remove(j.path)
 		j.f.Close()
 		j.f = nil
+	case j.size > compactAt && j.size > 2*j.liveSize:
+		j.compact()
 	}
 	return nil
+}
+
+// compact makes the file again with only the records of the sandboxes not
+// done, then removes the old one: whenever cordon dies, one file or both
+// (the same records twice, which a sweep takes as once) name all it made.
+// j.mu is held; on an error the old file stays.
+func (j *Journal) compact() {
+	old, oldPath := j.f, j.path
+	if err := j.open(); err != nil {
+		j.f, j.path = old, oldPath
+		return
+	}
+	ids := make([]uint64, 0, len(j.live))
+	for id := range j.live {
+		n, _ := strconv.ParseUint(id, 10, 64)
+		ids = append(ids, n)
+	}
+	slices.Sort(ids)
+	var buf []byte
+	for _, n := range ids {
+		for _, l := range j.live[strconv.FormatUint(n, 10)] {
+			buf = append(buf, l...)
+		}
+	}
+	if _, err := j.f.Write(buf); err != nil {
+		os.Remove(j.path)
+		j.f.Close()
+		j.f, j.path = old, oldPath
+		return
+	}
+	os.Remove(oldPath)
+	old.Close()
+	j.size = int64(len(buf))
 }
 
 // open makes a new file of the process and locks it; j.mu is held. The
@@ -264,8 +318,9 @@ type sandbox struct {
 	cgroups, placeholders []string
 }
 
-// maxFile bounds what is read of one journal file: a process's records of
-// thousands of sandboxes (cordon serve) fit many times over.
+// maxFile bounds what is read of one journal file: the records of
+// thousands of sandboxes alive at once fit many times over (a file is made
+// again without those done, see compact).
 const maxFile = 64 << 20
 
 // eachGone calls f with each file of dir that no process holds, the pid
@@ -320,7 +375,9 @@ func eachGone(dir string, f func(name string, pid int, start uint64, sandboxes [
 		if err != nil {
 			errs = append(errs, fmt.Errorf("journal: %s: %w", name, err))
 		}
-		if f(name, pid, start, sandboxes) && err == nil {
+		// A file over the bounds is not one cordon wrote (see compact):
+		// what it names is taken as far as it was read, and it goes.
+		if f(name, pid, start, sandboxes) && (err == nil || errors.Is(err, errTooLarge) || errors.Is(err, bufio.ErrTooLong)) {
 			unix.Unlinkat(dfd, n, 0)
 		}
 		file.Close()
@@ -445,6 +502,8 @@ func read(f *os.File) ([]*sandbox, error) {
 	return out, sc.Err()
 }
 
+var errTooLarge = errors.New("larger than a journal file may be")
+
 // limited reads at most left bytes of f.
 type limited struct {
 	f    *os.File
@@ -453,7 +512,7 @@ type limited struct {
 
 func (l *limited) Read(p []byte) (int, error) {
 	if l.left <= 0 {
-		return 0, errors.New("larger than a journal file may be")
+		return 0, errTooLarge
 	}
 	if int64(len(p)) > l.left {
 		p = p[:l.left]

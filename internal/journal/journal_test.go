@@ -235,11 +235,51 @@ func TestSweepWhileOpening(t *testing.T) {
 	}()
 	defer func() { close(stop); wg.Wait() }()
 	for i := 0; i < 2000; i++ {
-		j := &Journal{dir: dir, live: map[string]bool{}}
+		j := &Journal{dir: dir, live: map[string][][]byte{}}
 		id := j.New()
 		if err := j.Placeholder(id, "x"); err != nil {
 			t.Fatalf("after %d files: %v", i, err)
 		}
 		j.Done(id)
+	}
+}
+
+// A process whose sandboxes are never all done at once (cordon serve
+// keeps some alive) does not grow its file without bound: it is made
+// again with the records of those not done, which a sweep still finds.
+func TestJournalCompacts(t *testing.T) {
+	dir := t.TempDir()
+	j := &Journal{dir: dir, live: map[string][][]byte{}}
+	kept := j.New()
+	j.Cgroups(kept, []string{"/sys/fs/cgroup/pids/cordon-999999999-1"})
+	token := strings.Repeat("x", 200)
+	for i := 0; i < 20000; i++ {
+		id := j.New()
+		j.Placeholder(id, token)
+		j.Placeholder(id, token)
+		j.Done(id)
+	}
+	last := j.New()
+	j.Placeholder(last, token)
+	files, _ := os.ReadDir(dir)
+	if len(files) != 1 {
+		t.Fatalf("files: %v", files)
+	}
+	f, err := os.Open(filepath.Join(dir, files[0].Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if st, _ := f.Stat(); st.Size() > 2*compactAt {
+		t.Errorf("the file is %d bytes after 20000 sandboxes done", st.Size())
+	}
+	sandboxes, err := read(f)
+	if err != nil || len(sandboxes) != 2 || len(sandboxes[0].cgroups) != 1 || len(sandboxes[1].placeholders) != 1 {
+		t.Errorf("read back %+v %v; want the sandbox kept and the last", sandboxes, err)
+	}
+	j.Done(kept)
+	j.Done(last)
+	if files, _ := os.ReadDir(dir); len(files) != 0 {
+		t.Errorf("all done, files stayed: %v", files)
 	}
 }
