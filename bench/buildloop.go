@@ -12,6 +12,10 @@ import (
 	"time"
 )
 
+// loopHeading names the report's section on the build loop, which -only
+// loop -docs replaces in docs/BENCHMARKS.md.
+const loopHeading = "### The edit-build-test loop"
+
 // buildRounds is how many rounds the build loop runs unless -n says.
 const buildRounds = 5
 
@@ -40,7 +44,7 @@ func buildLoop(w *bytes.Buffer, cordon string, ws string, n int) {
 		fatal(err)
 	}
 	defer os.RemoveAll(base)
-	fmt.Fprintf(w, "### The edit-build-test loop\n\nMeasured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
+	fmt.Fprintf(w, "%s\n\nMeasured %s on %s.\n\n", loopHeading, time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
 	fmt.Fprintf(w, "Work an agent repeats dozens of times a task, each run a new sandbox: `go test -count=1 ./...` of a one-file module, and `npm ci` of a lock file of 2 dependencies (express and lodash, about 70 packages) with no registry reachable from the sandbox. On the host, with its own caches; in cordon on the embedded default profile, whose caches are the agent's own and kept between its runs (`caches: auto`: the first run of each workload, untimed, fills them; npm's with the registry allowed); in bubblewrap with the view of the start-up tables, its home a tmpfs as peers leave it, so that every run starts with empty caches. One untimed warm-up run of each, then %d interleaved rounds in a new random order; medians, and the ratio to the host's.\n\n", n)
 	fmt.Fprintf(w, "| workload | host ms | cordon ms | cordon/host | bwrap ms | bwrap/host |\n|---|---:|---:|---:|---:|---:|\n")
 	var notes []string

@@ -22,7 +22,7 @@ cordon against the sandboxes people would use instead, measured on one
 machine in one run: every tool is started in turn, round after round, so
 that a noisy host slows them all alike. Run it yourself:
 
-` + "```sh\nbench/run            # installs bubblewrap, firejail and sandbox-runtime, builds cordon, measures\nbench/run -short     # a quick pass that proves the harness works (CI runs this)\nbench/run -docs      # also rewrites this file and the plot from the results\nbench/run -only startup  # only the start-up tables, with each process's faults and memory\nbench/run -only idle     # memory per idle sandbox; -only many: sandboxes started together; -only serve\nbench/run -only guarded  # a guarded workspace against a direct one on real work (with -docs, rewrites only its section)\n```" + `
+` + "```sh\nbench/run            # installs bubblewrap, firejail and sandbox-runtime, builds cordon, measures\nbench/run -short     # a quick pass that proves the harness works (CI runs this)\nbench/run -docs      # also rewrites this file and the plot from the results\nbench/run -only startup  # only the start-up tables, with each process's faults and memory\nbench/run -only idle     # memory per idle sandbox; -only many: sandboxes started together; -only serve\nbench/run -only guarded  # a guarded workspace against a direct one on real work (with -docs, rewrites only its section)\nbench/run -only loop     # go test and npm ci on the host, in cordon with its caches, in bwrap (with -docs, rewrites only its section)\n```" + `
 
 What is compared: bare exec; ` + "`unshare -Upmnif --mount-proc`" + ` (the
 namespaces alone); bubblewrap with an equivalent view (system directories

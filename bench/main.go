@@ -39,7 +39,7 @@ func main() {
 	short := flag.Bool("short", false, "a quick pass that proves the harness works: 3 rounds, 1 and 8 at once, no throughput runs, smaller guarded workloads")
 	cordon := flag.String("cordon", "./cordon", "the cordon binary to measure")
 	docs := flag.Bool("docs", false, "rewrite docs/BENCHMARKS.md and docs/benchmarks-startup.svg with the results")
-	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), large (a workspace of 50,000 files), guarded (a guarded workspace against a direct one on npm install, a build and git commits; -docs rewrites its section of docs/BENCHMARKS.md), loop (the edit-build-test loop: go test and npm ci on the host, in cordon with its caches and in bwrap), idle (memory per idle sandbox), many (sandboxes started together) or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
+	only := flag.String("only", "", "measure only `PART`: startup (the start-up tables), serve, review (a reviewed workspace against a direct one), large (a workspace of 50,000 files), guarded (a guarded workspace against a direct one on npm install, a build and git commits; -docs rewrites its section of docs/BENCHMARKS.md), loop (the edit-build-test loop: go test and npm ci on the host, in cordon with its caches and in bwrap; -docs rewrites its section), idle (memory per idle sandbox), many (sandboxes started together) or compat (the compatibility suite's table, docs/COMPATIBILITY.md)")
 	flag.Parse()
 	// The guarded workloads take seconds a run: fewer rounds, unless -n
 	// says how many.
@@ -102,7 +102,7 @@ func main() {
 		guarded(&rep, abs, guardedN, *short)
 		os.Stdout.Write(rep.Bytes())
 		if *docs {
-			if err := writeGuardedDocs(repo, rep.String()); err != nil {
+			if err := writeSectionDocs(repo, guardedHeading, rep.String()); err != nil {
 				fatal(err)
 			}
 		}
@@ -112,6 +112,11 @@ func main() {
 		var rep bytes.Buffer
 		buildLoop(&rep, abs, ws, loopN)
 		os.Stdout.Write(rep.Bytes())
+		if *docs {
+			if err := writeSectionDocs(repo, loopHeading, rep.String()); err != nil {
+				fatal(err)
+			}
+		}
 		return
 	}
 	if *only == "startup" {
