@@ -194,6 +194,7 @@ func loopMeasure(runs []loopRun, check func(string) string, n int) (map[string][
 			why = fmt.Sprintf("%v: %s", err, tail(string(out), 200))
 		}
 		if why != "" {
+			why = strings.Join(strings.Fields(why), " ") // one line of the report
 			if !seen[r.name] {
 				failed = append(failed, fmt.Sprintf("%s failed: %s", r.name, why))
 				seen[r.name] = true
