@@ -24,6 +24,12 @@ import (
 // Inside is where the caches appear inside a sandbox.
 const Inside = "/var/cache/cordon"
 
+// Overlaps reports whether a bind at target inside would cover the caches
+// (Inside), lie within them, or be the place itself.
+func Overlaps(target string) bool {
+	return target == Inside || strings.HasPrefix(target, Inside+"/") || strings.HasPrefix(Inside, target+"/")
+}
+
 // Kind is one cache cordon knows: the directories it keeps, each named
 // inside by environment variables.
 type Kind struct {

@@ -111,9 +111,12 @@ func runCmd(e *env, args []string) int {
 	}
 	opts.WalkIndex = walkIndexDir(e, p)
 	opts.CacheRoot = cacheRoot(e, p)
-	opts.JournalDir = journalDir(e, p)
 	// What a cordon killed before this one left goes first.
-	sweepJournal(e, journalDirs(e, p)...)
+	jdirs := journalDirs(e, p)
+	if len(jdirs) > 0 {
+		opts.JournalDir = jdirs[0]
+	}
+	sweepJournal(e, jdirs...)
 	opts.Guard = guarded(opts.ProfileFile)
 	switch {
 	case p.Workspace.Guarded():

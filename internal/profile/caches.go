@@ -44,10 +44,7 @@ func (p *Profile) validateCaches(src *source, bad func(field, format string, arg
 		}
 		seen[name] = true
 	}
-	if len(p.Caches) > 0 && slices.ContainsFunc(p.Mounts, func(m Mount) bool {
-		t := m.Dest()
-		return t == cache.Inside || strings.HasPrefix(t, cache.Inside+"/") || strings.HasPrefix(cache.Inside, t+"/")
-	}) {
+	if len(p.Caches) > 0 && slices.ContainsFunc(p.Mounts, func(m Mount) bool { return cache.Overlaps(m.Dest()) }) {
 		bad("caches", "the caches appear inside at %s, which a mount covers or shares; remove the mount or the caches", cache.Inside)
 	}
 }

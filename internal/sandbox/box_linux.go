@@ -82,7 +82,6 @@ func Start(opts Options) (*Box, error) {
 		exe = SealedCopy()
 		defer exe.Close()
 	}
-	opts.Exe = exe
 	res := &Result{}
 	spec, lim, err := prepareSandbox(opts, res)
 	if err != nil {

@@ -22,10 +22,7 @@ import (
 // place for them, or they could not be made: a note says so).
 func addCaches(spec *Spec, opts Options, res *Result) (*cacheWatch, error) {
 	p := opts.Profile
-	if len(p.Caches) == 0 {
-		return nil, nil
-	}
-	if opts.CacheRoot == "" {
+	if len(p.Caches) == 0 || opts.CacheRoot == "" {
 		return nil, nil
 	}
 	kinds, err := cache.Expand(p.Caches)
@@ -33,8 +30,8 @@ func addCaches(spec *Spec, opts Options, res *Result) (*cacheWatch, error) {
 		return nil, setupErr("caches", err)
 	}
 	for _, m := range spec.Mounts {
-		if t := m.Target; t == cache.Inside || strings.HasPrefix(t, cache.Inside+"/") || strings.HasPrefix(cache.Inside, t+"/") {
-			return nil, setupErr("caches", fmt.Errorf("the caches appear inside at %s, and %s is bound at %s", cache.Inside, m.Source, t))
+		if cache.Overlaps(m.Target) {
+			return nil, setupErr("caches", fmt.Errorf("the caches appear inside at %s, and %s is bound at %s", cache.Inside, m.Source, m.Target))
 		}
 	}
 	store, err := cache.Open(opts.CacheRoot, p.Agent)

@@ -46,8 +46,6 @@ type limiter struct {
 	// if this one dies first (see package journal).
 	journal *journal.Journal
 	jid     string
-	// exe is what init starts from.
-	exe *Executable
 	// release removes the protected paths' placeholders, once the
 	// sandbox is gone; released makes it happen once. groupGone says the
 	// cgroup was removed (or there was none): the journal is then told
@@ -79,9 +77,9 @@ func needsCgroup(r profile.Resources) bool {
 // newLimiter creates the sandbox's cgroup when a limit needs one, and fills
 // the spec's rlimits. Without a delegated cgroup it refuses, unless the user
 // allowed running with the limits that then fall back or go unenforced.
-func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result, exe *Executable) (*limiter, error) {
+func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Result) (*limiter, error) {
 	r := p.Resources
-	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil, diskLayer: spec.Layer != nil && spec.Layer.Dir != "", exe: exe,
+	l := &limiter{res: r, stop: make(chan struct{}), busy: make(chan struct{}, 1), review: spec.Layer != nil, diskLayer: spec.Layer != nil && spec.Layer.Dir != "",
 		journal: spec.journal, jid: spec.jid}
 	spec.Rlimits = Rlimits{
 		CPUSeconds: ceilSeconds(r.CPUTime),

@@ -61,7 +61,6 @@ func run(opts Options, res *Result) error {
 		exe = SealExecutable()
 	}
 	defer exe.Close()
-	opts.Exe = exe
 	// Signals for cordon go to the command; a second SIGINT or SIGTERM
 	// kills the sandbox. On a terminal, window changes reach the command
 	// through the pseudo-terminal instead. Registering a signal waits for
@@ -290,7 +289,7 @@ func prepareSandbox(opts Options, res *Result) (*Spec, *limiter, error) {
 	if weakened("tmp-size") {
 		spec.TmpSize = 0 // tmpfs without a size: half the host's memory
 	}
-	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res, opts.Exe)
+	lim, err := newLimiter(opts.Profile, opts.AllowDegraded, spec, res)
 	if err != nil {
 		spec.release()
 		return nil, nil, err
