@@ -7,7 +7,6 @@
 package nsinit
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,8 +44,7 @@ func Main() {
 	runtime.LockOSThread()
 	status := os.NewFile(wire.StatusFD, "status")
 	report := func(s wire.Status) {
-		b, _ := json.Marshal(s)
-		status.Write(append(b, '\n'))
+		status.Write(append(s.AppendJSON(nil), '\n'))
 	}
 	if err := run(status, report); err != nil {
 		var se *stageError

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // GitRepo is what JudgeGit needs to know of the git directory a change is
@@ -176,13 +177,13 @@ func JudgeGit(repo GitRepo, rel string, file, dir, deleted bool) (GitVerdict, st
 }
 
 // gitHeadRef is HEAD as git init and git checkout write it: a branch.
-var gitHeadRef = regexp.MustCompile(`^ref: refs/heads/[A-Za-z0-9_][A-Za-z0-9._/-]{0,200}\n$`)
+var gitHeadRef = lazyRegexp(`^ref: refs/heads/[A-Za-z0-9_][A-Za-z0-9._/-]{0,200}\n$`)
 
 // GitHeadOK reports whether a new repository's HEAD is as git init writes
 // it: "ref: refs/heads/NAME", NAME a plain branch name.
 func GitHeadOK(content []byte) bool {
 	s := string(content)
-	if !gitHeadRef.MatchString(s) {
+	if !gitHeadRef().MatchString(s) {
 		return false
 	}
 	name := strings.TrimSuffix(strings.TrimPrefix(s, "ref: refs/heads/"), "\n")
@@ -212,9 +213,9 @@ func GitDataPath(rel string, dir bool) bool {
 	switch top {
 	case "objects":
 		if dir {
-			return gitObjectDir.MatchString(rest)
+			return gitObjectDir().MatchString(rest)
 		}
-		return gitObjectFile.MatchString(rest)
+		return gitObjectFile().MatchString(rest)
 	case "refs", "logs":
 		for _, c := range strings.Split(rest, "/") {
 			if !refComponent(c) {
@@ -224,22 +225,29 @@ func GitDataPath(rel string, dir bool) bool {
 		return true
 	case "rr-cache":
 		if dir {
-			return gitHex.MatchString(rest)
+			return gitHex().MatchString(rest)
 		}
-		return gitRerere.MatchString(rest)
+		return gitRerere().MatchString(rest)
 	}
 	return false
 }
 
 var (
-	gitHex        = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
-	gitObjectDir  = regexp.MustCompile(`^([0-9a-f]{2}|pack|info|info/commit-graphs)$`)
-	gitObjectFile = regexp.MustCompile(`^([0-9a-f]{2}/[0-9a-f]{38}([0-9a-f]{24})?` +
+	gitHex        = lazyRegexp(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+	gitObjectDir  = lazyRegexp(`^([0-9a-f]{2}|pack|info|info/commit-graphs)$`)
+	gitObjectFile = lazyRegexp(`^([0-9a-f]{2}/[0-9a-f]{38}([0-9a-f]{24})?` +
 		`|pack/pack-[0-9a-f]{40,64}\.(pack|idx|rev|bitmap|keep|mtimes|promisor)` +
 		`|pack/multi-pack-index(-[0-9a-f]{40,64}\.(bitmap|rev))?` +
 		`|info/packs|info/commit-graph|info/commit-graphs/commit-graph-chain|info/commit-graphs/graph-[0-9a-f]{40,64}\.graph)$`)
-	gitRerere = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?/(preimage|postimage|thisimage)(\.[0-9]+)?$`)
+	gitRerere = lazyRegexp(`^[0-9a-f]{40}([0-9a-f]{24})?/(preimage|postimage|thisimage)(\.[0-9]+)?$`)
 )
+
+// lazyRegexp compiles expr when first used: the processes that import
+// this package without judging a git directory (every sandbox's init) do
+// not pay for it.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // refComponent reports whether c is a component git allows in a
 // reference's name (git check-ref-format): not empty, not starting with a

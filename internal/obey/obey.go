@@ -29,6 +29,7 @@ import (
 	"bytes"
 	"path"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/goccy/go-yaml/ast"
@@ -111,7 +112,7 @@ func underName(rel, name string) bool {
 // tailMatch matches a glob of the form **/a/b against the last names of
 // rel.
 func tailMatch(glob, rel string) bool {
-	g, ok := index.globs[glob]
+	g, ok := index().globs[glob]
 	if !ok {
 		g = compile(glob)
 	}
@@ -182,12 +183,8 @@ func compile(glob string) []namePat {
 
 // index finds entries by one name: the entries with that name among their
 // Names (of one component), and the rest, which Match tries in full; and
-// the catalog's globs, compiled.
-var index = func() (ix struct {
-	byName map[string]int
-	rest   []int
-	globs  map[string][]namePat
-}) {
+// the catalog's globs, compiled. It is built when first used.
+var index = sync.OnceValue(func() (ix catalogIndex) {
 	ix.byName, ix.globs = map[string]int{}, map[string][]namePat{}
 	for i, e := range Catalog {
 		multi := len(e.Globs) > 0
@@ -209,7 +206,13 @@ var index = func() (ix struct {
 		ix.globs[g] = compile(g)
 	}
 	return ix
-}()
+})
+
+type catalogIndex struct {
+	byName map[string]int
+	rest   []int
+	globs  map[string][]namePat
+}
 
 // Match returns the catalog's entry that rel is, or is under, by name; nil
 // for none. Repositories recognised by structure, and files recognised by
@@ -224,11 +227,11 @@ func match(rel string, skip func(name string) bool) *Entry {
 		if skip != nil && skip(n) {
 			continue
 		}
-		if i, ok := index.byName[n]; ok {
+		if i, ok := index().byName[n]; ok {
 			return &Catalog[i]
 		}
 	}
-	for _, i := range index.rest {
+	for _, i := range index().rest {
 		if Catalog[i].Matches(rel) {
 			return &Catalog[i]
 		}
@@ -245,7 +248,7 @@ func LinkMatch(rel string) *Entry {
 	if e := Match(rel); e != nil {
 		return e
 	}
-	for _, i := range index.rest {
+	for _, i := range index().rest {
 		e := &Catalog[i]
 		for _, n := range e.Names {
 			for p := n; strings.Contains(p, "/"); {
@@ -256,7 +259,7 @@ func LinkMatch(rel string) *Entry {
 			}
 		}
 		for _, g := range e.Globs {
-			pats := index.globs[g]
+			pats := index().globs[g]
 			for j := len(pats) - 1; j > 0; j-- {
 				if tailMatchPats(pats[:j], rel) {
 					return e

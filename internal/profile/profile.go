@@ -8,7 +8,6 @@
 package profile
 
 import (
-	_ "embed"
 	"fmt"
 	"maps"
 	"path"
@@ -19,9 +18,6 @@ import (
 
 // Version is the profile format version this build understands.
 const Version = 1
-
-//go:embed default.yaml
-var defaultYAML []byte
 
 // DefaultName is the name shown for the embedded default profile in errors.
 const DefaultName = "<default profile>"

@@ -53,7 +53,7 @@ func (s Search) InCached(root, file string) ([]Found, error) {
 		return nil, err
 	}
 	c.Found = found
-	saveGob(file, c)
+	saveFile(file, c)
 	return found, nil
 }
 
@@ -70,7 +70,7 @@ func (c *searchCache) fresh(root string) bool {
 
 func loadSearchCache(file string) *searchCache {
 	var c searchCache
-	if !loadGob(file, &c) || c.Dirs == nil {
+	if !loadFile(file, &c) || c.Dirs == nil {
 		return nil
 	}
 	return &c

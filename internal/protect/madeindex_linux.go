@@ -1,8 +1,6 @@
 package protect
 
 import (
-	"bytes"
-	"encoding/gob"
 	"io"
 	"os"
 	"path/filepath"
@@ -83,7 +81,7 @@ func newIndex(root string, st unix.Stat_t) *walkIndex {
 // decode, or it is another tree's.
 func loadIndex(file, root string, st unix.Stat_t) *walkIndex {
 	var ix walkIndex
-	if file == "" || !loadGob(file, &ix) || ix.Root != root || ix.Dev != st.Dev || ix.Ino != st.Ino || ix.Dirs == nil {
+	if file == "" || !loadFile(file, &ix) || ix.Root != root || ix.Dev != st.Dev || ix.Ino != st.Ino || ix.Dirs == nil {
 		return nil
 	}
 	if ix.Watch == nil {
@@ -95,10 +93,16 @@ func loadIndex(file, root string, st unix.Stat_t) *walkIndex {
 	return &ix
 }
 
-// loadGob decodes the file of cordon's own at file into v: false when it
+// cacheFile is what loadFile and saveFile read and write (see codec_linux.go).
+type cacheFile interface {
+	encode() []byte
+	decode([]byte) error
+}
+
+// loadFile decodes the file of cordon's own at file into v: false when it
 // is not there, is no regular file (a link is not followed), is larger
 // than maxIndex, or does not decode.
-func loadGob(file string, v any) bool {
+func loadFile(file string, v cacheFile) bool {
 	f, err := os.OpenFile(file, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return false
@@ -111,18 +115,18 @@ func loadGob(file string, v any) bool {
 	if err != nil || len(data) > maxIndex {
 		return false
 	}
-	return gob.NewDecoder(bytes.NewReader(data)).Decode(v) == nil
+	return v.decode(data) == nil
 }
 
-// save writes the index to file (see saveGob).
-func (ix *walkIndex) save(file string) { saveGob(file, ix) }
+// save writes the index to file (see saveFile).
+func (ix *walkIndex) save(file string) { saveFile(file, ix) }
 
-// saveGob writes v to file, through a file renamed into place, in a
+// saveFile writes v to file, through a file renamed into place, in a
 // directory it makes if need be (its parent, cordon's state directory,
 // must be there); a failure leaves the next reader to do without.
-func saveGob(file string, v any) {
-	var b bytes.Buffer
-	if gob.NewEncoder(&b).Encode(v) != nil || b.Len() > maxIndex {
+func saveFile(file string, v cacheFile) {
+	b := v.encode()
+	if len(b) > maxIndex {
 		os.Remove(file)
 		return
 	}
@@ -131,11 +135,11 @@ func saveGob(file string, v any) {
 	if err := os.Mkdir(filepath.Dir(file), 0o700); err != nil && !os.IsExist(err) {
 		return
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".gob-*")
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".index-*")
 	if err != nil {
 		return
 	}
-	_, err = tmp.Write(b.Bytes())
+	_, err = tmp.Write(b)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,6 +175,10 @@ func run(opts Options, res *Result) error {
 	}
 	dieAt("started")
 	init := b.init
+	// A command that runs on leaves cordon waiting: the heap its start
+	// took goes back to the system then, not kept for the whole run.
+	idle := time.AfterFunc(idleAfter, debug.FreeOSMemory)
+	defer idle.Stop()
 
 	done := make(chan struct{})
 	defer close(done)
@@ -249,6 +254,10 @@ func run(opts Options, res *Result) error {
 	res.rusage = ru
 	return res.finish(<-statuses, ws, waitErr)
 }
+
+// idleAfter is how long a command runs before cordon, waiting on it,
+// returns the memory it no longer uses.
+const idleAfter = time.Second
 
 // prepareSandbox builds the spec and the limiter (with the sandbox's cgroup) of a
 // sandbox, refusing when a layer is missing that the user did not allow to
@@ -521,7 +530,7 @@ func boot(opts Options, spec *Spec, lim *limiter, res *Result, exe *Executable, 
 	// into its cgroups, when it did not start there (a process move waits
 	// for an RCU grace period); closing the pipe tells init it is in place
 	// and may start the command.
-	if err := json.NewEncoder(specW).Encode(spec); err != nil {
+	if err := wire.WriteSpec(specW, &spec.Spec); err != nil {
 		init.kill()
 		return nil, setupErr("sending the spec", err)
 	}

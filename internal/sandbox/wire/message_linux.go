@@ -52,7 +52,9 @@ func SendMessage(sock *os.File, v any, files ...*os.File) error {
 
 // EncodeMessage is a message's datagram and its control data (the files).
 func EncodeMessage(v any, files []*os.File) (b, oob []byte, err error) {
-	if b, err = json.Marshal(v); err != nil {
+	if st, ok := v.(Status); ok {
+		b = st.AppendJSON(nil) // as init reports, without reflection
+	} else if b, err = json.Marshal(v); err != nil {
 		return nil, nil, err
 	}
 	if len(b) > MaxMessage {

@@ -6,9 +6,7 @@
 package wire
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -16,7 +14,8 @@ import (
 )
 
 // Spec is everything the sandbox init needs, computed on the host side. It
-// reaches init as JSON on a pipe, never through paths the sandbox could change.
+// reaches init on a pipe (see WriteSpec), never through paths the sandbox
+// could change. Its JSON form is for cordon's tests and traces.
 type Spec struct {
 	Hostname string  `json:"hostname"`
 	UserName string  `json:"user_name"`
@@ -139,7 +138,7 @@ type Layer struct {
 
 // Fixed descriptor numbers in init.
 const (
-	SpecFD   = 3 // the Spec, JSON, read to EOF
+	SpecFD   = 3 // the Spec (WriteSpec), then Placed
 	StatusFD = 4 // init's Status messages, JSON lines
 	// ConsoleFD is a unix socket on which init sends back the master of the
 	// pseudo-terminal it allocates when TTY is set; closed otherwise.
@@ -226,17 +225,6 @@ func PathOf(env []string) string { return EnvValue(env, "PATH") }
 
 // Placed is what cordon writes after the spec once init is in its cgroups.
 const Placed = "placed\n"
-
-// ReadSpec decodes a Spec, and returns the rest of r (where Placed follows).
-func ReadSpec(r io.Reader) (*Spec, io.Reader, error) {
-	var s Spec
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return nil, nil, fmt.Errorf("reading sandbox spec: %w", err)
-	}
-	return &s, io.MultiReader(dec.Buffered(), r), nil
-}
 
 // GitIgnoreFile is where init writes Spec.GitIgnore, the git excludes
 // file the sandbox's git reads (core.excludesFile, set in its
