@@ -209,10 +209,13 @@ func BenchmarkDurable(b *testing.B) {
 			latency := syncLatency(b, filepath.Join(dir, "probe"), 200)
 			path := filepath.Join(dir, "audit.jsonl")
 			l, _ := Open(path, Options{})
-			var syncs atomic.Int64
+			var syncs, syncNs atomic.Int64
 			l.fsync = func(f *os.File) error {
 				syncs.Add(1)
-				return fdatasync(f)
+				start := time.Now()
+				err := fdatasync(f)
+				syncNs.Add(int64(time.Since(start)))
+				return err
 			}
 			var wg sync.WaitGroup
 			per := b.N/writers + 1
@@ -235,6 +238,7 @@ func BenchmarkDurable(b *testing.B) {
 			b.ReportMetric(rate, "events/s")
 			b.ReportMetric(float64(per*writers)/float64(max(syncs.Load(), 1)), "events/sync")
 			b.ReportMetric(float64(latency.Microseconds()), "sync-µs")
+			b.ReportMetric(float64(syncNs.Load())/float64(max(syncs.Load(), 1))/1e3, "log-sync-µs")
 			b.ReportMetric(limit, "limit-events/s")
 			b.ReportMetric(rate/limit, "of-limit")
 		})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -245,7 +246,11 @@ func run(opts Options, res *Result) error {
 	close(cachesStop)
 	res.killed, res.stats, res.wall = lim.end()
 	if lim.caches != nil {
-		res.caches = lim.caches.end()
+		written := int64(math.MaxInt64) // unknown: walked
+		if ru != nil {
+			written = ru.Oublock * 512
+		}
+		res.caches = lim.caches.end(written)
 	}
 	findMade(spec, opts, begun, res)
 	for _, dir := range spec.restored {
