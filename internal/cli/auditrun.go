@@ -62,7 +62,7 @@ func openAudit(e *env, flagPath string, p *profile.Profile) (*auditLog, error) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(e.cwd, path)
 	}
-	if where := visibleIn(p, e.cwd, path); where != "" {
+	if where := visibleIn(e, p, e.cwd, path); where != "" {
 		return nil, fmt.Errorf("the audit log %s is inside %s, which the sandbox can see: choose another place for it (--audit-log, CORDON_AUDIT_LOG, or the configuration)", path, where)
 	}
 	o := audit.Options{MaxSize: config.Size(cfg.Audit.MaxSize, audit.DefaultMaxSize)}
@@ -106,39 +106,26 @@ func newRunID() string {
 
 // visibleIn names the host path of p's view (the workspace or a bind) that
 // holds path, or "" (always for no profile).
-func visibleIn(p *profile.Profile, cwd, path string) string {
-	return inView(p, cwd, path, false)
+func visibleIn(e *env, p *profile.Profile, cwd, path string) string {
+	return inView(e, p, cwd, path, false)
 }
 
 // writableIn names the host path of p's view that holds path and that the
 // sandbox may write on the host (a writable workspace in direct mode, a
 // writable bind), or "".
-func writableIn(p *profile.Profile, cwd, path string) string {
-	return inView(p, cwd, path, true)
+func writableIn(e *env, p *profile.Profile, cwd, path string) string {
+	return inView(e, p, cwd, path, true)
 }
 
-func inView(p *profile.Profile, cwd, path string, writable bool) string {
+// inView is visibleIn, or writableIn when writable is set. Where path
+// leads is resolved at each call; where the view's paths lead (the
+// workspace, the binds: host paths no sandbox has written when the
+// checks of a command's start run), once for the command e runs.
+func inView(e *env, p *profile.Profile, cwd, path string, writable bool) string {
 	if p == nil {
 		return ""
 	}
-	// real resolves links as far as x exists: a path not made yet is
-	// where its nearest existing parent leads, and then its rest.
-	real := func(x string) string {
-		x = filepath.Clean(x)
-		rest := ""
-		for {
-			if r, err := filepath.EvalSymlinks(x); err == nil {
-				return filepath.Join(r, rest)
-			}
-			parent := filepath.Dir(x)
-			if parent == x {
-				return filepath.Join(x, rest)
-			}
-			rest = filepath.Join(filepath.Base(x), rest)
-			x = parent
-		}
-	}
-	target := real(filepath.Dir(path))
+	target := resolve(filepath.Dir(path))
 	var views []string
 	if ws := p.Workspace.Path; ws != "" && (!writable || p.Workspace.Writable && !p.Workspace.Reviewed()) {
 		if !filepath.IsAbs(ws) {
@@ -152,12 +139,37 @@ func inView(p *profile.Profile, cwd, path string, writable bool) string {
 		}
 	}
 	for _, v := range views {
-		rv := real(v)
+		rv, ok := e.views[v]
+		if !ok {
+			rv = resolve(v)
+			if e.views == nil {
+				e.views = map[string]string{}
+			}
+			e.views[v] = rv
+		}
 		if target == rv || strings.HasPrefix(target+"/", rv+"/") {
 			return v
 		}
 	}
 	return ""
+}
+
+// resolve resolves links as far as x exists: a path not made yet is where
+// its nearest existing parent leads, and then its rest.
+func resolve(x string) string {
+	x = filepath.Clean(x)
+	rest := ""
+	for {
+		if r, err := filepath.EvalSymlinks(x); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(x)
+		if parent == x {
+			return filepath.Join(x, rest)
+		}
+		rest = filepath.Join(filepath.Base(x), rest)
+		x = parent
+	}
 }
 
 func (a *auditor) event(kind audit.Kind, typ string, data any) audit.Event {

@@ -27,7 +27,7 @@ func layersDir() string { return filepath.Join(config.StateDir(), "layers") }
 // no run holds, left by a cordon that was killed, is removed by the next
 // guarded run. release removes the run's layer once the sandbox has ended.
 func guardLayer(e *env, p *profile.Profile, profileFile, run string, record func(audit.Event), started time.Time, opts *sandbox.Options) (release func(), err error) {
-	if where := visibleIn(p, e.cwd, filepath.Join(layersDir(), "layer")); where != "" {
+	if where := visibleIn(e, p, e.cwd, filepath.Join(layersDir(), "layer")); where != "" {
 		return nil, fmt.Errorf("cordon's state directory %s, where a guarded workspace's layer is kept, is inside %s, which the sandbox can see: set CORDON_STATE_DIR elsewhere", config.StateDir(), where)
 	}
 	// The layer's files are the workspace owner's, as the sandbox's

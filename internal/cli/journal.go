@@ -32,7 +32,7 @@ func journalDirs(e *env, p *profile.Profile) []string {
 	if d := cacheDir(e, p, "journal"); d != "" {
 		out = append(out, d)
 	}
-	if d := runtimeJournal(e); d != "" && visibleIn(p, e.cwd, filepath.Join(d, "entry")) == "" {
+	if d := runtimeJournal(e); d != "" && visibleIn(e, p, e.cwd, filepath.Join(d, "entry")) == "" {
 		out = append(out, d)
 	}
 	return out

@@ -41,6 +41,9 @@ type env struct {
 	stderrFile     *os.File
 	getenv         func(string) (string, bool)
 	cwd            string
+	// views holds where the paths of a profile's view lead, resolved once
+	// for the command (see inView).
+	views map[string]string
 }
 
 // Main runs cordon with args (without the program name) and returns the exit

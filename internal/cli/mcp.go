@@ -183,7 +183,7 @@ func mcpClients(e *env, p *profile.Profile, file string, needed bool) ([]config.
 // one of its tool servers' (profile file is p's, "" for the embedded one);
 // nil when it is in none.
 func outsideViews(e *env, p *profile.Profile, file, path string) error {
-	if where := visibleIn(p, e.cwd, path); where != "" {
+	if where := visibleIn(e, p, e.cwd, path); where != "" {
 		return fmt.Errorf("inside %s, which the agent's sandboxes can see", where)
 	}
 	dir := e.cwd
@@ -203,7 +203,7 @@ func outsideViews(e *env, p *profile.Profile, file, path string) error {
 		if err != nil {
 			return fmt.Errorf("servers.%s.profile: %w", name, err)
 		}
-		if where := visibleIn(sp, e.cwd, path); where != "" {
+		if where := visibleIn(e, sp, e.cwd, path); where != "" {
 			return fmt.Errorf("inside %s, which the sandbox of the tool server %s can see", where, name)
 		}
 	}

@@ -59,7 +59,7 @@ func newSessionSandboxes(e *env, p *profile.Profile, file string, r *probeRunner
 // changesOutsideView refuses a state directory that p's sandboxes can see:
 // change sets wait there.
 func changesOutsideView(e *env, p *profile.Profile) error {
-	if where := visibleIn(p, e.cwd, filepath.Join(changesDir(), "set")); where != "" {
+	if where := visibleIn(e, p, e.cwd, filepath.Join(changesDir(), "set")); where != "" {
 		return fmt.Errorf("cordon's state directory %s, where the changes would wait, is inside %s, which the sandbox can see: set CORDON_STATE_DIR elsewhere", changesDir(), where)
 	}
 	return nil

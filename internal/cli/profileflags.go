@@ -157,10 +157,10 @@ func (pf *profileFlags) gate(e *env, p *profile.Profile, allow map[string]bool) 
 	// could read them, the records of its own governed profile are no
 	// secret, but its view should not hold them either.
 	records := filepath.Join(approval.StateDir(), "record")
-	if where := writableIn(p, e.cwd, records); where != "" {
+	if where := writableIn(e, p, e.cwd, records); where != "" {
 		return fmt.Errorf("cordon's records of approved profiles (%s) are inside %s, which the sandbox may write (it could approve any profile): set CORDON_STATE_DIR to a place outside every writable workspace and bind", approval.StateDir(), where)
 	}
-	if where := visibleIn(p, e.cwd, records); where != "" && approval.Governed(file, p) {
+	if where := visibleIn(e, p, e.cwd, records); where != "" && approval.Governed(file, p) {
 		return fmt.Errorf("cordon's records of approved profiles (%s) are inside %s, which the sandbox can see: set CORDON_STATE_DIR to a place outside every workspace and mount", approval.StateDir(), where)
 	}
 	for _, w := range warnings {

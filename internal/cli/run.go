@@ -77,7 +77,7 @@ func runCmd(e *env, args []string) int {
 	subdir := repoWorkspace(e, pf, p)
 	if out != nil {
 		// Now that the view is known: the outcome is written outside it.
-		if where := visibleIn(p, e.cwd, out.Path()); where != "" {
+		if where := visibleIn(e, p, e.cwd, out.Path()); where != "" {
 			return fail(e, fmt.Errorf("--outcome %s is inside %s, which the sandbox can see (it could put a link or a FIFO there): write it elsewhere", *outFile, where))
 		}
 	}
@@ -367,7 +367,7 @@ func walkIndexDir(e *env, p *profile.Profile) string { return cacheDir(e, p, "wa
 // second look.
 func cacheDir(e *env, p *profile.Profile, name string) string {
 	dir := filepath.Join(config.StateDir(), name)
-	if visibleIn(p, e.cwd, filepath.Join(dir, "entry")) != "" || os.MkdirAll(dir, 0o700) != nil {
+	if visibleIn(e, p, e.cwd, filepath.Join(dir, "entry")) != "" || os.MkdirAll(dir, 0o700) != nil {
 		return ""
 	}
 	return dir

@@ -115,7 +115,7 @@ func serveCmd(e *env, args []string) int {
 			if f.path == "" {
 				continue
 			}
-			if where := visibleIn(a.Loaded, sandboxDir, f.path); where != "" {
+			if where := visibleIn(e, a.Loaded, sandboxDir, f.path); where != "" {
 				return fail(e, fmt.Errorf("agent %s: the %s %s is inside %s, which its sandboxes can see", a.Name, f.what, f.path, where))
 			}
 		}

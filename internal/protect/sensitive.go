@@ -10,6 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // EvalSymlinks is filepath.EvalSymlinks, answering with one lstat for a
@@ -30,7 +34,43 @@ func EvalSymlinks(p string) (string, error) {
 // $HOME's, and every account's in /etc/passwd, each as given and, where a
 // link leads elsewhere, as its real path too (a path found by following
 // links names a home by the latter); never "/".
+//
+// A command's start asks several times within milliseconds: what was found
+// is kept for homesFresh, while /etc/passwd and $HOME are as they were.
 func Homes() []string {
+	key := homesKey()
+	homesMemo.Lock()
+	defer homesMemo.Unlock()
+	if homesMemo.homes != nil && homesMemo.key == key && time.Since(homesMemo.at) < homesFresh {
+		return slices.Clone(homesMemo.homes)
+	}
+	homes := findHomes()
+	homesMemo.key, homesMemo.at, homesMemo.homes = key, time.Now(), homes
+	return slices.Clone(homes)
+}
+
+// homesFresh is how long Homes keeps what it found.
+const homesFresh = time.Second
+
+var homesMemo struct {
+	sync.Mutex
+	key   string
+	at    time.Time
+	homes []string
+}
+
+// homesKey names what Homes reads: $HOME, and /etc/passwd's identity,
+// size and change time.
+func homesKey() string {
+	h, _ := os.UserHomeDir()
+	var st unix.Stat_t
+	if unix.Stat("/etc/passwd", &st) != nil {
+		return h
+	}
+	return fmt.Sprintf("%s\x00%d %d %d %d.%d", h, st.Dev, st.Ino, st.Size, st.Ctim.Sec, st.Ctim.Nsec)
+}
+
+func findHomes() []string {
 	homes := map[string]bool{}
 	if h, err := os.UserHomeDir(); err == nil {
 		homes[filepath.Clean(h)] = true
