@@ -7,8 +7,9 @@
 //
 // A Decoder's first error sticks: every later read returns a zero value,
 // and End reports it. A count larger than the rest of the input could hold
-// fails at once, so a damaged or hostile input never makes a large
-// allocation.
+// fails at once, and collections are made small (Prealloc) and grown as
+// their entries are read, so a damaged or hostile input never makes an
+// allocation larger than itself.
 package bincode
 
 import (
@@ -120,7 +121,7 @@ func (d *Decoder) Strings() []string {
 	if n == 0 {
 		return nil
 	}
-	ss := make([]string, 0, n)
+	ss := make([]string, 0, Prealloc(n))
 	for range n {
 		ss = append(ss, d.String())
 	}
@@ -137,6 +138,11 @@ func (d *Decoder) Count(min int) int {
 	}
 	return int(n)
 }
+
+// Prealloc is what a collection of n entries is made with before they
+// are read: n, but no more than 1024, so that a count an input cannot
+// back costs no more than its entries, which grow it as they are read.
+func Prealloc(n int) int { return min(n, 1024) }
 
 // Magic reads m, which must come next.
 func (d *Decoder) Magic(m string) {

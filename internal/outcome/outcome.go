@@ -155,10 +155,6 @@ type Caches struct {
 	Bytes int64 `json:"bytes"`
 	Files int64 `json:"files"`
 	Past  bool  `json:"past,omitempty"`
-	// Estimated says Bytes and Files were not walked when the run ended:
-	// they are what the caches held before it, plus what their file
-	// system lost during it (a run that built nothing).
-	Estimated bool `json:"estimated,omitempty"`
 	// Cleared names the caches cordon emptied after the run, least
 	// recently used first, to bring them back within cache_size.
 	Cleared []string `json:"cleared,omitempty"`

@@ -22,7 +22,7 @@ func encodeDirs(e *bincode.Encoder, m map[string]dirMark) {
 
 func decodeDirs(d *bincode.Decoder) map[string]dirMark {
 	n := d.Count(3)
-	m := make(map[string]dirMark, n)
+	m := make(map[string]dirMark, bincode.Prealloc(n))
 	for range n {
 		k := d.String()
 		m[k] = dirMark{Ino: d.Uint(), Ctime: d.Int()}
@@ -55,13 +55,13 @@ func (ix *walkIndex) decode(b []byte) error {
 	ix.Root, ix.Dev, ix.Ino = d.String(), d.Uint(), d.Uint()
 	ix.Dirs = decodeDirs(d)
 	n := d.Count(2)
-	ix.Watch = make(map[string]bool, n)
+	ix.Watch = make(map[string]bool, bincode.Prealloc(n))
 	for range n {
 		k := d.String()
 		ix.Watch[k] = d.Bool()
 	}
 	n = d.Count(2)
-	ix.Creds = make(map[string]string, n)
+	ix.Creds = make(map[string]string, bincode.Prealloc(n))
 	for range n {
 		k := d.String()
 		ix.Creds[k] = d.String()
@@ -97,7 +97,7 @@ func (c *searchCache) decode(b []byte) error {
 	c.Root, c.Dev, c.Ino, c.Key = d.String(), d.Uint(), d.Uint(), d.String()
 	c.Dirs = decodeDirs(d)
 	n := d.Count(9)
-	c.Found = make([]Found, 0, n)
+	c.Found = make([]Found, 0, bincode.Prealloc(n))
 	for range n {
 		var f Found
 		f.Rel, f.Cred.Path = d.String(), d.String()

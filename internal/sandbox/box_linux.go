@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"os"
 	"sync"
@@ -646,8 +645,7 @@ func (x *Box) CloseWith(kept func(layer *os.File)) {
 		}
 		x.lim.end()
 		if c := x.lim.caches; c != nil {
-			// A kept sandbox's commands are not all waited on here: walked.
-			if o := c.end(math.MaxInt64); o.Error != "" && x.opts.Log != nil {
+			if o := c.end(); o.Error != "" && x.opts.Log != nil {
 				fmt.Fprintf(x.opts.Log, "caches: %s\n", o.Error)
 			}
 		}

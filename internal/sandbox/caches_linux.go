@@ -54,9 +54,8 @@ func addCaches(spec *Spec, opts Options, res *Result) (*cacheWatch, error) {
 	}
 	// The record is not what the caches hold now (a run of the agent still
 	// going writes them, and records what it saw when it ends): the first
-	// check walks them. Only the end may start from it (see end).
+	// check walks them.
 	w.free = freeOn(store.Dir)
-	w.recorded, w.recordedOK = store.Recorded()
 	for _, b := range plan.Binds() {
 		spec.Mounts = append(spec.Mounts, Mount{Source: b.Host, Target: b.Target, Writable: true})
 		spec.caches = append(spec.caches, b.Target)
@@ -102,20 +101,7 @@ type cacheWatch struct {
 	ok    bool
 	// last is the last measure, walked or not.
 	last du.Use
-	// recorded is what the agent's caches held when its last run ended,
-	// at most; recordedOK says there is a record (see end).
-	recorded   du.Use
-	recordedOK bool
 }
-
-// endSlack and endSlackInodes bound what a run may write, and its caches'
-// file system lose, while its caches are taken to have gained no more
-// than that loss (see end): what cordon itself writes there during a run
-// (its audit log, its journal) fits, with room to spare.
-const (
-	endSlack       = 64 << 10
-	endSlackInodes = 16
-)
 
 // freeOn measures the free room of the file system dir is on.
 func freeOn(dir string) *[3]uint64 {
@@ -197,29 +183,15 @@ func (w *cacheWatch) watch(lim *limiter, stop <-chan struct{}) {
 	}
 }
 
-// end measures the caches once the sandbox has ended, records what they
-// hold, and trims them when past their bound: what could not be measured
-// and the least recently used first, until within it. written is what
-// the sandbox's processes wrote to files (dirtied pages, as wait4's
-// rusage counts them). The caches are walked, unless the sandbox wrote
-// no more than endSlack and their file system lost no more than that
-// during the run: then what they held before, walked or recorded, plus
-// that loss bounds what they hold, and a run that built nothing is
-// spared a walk that costs in proportion to what they hold (about 4 µs
-// an entry). Either alone would not do: room freed elsewhere on the file
-// system hides what the caches gained from its loss, and space taken
-// without writing (fallocate, empty files) is not written.
-func (w *cacheWatch) end(written int64) *outcome.Caches {
+// end walks the caches once the sandbox has ended (what the file system
+// lost does not bound them: the sandbox may have freed room elsewhere on
+// it), records what they hold, and trims them when past their bound: what
+// could not be measured and the least recently used first, until within
+// it.
+func (w *cacheWatch) end() *outcome.Caches {
 	c := &outcome.Caches{Names: w.plan.Names(), Cleared: w.cleared, Error: w.err}
 	w.mu.Lock()
-	now := freeOn(w.plan.Store.Dir)
-	u, ok := w.unchanged(now, written)
-	var err error
-	if ok {
-		c.Estimated = true
-	} else {
-		u, _, err = w.walk(now)
-	}
+	u, _, err := w.walk(freeOn(w.plan.Store.Dir))
 	w.mu.Unlock()
 	if err != nil {
 		c.Error = fmt.Sprintf("measuring the caches: %v", err)
@@ -238,29 +210,6 @@ func (w *cacheWatch) end(written int64) *outcome.Caches {
 		c.Error = err.Error()
 	}
 	return c
-}
-
-// unchanged is what the caches hold, at most, when the file system lost
-// too little since they were last measured for them to have grown past
-// it, nor the sandbox wrote enough (see end); ok is false when that does
-// not bound them. w.mu is held.
-func (w *cacheWatch) unchanged(now *[3]uint64, written int64) (du.Use, bool) {
-	base, ok := w.known, w.ok
-	if !ok {
-		base, ok = w.recorded, w.recordedOK
-	}
-	if !ok || written > endSlack || now == nil || w.free == nil || now[1] != w.free[1] {
-		return du.Use{}, false
-	}
-	lost := int64(w.free[0]-min(w.free[0], now[0])) * int64(now[1])
-	lostInodes := int64(w.free[2] - min(w.free[2], now[2]))
-	u := du.Use{Bytes: base.Bytes + lost, Inodes: base.Inodes + lostInodes}
-	if lost > endSlack || lostInodes > endSlackInodes || base.Unseen > 0 ||
-		w.bound.Bytes > 0 && u.Bytes > w.bound.Bytes || w.bound.Inodes > 0 && u.Inodes > w.bound.Inodes {
-		return du.Use{}, false
-	}
-	w.last = u
-	return u, true
 }
 
 // used is the fraction of cache_size the caches held when last measured.

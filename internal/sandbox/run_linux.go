@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -246,11 +245,7 @@ func run(opts Options, res *Result) error {
 	close(cachesStop)
 	res.killed, res.stats, res.wall = lim.end()
 	if lim.caches != nil {
-		written := int64(math.MaxInt64) // unknown: walked
-		if ru != nil {
-			written = ru.Oublock * 512
-		}
-		res.caches = lim.caches.end(written)
+		res.caches = lim.caches.end()
 	}
 	findMade(spec, opts, begun, res)
 	for _, dir := range spec.restored {

@@ -43,9 +43,13 @@ func ReadSpec(r io.Reader) (*Spec, io.Reader, error) {
 	if size > maxSpec {
 		return nil, nil, fmt.Errorf("reading sandbox spec: %d bytes is over %d", size, maxSpec)
 	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
+	// Read as it arrives: a length its bytes do not follow costs nothing.
+	b, err := io.ReadAll(io.LimitReader(r, int64(size)))
+	if err != nil {
 		return nil, nil, fmt.Errorf("reading sandbox spec: %w", err)
+	}
+	if len(b) != int(size) {
+		return nil, nil, fmt.Errorf("reading sandbox spec: %w", io.ErrUnexpectedEOF)
 	}
 	var s Spec
 	if err := s.decode(b); err != nil {
@@ -105,9 +109,11 @@ func (s *Spec) decode(b []byte) error {
 	s.UID, s.GID = d.Small(), d.Small()
 	s.Home = d.String()
 	if n := d.Count(10); n > 0 {
-		s.Mounts = make([]Mount, n)
-		for i := range s.Mounts {
-			s.Mounts[i].decode(d)
+		s.Mounts = make([]Mount, 0, bincode.Prealloc(n))
+		for range n {
+			var m Mount
+			m.decode(d)
+			s.Mounts = append(s.Mounts, m)
 		}
 	}
 	s.TmpSize = d.Int()
@@ -130,9 +136,9 @@ func (s *Spec) decode(b []byte) error {
 	s.Transparent = d.Bool()
 	s.GitIgnore = d.String()
 	if n := d.Count(2); n > 0 {
-		s.Placeholders = make([]protect.ID, n)
-		for i := range s.Placeholders {
-			s.Placeholders[i] = protect.ID{Dev: d.Uint(), Ino: d.Uint()}
+		s.Placeholders = make([]protect.ID, 0, bincode.Prealloc(n))
+		for range n {
+			s.Placeholders = append(s.Placeholders, protect.ID{Dev: d.Uint(), Ino: d.Uint()})
 		}
 	}
 	if d.Bool() {
@@ -169,9 +175,9 @@ func (m *Mount) decode(d *bincode.Decoder) {
 	m.Link = d.String()
 	m.Missing = d.Bool()
 	if n := d.Count(2); n > 0 {
-		m.Protect = make([]protect.Entry, n)
-		for i := range m.Protect {
-			m.Protect[i] = protect.Entry{Rel: d.String(), ReadOnly: d.Bool()}
+		m.Protect = make([]protect.Entry, 0, bincode.Prealloc(n))
+		for range n {
+			m.Protect = append(m.Protect, protect.Entry{Rel: d.String(), ReadOnly: d.Bool()})
 		}
 	}
 	m.Mask = d.Strings()
