@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -137,7 +138,7 @@ func goLiteral(b *bytes.Buffer, v reflect.Value, elided bool) error {
 		if t.Key().Kind() != reflect.String {
 			return fmt.Errorf("a map keyed by %s", t.Key())
 		}
-		slices.SortFunc(keys, func(x, y reflect.Value) int { return cmpString(x.String(), y.String()) })
+		slices.SortFunc(keys, func(x, y reflect.Value) int { return strings.Compare(x.String(), y.String()) })
 		b.WriteString(typeName(t) + "{")
 		for _, k := range keys {
 			b.WriteString("\n" + strconv.Quote(k.String()) + ": ")
@@ -159,16 +160,6 @@ func goLiteral(b *bytes.Buffer, v reflect.Value, elided bool) error {
 		return fmt.Errorf("a %s", t.Kind())
 	}
 	return nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // conv is lit of type t: converted when t is a named type.
