@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,12 +115,35 @@ func sealed(name string, fill func(*os.File) error) (*os.File, error) {
 	if err := fill(mem); err != nil {
 		return nil, fmt.Errorf("copying %s into memory: %w", name, err)
 	}
-	seals := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
-	if _, err := unix.FcntlInt(mem.Fd(), unix.F_ADD_SEALS, seals); err != nil {
+	if err := seal(mem); err != nil {
 		return nil, fmt.Errorf("sealing %s: %w", name, err)
 	}
 	return highFD(mem)
 }
+
+// seal seals mem against every change. The kernel refuses the write seal
+// (EBUSY) while a page of the file has a reference besides its mappings,
+// after waiting about 75 ms for it to go: one taken in passing by the
+// kernel itself (on a host under load, the copy's pages can be held that
+// long), so the seal is tried again, sealTries times in all, a little
+// later each time.
+func seal(mem *os.File) error {
+	const seals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	var err error
+	for try := range sealTries {
+		if _, err = addSeals(int(mem.Fd()), seals); !errors.Is(err, unix.EBUSY) {
+			return err
+		}
+		time.Sleep(time.Duration(10<<try) * time.Millisecond)
+	}
+	return err
+}
+
+// sealTries bounds seal's attempts; addSeals is fcntl(F_ADD_SEALS), a
+// variable for tests.
+const sealTries = 5
+
+var addSeals = func(fd, seals int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals) }
 
 // rootOwned reports whether f belongs to host root and only root may write
 // it.

@@ -147,6 +147,7 @@ var sharedVars = []string{"CARGO_HOME", "GOPATH", "RUSTUP_HOME", "PYENV_ROOT", "
 // version manager's root), or "". Each is known by its name as given and
 // with its links resolved.
 func (r *resolver) shared(d string) string {
+	r.loadHomes()
 	if slices.Contains(r.homes, d) {
 		return "is a home directory"
 	}
@@ -207,6 +208,7 @@ func (r *resolver) refused(prefix string) string {
 	if prefix == "/" {
 		return "is the whole host file system"
 	}
+	r.loadHomes()
 	for _, h := range r.homes {
 		if within(h, prefix) {
 			if h == prefix {

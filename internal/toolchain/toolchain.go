@@ -304,8 +304,10 @@ type resolver struct {
 	getenv func(string) (string, bool)
 	cwd    string
 	// homes are the host's homes, each as given and with its links
-	// resolved.
-	homes []string
+	// resolved; they, sharedDirs and credDirs are found when first needed
+	// (homesLoaded, see loadHomes).
+	homes       []string
+	homesLoaded bool
 	// sharedDirs are the directories that hold many programs besides the
 	// homes (~/.local, CARGO_HOME, ...), as given and resolved, each with
 	// why.
@@ -328,29 +330,6 @@ func newResolver(p *profile.Profile, h Host) *resolver {
 	r := &resolver{p: p, getenv: h.Getenv, cwd: h.Cwd, homes: h.Homes, cache: h.Cache}
 	if r.getenv == nil {
 		r.getenv = func(string) (string, bool) { return "", false }
-	}
-	if r.homes == nil {
-		r.homes = protect.Homes()
-	}
-	r.homes = withReal(r.homes...)
-	r.sharedDirs = map[string]string{}
-	for _, h := range r.homes {
-		for _, u := range userDirs {
-			for _, d := range withReal(filepath.Join(h, u)) {
-				r.sharedDirs[d] = "is shared by the programs of " + h
-			}
-		}
-		for _, c := range protect.Credentials() {
-			if real, err := protect.EvalSymlinks(filepath.Join(h, c)); err == nil && !within(real, h) {
-				r.credDirs = append(r.credDirs, credDir{name: c, path: real})
-			}
-		}
-	}
-	for _, v := range sharedVars {
-		val, _ := r.getenv(v)
-		for _, d := range withReal(absDirs(val)...) {
-			r.sharedDirs[d] = "is " + v
-		}
 	}
 	if path, ok := r.getenv("PATH"); ok {
 		r.hostPath = absDirs(path)
@@ -380,6 +359,40 @@ func newResolver(p *profile.Profile, h Host) *resolver {
 		}
 	}
 	return r
+}
+
+// loadHomes finds the homes, their shared directories and where their
+// stores of credentials lead, once, when a prefix is first judged: a run
+// whose command names no toolchain (a path, a shell's builtins) does not
+// look at every account's home.
+func (r *resolver) loadHomes() {
+	if r.homesLoaded {
+		return
+	}
+	r.homesLoaded = true
+	if r.homes == nil {
+		r.homes = protect.Homes()
+	}
+	r.homes = withReal(r.homes...)
+	r.sharedDirs = map[string]string{}
+	for _, h := range r.homes {
+		for _, u := range userDirs {
+			for _, d := range withReal(filepath.Join(h, u)) {
+				r.sharedDirs[d] = "is shared by the programs of " + h
+			}
+		}
+		for _, c := range protect.Credentials() {
+			if real, err := protect.EvalSymlinks(filepath.Join(h, c)); err == nil && !within(real, h) {
+				r.credDirs = append(r.credDirs, credDir{name: c, path: real})
+			}
+		}
+	}
+	for _, v := range sharedVars {
+		val, _ := r.getenv(v)
+		for _, d := range withReal(absDirs(val)...) {
+			r.sharedDirs[d] = "is " + v
+		}
+	}
 }
 
 // where is the place in the profile's file of field, as errors give it.
