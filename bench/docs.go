@@ -85,8 +85,8 @@ ms, a full fork because of the user namespace, not a vfork), init's Go
 runtime (1-1.5 ms), building the root (3-4 ms: proc, dev, about 25 bind
 mounts, the /proc masks), confinement (about 1 ms), the command and the
 teardown of the namespaces (1.5-2 ms), the cgroup's removal and the walk
-of the agent's caches (about 1 ms, and 4 µs for each entry the caches
-hold) and the fsynced audit seal (about 0.7 ms, more on a busy disk). What made it slower before, and is gone: moving init
+of the agent's caches (about 1 ms, and for each entry the caches hold
+about 5 µs of system calls, read by two threads at once on two cores) and the fsynced audit seal (about 0.7 ms, more on a busy disk). What made it slower before, and is gone: moving init
 into its v1 cgroups waited for an RCU grace period (8-16 ms here), where
 init is now forked from a thread of cordon that passes through the cgroups;
 registering the forwarded signals (a round trip to the Go runtime's signal

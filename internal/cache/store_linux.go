@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,10 +62,15 @@ func (s Store) Use(b du.Bound) (du.Use, error) {
 		return du.Use{}, err
 	}
 	defer unix.Close(fd)
-	u, err := du.Walk(fd, b)
+	u, err := du.WalkParallel(fd, walkers, b)
 	u.Past = u.Past || u.Unseen > 0
 	return u, err
 }
+
+// walkers is how many directories a walk of the caches reads at once:
+// one for each CPU, up to 4 (a walk is a system call or two an entry; a
+// run's end waits for it).
+var walkers = min(runtime.NumCPU(), 4)
 
 // Bound is the walk bound of caches of size bytes: past size bytes, or past
 // one file for each BlockSize bytes of it. 0 is no bound.

@@ -66,46 +66,17 @@ var errPast = errors.New("past the bound")
 // dir counts what the directory fd holds (and closes it).
 func (w *walk) dir(fd, depth int) error {
 	defer unix.Close(fd)
-	var subdirs []string
-	for {
-		n, err := unix.Getdents(fd, w.buf)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			break
-		}
-		_, _, names := unix.ParseDirent(w.buf[:n], -1, nil)
-		for _, name := range names {
-			var st unix.Stat_t
-			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				if !errors.Is(err, unix.ENOENT) {
-					w.unseen++ // in a directory closed to search (chmod 444)
-				}
-				continue // or gone since: the sandbox is still writing
-			}
-			w.inodes++
-			w.bytes += st.Blocks * 512
-			if w.past() {
-				return errPast
-			}
-			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				continue
-			}
-			if depth < MaxDepth {
-				subdirs = append(subdirs, name)
-			} else {
-				w.unseen++
-			}
-		}
+	subdirs, err := w.list(fd, depth, func(st *unix.Stat_t) bool {
+		w.inodes++
+		w.bytes += st.Blocks * 512
+		return w.past()
+	}, func() { w.unseen++ })
+	if err != nil {
+		return err
 	}
 	for _, name := range subdirs {
-		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		switch {
-		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP):
-			continue // gone, or replaced by a file or a link since
-		case err != nil:
-			w.unseen++ // unreadable
+		sub, ok := w.open(fd, name, func() { w.unseen++ })
+		if !ok {
 			continue
 		}
 		if err := w.dir(sub, depth+1); err != nil {
@@ -113,6 +84,59 @@ func (w *walk) dir(fd, depth int) error {
 		}
 	}
 	return nil
+}
+
+// list reads the directory fd: count is given each entry's stat, and
+// ends the walk (errPast) by answering true; unseen is told of each entry
+// that cannot be looked at and each directory too deep to enter. It
+// returns the names of the directories to enter.
+func (w *walk) list(fd, depth int, count func(*unix.Stat_t) bool, unseen func()) ([]string, error) {
+	var subdirs []string
+	for {
+		n, err := unix.Getdents(fd, w.buf)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return subdirs, nil
+		}
+		_, _, names := unix.ParseDirent(w.buf[:n], -1, nil)
+		for _, name := range names {
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				if !errors.Is(err, unix.ENOENT) {
+					unseen() // in a directory closed to search (chmod 444)
+				}
+				continue // or gone since: the sandbox is still writing
+			}
+			if count(&st) {
+				return nil, errPast
+			}
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+			if depth < MaxDepth {
+				subdirs = append(subdirs, name)
+			} else {
+				unseen()
+			}
+		}
+	}
+}
+
+// open opens the directory name beneath fd, following nothing; false when
+// it is gone, is no longer a directory (replaced by a file or a link), or
+// cannot be opened (then unseen is told).
+func (w *walk) open(fd int, name string, unseen func()) (int, bool) {
+	sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP):
+		return 0, false // gone, or replaced by a file or a link since
+	case err != nil:
+		unseen() // unreadable
+		return 0, false
+	}
+	return sub, true
 }
 
 func (w *walk) past() bool {

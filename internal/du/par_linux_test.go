@@ -1,0 +1,66 @@
+package du
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// A parallel walk counts what Walk counts, follows nothing, says what it
+// did not see (too deep, closed to it), and leaves no descriptor open,
+// whether it ends or stops past its bound, on a tree wider than the
+// directories it holds open waiting.
+func TestWalkParallelCountsAsWalkDoes(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(outside, "big"), make([]byte, 1<<20), 0o644)
+	for i := range 3 * maxQueued {
+		sub := filepath.Join(dir, "w"+strconv.Itoa(i), "x")
+		os.MkdirAll(sub, 0o755)
+		os.WriteFile(filepath.Join(sub, "f"), make([]byte, 4096*(i%5+1)), 0o644)
+	}
+	os.Symlink(outside, filepath.Join(dir, "link"))
+	os.Symlink(filepath.Join(outside, "big"), filepath.Join(dir, "w0", "link"))
+	chain(t, dir, MaxDepth+3)
+	if err := os.MkdirAll(filepath.Join(dir, "closed", "in"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(dir, "closed"), 0) // root still enters it: Unseen only when not root
+
+	fds := openFDs(t)
+	want, err := Walk(open(t, dir), Bound{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{1, 2, 8} {
+		got, err := WalkParallel(open(t, dir), workers, Bound{})
+		if err != nil || got != want {
+			t.Fatalf("%d workers: %+v, %v; Walk counted %+v", workers, got, err, want)
+		}
+	}
+	if want.Unseen == 0 {
+		t.Fatalf("walk: %+v; want what is too deep unseen", want)
+	}
+	bound := Bound{Inodes: 100}
+	got, err := WalkParallel(open(t, dir), 2, bound)
+	if err != nil || !got.Past || got.Inodes <= 100 || got.Inodes >= want.Inodes {
+		t.Fatalf("bounded at 100 entries of %d: %+v, %v; want it past, and stopped", want.Inodes, got, err)
+	}
+	got, err = WalkParallel(open(t, dir), 2, Bound{Bytes: 64 << 10})
+	if err != nil || !got.Past || got.Bytes <= 64<<10 {
+		t.Fatalf("bounded at 64 KiB: %+v, %v", got, err)
+	}
+	os.Chmod(filepath.Join(dir, "closed"), 0o755)
+	if n := openFDs(t); n != fds+6 { // the six open() of this test, closed at its end
+		t.Fatalf("%d descriptors open after the walks, %d before: want only the test's own", n, fds)
+	}
+}
