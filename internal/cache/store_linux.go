@@ -68,9 +68,10 @@ func (s Store) Use(b du.Bound) (du.Use, error) {
 }
 
 // walkers is how many directories a walk of the caches reads at once:
-// one for each CPU, up to 4 (a walk is a system call or two an entry; a
-// run's end waits for it).
-var walkers = min(runtime.NumCPU(), 4)
+// two where there are two CPUs (a walk is a system call or two an entry;
+// a run's end waits for it), keeping the descriptors a walk of a hostile
+// tree may hold near what one worker's did (see du.WalkParallel).
+var walkers = min(runtime.NumCPU(), 2)
 
 // Bound is the walk bound of caches of size bytes: past size bytes, or past
 // one file for each BlockSize bytes of it. 0 is no bound.

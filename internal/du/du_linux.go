@@ -94,6 +94,11 @@ func (w *walk) list(fd, depth int, count func(*unix.Stat_t) bool, unseen func())
 	var subdirs []string
 	for {
 		n, err := unix.Getdents(fd, w.buf)
+		if errors.Is(err, unix.ENOENT) {
+			// Removed since it was opened (a directory is removed
+			// only when empty): it holds nothing.
+			return nil, nil
+		}
 		if err != nil {
 			return nil, err
 		}

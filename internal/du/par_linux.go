@@ -14,7 +14,8 @@ import (
 // waiting for a worker are held open, at most maxQueued of them: past
 // that, a worker descends into what it finds itself, as Walk does, so
 // that a tree of any breadth holds a bounded number of descriptors
-// (maxQueued, and MaxDepth for each worker). Past its bound it stops as
+// (maxQueued, and MaxDepth+1 for each worker). A directory removed while
+// it waits was empty, and counts as such. Past its bound it stops as
 // soon as each worker sees so: its counts may then go a few entries
 // further than Walk's.
 func WalkParallel(dirfd, workers int, b Bound) (Use, error) {

@@ -1,10 +1,13 @@
 package du
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func openFDs(t *testing.T) int {
@@ -62,5 +65,38 @@ func TestWalkParallelCountsAsWalkDoes(t *testing.T) {
 	os.Chmod(filepath.Join(dir, "closed"), 0o755)
 	if n := openFDs(t); n != fds+6 { // the six open() of this test, closed at its end
 		t.Fatalf("%d descriptors open after the walks, %d before: want only the test's own", n, fds)
+	}
+}
+
+// A directory the sandbox removes while it waits in the queue (held
+// open) was empty: the walk counts it as such, and goes on to find what
+// is past its bound, rather than ending with the kernel's ENOENT.
+func TestWalkParallelSkipsADirectoryRemovedWhileQueued(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "gone"), 0o755)
+	os.WriteFile(filepath.Join(dir, "big"), make([]byte, 1<<20), 0o644)
+	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := unix.Openat(root, "gone", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Rmdir(filepath.Join(dir, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	// As dir leaves them: the removed directory queued ahead of the root.
+	p := &par{bound: Bound{Bytes: 4096}, queue: make(chan queued, maxQueued)}
+	p.pending.Add(2)
+	p.queue <- queued{sub, 1}
+	p.queue <- queued{root, 0}
+	done := make(chan struct{})
+	go func() { defer close(done); p.work() }()
+	p.pending.Wait()
+	close(p.queue)
+	<-done
+	if p.err != nil && !errors.Is(p.err, errPast) || !p.past() {
+		t.Fatalf("walk ended with %v (past %v, %d bytes); want the removed directory skipped and the walk past its bound", p.err, p.past(), p.bytes.Load())
 	}
 }
