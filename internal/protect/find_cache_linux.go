@@ -70,7 +70,7 @@ func (c *searchCache) fresh(root string) bool {
 
 func loadSearchCache(file string) *searchCache {
 	var c searchCache
-	if !loadFile(file, &c) || c.Dirs == nil {
+	if !loadFile(file, &c) {
 		return nil
 	}
 	return &c

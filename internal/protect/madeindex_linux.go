@@ -81,16 +81,10 @@ func newIndex(root string, st unix.Stat_t) *walkIndex {
 // decode, or it is another tree's.
 func loadIndex(file, root string, st unix.Stat_t) *walkIndex {
 	var ix walkIndex
-	if file == "" || !loadFile(file, &ix) || ix.Root != root || ix.Dev != st.Dev || ix.Ino != st.Ino || ix.Dirs == nil {
+	if file == "" || !loadFile(file, &ix) || ix.Root != root || ix.Dev != st.Dev || ix.Ino != st.Ino {
 		return nil
 	}
-	if ix.Watch == nil {
-		ix.Watch = map[string]bool{}
-	}
-	if ix.Creds == nil {
-		ix.Creds = map[string]string{}
-	}
-	return &ix
+	return &ix // decode makes every map
 }
 
 // cacheFile is what loadFile and saveFile read and write (see codec_linux.go).
