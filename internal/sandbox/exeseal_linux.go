@@ -129,14 +129,13 @@ func sealed(name string, fill func(*os.File) error) (*os.File, error) {
 // later each time.
 func seal(mem *os.File) error {
 	const seals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
-	var err error
-	for try := range sealTries {
-		if _, err = addSeals(int(mem.Fd()), seals); !errors.Is(err, unix.EBUSY) {
+	for try := 1; ; try++ {
+		_, err := addSeals(int(mem.Fd()), seals)
+		if !errors.Is(err, unix.EBUSY) || try == sealTries {
 			return err
 		}
-		time.Sleep(time.Duration(10<<try) * time.Millisecond)
+		time.Sleep(time.Duration(10<<(try-1)) * time.Millisecond)
 	}
-	return err
 }
 
 // sealTries bounds seal's attempts; addSeals is fcntl(F_ADD_SEALS), a
