@@ -34,10 +34,7 @@ func eachBool(v reflect.Value, visit func(set func(bool))) {
 // Writable, Review, each Protect entry's ReadOnly...) reaches init as
 // itself, alone: none is read into another's place.
 func TestSpecEachBoolAlone(t *testing.T) {
-	var s Spec
-	n := 0
-	fill(reflect.ValueOf(&s).Elem(), &n)
-	s.UID, s.GID = 1, 2
+	s := filledSpec()
 	var sets []func(bool)
 	eachBool(reflect.ValueOf(&s).Elem(), func(set func(bool)) { sets = append(sets, set) })
 	for _, set := range sets {
@@ -63,10 +60,7 @@ func TestSpecEachBoolAlone(t *testing.T) {
 }
 
 func FuzzReadSpec(f *testing.F) {
-	var s Spec
-	n := 0
-	fill(reflect.ValueOf(&s).Elem(), &n)
-	s.UID, s.GID = 1, 2
+	s := filledSpec()
 	var buf bytes.Buffer
 	WriteSpec(&buf, &s)
 	f.Add(buf.Bytes())

@@ -43,11 +43,17 @@ func fill(v reflect.Value, n *int) {
 	}
 }
 
-func TestSpecRoundTrip(t *testing.T) {
+// filledSpec is a Spec with every field that reaches init set (see fill).
+func filledSpec() Spec {
 	var s Spec
 	n := 0
 	fill(reflect.ValueOf(&s).Elem(), &n)
 	s.UID, s.GID = 1000, -1 // within an int32
+	return s
+}
+
+func TestSpecRoundTrip(t *testing.T) {
+	s := filledSpec()
 	s.Mounts[0].Tree, s.Mounts[1].Tree, s.Layer.Tree = 9, 10, 11
 	var buf bytes.Buffer
 	if err := WriteSpec(&buf, &s); err != nil {
@@ -73,10 +79,7 @@ func TestSpecRoundTrip(t *testing.T) {
 }
 
 func TestSpecRefusesDamage(t *testing.T) {
-	var s Spec
-	n := 0
-	fill(reflect.ValueOf(&s).Elem(), &n)
-	s.UID, s.GID = 1, 1
+	s := filledSpec()
 	var buf bytes.Buffer
 	WriteSpec(&buf, &s)
 	whole := buf.Bytes()
