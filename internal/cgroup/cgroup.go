@@ -233,11 +233,11 @@ func write(dir, file, value string) error {
 }
 
 func parseInt(b []byte) (int64, error) {
-	s := strings.TrimSpace(string(b))
-	if s == "max" {
+	b = bytes.TrimSpace(b)
+	if string(b) == "max" {
 		return -1, nil
 	}
-	return strconv.ParseInt(s, 10, 64)
+	return strconv.ParseInt(string(b), 10, 64)
 }
 
 // counters reads a cgroup's counter files through descriptors opened once:
@@ -246,42 +246,46 @@ func parseInt(b []byte) (int64, error) {
 // takes too (with many sandboxes, the walks alone made them queue).
 type counters struct {
 	mu    sync.Mutex
-	files map[string]*os.File
+	files map[counterFile]*os.File
 	buf   [4096]byte // what read reads into, under mu
 }
 
-// read returns the current content of dir/file (a copy: the file is read
-// every few milliseconds, into the same buffer).
-func (c *counters) read(dir, file string) ([]byte, error) {
+// counterFile names a counter file by its directory and name, so that
+// finding its descriptor joins no path.
+type counterFile struct{ dir, name string }
+
+// read passes the current content of dir/file to parse, under c.mu: the
+// file is read every few milliseconds, into the same buffer, which parse
+// must not keep.
+func (c *counters) read(dir, file string, parse func([]byte) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := filepath.Join(dir, file)
-	f, ok := c.files[p]
+	k := counterFile{dir, file}
+	f, ok := c.files[k]
 	if !ok {
 		var err error
-		if f, err = os.Open(p); err != nil {
-			return nil, err
+		if f, err = os.Open(filepath.Join(dir, file)); err != nil {
+			return err
 		}
 		if c.files == nil {
-			c.files = map[string]*os.File{}
+			c.files = map[counterFile]*os.File{}
 		}
-		c.files[p] = f
+		c.files[k] = f
 	}
 	n, err := f.ReadAt(c.buf[:], 0)
 	if err != nil && err != io.EOF {
-		return nil, err
+		return err
 	}
-	return bytes.Clone(c.buf[:n]), nil
+	return parse(c.buf[:n])
 }
 
 // optInt reads a counter that older kernels lack.
 func (c *counters) optInt(dir, file string) *int64 {
-	b, err := c.read(dir, file)
-	if err != nil {
-		return nil
-	}
-	v, err := parseInt(b)
-	if err != nil {
+	var v int64
+	if c.read(dir, file, func(b []byte) (err error) {
+		v, err = parseInt(b)
+		return err
+	}) != nil {
 		return nil
 	}
 	return &v
@@ -290,17 +294,20 @@ func (c *counters) optInt(dir, file string) *int64 {
 // keyed reads "key value" lines (memory.events, pids.events, cpu.stat,
 // memory.oom_control).
 func (c *counters) keyed(dir, file, key string) (int64, error) {
-	b, err := c.read(dir, file)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == key {
-			return strconv.ParseInt(f[1], 10, 64)
+	var v int64
+	err := c.read(dir, file, func(b []byte) (err error) {
+		for len(b) > 0 {
+			var line []byte
+			line, b, _ = bytes.Cut(b, []byte("\n"))
+			k, val, ok := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
+			if ok && string(k) == key {
+				v, err = parseInt(val)
+				return err
+			}
 		}
-	}
-	return 0, nil
+		return nil
+	})
+	return v, err
 }
 
 // close closes the descriptors, before the cgroup goes.

@@ -366,27 +366,46 @@ func realGroup(t *testing.T, version string, l Limits) Group {
 	return g
 }
 
-// What read returns stays as it was read: the counters are read again
-// into one buffer, and a value a caller holds must not change under it.
-func TestCountersReadCopies(t *testing.T) {
+// The counters are read again, through one descriptor, each time: a value
+// read reflects the file as it is then.
+func TestCountersRead(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "pids.current"), []byte("7\n"), 0o644); err != nil {
-		t.Fatal(err)
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var c counters
 	defer c.close()
-	first, err := c.read(dir, "pids.current")
-	if err != nil {
-		t.Fatal(err)
+	write("pids.current", "7\n")
+	write("memory.events", "low 0\nhigh 2\noom_kill 3\n")
+	if v := c.optInt(dir, "pids.current"); v == nil || *v != 7 {
+		t.Errorf("pids.current: %v, want 7", v)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "pids.current"), []byte("9\n"), 0o644); err != nil {
-		t.Fatal(err)
+	if v, err := c.keyed(dir, "memory.events", "oom_kill"); err != nil || v != 3 {
+		t.Errorf("oom_kill: %d, %v; want 3", v, err)
 	}
-	second, err := c.read(dir, "pids.current")
-	if err != nil {
-		t.Fatal(err)
+	write("pids.current", "9\n")
+	write("memory.events", "low 0\nhigh 2\noom_kill 4\n")
+	if v := c.optInt(dir, "pids.current"); v == nil || *v != 9 {
+		t.Errorf("pids.current read again: %v, want 9", v)
 	}
-	if string(first) != "7\n" || string(second) != "9\n" {
-		t.Errorf("read %q then %q; want \"7\\n\" then \"9\\n\"", first, second)
+	if v, err := c.keyed(dir, "memory.events", "oom_kill"); err != nil || v != 4 {
+		t.Errorf("oom_kill read again: %d, %v; want 4", v, err)
+	}
+	if v, err := c.keyed(dir, "memory.events", "max"); err != nil || v != 0 {
+		t.Errorf("a key the file lacks: %d, %v; want 0", v, err)
+	}
+	write("pids.current", "max\n")
+	if v := c.optInt(dir, "pids.current"); v == nil || *v != -1 {
+		t.Errorf("max: %v, want -1", v)
+	}
+	write("memory.events", "oom_kill x\n")
+	if _, err := c.keyed(dir, "memory.events", "oom_kill"); err == nil {
+		t.Error("a value that is not a number was read without error")
+	}
+	if v := c.optInt(dir, "absent"); v != nil {
+		t.Errorf("a file the kernel lacks: %d, want none", *v)
 	}
 }

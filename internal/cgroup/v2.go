@@ -172,7 +172,11 @@ func (g *v2) Stats() (Stats, error) {
 	if s.OOMKills, err = g.c.keyed(g.dir, "memory.events", "oom_kill"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return s, err
 	}
-	for key, dst := range map[string]**int64{"usage_usec": &s.CPUUsageNS, "user_usec": &s.CPUUserNS, "system_usec": &s.CPUSystemNS} {
+	for _, k := range [...]struct {
+		key string
+		dst **int64
+	}{{"usage_usec", &s.CPUUsageNS}, {"user_usec", &s.CPUUserNS}, {"system_usec", &s.CPUSystemNS}} {
+		key, dst := k.key, k.dst
 		if us, err := g.c.keyed(g.dir, "cpu.stat", key); err == nil {
 			ns := us * 1000
 			*dst = &ns
