@@ -129,7 +129,7 @@ func main() {
 		var rep bytes.Buffer
 		tools := peers(abs, ws)
 		if *only == "idle" {
-			idleMemory(&rep, abs, tools)
+			idleMemory(&rep, abs, tools, *short)
 			idleServedRow(&rep, abs)
 		} else {
 			concurrency(&rep, abs, tools, *short)
@@ -148,7 +148,7 @@ func main() {
 	plot := startup(&rep, tools, *n)
 	served(&rep, abs, *n)
 	concurrency(&rep, abs, tools, *short)
-	idleMemory(&rep, abs, tools)
+	idleMemory(&rep, abs, tools, *short)
 	guarded(&rep, abs, guardedN, *short)
 	buildLoop(&rep, abs, ws, loopN)
 	if !*short {
@@ -420,10 +420,22 @@ func concurrency(w *bytes.Buffer, cordon string, tools []tool, short bool) {
 
 // idleMemory starts a few sandboxes running sleep and sums the resident
 // memory of everything but the payload: for cordon, the supervisor and
-// init.
-func idleMemory(w *bytes.Buffer, cordon string, tools []tool) {
+// init. It looks twice: soon after the start, and once past the first of
+// cordon's periodic checks (drift, every 10 s), which maps more of its
+// program again. The anonymous part is what no other process shares: the
+// rest is pages of the tools' programs, shared among the sandboxes. short
+// looks once.
+func idleMemory(w *bytes.Buffer, cordon string, tools []tool, short bool) {
 	const k = 4
-	fmt.Fprintf(w, "### Memory per idle sandbox\n\nResident memory (PSS) of the tool's own processes around `sleep`, averaged over %d sandboxes.\n\n| tool | MiB per sandbox |\n|---|---:|\n", k)
+	looks := []time.Duration{1500 * time.Millisecond, 12 * time.Second}
+	if short {
+		looks = looks[:1]
+	}
+	fmt.Fprintf(w, "### Memory per idle sandbox\n\nResident memory (PSS) of the tool's own processes around `sleep`, averaged over %d sandboxes, at each time after they started; in brackets, the anonymous part (what is not the tools' own program files, shared among the sandboxes).\n\n| tool |", k)
+	for _, at := range looks {
+		fmt.Fprintf(w, " MiB per sandbox at %v |", at)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(looks)))
 	for _, t := range tools {
 		if t.wrap == nil || (t.name != "bwrap" && t.name != "cordon" && t.name != "firejail") {
 			continue
@@ -437,13 +449,26 @@ func idleMemory(w *bytes.Buffer, cordon string, tools []tool) {
 				cmds = append(cmds, c)
 			}
 		}
-		time.Sleep(1500 * time.Millisecond)
-		var kib int64
-		for _, c := range cmds {
-			for _, pid := range tree(c.Process.Pid) {
-				if comm(pid) != "sleep" {
-					kib += pss(pid)
+		began := time.Now()
+		cells := make([]string, len(looks))
+		for i, at := range looks {
+			time.Sleep(time.Until(began.Add(at)))
+			var kib, anon int64
+			for _, c := range cmds {
+				for _, pid := range tree(c.Process.Pid) {
+					if comm(pid) != "sleep" {
+						p, a := pss(pid)
+						kib, anon = kib+p, anon+a
+					}
 				}
+			}
+			if len(cmds) == 0 {
+				continue
+			}
+			per := float64(kib) / 1024 / float64(len(cmds))
+			cells[i] = fmt.Sprintf("%.1f (%.1f)", per, float64(anon)/1024/float64(len(cmds)))
+			if t.name == "cordon" && i == 0 {
+				record(goalIdleRun, per)
 			}
 		}
 		for _, c := range cmds {
@@ -451,10 +476,7 @@ func idleMemory(w *bytes.Buffer, cordon string, tools []tool) {
 			c.Wait()
 		}
 		if len(cmds) > 0 {
-			fmt.Fprintf(w, "| %s | %.1f |\n", t.name, float64(kib)/1024/float64(len(cmds)))
-			if t.name == "cordon" {
-				record(goalIdleRun, float64(kib)/1024/float64(len(cmds)))
-			}
+			fmt.Fprintf(w, "| %s | %s |\n", t.name, strings.Join(cells, " | "))
 		}
 	}
 	fmt.Fprintln(w)
@@ -492,15 +514,19 @@ func comm(pid int) string {
 	return strings.TrimSpace(string(b))
 }
 
-// pss reads a process's proportional set size, in KiB.
-func pss(pid int) int64 {
+// pss reads a process's proportional set size, and its anonymous part,
+// in KiB.
+func pss(pid int) (total, anon int64) {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	m := regexp.MustCompile(`(?m)^Pss:\s+(\d+) kB`).FindSubmatch(b)
-	if m == nil {
-		return 0
+	field := func(name string) int64 {
+		m := regexp.MustCompile(`(?m)^` + name + `:\s+(\d+) kB`).FindSubmatch(b)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		return n
 	}
-	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
-	return n
+	return field("Pss"), field("Pss_Anon")
 }
 
 // goBench runs a Go benchmark of the repository, copies its figures and

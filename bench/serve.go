@@ -127,7 +127,8 @@ func idleServed(cordon string, k int) (float64, error) {
 		}
 		time.Sleep(time.Second) // settled
 		for _, pid := range tree(cmd.Process.Pid) {
-			kib[i] += pss(pid)
+			p, _ := pss(pid)
+			kib[i] += p
 		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()

@@ -18,10 +18,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/internal/idlemem"
 	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
@@ -195,7 +197,12 @@ func run(status *os.File, report func(wire.Status)) error {
 	}
 	report(wire.Status{Event: "started", Pid: pid, LandlockABI: abi, Note: strings.Join(rfs.notes, "; ")})
 
+	// A command that runs on leaves init waiting: the pages of its
+	// program that its start mapped go back then. Its heap has not been
+	// collected yet, and a collection would cost more than it returns.
+	idle := time.AfterFunc(idleAfter, idlemem.Program)
 	ws, other := supervise(pid, sigs)
+	idle.Stop()
 	st := wire.Status{Event: "exit", TmpUsed: tmpUsed(spec), OtherSignal: other}
 	if ws.Signaled() {
 		st.Signal = int(ws.Signal())
@@ -205,6 +212,10 @@ func run(status *os.File, report func(wire.Status)) error {
 	report(st)
 	return nil
 }
+
+// idleAfter is how long a command runs before init, waiting on it,
+// returns the memory it no longer uses.
+const idleAfter = time.Second
 
 // forwarded are the signals init passes on to the command.
 var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/drift"
+	"github.com/cordon-sandbox/cordon/internal/idlemem"
 )
 
 // drifter checks a running sandbox against the state it had once its
@@ -23,6 +24,8 @@ type drifter struct {
 	res     *Result
 	log     io.Writer
 	src     drift.Sources
+	// checked runs after each periodic check, when set.
+	checked func()
 
 	mu   sync.Mutex
 	base *drift.State // nil until captured
@@ -124,6 +127,9 @@ func (d *drifter) watch(confined bool, done <-chan struct{}) {
 		case <-tick.C:
 		}
 		d.check()
+		if d.checked != nil {
+			d.checked()
+		}
 	}
 }
 
@@ -133,5 +139,9 @@ func watchDrift(opts Options, lim *limiter, initPid int, res *Result, stderr io.
 	if opts.Profile.DriftEvery() == 0 {
 		return
 	}
-	go newDrifter(opts, lim, initPid, res, stderr).watch(false, done)
+	d := newDrifter(opts, lim, initPid, res, stderr)
+	// cordon run only waits on its command: the pages of its program
+	// that a check mapped go back after it.
+	d.checked = idlemem.Program
+	go d.watch(false, done)
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/egress"
+	"github.com/cordon-sandbox/cordon/internal/idlemem"
 	"github.com/cordon-sandbox/cordon/internal/journal"
 	"github.com/cordon-sandbox/cordon/internal/landlock"
 	"github.com/cordon-sandbox/cordon/internal/mnt"
@@ -177,7 +177,7 @@ func run(opts Options, res *Result) error {
 	init := b.init
 	// A command that runs on leaves cordon waiting: the heap its start
 	// took goes back to the system then, not kept for the whole run.
-	idle := time.AfterFunc(idleAfter, debug.FreeOSMemory)
+	idle := time.AfterFunc(idleAfter, idlemem.Release)
 	defer idle.Stop()
 
 	done := make(chan struct{})
