@@ -10,7 +10,8 @@
 // auxiliary vector (no file is read, nothing under /proc): only segments
 // that are loaded and not writable are released, and none of a program
 // whose dynamic section asks for relocations in them (text relocations,
-// which no Go linker makes).
+// which no Go linker makes). A debugger's breakpoints in the code, being
+// such writes, go with its pages.
 package idlemem
 
 import (
