@@ -184,7 +184,9 @@ func (s *Server) register() error {
 		case err != nil:
 			return fmt.Errorf("node %s: %w", s.opts.Node, err)
 		}
-		s.beatingSince.Store(time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		s.beatingSince.Store(now)
+		s.lastBeat.Store(now)
 		return nil
 	}
 }
@@ -298,7 +300,18 @@ func (s *Server) heartbeat() error {
 		s.beatingSince.Store(0)
 		return err
 	default:
-		s.beatingSince.CompareAndSwap(0, time.Now().UnixNano())
+		// A beat that comes more than half node_timeout (and two beats)
+		// after the last is a miss too: this node did not run meanwhile
+		// (a pause of the process or of its host), or the database
+		// answered slowly, and held the other nodes' beats up as well.
+		// Until it has beaten on time for node_timeout again, its view
+		// of who is silent is not its own to act on.
+		now := time.Now().UnixNano()
+		if last := s.lastBeat.Swap(now); last != 0 && time.Duration(now-last) > max(s.timeout()/2, 2*s.beat()) {
+			s.beatingSince.Store(now)
+		} else {
+			s.beatingSince.CompareAndSwap(0, now)
+		}
 		if state == statedb.NodeDraining && !s.stopping() && s.askDrain() {
 			s.logf("asked to drain (cordon serve --drain)")
 		}

@@ -305,7 +305,10 @@ func TestClusterKeyOfLostNode(t *testing.T) {
 // declared dead in turn, and its own sandboxes ended.
 func TestClusterEndingLostKeepsBeating(t *testing.T) {
 	c := newCluster(t)
-	n1, n2 := c.start(t, "n1", nil), c.start(t, "n2", nil)
+	// Beats as tight as the ending is long: ended inline, in the beat's
+	// loop, the 6000 sandboxes keep a node silent past node_timeout.
+	tight := func(cfg *Config) { cfg.Cluster.beat, cfg.Cluster.timeout = 50*time.Millisecond, 400*time.Millisecond }
+	n1, n2 := c.start(t, "n1", tight), c.start(t, "n2", tight)
 	ctx := context.Background()
 	const many = 6000
 	for i := 0; i < many; i++ {

@@ -60,7 +60,7 @@ func (c *cluster) start(t *testing.T, name string, tweak func(*Config)) *cluster
 	}
 	cfg.Tokens = []*Token{{Name: "alice-a", Agent: "a", SHA256: c.sums["alice-a"]}, {Name: "bob-b", Agent: "b", SHA256: c.sums["bob-b"]}, {Name: "ops", Admin: true, SHA256: c.sums["ops"]}}
 	ts := httptest.NewUnstartedServer(nil)
-	cfg.Cluster = Cluster{Advertise: "http://" + ts.Listener.Addr().String(), beat: 50 * time.Millisecond, timeout: 400 * time.Millisecond, secret: c.secret}
+	cfg.Cluster = Cluster{Advertise: "http://" + ts.Listener.Addr().String(), beat: 200 * time.Millisecond, timeout: 2 * time.Second, secret: c.secret}
 	if tweak != nil {
 		tweak(cfg)
 	}
@@ -340,7 +340,7 @@ func TestClusterDrainAndNames(t *testing.T) {
 	}
 	defer db.Close()
 	again := func(name string) (*Server, error) {
-		cfg := &Config{Agents: map[string]*Agent{}, Node: name, Cluster: Cluster{beat: 50 * time.Millisecond, timeout: 400 * time.Millisecond}}
+		cfg := &Config{Agents: map[string]*Agent{}, Node: name, Cluster: Cluster{beat: 200 * time.Millisecond, timeout: 2 * time.Second}}
 		return New(Options{Config: cfg, Audit: mustAudit(t), DB: db, Node: name, Start: func(*Agent, *profile.Profile, string) (Sandbox, error) { return nil, nil }})
 	}
 	if _, err := again("n2"); err == nil || !strings.Contains(err.Error(), "in use") {
@@ -394,6 +394,43 @@ func TestClusterNoDeathsAfterOutage(t *testing.T) {
 	}
 	if q, _ := n.db.NodeByName(ctx, "quiet"); q.State != statedb.NodeDead && q.State != statedb.NodeLost {
 		t.Fatalf("not declared dead by a node beating for longer than node_timeout: %+v", q)
+	}
+}
+
+// A node whose own heartbeat came late (it was paused, or the database
+// was slow for every node) declares nobody dead until it has beaten on
+// time for node_timeout again: a node silent for as long may only have
+// been held up as it was.
+func TestClusterLateBeatDeclaresNobody(t *testing.T) {
+	c := newCluster(t)
+	n := c.start(t, "n1", func(cfg *Config) { cfg.Cluster.beat, cfg.Cluster.timeout = time.Hour, 3*time.Hour })
+	ctx := context.Background()
+	if err := n.db.Register(ctx, statedb.Node{Name: "quiet", Incarnation: "q"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The ticker keeps its hour; heartbeat is called by hand. A beat is
+	// late past max(node_timeout/2, two beats): two hours here.
+	n.srv.opts.Config.Cluster.timeout = time.Second
+	time.Sleep(1100 * time.Millisecond) // quiet is silent past node_timeout
+	n.srv.beatingSince.Store(time.Now().Add(-time.Hour).UnixNano())
+	n.srv.lastBeat.Store(time.Now().Add(-3 * time.Hour).UnixNano())
+	if err := n.srv.heartbeat(); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := n.db.NodeByName(ctx, "quiet"); q.State != statedb.NodeAlive {
+		t.Fatalf("declared dead by a node whose own beat came late: %+v", q)
+	}
+	if since := time.Since(time.Unix(0, n.srv.beatingSince.Load())); since > 30*time.Minute {
+		t.Fatalf("a late beat did not count as a miss: beating for %v", since)
+	}
+	// On time since node_timeout: it does.
+	n.srv.beatingSince.Store(time.Now().Add(-time.Hour).UnixNano())
+	n.srv.lastBeat.Store(time.Now().UnixNano())
+	if err := n.srv.heartbeat(); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := n.db.NodeByName(ctx, "quiet"); q.State != statedb.NodeDead && q.State != statedb.NodeLost {
+		t.Fatalf("not declared dead by a node beating on time for longer than node_timeout: %+v", q)
 	}
 }
 

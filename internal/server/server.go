@@ -136,10 +136,12 @@ type Server struct {
 
 	// incarnation is this run of the node in the registry (nodes.go);
 	// beatingSince when its heartbeats last began to succeed without a
-	// miss (nanoseconds; 0 after a miss); drainAsked whether the
-	// registry asked it to drain.
+	// miss (nanoseconds; 0 after a miss, now after a late beat);
+	// lastBeat when its last heartbeat succeeded; drainAsked whether
+	// the registry asked it to drain.
 	incarnation  atomic.Pointer[string]
 	beatingSince atomic.Int64
+	lastBeat     atomic.Int64
 	drainAsked   atomic.Bool
 	// relay forwards requests to the other nodes (relay.go).
 	relay *relay
