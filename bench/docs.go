@@ -131,15 +131,20 @@ A cordon run that waits on its command keeps two processes: cordon itself
 and the sandbox's init. Once the command has run for a second, cordon
 hands its heap's free pages back and unmaps the pages of its own program
 that starting it mapped (code and read-only data, found from its ELF
-headers); init unmaps its own the same way, without a collection, which
-would cost it more than it returns. Those pages stay in the page cache,
-where the kernel reclaims them first, and come back on the next touch:
-cordon unmaps them again after each drift check. The cgroup counters that
-the watcher reads every 20 ms are parsed in place, so an idle run no
-longer grows its heap. Memory per idle sandbox (four at once) went from
-9.8 to about 5 MiB, of which about 3.8 MiB is anonymous (cordon about
-2.8, init 1.1): the Go runtimes' own structures, and what the start left
-live in cordon's heap.
+headers and checked against its mappings); init unmaps its own the same
+way, without a collection, which would cost it more than it returns;
+cordon unmaps them again after each drift check. This changes what is
+mapped more than what is used: those pages stay in the page cache, shared
+by every process of the program, where the kernel reclaims them before
+mapped ones, and the next touch maps them again. The table's PSS per idle
+sandbox (four at once) went from 9.8 to about 5 MiB. Its anonymous part,
+about 3.8 MiB (cordon 2.8, init 1.1: the Go runtimes' own structures and
+what the start left live in cordon's heap), is what each sandbox costs
+for sure; it is as it was, but for the cgroup counters that the watcher
+reads every 20 ms, now parsed in place, so that an idle run no longer
+grows its heap. A cordon that is not root also gives each sandbox its
+own copy of the lean program in memory (about 3.7 MB of shared memory,
+which PSS counts only where it is mapped).
 
 Many sandboxes started at once cost about what they cost one by one (the
 "many at once" rows): CPU, not a lock, bounds them. They once queued for

@@ -299,11 +299,18 @@ func (c *counters) keyed(dir, file, key string) (int64, error) {
 		for len(b) > 0 {
 			var line []byte
 			line, b, _ = bytes.Cut(b, []byte("\n"))
-			k, val, ok := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
-			if ok && string(k) == key {
-				v, err = parseInt(val)
-				return err
+			// Two fields, apart by blanks; other lines are not counters.
+			line = bytes.TrimSpace(line)
+			i := bytes.IndexAny(line, " \t")
+			if i < 0 || string(line[:i]) != key {
+				continue
 			}
+			val := bytes.TrimSpace(line[i:])
+			if len(val) == 0 || bytes.ContainsAny(val, " \t") {
+				continue
+			}
+			v, err = parseInt(val)
+			return err
 		}
 		return nil
 	})

@@ -401,11 +401,35 @@ func TestCountersRead(t *testing.T) {
 	if v := c.optInt(dir, "pids.current"); v == nil || *v != -1 {
 		t.Errorf("max: %v, want -1", v)
 	}
+	// Blanks of any kind apart the two fields; a line of three is no
+	// counter's, and the key's next line is read.
+	write("memory.events", "low 0\noom_kill 3 4\n oom_kill\t 5 \r\n")
+	if v, err := c.keyed(dir, "memory.events", "oom_kill"); err != nil || v != 5 {
+		t.Errorf("oom_kill apart by a tab: %d, %v; want 5", v, err)
+	}
 	write("memory.events", "oom_kill x\n")
 	if _, err := c.keyed(dir, "memory.events", "oom_kill"); err == nil {
 		t.Error("a value that is not a number was read without error")
 	}
 	if v := c.optInt(dir, "absent"); v != nil {
 		t.Errorf("a file the kernel lacks: %d, want none", *v)
+	}
+}
+
+// Reading a counter file again allocates nothing: the watcher reads them
+// every few milliseconds for the whole run, and what it allocated would
+// grow an idle cordon's heap.
+func TestCountersReadAllocatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "memory.events"), []byte("low 0\nhigh 2\noom_kill 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var c counters
+	defer c.close()
+	if _, err := c.keyed(dir, "memory.events", "oom_kill"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { c.keyed(dir, "memory.events", "oom_kill") }); n != 0 {
+		t.Errorf("keyed allocates %v times per read", n)
 	}
 }

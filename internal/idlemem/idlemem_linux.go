@@ -1,22 +1,31 @@
 // Package idlemem gives back what a Go process that waits keeps resident
 // without using it: the free pages of its heap, and the pages of its own
 // program (code and read-only data) that starting it mapped. Those are
-// the executable file's pages: unmapped, they stay in the page cache,
-// where the kernel may reclaim them first, and the next touch maps them
-// again, as after the kernel reclaimed them under pressure.
+// the executable file's pages: unmapped, they stay in the page cache
+// (which is memory still, shared by every process of the program, but
+// the kernel reclaims it before mapped pages), and the next touch maps
+// them again, as after the kernel reclaimed them under pressure.
 //
-// Nothing written is dropped. The program's pages are found from its ELF
-// program headers, which the kernel maps with it and names in the
-// auxiliary vector (no file is read, nothing under /proc): only segments
-// that are loaded and not writable are released, and none of a program
-// whose dynamic section asks for relocations in them (text relocations,
-// which no Go linker makes). A debugger's breakpoints in the code, being
-// such writes, go with its pages.
+// Only pages that read the same again from the file are released. The
+// program's segments are found from its ELF program headers, which the
+// kernel maps with it and names in the auxiliary vector: only those that
+// are loaded and not writable, and none of a program whose dynamic
+// section asks for relocations in them (text relocations, which no Go
+// linker makes). Each must then lie within one mapping of the program's
+// own file, private and not writable, as /proc/self/maps lists it when
+// first asked: a program unpacked into anonymous memory (as packers do),
+// or remapped, releases nothing. A debugger's breakpoints in the code,
+// being writes to it, may go with its pages.
 package idlemem
 
 import (
+	"bufio"
+	"bytes"
+	"io"
 	"os"
 	"runtime/debug"
+	"strconv"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -34,9 +43,69 @@ func Release() {
 // not yet needed one would pay for in memory: the collector's own
 // structures.
 func Program() {
-	for _, s := range programSpans() {
+	for _, s := range spans() {
 		unix.Syscall(unix.SYS_MADVISE, s.start, s.end-s.start, unix.MADV_DONTNEED)
 	}
+}
+
+// spans are the program's pages to release, found once.
+var spans = sync.OnceValue(func() []span {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	return fileBacked(programSpans(), f, codeAddr())
+})
+
+// codeAddr is an address in the program's code: readOnly's.
+func codeAddr() uintptr {
+	f := readOnly
+	return **(**uintptr)(unsafe.Pointer(&f))
+}
+
+// fileBacked keeps the spans that lie each within one mapping that maps,
+// private and not writable, the file that maps pc, as maps (the text of
+// /proc/self/maps) lists them.
+func fileBacked(spans []span, maps io.Reader, pc uintptr) []span {
+	type mapping struct {
+		span
+		perms, file string
+	}
+	var all []mapping
+	file := ""
+	sc := bufio.NewScanner(maps)
+	for sc.Scan() {
+		// start-end perms offset dev inode [path]; inode 0 is no file.
+		f := bytes.Fields(sc.Bytes())
+		if len(f) < 5 || len(f[1]) != 4 || string(f[4]) == "0" {
+			continue
+		}
+		lo, hi, ok := bytes.Cut(f[0], []byte("-"))
+		start, err1 := strconv.ParseUint(string(lo), 16, 64)
+		end, err2 := strconv.ParseUint(string(hi), 16, 64)
+		if !ok || err1 != nil || err2 != nil {
+			continue
+		}
+		m := mapping{span{uintptr(start), uintptr(end)}, string(f[1]), string(f[3]) + " " + string(f[4])}
+		all = append(all, m)
+		if m.start <= pc && pc < m.end {
+			file = m.file
+		}
+	}
+	if sc.Err() != nil || file == "" {
+		return nil
+	}
+	var out []span
+	for _, s := range spans {
+		for _, m := range all {
+			if m.file == file && m.perms[1] == '-' && m.perms[3] == 'p' && m.start <= s.start && s.end <= m.end {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // span is a page-aligned range of the program's read-only pages.

@@ -3,6 +3,7 @@ package idlemem
 import (
 	"crypto/sha256"
 	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -55,6 +56,38 @@ func TestReadOnly(t *testing.T) {
 	}
 }
 
+// A span is released only within one mapping of the program's own file,
+// private and not writable: not where a packer put the segment in
+// anonymous memory, not in another file's mapping, a writable or a shared
+// one, not across two mappings; nothing when the code is in no file's.
+func TestFileBacked(t *testing.T) {
+	const maps = `00400000-00500000 r-xp 00000000 fe:00 42   /usr/bin/prog
+00500000-00600000 r--p 00100000 fe:00 42   /usr/bin/prog
+00600000-00700000 r--p 00000000 00:00 0
+00700000-00800000 rw-p 00200000 fe:00 42   /usr/bin/prog
+00800000-00900000 r--s 00300000 fe:00 42   /usr/bin/prog
+00900000-00a00000 r--p 00000000 fe:00 77   /usr/lib/other
+00a00000-00b00000 r--p 00400000 fe:00 42   /usr/bin/prog
+00b00000-00c00000 r--p 00500000 fe:00 42   /usr/bin/prog
+`
+	spans := []span{
+		{0x400000, 0x480000}, // code
+		{0x500000, 0x600000}, // read-only data
+		{0x600000, 0x700000}, // unpacked into anonymous memory
+		{0x700000, 0x701000}, // writable
+		{0x800000, 0x801000}, // shared
+		{0x900000, 0x901000}, // another file
+		{0xaff000, 0xb01000}, // across two mappings
+	}
+	want := spans[:2]
+	if got := fileBacked(spans, strings.NewReader(maps), 0x400123); !equal(got, want) {
+		t.Errorf("got %x, want %x", got, want)
+	}
+	if got := fileBacked(spans, strings.NewReader(maps), 0x600123); got != nil {
+		t.Errorf("code in anonymous memory: got %x, want none", got)
+	}
+}
+
 func equal(a, b []span) bool {
 	if len(a) != len(b) {
 		return false
@@ -74,7 +107,10 @@ func equal(a, b []span) bool {
 // between the release and the count (each page it touches maps its
 // neighbours too).
 func TestProgramReleasesAndRestores(t *testing.T) {
-	spans := programSpans()
+	spans := spans()
+	if len(spans) == 0 || !equal(spans, programSpans()) {
+		t.Fatalf("the program's spans, checked against its mappings: %x, from its headers: %x", spans, programSpans())
+	}
 	if len(spans) == 0 {
 		t.Fatal("no span of the test's own program found")
 	}
