@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -168,28 +167,52 @@ func TestWantsHelp(t *testing.T) {
 	}
 }
 
-// The flags a command parses when it runs are the flags it describes: a
-// flag it does not know makes it list the ones it has.
+// The flags a command parses when it runs are the flags it describes; a
+// flag it does not know is named in one line, with the closest it has,
+// and its help is not printed.
 func TestDescribedFlagsAreParsed(t *testing.T) {
-	listed := regexp.MustCompile(`(?m)^  -{1,2}(\S+)`)
+	var sets []*flag.FlagSet
+	parsed = func(fs *flag.FlagSet) { sets = append(sets, fs) }
+	defer func() { parsed = nil }()
 	for _, n := range allCommands() {
 		if n.c.flags == nil || n.c.run == nil {
 			continue
 		}
+		sets = nil
 		args := append(slices.Clone(n.path), "--no-such-flag")
 		code, _, stderr := call(t, args...)
 		if code == 0 {
 			t.Errorf("cordon %s: status 0", strings.Join(args, " "))
 			continue
 		}
-		var parsed []string
-		for _, m := range listed.FindAllStringSubmatch(stderr, -1) {
-			parsed = append(parsed, m[1])
+		if want := "unknown flag --no-such-flag"; !strings.Contains(stderr, want) || strings.Contains(stderr, "usage:") || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("cordon %s: stderr %q, want one line saying %q", strings.Join(args, " "), stderr, want)
 		}
-		var described []string
+		if len(sets) == 0 {
+			t.Errorf("cordon %s parses its flags without parseFlags", strings.Join(n.path, " "))
+			continue
+		}
+		var got, described []string
+		sets[len(sets)-1].VisitAll(func(f *flag.Flag) { got = append(got, f.Name) })
 		n.c.flagSet().VisitAll(func(f *flag.Flag) { described = append(described, f.Name) })
-		if !slices.Equal(parsed, described) {
-			t.Errorf("cordon %s parses the flags %v but describes %v", strings.Join(n.path, " "), parsed, described)
+		if !slices.Equal(got, described) {
+			t.Errorf("cordon %s parses the flags %v but describes %v", strings.Join(n.path, " "), got, described)
+		}
+	}
+}
+
+// A mistyped flag is met with the one it was near.
+func TestMistypedFlag(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"run --limt wall=1s -- true", "run: unknown flag --limt; did you mean --limit? (cordon help run lists the flags)"},
+		{"run --proflie p.yaml -- true", "did you mean --profile?"},
+		{"lint --fail-onn warning", "did you mean --fail-on?"},
+		{"run --workspac . -- true", "did you mean --workspace?"},
+		{"run --zzzz -- true", "run: unknown flag --zzzz (cordon help run lists the flags)"},
+	} {
+		code, _, stderr := call(t, strings.Fields(tc.args)...)
+		if code != ExitCordon || !strings.Contains(stderr, tc.want) {
+			t.Errorf("cordon %s: status %d, stderr %q; want %d and %q", tc.args, code, stderr, ExitCordon, tc.want)
 		}
 	}
 }

@@ -26,7 +26,7 @@ import (
 func doctorCmd(e *env, args []string) int {
 	fs := newFlags(e, "doctor", "doctor [--json]")
 	asJSON := doctorFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return fail(e, err)
 	}
 	h := sandbox.ProbeHost()

@@ -101,15 +101,88 @@ func fail(e *env, err error) int {
 	return ExitCordon
 }
 
-// newFlags makes a flag set that reports errors instead of exiting.
+// newFlags makes a flag set that reports errors instead of exiting: -h
+// prints its usage, and a flag it does not know, or a value it cannot
+// take, is only the error parseFlags returns, for the caller to print.
 func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	// The flag package writes an error here before it calls Usage, which
+	// then knows it was not asked for.
+	failed := false
+	fs.SetOutput(writerFunc(func(p []byte) (int, error) { failed = true; return len(p), nil }))
 	fs.Usage = func() {
+		if failed {
+			failed = false
+			return
+		}
 		fmt.Fprintf(e.stderr, "usage: cordon %s\n\nflags:\n", synopsis)
 		printFlags(e.stderr, fs)
 	}
 	return fs
+}
+
+// writerFunc is a function that is an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// parsed, when set, is given every flag set parseFlags parses; tests only.
+var parsed func(*flag.FlagSet)
+
+// parseFlags parses args with fs. A flag fs does not know is named as
+// written, with the closest one fs has when one is close, and where the
+// flags are listed.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if parsed != nil {
+		parsed(fs)
+	}
+	err := fs.Parse(args)
+	name, unknown := strings.CutPrefix(fmt.Sprint(err), "flag provided but not defined: -")
+	if err == nil || !unknown {
+		return err
+	}
+	msg := fmt.Sprintf("%s: unknown flag %s", fs.Name(), flagName(name))
+	if near := closestFlag(fs, name); near != "" {
+		msg += fmt.Sprintf("; did you mean %s?", flagName(near))
+	}
+	return fmt.Errorf("%s (cordon help %s lists the flags)", msg, fs.Name())
+}
+
+// closestFlag is the flag of fs nearest to name (at most two edits away,
+// or one it begins or ends), "" when none is.
+func closestFlag(fs *flag.FlagSet, name string) string {
+	best, bestDist := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		d := editDistance(name, f.Name)
+		if len(name) >= 3 && (strings.HasPrefix(f.Name, name) || strings.HasSuffix(f.Name, name)) {
+			d = min(d, 1)
+		}
+		if d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // parseAnywhere parses flags that may come before, between or after the
@@ -118,7 +191,7 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
 	var operands []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()

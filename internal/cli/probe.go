@@ -38,7 +38,7 @@ func probeCmd(e *env, args []string) int {
 	var f probeFlags
 	f.register(fs)
 	pf, asJSON, compare, record, reports, auditLog, only, every, runs := &f.pf, &f.json, &f.compare, &f.record, &f.reports, &f.auditLog, &f.only, &f.every, &f.runs
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return fail(e, err)
 	}
 	degraded := f.degraded
@@ -362,7 +362,7 @@ func superviseCmd(e *env, args []string) int {
 	var degraded list
 	fs := newFlags(e, hiddenSupervise, hiddenSupervise+" -- ATTACK...")
 	fs.Var(&degraded, "allow-degraded", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return fail(e, err)
 	}
 	allow, err := degradedLayers(degraded)

@@ -14,7 +14,7 @@ func profileCmd(e *env, args []string) error {
 	fs := newFlags(e, "profile show", "profile show [flags] [-- CMD]")
 	var pf profileFlags
 	pf.register(fs)
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	p, err := pf.load(e)

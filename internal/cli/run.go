@@ -33,7 +33,7 @@ func runCmd(e *env, args []string) int {
 	var f runFlags
 	f.register(fs)
 	pf, asJSON, outFile, verbose, auditLog, serverURL := &f.pf, &f.json, &f.outcome, &f.verbose, &f.auditLog, &f.server
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return fail(e, err)
 	}
 	degraded := f.degraded

@@ -47,7 +47,7 @@ func serveCmd(e *env, args []string) int {
 	var f serveFlags
 	f.register(fs)
 	cfgFile, listen, auditLog, storeDir := &f.config, &f.listen, &f.auditLog, &f.store
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return fail(e, err)
 	}
 	degraded := f.degraded

@@ -14,7 +14,7 @@ import (
 func versionCmd(e *env, args []string) int {
 	fs := newFlags(e, "version", "version [--json]")
 	asJSON := versionFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return fail(e, err)
 	}
 	if fs.NArg() > 0 {
