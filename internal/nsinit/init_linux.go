@@ -243,6 +243,13 @@ func startCommand(spec *wire.Spec, stdio []*os.File) (int, error) {
 		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: spec.TTY, Ctty: 0},
 	})
 	if err != nil {
+		if errors.Is(err, unix.ENOENT) && !spec.SelfExec {
+			// The program is there (lookPath found it): what is not is
+			// the interpreter it asks for.
+			if interp := missingInterpreter(prog); interp != "" {
+				return 0, fmt.Errorf("%s: %w: its interpreter %s is not in the sandbox (cordon run --ro %s binds it, as the profile's mounts can)", prog, err, interp, filepath.Dir(interp))
+			}
+		}
 		return 0, fmt.Errorf("%s: %w", prog, err)
 	}
 	return pid, nil
