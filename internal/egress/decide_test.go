@@ -149,6 +149,11 @@ func TestUnresolvedIsNotADenial(t *testing.T) {
 	if status, body := connectStatus(t, proxy, "gone.test:443"); status != 502 || !strings.Contains(body, "the lookup of the name failed") {
 		t.Errorf("CONNECT: %d %q", status, body)
 	}
+	// A client that shows only the status line of a refused CONNECT
+	// (Go's, Python's) shows why.
+	if _, err := client(proxy).Get("https://gone.test/"); err == nil || !strings.Contains(err.Error(), "Bad Gateway (cordon: gone.test:443: the lookup of the name failed") {
+		t.Errorf("CONNECT through Go's client: %v", err)
+	}
 	resp, err := client(proxy).Get("http://gone.test/")
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +166,7 @@ func TestUnresolvedIsNotADenial(t *testing.T) {
 		t.Errorf("SOCKS5: reply %d, want %d", code, socksHostUnreach)
 	}
 	ev := p.Events()
-	if len(ev) != 3 {
+	if len(ev) != 4 {
 		t.Fatalf("events %+v", ev)
 	}
 	for _, e := range ev {

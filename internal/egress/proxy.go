@@ -567,15 +567,39 @@ func writeDenied(c net.Conn, dest, reason string) {
 }
 
 // writeStatus answers an HTTP client with status and body, and closes the
-// exchange; denied, when set, goes in X-Cordon-Denied.
+// exchange; denied, when set, goes in X-Cordon-Denied. The body's first
+// line also ends the status line: a client refused a CONNECT shows nothing
+// else of the answer (Python's and Go's show the status line, curl -v
+// shows it with the headers).
 func writeStatus(c net.Conn, status int, denied, body string) {
 	var hdr strings.Builder
-	fmt.Fprintf(&hdr, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
+	fmt.Fprintf(&hdr, "HTTP/1.1 %d %s", status, http.StatusText(status))
+	if why := statusWhy(body); why != "" {
+		fmt.Fprintf(&hdr, " (%s)", why)
+	}
+	hdr.WriteString("\r\n")
 	if denied != "" {
 		fmt.Fprintf(&hdr, "X-Cordon-Denied: %s\r\n", strings.NewReplacer("\r", " ", "\n", " ").Replace(denied))
 	}
 	fmt.Fprintf(&hdr, "Content-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(body))
 	io.WriteString(c, hdr.String()+body)
+}
+
+// statusWhy is body's first line as a status line may carry it: printable
+// ASCII, at most maxWhy bytes.
+func statusWhy(body string) string {
+	const maxWhy = 200
+	line, _, _ := strings.Cut(strings.TrimSpace(body), "\n")
+	b := []byte(strings.TrimSpace(line))
+	for i, c := range b {
+		if c < ' ' || c > '~' {
+			b[i] = '?'
+		}
+	}
+	if len(b) > maxWhy {
+		b = append(b[:maxWhy-3], "..."...)
+	}
+	return string(b)
 }
 
 // lingerClose closes c for writing and reads, for a moment and up to a
