@@ -92,6 +92,9 @@ func fail(e *env, err error) int {
 	if errors.As(err, &perrs) {
 		for _, pe := range perrs {
 			fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Text(pe.Error()))
+			if pe.Fix != "" {
+				fmt.Fprintf(e.stderr, "cordon:   fix: %s\n", termsafe.Text(pe.Fix))
+			}
 		}
 		return ExitCordon
 	}

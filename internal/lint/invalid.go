@@ -11,7 +11,7 @@ func init() {
 		Code: InvalidCode, Name: "invalid-profile", Severity: Error,
 		Summary: "the profile does not load: cordon would refuse to run it",
 		Why:     "a profile cordon cannot read grants nothing and protects nothing",
-		Fix:     "correct the field named in the message",
+		Fix:     "correct the field as the message says (docs/PROFILES.md shows each field with an example)",
 	})
 }
 
@@ -20,7 +20,11 @@ func Invalid(path string, errs profile.Errors) []Finding {
 	r := registry[InvalidCode]
 	var out []Finding
 	for _, e := range errs {
-		out = append(out, Finding{Code: r.Code, Rule: r.Name, Severity: r.Severity, File: path, Line: e.Line, Col: e.Col, Field: e.Field, Message: e.Msg, Fix: r.Fix})
+		fix := r.Fix
+		if e.Fix != "" {
+			fix = e.Fix
+		}
+		out = append(out, Finding{Code: r.Code, Rule: r.Name, Severity: r.Severity, File: path, Line: e.Line, Col: e.Col, Field: e.Field, Message: e.Msg, Fix: fix})
 	}
 	return out
 }

@@ -22,7 +22,15 @@ func WriteText(w io.Writer, fs []Finding) {
 		fmt.Fprintf(w, "%s: %s %s %s: %s%s\n    fix: %s\n", pos, f.Severity, f.Code, f.Rule, field, f.Message, f.Fix)
 	}
 	errors, warnings := count(fs)
-	fmt.Fprintf(w, "%d findings: %d errors, %d warnings\n", len(fs), errors, warnings)
+	fmt.Fprintf(w, "%s: %s, %s\n", plural(len(fs), "finding"), plural(errors, "error"), plural(warnings, "warning"))
+}
+
+// plural is "1 error", "2 errors", "0 errors".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func count(fs []Finding) (errors, warnings int) {

@@ -27,6 +27,8 @@ type Error struct {
 	Col   int    // 1-based; 0 when unknown
 	Field string // YAML path of the field, e.g. "mounts[2].path"; may be empty
 	Msg   string
+	// Fix, when known, shows the value written as the field wants it.
+	Fix string
 }
 
 func (e *Error) Error() string {

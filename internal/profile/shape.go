@@ -71,6 +71,7 @@ func (s *shape) value(node ast.Node, t reflect.Type, field string) (wrong bool) 
 				e.Line, e.Col = position(node)
 			}
 			e.Field = field
+			e.Fix = shapeFix(node, t, field)
 			if e.Line > 0 {
 				// A list decoding itself names the item at fault.
 				if f := s.src.fieldAt(e.Line, e.Col); strings.HasPrefix(f, field+"[") {
@@ -196,7 +197,66 @@ func (s *shape) report(e *Error) {
 func (s *shape) wrongType(node ast.Node, t reflect.Type, field string) {
 	line, col := position(node)
 	s.report(&Error{File: s.name, Line: line, Col: col, Field: field,
-		Msg: fmt.Sprintf("want %s, found %s", kindName(t), nodeKind(node))})
+		Msg: fmt.Sprintf("want %s, found %s", kindName(t), nodeKind(node)), Fix: shapeFix(node, t, field)})
+}
+
+// shapeFix shows the value node as the type t wants it, when it can: a
+// value where a mapping is wanted as the mapping's first string field (a
+// destination's dest, a mount's path), where a list is wanted as a list of
+// it, a mapping or a list where one value is wanted as that value's place.
+func shapeFix(node ast.Node, t reflect.Type, field string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	scalar := ""
+	switch node.Type() {
+	case ast.StringType, ast.IntegerType, ast.FloatType, ast.BoolType:
+		scalar = node.GetToken().Value
+	}
+	switch {
+	case scalar != "" && t.Kind() == reflect.Struct:
+		if key := firstString(t); key != "" && strings.HasSuffix(field, "]") {
+			return fmt.Sprintf("write each entry as a mapping, such as: - %s: %s", key, scalar)
+		} else if key != "" {
+			return fmt.Sprintf("write it as a mapping, such as: {%s: %s}", key, scalar)
+		}
+	case scalar != "" && t.Kind() == reflect.Slice:
+		if key := firstString(t.Elem()); key != "" {
+			return fmt.Sprintf("write it as a list of mappings, such as: - %s: %s", key, scalar)
+		}
+		return fmt.Sprintf("write it as a list, such as: [%s]", scalar)
+	case scalar == "" && isLeaf(t):
+		return fmt.Sprintf("write one value after the field's name, not %s, such as: %s: VALUE", nodeKind(node), lastName(field))
+	}
+	return ""
+}
+
+// firstString is the YAML name of t's first string field, when t is a
+// struct; "" otherwise.
+func firstString(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return ""
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if f.IsExported() && name != "" && name != "-" && f.Type.Kind() == reflect.String {
+			return name
+		}
+	}
+	return ""
+}
+
+// lastName is the last name of a field's path: "path" of "mounts[2].path".
+func lastName(field string) string {
+	field = strings.TrimRight(field, "]0123456789[")
+	if i := strings.LastIndexByte(field, '.'); i >= 0 {
+		return field[i+1:]
+	}
+	return field
 }
 
 // covers reports whether field is, or lies beneath, or is the intended

@@ -132,3 +132,34 @@ func TestSuggest(t *testing.T) {
 		}
 	}
 }
+
+// A value of the wrong type comes with how to write it: a string where a
+// mapping is wanted as that mapping, a value where a list is, a mapping
+// where one value is.
+func TestWrongTypeFix(t *testing.T) {
+	_, err := Parse("p.yaml", []byte(`version: 1
+agent: demo
+network:
+  allow:
+    - example.com:443
+mounts: /usr
+hostname:
+  a: b
+`))
+	var errs Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("got %v, want profile errors", err)
+	}
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Field+": "+e.Fix)
+	}
+	want := []string{
+		"network.allow[0]: write each entry as a mapping, such as: - dest: example.com:443",
+		"mounts: write it as a list of mappings, such as: - path: /usr",
+		"hostname: write one value after the field's name, not a mapping, such as: hostname: VALUE",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("fixes (-want +got):\n%s", diff)
+	}
+}
