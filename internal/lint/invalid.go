@@ -11,7 +11,7 @@ func init() {
 		Code: InvalidCode, Name: "invalid-profile", Severity: Error,
 		Summary: "the profile does not load: cordon would refuse to run it",
 		Why:     "a profile cordon cannot read grants nothing and protects nothing",
-		Fix:     "correct the field as the message says (docs/PROFILES.md shows each field with an example)",
+		Fix:     "correct the field as the message says (docs/PROFILES.md describes every field)",
 	})
 }
 
