@@ -4,10 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/approval"
 	"github.com/cordon-sandbox/cordon/internal/profile"
+	"github.com/cordon-sandbox/cordon/internal/protect"
 )
 
 // profileFlags are the flags that choose and adjust a profile, shared by run
@@ -129,6 +131,9 @@ func (pf *profileFlags) open(e *env, degraded list, logFlag string) (*profile.Pr
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if err := homeWorkspace(e, p); err != nil {
+		return nil, nil, nil, err
+	}
 	if err := pf.gate(e, p, allow); err != nil {
 		return nil, nil, nil, err
 	}
@@ -168,6 +173,25 @@ func (pf *profileFlags) gate(e *env, p *profile.Profile, allow map[string]bool) 
 	}
 	for _, l := range p.AllowDegraded {
 		allow[l] = true
+	}
+	return nil
+}
+
+// homeWorkspace refuses, unless the profile allows it, a workspace that
+// is an account's home directory. The sandbox's build refuses it too (and
+// searches any workspace for homes and stores of credentials), but said
+// here it comes before what follows from it: cordon's own state and logs,
+// under the home, in the sandbox's view.
+func homeWorkspace(e *env, p *profile.Profile) error {
+	ws := p.Workspace.Path
+	if ws == "" || p.Workspace.AllowSensitive {
+		return nil
+	}
+	if !filepath.IsAbs(ws) {
+		ws = filepath.Join(e.cwd, ws)
+	}
+	if rws := resolve(ws); slices.Contains(protect.Homes(), rws) {
+		return fmt.Errorf("workspace %s: %s is a home directory: the sandbox could read it (keys, credentials), and change what it may write; choose a project directory, or set workspace.allow_sensitive in the profile to accept that", ws, rws)
 	}
 	return nil
 }
