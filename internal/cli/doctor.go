@@ -35,6 +35,9 @@ func doctorCmd(e *env, args []string) int {
 	trial := "not run: a layer is missing"
 	if h.UserNamespaces == "" && h.Seccomp == "" && h.LandlockABI >= landlock.MinABI {
 		trial = "ok"
+		if !h.Cgroup.Delegated {
+			trial = trialWithoutCgroup
+		}
 		// Cgroups are reported above; the trial checks the containment.
 		if err := sandbox.Trial(profile.Default(), map[string]bool{sandbox.LayerCgroup: true}); err != nil {
 			trial, ready = err.Error(), false
@@ -154,10 +157,16 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *container
 	fmt.Fprintln(w)
 	if ready {
 		fmt.Fprintln(w, "ready: cordon run contains commands with every layer on this host")
+	} else if trial == trialWithoutCgroup && ct.onlyLacksCgroup() {
+		fmt.Fprintln(w, "not ready: cordon run refuses without a cgroup (see limits and to fix); with --allow-degraded=cgroup it runs, as the trial sandbox did, with the limits it names")
 	} else {
 		fmt.Fprintln(w, "not ready: see the lines marked NO, MISSING or ONLY, and the trial sandbox")
 	}
 }
+
+// trialWithoutCgroup is the trial sandbox's result where it ran without
+// the cgroup cordon run would refuse to go without.
+const trialWithoutCgroup = "ok, without a cgroup (as cordon run --allow-degraded=cgroup runs here)"
 
 // leftovers is what cordons killed earlier had left (their sandboxes'
 // cgroups and placeholders, as the journal names them): Removed by this

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/internal/cgroup"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
@@ -38,6 +40,17 @@ func cgroupFix(h sandbox.Host, systemd bool) []string {
 		out = append(out, fmt.Sprintf("as root, delegate a cgroup v2 subtree to uid %d with the memory, pids and cpu controllers enabled above it, and start cordon alone in it (see docs/PROFILES.md, Limits)", h.UID))
 	}
 	return out
+}
+
+// cgroupAdvice is what gives cordon a cgroup when err is a run refused
+// for want of one, as doctor's "to fix" says it (in a container, the
+// error names the runtime's flags too, as doctor's container section).
+func cgroupAdvice(err error) []string {
+	var se *sandbox.SetupError
+	if !errors.As(err, &se) || se.Stage != sandbox.LayerCgroup || !errors.Is(se.Err, cgroup.ErrNotDelegated) {
+		return nil
+	}
+	return cgroupFix(sandbox.ProbeHost(), systemdHost())
 }
 
 // systemdHost reports whether systemd is the host's service manager.

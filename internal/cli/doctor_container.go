@@ -38,6 +38,20 @@ func (r *containerReport) ok() bool {
 	return true
 }
 
+// onlyLacksCgroup reports whether every check holds but, maybe, the
+// writable cgroup's.
+func (r *containerReport) onlyLacksCgroup() bool {
+	if r == nil {
+		return true
+	}
+	for _, c := range r.Checks {
+		if !c.Holds && c.Need != container.NeedCgroup {
+			return false
+		}
+	}
+	return true
+}
+
 // checkContainer looks for a container (below root) and, in one, checks
 // each need from what doctor found of the host, the trial sandbox's
 // result and idmap, which tells whether the workspace dir can be idmapped.

@@ -135,6 +135,9 @@ func runCmd(e *env, args []string) int {
 	o, err := sandbox.Run(opts)
 	if err != nil {
 		fail(e, err)
+		for _, fix := range cgroupAdvice(err) {
+			fmt.Fprintf(e.stderr, "cordon: to fix: %s\n", fix)
+		}
 	}
 	if hint := notFoundHint(e, fs.Args(), o); hint != "" {
 		o.Message += "; " + hint
