@@ -33,6 +33,10 @@ func ReadAfter(path string, seq int64, hash string, fn func(Record) error) error
 	return nil
 }
 
+// ErrReplaced is what ReadAfter returns when the record it was to read
+// after is not the one it was given: the log is not the one indexed.
+var ErrReplaced = errors.New("the log was replaced")
+
 // readFile is ReadAfter on one file; a file whose last record is at or
 // before seq is skipped unread.
 func readFile(f *os.File, seq int64, hash string, fn func(Record) error) error {
@@ -54,7 +58,7 @@ func readFile(f *os.File, seq int64, hash string, fn func(Record) error) error {
 		}
 		switch {
 		case rec.Seq == seq && hash != "" && rec.Hash != hash:
-			return fmt.Errorf("audit log %s:%d: record %d is not the one indexed (hash %s, indexed %s): the log was replaced", f.Name(), n, seq, rec.Hash, hash)
+			return fmt.Errorf("audit log %s:%d: record %d is not the one indexed (hash %s, indexed %s): %w", f.Name(), n, seq, rec.Hash, hash, ErrReplaced)
 		case rec.Seq <= seq:
 			continue
 		}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ func TestReadAfter(t *testing.T) {
 		t.Fatalf("with an incomplete line: %v %v", seqs, err)
 	}
 	err = ReadAfter(path, 7, all[5].Hash, func(r Record) error { t.Fatal("called"); return nil })
-	if err == nil || !strings.Contains(err.Error(), "the log was replaced") {
+	if !errors.Is(err, ErrReplaced) || !strings.Contains(err.Error(), "the log was replaced") {
 		t.Fatalf("another log: %v", err)
 	}
 }

@@ -69,6 +69,9 @@ func (s *Server) reindex(ctx context.Context, rec *recovery) (map[string]string,
 	if err == nil && len(batch) > 0 {
 		err = send()
 	}
+	if errors.Is(err, audit.ErrReplaced) {
+		return nil, fmt.Errorf("re-indexing the audit log's tail: %w; the log at %s is not the one this node's database indexed (replaced, restored from elsewhere, or begun afresh by another user's cordon at the same path): give this server a log of its own (cordon serve --audit-log, or audit.log in cordon's configuration), or the database that indexed this log (database: in its configuration); cordon audit verify checks the log itself", err, s.opts.Audit.Path())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("re-indexing the audit log's tail: %w", err)
 	}

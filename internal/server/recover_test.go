@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,4 +156,38 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A log that is not the one the database indexed (another user's cordon
+// began its own at the same path) stops the start with what to do.
+func TestReindexOfAnotherLogSaysWhatToDo(t *testing.T) {
+	ctx := context.Background()
+	var db *statedb.DB
+	var logPath string
+	f := newFixtureWith(t, 0, nil, nil, nil, func(o *Options) {
+		o.Node = "n1"
+		db, logPath = o.DB, o.Audit.Path()
+	})
+	if err := f.srv.opts.Audit.Append(audit.Event{Sandbox: "sb-x", Agent: "a", Kind: audit.Decision, Type: "start"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.srv.index(); err != nil {
+		t.Fatal(err)
+	}
+	// The index says the last record it has is another one.
+	var recs []audit.Record
+	audit.ReadAfter(logPath, 0, "", func(r audit.Record) error { recs = append(recs, r); return nil })
+	other := recs[len(recs)-1]
+	other.Seq++
+	other.Hash = strings.Repeat("0", len(other.Hash))
+	if err := db.Index(ctx, "n1", []audit.Record{other}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.srv.opts.Audit.Append(audit.Event{Sandbox: "sb-y", Agent: "a", Kind: audit.Decision, Type: "start"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.srv.reindex(ctx, &recovery{})
+	if !errors.Is(err, audit.ErrReplaced) || !strings.Contains(err.Error(), "give this server a log of its own (cordon serve --audit-log") {
+		t.Fatalf("re-indexing another log: %v", err)
+	}
 }
