@@ -35,9 +35,6 @@ func doctorCmd(e *env, args []string) int {
 	trial := "not run: a layer is missing"
 	if h.UserNamespaces == "" && h.Seccomp == "" && h.LandlockABI >= landlock.MinABI {
 		trial = "ok"
-		if !h.Cgroup.Delegated {
-			trial = trialWithoutCgroup
-		}
 		// Cgroups are reported above; the trial checks the containment.
 		if err := sandbox.Trial(profile.Default(), map[string]bool{sandbox.LayerCgroup: true}); err != nil {
 			trial, ready = err.Error(), false
@@ -149,7 +146,11 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *container
 	}
 	row("crash dumps", "%s", crashDumps(corePattern()))
 	row("audit log", "%s", auditSetting())
-	row("trial sandbox", "%s", trial)
+	if trial == "ok" && !h.Cgroup.Delegated {
+		row("trial sandbox", "%s", trialWithoutCgroup)
+	} else {
+		row("trial sandbox", "%s", trial)
+	}
 	row("leftovers", "%s", lo)
 	printToolchains(w, doctorToolchains(e))
 	printContainer(w, ct)
@@ -157,15 +158,15 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *container
 	fmt.Fprintln(w)
 	if ready {
 		fmt.Fprintln(w, "ready: cordon run contains commands with every layer on this host")
-	} else if trial == trialWithoutCgroup && ct.onlyLacksCgroup() {
+	} else if trial == "ok" && !h.Cgroup.Delegated && ct.onlyLacksCgroup() {
 		fmt.Fprintln(w, "not ready: cordon run refuses without a cgroup (see limits and to fix); with --allow-degraded=cgroup it runs, as the trial sandbox did, with the limits it names")
 	} else {
 		fmt.Fprintln(w, "not ready: see the lines marked NO, MISSING or ONLY, and the trial sandbox")
 	}
 }
 
-// trialWithoutCgroup is the trial sandbox's result where it ran without
-// the cgroup cordon run would refuse to go without.
+// trialWithoutCgroup is how the trial sandbox's "ok" reads where it ran
+// without the cgroup cordon run would refuse to go without.
 const trialWithoutCgroup = "ok, without a cgroup (as cordon run --allow-degraded=cgroup runs here)"
 
 // leftovers is what cordons killed earlier had left (their sandboxes'

@@ -242,8 +242,10 @@ func report(e *env, o outcome.Outcome, printSummary, asJSON bool, file *hostfile
 	var line string
 	switch {
 	case asJSON:
+		// The outcome may quote what the sandbox chose (a file's name, an
+		// interpreter's path): no character of it acts on the terminal.
 		b, _ := json.Marshal(o)
-		line = string(b)
+		line = string(termsafe.JSON(b))
 	case printSummary && !o.Clean():
 		line = o.Summary()
 	default:

@@ -246,9 +246,14 @@ func startCommand(spec *wire.Spec, stdio []*os.File) (int, error) {
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) && !spec.SelfExec {
 			// The program is there (lookPath found it): what is not is
-			// the interpreter it asks for.
-			if interp := missingInterpreter(prog); interp != "" {
-				return 0, fmt.Errorf("%s: %w: its interpreter %s is not in the sandbox (cordon run --ro %s binds it, as the profile's mounts can)", prog, err, interp, filepath.Dir(interp))
+			// the interpreter it asks for. Relative, it is found from
+			// where the command starts, as ForkExec found it.
+			at := prog
+			if !filepath.IsAbs(at) {
+				at = filepath.Join(spec.Workdir, at)
+			}
+			if why := interpreterMissing(at); why != "" {
+				return 0, fmt.Errorf("%s: %w: %s", prog, err, why)
 			}
 		}
 		return 0, fmt.Errorf("%s: %w", prog, err)
