@@ -209,6 +209,9 @@ func TestMistypedFlag(t *testing.T) {
 		{"lint --fail-onn warning", "did you mean --fail-on?"},
 		{"run --workspac . -- true", "did you mean --workspace?"},
 		{"run --zzzz -- true", "run: unknown flag --zzzz (cordon help run lists the flags)"},
+		{"run --zz -- true", "run: unknown flag --zz (cordon help run lists the flags)"},
+		{"run --profile", "run: flag needs an argument: --profile (cordon help run lists the flags)"},
+		{"run --json=maybe -- true", `run: invalid boolean value "maybe" for --json: parse error (cordon help run lists the flags)`},
 	} {
 		code, _, stderr := call(t, strings.Fields(tc.args)...)
 		if code != ExitCordon || !strings.Contains(stderr, tc.want) {

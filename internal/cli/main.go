@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/internal/probe"
@@ -132,29 +133,46 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // parsed, when set, is given every flag set parseFlags parses; tests only.
 var parsed func(*flag.FlagSet)
 
-// parseFlags parses args with fs. A flag fs does not know is named as
-// written, with the closest one fs has when one is close, and where the
-// flags are listed.
+// parseFlags parses args with fs. An error names the command and where
+// its flags are listed, and flags as cordon writes them (--name); a flag
+// fs does not know comes with the closest one fs has, when one is close.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if parsed != nil {
 		parsed(fs)
 	}
 	err := fs.Parse(args)
-	name, unknown := strings.CutPrefix(fmt.Sprint(err), "flag provided but not defined: -")
-	if err == nil || !unknown {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	msg := fmt.Sprintf("%s: unknown flag %s", fs.Name(), flagName(name))
-	if near := closestFlag(fs, name); near != "" {
-		msg += fmt.Sprintf("; did you mean %s?", flagName(near))
+	msg := err.Error()
+	if name, unknown := strings.CutPrefix(msg, "flag provided but not defined: -"); unknown {
+		shown := name
+		if len(shown) > 40 {
+			shown = shown[:40] + "..."
+		}
+		msg = "unknown flag " + flagName(shown)
+		if near := closestFlag(fs, name); near != "" {
+			msg += fmt.Sprintf("; did you mean %s?", flagName(near))
+		}
+	} else {
+		// The flag package names a flag with one dash.
+		msg = regexp.MustCompile(`(^|[ :])-([A-Za-z][A-Za-z0-9-]+)`).ReplaceAllString(msg, "$1--$2")
 	}
-	return fmt.Errorf("%s (cordon help %s lists the flags)", msg, fs.Name())
+	return fmt.Errorf("%s: %s (cordon help %s lists the flags)", fs.Name(), msg, fs.Name())
 }
 
-// closestFlag is the flag of fs nearest to name (at most two edits away,
-// or one it begins or ends), "" when none is.
+// closestFlag is the flag of fs nearest to name: one edit away for a name
+// of up to four characters, two for a longer one, or one it begins or
+// ends (three characters at least); "" when none is.
 func closestFlag(fs *flag.FlagSet, name string) string {
-	best, bestDist := "", 3
+	limit := 1
+	if len(name) > 4 {
+		limit = 2
+	}
+	if len(name) > 64 {
+		return ""
+	}
+	best, bestDist := "", limit+1
 	fs.VisitAll(func(f *flag.Flag) {
 		d := editDistance(name, f.Name)
 		if len(name) >= 3 && (strings.HasPrefix(f.Name, name) || strings.HasSuffix(f.Name, name)) {

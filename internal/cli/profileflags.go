@@ -23,6 +23,9 @@ type profileFlags struct {
 	transparent   bool
 	review, guard bool
 	roWorkspace   bool
+	// homeFirst: open refuses a workspace that is a home directory before
+	// anything else (see homeWorkspace); set by commands that run one.
+	homeFirst bool
 }
 
 func (pf *profileFlags) register(fs *flag.FlagSet) {
@@ -131,8 +134,10 @@ func (pf *profileFlags) open(e *env, degraded list, logFlag string) (*profile.Pr
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := homeWorkspace(e, p); err != nil {
-		return nil, nil, nil, err
+	if pf.homeFirst {
+		if err := homeWorkspace(e, p); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	if err := pf.gate(e, p, allow); err != nil {
 		return nil, nil, nil, err

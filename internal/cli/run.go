@@ -70,6 +70,7 @@ func runCmd(e *env, args []string) int {
 		reportRemoteChanges(e, o)
 		return o.ExitCode
 	}
+	pf.homeFirst = true
 	p, allow, al, err := pf.open(e, degraded, *auditLog)
 	if err != nil {
 		return fail(e, err)
