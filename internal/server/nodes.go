@@ -307,9 +307,15 @@ func (s *Server) heartbeat() error {
 		// Until it has beaten on time for node_timeout again, its view
 		// of who is silent is not its own to act on.
 		now := time.Now().UnixNano()
-		if last := s.lastBeat.Swap(now); last != 0 && time.Duration(now-last) > max(s.timeout()/2, 2*s.beat()) {
+		late := max(s.timeout()/2, 2*s.beat())
+		if last := s.lastBeat.Swap(now); last != 0 && time.Duration(now-last) > late {
+			if !s.lateSaid {
+				s.logf("this node's heartbeat came %s after the last (more than %s): it declares no node dead until it has beaten on time for node_timeout (%s)", time.Duration(now-last).Round(time.Millisecond), late, s.timeout())
+				s.lateSaid = true
+			}
 			s.beatingSince.Store(now)
 		} else {
+			s.lateSaid = false
 			s.beatingSince.CompareAndSwap(0, now)
 		}
 		if state == statedb.NodeDraining && !s.stopping() && s.askDrain() {

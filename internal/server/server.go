@@ -142,7 +142,10 @@ type Server struct {
 	incarnation  atomic.Pointer[string]
 	beatingSince atomic.Int64
 	lastBeat     atomic.Int64
-	drainAsked   atomic.Bool
+	// lateSaid: the log says a late heartbeat of this stretch already
+	// (the heartbeats' goroutine alone reads and writes it).
+	lateSaid   bool
+	drainAsked atomic.Bool
 	// relay forwards requests to the other nodes (relay.go).
 	relay *relay
 	// endingNodes are the dead nodes (name NUL incarnation) whose
