@@ -161,49 +161,15 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return fmt.Errorf("%s: %s (cordon help %s lists the flags)", fs.Name(), msg, fs.Name())
 }
 
-// closestFlag is the flag of fs nearest to name: one edit away for a name
-// of up to four characters, two for a longer one, or one it begins or
-// ends (three characters at least); "" when none is.
+// closestFlag is the flag of fs that name is likely a misspelling of, as
+// a profile's misspelt field is matched; "" when none is.
 func closestFlag(fs *flag.FlagSet, name string) string {
-	limit := 1
-	if len(name) > 4 {
-		limit = 2
-	}
 	if len(name) > 64 {
 		return ""
 	}
-	best, bestDist := "", limit+1
-	fs.VisitAll(func(f *flag.Flag) {
-		d := editDistance(name, f.Name)
-		if len(name) >= 3 && (strings.HasPrefix(f.Name, name) || strings.HasSuffix(f.Name, name)) {
-			d = min(d, 1)
-		}
-		if d < bestDist {
-			best, bestDist = f.Name, d
-		}
-	})
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return profile.Suggest(name, names)
 }
 
 // parseAnywhere parses flags that may come before, between or after the

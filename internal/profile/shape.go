@@ -345,7 +345,7 @@ func yamlNames(t reflect.Type) []string {
 // unknownField says key is not a field here, with the field it is most
 // likely a misspelling of, or the fields there are.
 func unknownField(key string, known []string) string {
-	if s := suggest(key, known); s != "" {
+	if s := Suggest(key, known); s != "" {
 		return fmt.Sprintf("unknown field %q; did you mean %q?", key, s)
 	}
 	return fmt.Sprintf("unknown field %q; the fields here are %s", key, strings.Join(known, ", "))
@@ -364,9 +364,10 @@ func (e *Error) suggested() string {
 	return name
 }
 
-// suggest returns the name in known closest to key, when it is close
-// enough to be a misspelling: at most one edit in three letters.
-func suggest(key string, known []string) string {
+// Suggest returns the name in known closest to key, when it is close
+// enough to be a misspelling: at most one edit in three letters. Profiles'
+// fields and cordon's flags are matched with it.
+func Suggest(key string, known []string) string {
 	norm := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "-", "_") }
 	k := norm(key)
 	best, bestD := "", 0

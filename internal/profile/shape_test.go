@@ -127,8 +127,8 @@ func TestSuggest(t *testing.T) {
 		"trget": "target", "cpuTime": "cpu_time", "cpu-time": "cpu_time", "optinoal": "optional",
 		"zzz": "", "label": "", "rw": "",
 	} {
-		if got := suggest(key, known); got != want {
-			t.Errorf("suggest(%q) = %q, want %q", key, got, want)
+		if got := Suggest(key, known); got != want {
+			t.Errorf("Suggest(%q) = %q, want %q", key, got, want)
 		}
 	}
 }
