@@ -3,7 +3,8 @@ Linux sandboxes for AI agents, with an API shaped like E2B's.
 
     from cordon import Sandbox, LimitExceeded
 
-    with Sandbox.create(url="http://127.0.0.1:8700", token=token) as sandbox:
+    # url from $CORDON_URL (else http://127.0.0.1:8700), token from $CORDON_TOKEN
+    with Sandbox.create() as sandbox:
         sandbox.commands.run("make test", on_stdout=print)
         sandbox.files.write("/workspace/in.txt", "data")
 """

@@ -65,7 +65,7 @@ class EntryInfo:
 class Sandbox:
     """One sandbox of a cordon serve.
 
-    >>> sandbox = Sandbox.create(url="http://127.0.0.1:8700", token=token)
+    >>> sandbox = Sandbox.create()  # $CORDON_URL and $CORDON_TOKEN, or url=, token=
     >>> result = sandbox.commands.run("echo hi", on_stdout=print)
     >>> sandbox.kill()
     """
