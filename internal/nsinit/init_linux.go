@@ -7,7 +7,6 @@
 package nsinit
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -201,10 +200,16 @@ func run(status *os.File, report func(wire.Status)) error {
 	// A command that runs on leaves init waiting: the pages of its
 	// program that its start mapped go back then. Its heap has not been
 	// collected yet, and a collection would cost more than it returns.
-	idle := time.AfterFunc(idleAfter, idlemem.Program)
-	ws, other, pids := supervise(pid, sigs, spec.Rlimits.Processes)
-	idle.Stop()
-	st := wire.Status{Event: "exit", TmpUsed: tmpUsed(spec), OtherSignal: other, PidsReached: pids}
+	// Not where RLIMIT_NPROC bounds the sandbox's tasks: init's are
+	// counted with the command's, and work done while the command holds
+	// all of them could have the Go runtime start a thread the kernel
+	// refuses, of which init would die.
+	if spec.Rlimits.Processes == 0 {
+		idle := time.AfterFunc(idleAfter, idlemem.Program)
+		defer idle.Stop()
+	}
+	ws, other := supervise(pid, sigs)
+	st := wire.Status{Event: "exit", TmpUsed: tmpUsed(spec), OtherSignal: other}
 	if ws.Signaled() {
 		st.Signal = int(ws.Signal())
 	} else {
@@ -308,13 +313,7 @@ func executable(p string) error {
 // command was forked from: with Landlock before ABI 8 each thread of init is
 // its own Landlock domain, and signals only reach processes of the sender's
 // domain.
-//
-// With pidsLimit (RLIMIT_NPROC, set where no cgroup counts the sandbox's
-// processes), it counts the sandbox's tasks every pidsEvery: the kernel
-// refuses a fork past the limit without a trace cordon could see, so
-// that the sandbox held as many as the limit allows is the evidence of
-// it. It returns the most it counted at the limit, 0 when never there.
-func supervise(pid int, sigs <-chan os.Signal, pidsLimit int64) (unix.WaitStatus, int, int) {
+func supervise(pid int, sigs <-chan os.Signal) (unix.WaitStatus, int) {
 	exited := make(chan unix.WaitStatus, 1)
 	empty := make(chan struct{})
 	var other atomic.Int32 // a limit's signal that killed an orphan
@@ -336,135 +335,20 @@ func supervise(pid int, sigs <-chan os.Signal, pidsLimit int64) (unix.WaitStatus
 			}
 		}
 	}()
-	var count <-chan time.Time
-	if pidsLimit > 0 {
-		t := time.NewTicker(pidsEvery)
-		defer t.Stop()
-		count = t.C
-	}
 	var status unix.WaitStatus
-	reached := 0
 	for {
 		select {
 		case s := <-sigs:
 			unix.Kill(-pid, s.(syscall.Signal))
 		case status = <-exited:
 			unix.Kill(-1, unix.SIGKILL)
-			count = nil
-		case <-count:
-			if n := tasks(); int64(n) >= pidsLimit {
-				reached = max(reached, n)
-			}
 		case <-empty:
 			select { // the command's status, if not taken yet
 			case status = <-exited:
 			default:
 			}
-			return status, int(other.Load()), reached
+			return status, int(other.Load())
 		}
-	}
-}
-
-// pidsEvery is how often the sandbox's tasks are counted where an
-// rlimit, not a cgroup, bounds them.
-const pidsEvery = 50 * time.Millisecond
-
-// procDirents is what tasks reads /proc's entries into: init counts from
-// one goroutine.
-var procDirents [16 << 10]byte
-
-// tasks counts the tasks (threads) of the sandbox's processes, init's
-// own included: RLIMIT_NPROC counts every task of the user, and every
-// process of the sandbox is init's user's. It reads the sandbox's /proc,
-// which only init mounted, with raw system calls and nothing allocated:
-// it runs while the sandbox may hold every task its user may have, and a
-// call the Go runtime saw block could have it start a thread, which the
-// kernel would refuse, and init would die of it.
-func tasks() int {
-	// An absolute path: the directory descriptor is not used.
-	dir, _, errno := unix.RawSyscall6(unix.SYS_OPENAT, 0, uintptr(unsafe.Pointer(&procPath[0])), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0, 0, 0)
-	if errno != 0 {
-		return 0
-	}
-	defer unix.RawSyscall(unix.SYS_CLOSE, dir, 0, 0)
-	n := 0
-	for {
-		got, _, errno := unix.RawSyscall(unix.SYS_GETDENTS64, dir, uintptr(unsafe.Pointer(&procDirents[0])), uintptr(len(procDirents)))
-		if errno != 0 || got == 0 {
-			return n
-		}
-		for off := 0; off+19 < int(got); {
-			reclen := int(procDirents[off+16]) | int(procDirents[off+17])<<8
-			if reclen <= 19 || off+reclen > int(got) {
-				return n
-			}
-			name := procDirents[off+19 : off+reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			off += reclen
-			if len(name) == 0 || name[0] < '1' || name[0] > '9' || len(name) > 10 {
-				continue
-			}
-			n += threadsOfPid(dir, name)
-		}
-	}
-}
-
-// procPath is "/proc", NUL-terminated.
-var procPath = [...]byte{'/', 'p', 'r', 'o', 'c', 0}
-
-// threadsOfPid reads the number of threads of the process name (its
-// digits) in /proc, whose descriptor is dir; 0 when it ended since.
-func threadsOfPid(dir uintptr, name []byte) int {
-	var path [32]byte
-	k := copy(path[:], name)
-	k += copy(path[k:], "/stat")
-	path[k] = 0
-	fd, _, errno := unix.RawSyscall6(unix.SYS_OPENAT, dir, uintptr(unsafe.Pointer(&path[0])), unix.O_RDONLY|unix.O_CLOEXEC, 0, 0, 0)
-	if errno != 0 {
-		return 0
-	}
-	var stat [512]byte
-	m, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&stat[0])), uintptr(len(stat)))
-	unix.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
-	if errno != 0 {
-		return 0
-	}
-	return threadsOf(stat[:m])
-}
-
-// threadsOf reads num_threads, the 20th field of /proc/PID/stat (the
-// 18th after the command's name, which ends at the last ')'); 1 when it
-// cannot be read.
-func threadsOf(stat []byte) int {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 1
-	}
-	rest := stat[i+1:]
-	for field := 0; ; field++ {
-		for len(rest) > 0 && rest[0] == ' ' {
-			rest = rest[1:]
-		}
-		end := bytes.IndexByte(rest, ' ')
-		if end < 0 {
-			end = len(rest)
-		}
-		if end == 0 {
-			return 1
-		}
-		if field == 17 {
-			v := 0
-			for _, c := range rest[:end] {
-				if c < '0' || c > '9' || v > 1<<30 {
-					return 1
-				}
-				v = v*10 + int(c-'0')
-			}
-			return max(v, 1)
-		}
-		rest = rest[end:]
 	}
 }
 

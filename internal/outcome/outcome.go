@@ -281,9 +281,6 @@ type Facts struct {
 	// OtherSignal is a limit's signal (SIGXCPU, SIGXFSZ) that killed a
 	// process of the run other than the command, 0 if none was seen.
 	OtherSignal int
-	// PidsReached is the most tasks the sandbox held at its pids limit
-	// where an rlimit, not a cgroup, bounds them; 0 if never there.
-	PidsReached int
 	// OutputSaid lists, in order, the LimitPhrases a process of the run
 	// wrote to its standard error (each once).
 	OutputSaid []string
@@ -402,8 +399,6 @@ func counted(f Facts) (limit, evidence string) {
 		return "memory", fmt.Sprintf("the kernel killed %d process(es) of the run for memory", f.OOMKills)
 	case isSet(f.Limits, limitSignals[f.OtherSignal]):
 		return limitSignals[f.OtherSignal], fmt.Sprintf("a process of the run was killed by %s", signalName(f.OtherSignal))
-	case f.PidsReached > 0 && isSet(f.Limits, "pids"):
-		return "pids", fmt.Sprintf("the sandbox held %d tasks, as many as its limit allows without a cgroup (RLIMIT_NPROC counts the user's tasks, threads included): the kernel refuses a fork past it", f.PidsReached)
 	}
 	return "", ""
 }

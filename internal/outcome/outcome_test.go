@@ -37,7 +37,6 @@ func TestDecide(t *testing.T) {
 		{"wall", Facts{Signal: 9, SignalName: "SIGKILL", Killed: "wall"}, Timeout, 124, "wall", "wall limit (1s) was reached"},
 		{"output", Facts{Signal: 9, Killed: "output"}, OutputLimit, 123, "output", "output limit (1KiB)"},
 		{"pids", Facts{Signal: 9, Killed: "pids"}, PidsLimit, 122, "pids", "pids limit (64)"},
-		{"pids at an rlimit", Facts{Exited: true, PidsReached: 64}, PidsLimit, 122, "pids", "pids limit (64) was reached: the sandbox held 64 tasks, as many as its limit allows without a cgroup (RLIMIT_NPROC counts the user's tasks, threads included): the kernel refuses a fork past it; the command exited with status 0"},
 		{"oom killed the command", Facts{Signal: 9, SignalName: "SIGKILL", OOMKills: 1}, MemoryLimit, 121, "memory", "memory limit (128MiB)"},
 		{"oom killed a child only", Facts{Exited: true, Code: 1, OOMKills: 1}, MemoryLimit, 121, "memory", "memory limit (128MiB) was reached: the kernel killed 1 process(es) of the run for memory; the command exited with status 1"},
 		{"a shell's child killed by SIGXFSZ", Facts{Exited: true, Code: 153}, FileSizeLimit, 119, "file_size", "exited with status 153, as a shell does when a process it started is killed by SIGXFSZ"},

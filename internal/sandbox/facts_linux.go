@@ -34,7 +34,6 @@ type Result struct {
 	// obeyedUnchecked says what the look for obeyed did not cover.
 	obeyedUnchecked string
 	otherSignal     int // a limit's signal that killed an orphan
-	pidsReached     int // the most tasks init counted at RLIMIT_NPROC
 	limiter         *limiter
 	output          *outputCap
 	killed          string
@@ -101,7 +100,6 @@ func (r *Result) facts(err error) outcome.Facts {
 		EgressUsedUp: r.egressExhausted,
 		EgressBudget: r.egressBudget,
 		OtherSignal:  r.otherSignal,
-		PidsReached:  r.pidsReached,
 	}
 	if f.Killed == deniedLimit {
 		// Not a resource limit: the proxy's budget, in EgressUsedUp.

@@ -564,7 +564,6 @@ func (res *Result) finish(msgs []Status, ws unix.WaitStatus, waitErr error) erro
 		case "exit":
 			res.ExitCode, res.Signal, res.exited, res.tmpUsed = m.Code, m.Signal, m.Signal == 0, m.TmpUsed
 			res.otherSignal = m.OtherSignal
-			res.pidsReached = m.PidsReached
 			return nil
 		}
 	}

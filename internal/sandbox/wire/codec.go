@@ -214,7 +214,6 @@ func (s Status) AppendJSON(b []byte) []byte {
 	str("note", s.Note)
 	num("tmp_used", s.TmpUsed)
 	num("other_signal", int64(s.OtherSignal))
-	num("pids_reached", int64(s.PidsReached))
 	return append(b, '}')
 }
 

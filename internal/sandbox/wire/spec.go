@@ -194,9 +194,6 @@ type Status struct {
 	// OtherSignal is, at exit, a limit's signal (SIGXFSZ, SIGXCPU) that
 	// killed a process init reaped other than the command.
 	OtherSignal int `json:"other_signal,omitempty"`
-	// PidsReached is, at exit, the most tasks init counted in the sandbox
-	// at its RLIMIT_NPROC (where no cgroup counts them); 0 when never there.
-	PidsReached int `json:"pids_reached,omitempty"`
 }
 
 // EnvValue is name's value in env (the last one, as a process reading env
