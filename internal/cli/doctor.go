@@ -146,7 +146,10 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *container
 	}
 	row("crash dumps", "%s", crashDumps(corePattern()))
 	row("audit log", "%s", auditSetting())
-	if trial == "ok" && !h.Cgroup.Delegated {
+	// The trial ran without the cgroup that cordon run would refuse to
+	// go without.
+	withoutCgroup := trial == "ok" && !h.Cgroup.Delegated
+	if withoutCgroup {
 		row("trial sandbox", "%s", trialWithoutCgroup)
 	} else {
 		row("trial sandbox", "%s", trial)
@@ -158,7 +161,7 @@ func printDoctor(e *env, h sandbox.Host, trial string, ready bool, ct *container
 	fmt.Fprintln(w)
 	if ready {
 		fmt.Fprintln(w, "ready: cordon run contains commands with every layer on this host")
-	} else if trial == "ok" && !h.Cgroup.Delegated && ct.onlyLacksCgroup() {
+	} else if withoutCgroup && ct.onlyLacksCgroup() {
 		fmt.Fprintln(w, "not ready: cordon run refuses without a cgroup (see limits and to fix); with --allow-degraded=cgroup it runs, as the trial sandbox did, with the limits it names")
 	} else {
 		fmt.Fprintln(w, "not ready: see the lines marked NO, MISSING or ONLY, and the trial sandbox")

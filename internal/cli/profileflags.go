@@ -10,6 +10,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/approval"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/protect"
+	"github.com/cordon-sandbox/cordon/internal/sandbox"
 )
 
 // profileFlags are the flags that choose and adjust a profile, shared by run
@@ -196,7 +197,7 @@ func homeWorkspace(e *env, p *profile.Profile) error {
 		ws = filepath.Join(e.cwd, ws)
 	}
 	if rws := resolve(ws); slices.Contains(protect.Homes(), rws) {
-		return fmt.Errorf("workspace %s: %s is a home directory: the sandbox could read it (keys, credentials), and change what it may write; choose a project directory, or set workspace.allow_sensitive in the profile to accept that", ws, rws)
+		return fmt.Errorf("workspace %s: %s is a home directory: %s", ws, rws, sandbox.SensitiveRefusal)
 	}
 	return nil
 }

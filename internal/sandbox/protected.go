@@ -10,6 +10,11 @@ import (
 	"strings"
 )
 
+// SensitiveRefusal is why a workspace or writable bind that is a home
+// directory, or holds one or a store of credentials, is refused, and what
+// to do: cordon run's early check says it as the sandbox's build does.
+const SensitiveRefusal = "the sandbox could read it (keys, credentials), and change what it may write; choose a project directory, or set workspace.allow_sensitive in the profile to accept that"
+
 // protectedPath is a protected path of a writable bind: how the profile
 // names it (workspace.unprotect) and where the sandbox sees it.
 type protectedPath struct {

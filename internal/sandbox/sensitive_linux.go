@@ -33,7 +33,7 @@ func refuseSensitive(spec *Spec, opts Options) error {
 			if workspace {
 				what = "workspace "
 			}
-			return setupErr(what+m.Source, fmt.Errorf("%s: the sandbox could read it (keys, credentials), and change what it may write; choose a project directory, or set workspace.allow_sensitive in the profile to accept that", why))
+			return setupErr(what+m.Source, fmt.Errorf("%s: %s", why, SensitiveRefusal))
 		}
 	}
 	return nil
