@@ -290,3 +290,23 @@ func TestEventsBounded(t *testing.T) {
 		t.Fatalf("%d unlisted", got)
 	}
 }
+
+// The reason that ends a refusal's status line holds the sandbox's own
+// words (the host it named): nothing of it can end the line or the head,
+// or act on a terminal, and it is bounded.
+func TestStatusWhy(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{"cordon: gone.test:443: the lookup failed\n", "cordon: gone.test:443: the lookup failed"},
+		{"first\r\nX-Injected: yes\r\n\r\nHTTP/1.1 200 OK\n", "first"},
+		{"a\rb\x00c\x1b[2Jd\u0085e\u2028f", "a?b?c?[2Jd??e???f"},
+		{"", ""},
+	} {
+		if got := statusWhy(tc.body); got != tc.want {
+			t.Errorf("statusWhy(%q) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+	long := statusWhy(strings.Repeat("é", 300))
+	if len(long) != 200 || !strings.HasSuffix(long, "...") || strings.ContainsAny(long, "\r\n") {
+		t.Errorf("a long reason: %d bytes, %q", len(long), long[len(long)-10:])
+	}
+}
