@@ -2,7 +2,8 @@
 # Build cordon's release binaries: static (no cgo), stripped, with no path,
 # build ID or VCS stamp of the machine that built them, so that the same
 # source, version and Go toolchain give the same bytes anywhere. Writes
-# cordon-VERSION-linux-ARCH for each platform and SHA256SUMS into DIR.
+# cordon-VERSION-linux-ARCH for each platform, the SDKs as pip and npm
+# install them offline (release/sdk.sh) and SHA256SUMS into DIR.
 #
 # usage: release/build.sh [-o DIR] VERSION
 #   VERSION   the version the binaries report (v1.2.3, v1.3.0-rc.1)
@@ -50,6 +51,7 @@ for p in $platforms; do
 	GOOS=$goos GOARCH=$goarch ./build.sh -o "$out/$bin" -trimpath -buildvcs=false -ldflags="$ldflags"
 	bins+=("$bin")
 done
-(cd "$out" && sha256sum "${bins[@]}" >SHA256SUMS)
+mapfile -t sdks < <(bash "$root/release/sdk.sh" -o "$out" "$version")
+(cd "$out" && sha256sum "${bins[@]}" "${sdks[@]}" >SHA256SUMS)
 echo "built with $(go version) into $out:"
 cat "$out/SHA256SUMS"

@@ -31,7 +31,7 @@ func needTools(t *testing.T, tools ...string) {
 // architectures again would take minutes): what is checked is that nothing
 // of the machine, the directory or the moment reaches the binaries.
 func TestBuildReproducible(t *testing.T) {
-	needTools(t, "go", "bash", "sha256sum")
+	needTools(t, "go", "bash", "sha256sum", "python3", "npm")
 	const version = "v0.0.0-reproducible"
 	tmp := t.TempDir()
 	dirs := []string{filepath.Join(tmp, "a"), filepath.Join(tmp, "b")}
@@ -41,11 +41,17 @@ func TestBuildReproducible(t *testing.T) {
 			t.Fatalf("build.sh -o %s %s: %v\n%s", dir, version, err, out)
 		}
 	}
-	want := []string{
-		"SHA256SUMS",
+	bins := []string{
 		"cordon-" + version + "-linux-amd64",
 		"cordon-" + version + "-linux-arm64",
 	}
+	want := append([]string{
+		"SHA256SUMS",
+		"cordon-sandbox-sdk-0.0.0-reproducible.tgz",
+		"cordon_sandbox-0.0.0+reproducible-py3-none-any.whl",
+		"cordon_sandbox-0.0.0+reproducible.tar.gz",
+	}, bins...)
+	slices.Sort(want)
 	for _, dir := range dirs {
 		if got := names(t, dir); !slices.Equal(got, want) {
 			t.Fatalf("build.sh wrote %q into %s, want %q", got, dir, want)
@@ -72,7 +78,7 @@ func TestBuildReproducible(t *testing.T) {
 	// The binaries are static and carry the version they were given (a
 	// -trimpath build does not record its -ldflags); the one of this
 	// machine's architecture runs and says it.
-	for _, name := range want[1:] {
+	for _, name := range bins {
 		out, err := exec.Command("go", "version", "-m", filepath.Join(dirs[0], name)).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go version -m %s: %v\n%s", name, err, out)
