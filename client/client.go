@@ -5,7 +5,10 @@
 // one, run commands in it with their output streamed (Commands.Run), move
 // files in and out (Files.Read, Write, List), keep it alive, kill it. A
 // command that does not end with status ok is an error carrying its
-// result: a *CommandError, or a *LimitError when a limit ended it.
+// result: a *CommandExitError, or a *LimitError when a limit ended it.
+// Every error of the client is a *CordonError, typed by the server's
+// status (*NotFoundError, *SandboxEndedError, ...): the SDKs' one
+// vocabulary, docs/SDK.md.
 //
 //	c := client.New("http://127.0.0.1:8700", token)
 //	sb, err := c.CreateSandbox(ctx, "")
@@ -22,6 +25,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +33,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -44,30 +49,42 @@ type Client struct {
 	token string
 	// HTTP is the client requests go through; nil is a default one.
 	HTTP *http.Client
-	// Retries is how many times a request refused with 429 (Too Many
-	// Requests: nothing was done) is sent again, each after the wait
-	// the server's Retry-After says (at most 10s); New sets 8.
-	Retries int
+	// Retry is what is done with a request refused with 429 (Too Many
+	// Requests: nothing was done); New sets DefaultRetryPolicy.
+	Retry RetryPolicy
 }
 
-// New returns a client of the server at base (http://HOST:PORT) with token.
+// DefaultURL is the server a client talks to when neither its caller nor
+// $CORDON_URL names one: cordon serve's default address.
+const DefaultURL = "http://127.0.0.1:8700"
+
+// New returns a client of the server at base (http://HOST:PORT; "" is
+// $CORDON_URL, else DefaultURL) with token ("" is $CORDON_TOKEN).
 func New(base, token string) *Client {
-	return &Client{base: strings.TrimRight(base, "/"), token: token, HTTP: &http.Client{}, Retries: maxRetries}
+	if base == "" {
+		base = cmp.Or(os.Getenv("CORDON_URL"), DefaultURL)
+	}
+	if token == "" {
+		token = os.Getenv("CORDON_TOKEN")
+	}
+	return &Client{base: strings.TrimRight(base, "/"), token: token, HTTP: &http.Client{}, Retry: DefaultRetryPolicy}
 }
 
-// Error is an answer of the server that is not a success.
-type Error struct {
-	Status  int
-	Message string
+// RetryPolicy is what a client does with a request refused with 429 (a
+// rate, or a cap on commands at once: nothing was done): it sends it
+// again, at most MaxRetries times, each after the wait the server's
+// Retry-After asks for (1s when it says none, at most 10s), as long as
+// the waits add up to at most MaxWait. OnRetry, when set, is called
+// before each wait with the 429's error. Past that, the answer is a
+// *RateLimitError. The zero policy sends nothing again.
+type RetryPolicy struct {
+	MaxRetries int
+	MaxWait    time.Duration
+	OnRetry    func(attempt int, wait time.Duration, err error)
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("cordon serve: %d: %s", e.Status, e.Message) }
-
-// IsStatus reports whether err is an Error with that status.
-func IsStatus(err error, status int) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Status == status
-}
+// DefaultRetryPolicy is the policy of New: 3 retries within 30s.
+var DefaultRetryPolicy = RetryPolicy{MaxRetries: 3, MaxWait: 30 * time.Second}
 
 // do sends a request and returns the response when it succeeded; otherwise
 // the server's error.
@@ -86,48 +103,65 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	resp, err := hc.Do(req)
-	for try := 0; err == nil && resp.StatusCode == http.StatusTooManyRequests && try < c.Retries && (body == nil || req.GetBody != nil); try++ {
-		// Refused before anything was done (a rate, a cap on commands
-		// running at once): sent again once the server says.
+	var waited time.Duration
+	for try := 0; ; try++ {
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode < 300 {
+			return resp, nil
+		}
 		wait := retryAfter(resp.Header.Get("Retry-After"))
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
+		aerr := answerOf(resp, wait)
+		p := c.Retry
+		if resp.StatusCode != http.StatusTooManyRequests || try >= p.MaxRetries || waited+wait > p.MaxWait || (body != nil && req.GetBody == nil) {
+			var rl *RateLimitError
+			if try > 0 && errors.As(aerr, &rl) {
+				rl.Message += fmt.Sprintf(" (sent %d times over %v)", try+1, waited)
+			}
+			return nil, aerr
+		}
+		// Refused before anything was done (a rate, a cap on commands
+		// running at once): sent again once the server says, as the
+		// policy allows.
+		if p.OnRetry != nil {
+			p.OnRetry(try+1, wait, aerr)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(wait):
 		}
+		waited += wait
 		if req.GetBody != nil {
 			if req.Body, err = req.GetBody(); err != nil {
 				return nil, err
 			}
 		}
-		resp, err = hc.Do(req)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 300 {
-		defer func() {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}()
-		var e api.Error
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(b))
-		}
-		return nil, &Error{Status: resp.StatusCode, Message: e.Error}
-	}
-	return resp, nil
 }
 
-// maxRetries is the Retries of New; maxWait bounds one wait.
-const (
-	maxRetries = 8
-	maxWait    = 10 * time.Second
-)
+// answerOf reads the error of a response that is not a success, and
+// closes it.
+func answerOf(resp *http.Response, retryAfter time.Duration) error {
+	defer func() {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+	}()
+	var e api.Error
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &e) != nil || e.Error == "" {
+		e.Error = strings.TrimSpace(string(b))
+	}
+	if resp.StatusCode != http.StatusTooManyRequests {
+		retryAfter = 0
+	}
+	return answerError(resp.StatusCode, e.Error, e.Sandbox, e.Approval, retryAfter)
+}
+
+// maxWait bounds one wait for a retry.
+const maxWait = 10 * time.Second
 
 // retryAfter is the wait a Retry-After header (seconds) asks for: 1s
 // when it says nothing usable, at most maxWait.
@@ -252,7 +286,9 @@ func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest, stdou
 		case ev.Outcome != nil:
 			return *ev.Outcome, nil
 		case ev.Error != "":
-			return outcome.Outcome{}, &Error{Status: http.StatusConflict, Message: ev.Error}
+			// The command could not be run after all: the error the same
+			// request without stream would have had.
+			return outcome.Outcome{}, answerError(ev.HTTPStatus, ev.Error, id, "", 0)
 		case len(ev.Stdout) > 0 && stdout != nil:
 			stdout.Write(ev.Stdout)
 		case len(ev.Stderr) > 0 && stderr != nil:

@@ -74,28 +74,28 @@ func ExampleLimitError() {
 	defer sb.Kill(ctx)
 
 	_, err = sb.Commands.Run(ctx, "echo failing; exit 3", nil)
-	var ce *client.CommandError
+	var ce *client.CommandExitError
 	if errors.As(err, &ce) {
-		fmt.Println(ce.Status(), ce.Result.ExitCode, ce.Result.Stdout)
+		fmt.Println(ce.Status, ce.ExitCode, ce.Stdout)
 	}
 
 	_, err = sb.Commands.Run(ctx, "sleep 20", &client.RunOptions{Timeout: 300 * time.Millisecond})
 	var le *client.LimitError
 	if errors.As(err, &le) {
-		fmt.Println(le.Status(), le.Limit().Name, le.Limit().Value)
+		fmt.Println(le.Status, le.ExitCode, le.Limit().Name, le.Limit().Value)
 	}
 
 	// The profile allows 64 MiB: a command that takes more ends the
 	// sandbox (its Info.Ended then says "memory").
 	_, err = sb.Commands.Run(ctx, "tail /dev/zero", nil)
 	if errors.As(err, &le) {
-		fmt.Println(le.Status(), le.Limit().Name)
+		fmt.Println(le.Status, le.ExitCode, le.Limit().Name)
 	}
 	// Output:
 	// exit_nonzero 3 failing
 	//
-	// timeout timeout 300ms
-	// memory_limit memory
+	// timeout 124 timeout 300ms
+	// memory_limit 121 memory
 }
 
 // Errors of the server itself: no such sandbox, a token refused.

@@ -39,7 +39,7 @@ func (c *Client) Port(ctx context.Context, id string, port int, method, path str
 	if resp.Header.Get("Content-Security-Policy") == "" && resp.StatusCode >= 400 {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return nil, &Error{Status: resp.StatusCode, Message: strings.TrimSpace(string(b))}
+		return nil, answerError(resp.StatusCode, strings.TrimSpace(string(b)), "", "", 0)
 	}
 	return resp, nil
 }

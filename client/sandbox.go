@@ -3,9 +3,10 @@ package client
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"errors"
 	"io"
-	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -65,15 +66,33 @@ func (s *Sandbox) KeepAlive(ctx context.Context) error {
 	return err
 }
 
-// Refresh asks the server how the sandbox is: its state, why it ended,
+// GetInfo asks the server how the sandbox is: its state, why it ended,
 // its timeouts and counters.
-func (s *Sandbox) Refresh(ctx context.Context) (SandboxInfo, error) {
+func (s *Sandbox) GetInfo(ctx context.Context) (SandboxInfo, error) {
 	info, err := s.c.Get(ctx, s.ID)
 	if err == nil {
 		s.Info = info
 	}
 	return info, err
 }
+
+// Refresh is GetInfo.
+func (s *Sandbox) Refresh(ctx context.Context) (SandboxInfo, error) { return s.GetInfo(ctx) }
+
+// IsRunning reports whether the sandbox still runs (false too when the
+// server no longer knows it).
+func (s *Sandbox) IsRunning(ctx context.Context) (bool, error) {
+	info, err := s.GetInfo(ctx)
+	var nf *NotFoundError
+	var gone *SandboxEndedError
+	if errors.As(err, &nf) || errors.As(err, &gone) {
+		return false, nil
+	}
+	return err == nil && info.State == "running", err
+}
+
+// ListSandboxes describes the sandboxes the token may see.
+func (c *Client) ListSandboxes(ctx context.Context) ([]SandboxInfo, error) { return c.List(ctx) }
 
 // Commands runs commands in a sandbox.
 type Commands struct{ sb *Sandbox }
@@ -96,15 +115,19 @@ type RunOptions struct {
 // CommandResult is a command's output and how it ended.
 type CommandResult struct {
 	Stdout, Stderr string
-	// ExitCode is the command's own exit status; -1 when it did not exit
-	// (a signal or a limit ended it).
+	// ExitCode is the status cordon run would exit with: the command's
+	// own when it exited, 128+N when signal N killed it, 124 for a
+	// timeout and another of 114-123 for another limit (README, "Exit
+	// statuses").
 	ExitCode int
-	Outcome  Outcome
+	// Status is the outcome's status (ok, exit_nonzero, a limit's, ...).
+	Status  Status
+	Outcome Outcome
 }
 
 // Run runs cmd with sh -c in the sandbox, its output streamed as it
 // comes, and returns its result. A command that did not end with status
-// ok (exit status 0) is an error too, with the result: a *CommandError,
+// ok (exit status 0) is an error too, with the result: a *CommandExitError,
 // or a *LimitError (which wraps one) when a limit ended it. An error of
 // the server (no such sandbox, a refusal) is an *Error, without a result.
 func (c *Commands) Run(ctx context.Context, cmd string, o *RunOptions) (*CommandResult, error) {
@@ -132,11 +155,8 @@ func (c *Commands) RunArgs(ctx context.Context, args []string, o *RunOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	res := &CommandResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: -1, Outcome: oc}
-	if oc.CommandExitCode != nil {
-		res.ExitCode = *oc.CommandExitCode
-	}
-	return res, resultError(res)
+	res := &CommandResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: oc.ExitCode, Status: oc.Status, Outcome: oc}
+	return res, resultError(res, c.sb.ID)
 }
 
 // Files moves files in and out of a sandbox.
@@ -157,53 +177,29 @@ func (f *Files) Write(ctx context.Context, path string, data []byte) error {
 	return f.sb.c.Upload(ctx, f.sb.ID, path, bytes.NewReader(data), 0)
 }
 
+// EntryInfo is one entry of a directory: Type is "file", "dir",
+// "symlink" or "other"; Mode the permission bits (with setuid, setgid and
+// sticky); SymlinkTarget a symlink's target.
+type EntryInfo struct {
+	Name, Path, Type string
+	Size             int64
+	Mode             uint32
+	ModifiedTime     time.Time
+	SymlinkTarget    string
+}
+
 // List returns the entries of the directory at path inside the sandbox,
 // sorted by name (at most the server's default count, 1000).
-func (f *Files) List(ctx context.Context, path string) ([]DirEntry, error) {
+func (f *Files) List(ctx context.Context, path string) ([]EntryInfo, error) {
 	l, err := f.sb.c.ListDir(ctx, f.sb.ID, path, 0)
-	return l.Entries, err
-}
-
-// CommandError is a command that ran and did not end with status ok: its
-// output and outcome are in Result.
-type CommandError struct{ Result *CommandResult }
-
-func (e *CommandError) Error() string {
-	return fmt.Sprintf("cordon: command ended with %s: %s", e.Result.Outcome.Status, e.Result.Outcome.Message)
-}
-
-// Status is the outcome's status: exit_nonzero, signaled, a limit's, ...
-func (e *CommandError) Status() Status { return e.Result.Outcome.Status }
-
-// LimitError is a command that a limit ended (timeout, output, memory,
-// pids, cpu_time, file_size, the egress budget, ...): Limit names it when
-// the outcome does. errors.As finds its CommandError too.
-type LimitError struct{ *CommandError }
-
-// Limit is the limit that ended the command, nil when the outcome names
-// none (an egress budget used up).
-func (e *LimitError) Limit() *Limit { return e.Result.Outcome.Limit }
-
-func (e *LimitError) Unwrap() error { return e.CommandError }
-
-// resultError is the error of a command's result: nil for status ok.
-func resultError(res *CommandResult) error {
-	o := res.Outcome
-	switch {
-	case o.Status == StatusOK:
-		return nil
-	case o.Limit != nil || limitStatuses[o.Status]:
-		return &LimitError{&CommandError{res}}
+	if err != nil {
+		return nil, err
 	}
-	return &CommandError{res}
-}
-
-// IsNotFound reports whether err is the server's 404: no such sandbox
-// (or not the token's), no such file.
-func IsNotFound(err error) bool { return IsStatus(err, http.StatusNotFound) }
-
-// IsAuth reports whether err is the server's refusal of the token: 401
-// (no valid token) or 403 (not this token's to do).
-func IsAuth(err error) bool {
-	return IsStatus(err, http.StatusUnauthorized) || IsStatus(err, http.StatusForbidden)
+	dir := strings.TrimSuffix(l.Path, "/") + "/"
+	out := make([]EntryInfo, 0, len(l.Entries))
+	for _, e := range l.Entries {
+		mode, _ := strconv.ParseUint(e.Mode, 8, 32)
+		out = append(out, EntryInfo{Name: e.Name, Path: dir + e.Name, Type: e.Type, Size: e.Size, Mode: uint32(mode), ModifiedTime: e.Modified, SymlinkTarget: e.Target})
+	}
+	return out, nil
 }

@@ -64,7 +64,7 @@ func (c *Client) Terminal(ctx context.Context, id string, o TerminalOptions) (*T
 			if json.Unmarshal(b, &e) != nil || e.Error == "" {
 				e.Error = strings.TrimSpace(string(b))
 			}
-			return nil, &Error{Status: resp.StatusCode, Message: e.Error}
+			return nil, answerError(resp.StatusCode, e.Error, e.Sandbox, e.Approval, 0)
 		}
 		return nil, fmt.Errorf("cordon serve: opening a terminal: %w", err)
 	}
@@ -122,7 +122,7 @@ func (t *Terminal) Wait(w io.Writer) (outcome.Outcome, error) {
 		case m.Type == "exit" && m.Outcome != nil:
 			return *m.Outcome, nil
 		case m.Type == "error":
-			return outcome.Outcome{}, &Error{Status: http.StatusConflict, Message: m.Error}
+			return outcome.Outcome{}, answerError(http.StatusConflict, m.Error, "", "", 0)
 		}
 	}
 }

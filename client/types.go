@@ -54,6 +54,7 @@ const (
 	StatusEgressDenied         = outcome.EgressDenied
 	StatusWorkspaceSizeLimit   = outcome.WorkspaceSizeLimit
 	StatusWorkspaceInodesLimit = outcome.WorkspaceInodesLimit
+	StatusCacheSizeLimit       = outcome.CacheSizeLimit
 	StatusDrift                = outcome.Drift
 	StatusSandboxError         = outcome.SandboxError
 )
@@ -62,5 +63,5 @@ const (
 var limitStatuses = map[Status]bool{
 	StatusTimeout: true, StatusOutputLimit: true, StatusMemoryLimit: true, StatusPidsLimit: true,
 	StatusCPUTimeLimit: true, StatusFileSizeLimit: true, StatusEgressBudget: true, StatusEgressDenied: true,
-	StatusWorkspaceSizeLimit: true, StatusWorkspaceInodesLimit: true,
+	StatusWorkspaceSizeLimit: true, StatusWorkspaceInodesLimit: true, StatusCacheSizeLimit: true,
 }

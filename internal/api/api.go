@@ -94,8 +94,11 @@ type ExecEvent struct {
 	Stderr     []byte           `json:"stderr,omitempty"`
 	StderrText string           `json:"stderr_text,omitempty"`
 	Outcome    *outcome.Outcome `json:"outcome,omitempty"`
-	// Error is set, last, when the command could not be run.
-	Error string `json:"error,omitempty"`
+	// Error is set, last, when the command could not be run, and
+	// HTTPStatus is the status the same request without stream would
+	// have been answered with (409, 410, 423, ...).
+	Error      string `json:"error,omitempty"`
+	HTTPStatus int    `json:"http_status,omitempty"`
 	// Replay is set when the event is the kept answer of an earlier
 	// request with the same idempotency key.
 	Replay *Replay `json:"replay,omitempty"`
@@ -132,6 +135,9 @@ type ExecResult struct {
 type Error struct {
 	Error   string `json:"error"`
 	Sandbox string `json:"sandbox,omitempty"`
+	// Approval is the approval request a step is held for (423): the
+	// request to send again, unchanged, once a person approved it.
+	Approval string `json:"approval,omitempty"`
 }
 
 // Health is the answer of GET /v1/health. Status is "ok", "degraded"

@@ -64,7 +64,7 @@ func TestServeCluster(t *testing.T) {
 	// One address: node-1's.
 	const sandboxes, commands = 64, 1000
 	one := nodes[0].client("worker")
-	one.Retries = 100
+	one.Retry = client.RetryPolicy{MaxRetries: 100, MaxWait: 10 * time.Minute}
 	type acked struct{ node, out string }
 	var (
 		mu       sync.Mutex
@@ -135,7 +135,7 @@ func TestServeCluster(t *testing.T) {
 	// Through nginx, which sends each request to any node: commands and
 	// files reach the sandbox's node.
 	px := client.New(proxy, tokens["worker"])
-	px.Retries = 100
+	px.Retry = client.RetryPolicy{MaxRetries: 100, MaxWait: 10 * time.Minute}
 	i := 0
 	for id := range on {
 		i++

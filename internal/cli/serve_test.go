@@ -358,7 +358,7 @@ func TestServeLoad(t *testing.T) {
 	c := s.client("worker")
 	// 429 is the server's back-pressure, which the client waits out: on a
 	// busy machine, more often than its default.
-	c.Retries = 100
+	c.Retry = client.RetryPolicy{MaxRetries: 100, MaxWait: 10 * time.Minute}
 	before := pss(s.cmd.Process.Pid)
 	waitUntil(t, "the pool to fill", func() bool { h, _ := c.Health(ctx); return h.Warm == sandboxes })
 	after := pss(s.cmd.Process.Pid)

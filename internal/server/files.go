@@ -168,7 +168,7 @@ func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, e *e
 		what["content"] = *body
 	}
 	if err := s.begin(e, c, kind, func() (any, error) { return what, nil }); err != nil {
-		return fail(w, stepStatus(err), "%v", err)
+		return failStep(w, err)
 	}
 	rec := map[string]any{"path": p, "token": c.name()}
 	if body != nil {
@@ -177,7 +177,7 @@ func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, e *e
 	s.record(e.id, c, audit.Action, action, rec)
 	if err := s.recordAction(); err != nil {
 		s.finish(e, kind, p, nil, true)
-		return fail(w, stepStatus(err), "%v", err)
+		return failStep(w, err)
 	}
 	return 0
 }

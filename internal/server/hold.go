@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
@@ -22,8 +23,25 @@ type heldError struct {
 
 func (e *heldError) Error() string { return e.msg }
 
+// heldFor is the approval request err is held for, "" when it is not a
+// held step.
+func heldFor(err error) string {
+	var held *heldError
+	if errors.As(err, &held) {
+		return held.id
+	}
+	return ""
+}
+
+// failStep answers a step that could not start: its status, its error and
+// the approval request it is held for.
+func failStep(w http.ResponseWriter, err error) int {
+	return reply(w, stepStatus(err), api.Error{Error: err.Error(), Approval: heldFor(err)})
+}
+
 // stepStatus is the HTTP status of a step that could not start: 423 for
-// one held for approval, 409 otherwise.
+// one held for approval, 410 for a sandbox that has ended meanwhile, 409
+// otherwise.
 func stepStatus(err error) int {
 	var held *heldError
 	var unrecorded *auditError
@@ -32,6 +50,8 @@ func stepStatus(err error) int {
 		return http.StatusLocked
 	case errors.As(err, &unrecorded):
 		return http.StatusInternalServerError
+	case errors.Is(err, sandbox.ErrEnded):
+		return http.StatusGone
 	}
 	return http.StatusConflict
 }

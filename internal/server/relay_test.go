@@ -96,7 +96,7 @@ func (c *cluster) start(t *testing.T, name string, tweak func(*Config)) *cluster
 
 func (c *cluster) client(n *clusterNode, token string) *client.Client {
 	cl := client.New(n.url, c.tokens[token])
-	cl.Retries = 0
+	cl.Retry = client.RetryPolicy{}
 	return cl
 }
 

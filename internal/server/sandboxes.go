@@ -139,7 +139,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 		// the sandbox's id (a command that ran and failed is a result).
 		why := execError(e, err)
 		s.end(e, endFirstCommand)
-		status, answer := execStatus(err), api.Error{Error: fmt.Sprintf("sandbox %s was ended: its first command could not be run: %s", e.id, why), Sandbox: e.id}
+		status, answer := execStatus(err), api.Error{Error: fmt.Sprintf("sandbox %s was ended: its first command could not be run: %s", e.id, why), Sandbox: e.id, Approval: heldFor(err)}
 		k.done(status, false, answer)
 		return reply(w, status, answer)
 	}
@@ -459,9 +459,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	if !req.Stream {
 		out, o, err := s.runBuffered(ctx, e, c, cmd)
 		if err != nil {
-			status, msg := execStatus(err), execError(e, err)
-			k.done(status, false, api.Error{Error: msg})
-			return fail(w, status, "%s", msg)
+			status, answer := execStatus(err), api.Error{Error: execError(e, err), Approval: heldFor(err)}
+			k.done(status, false, answer)
+			return reply(w, status, answer)
 		}
 		defer out.Close()
 		k.done(http.StatusOK, false, keptOutput(key, out, o))
@@ -469,7 +469,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	}
 	if err := s.begin(e, c, "exec", execWhat(cmd)); err != nil {
 		k.done(0, false, nil)
-		return fail(w, stepStatus(err), "%v", err)
+		return failStep(w, err)
 	}
 	// A client that stops reading cannot hold the command: past the send
 	// timeout, its output is dropped (still counted and recorded).
@@ -480,7 +480,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	o, err := s.runCommand(ctx, e, c, cmd, stdout, stderr)
 	last := api.ExecEvent{Outcome: &o}
 	if err != nil {
-		last = api.ExecEvent{Error: execError(e, err)}
+		last = api.ExecEvent{Error: execError(e, err), HTTPStatus: execStatus(err)}
 	}
 	sw.flush()
 	sw.send(last)

@@ -165,7 +165,7 @@ func newFixtureWith(t *testing.T, pool int, p *profile.Profile, result func([]st
 // a 429 as the answer, as the tests look at refusals.
 func (f *fixture) client(name string) *client.Client {
 	c := client.New(f.url, f.tokens[name])
-	c.Retries = 0
+	c.Retry = client.RetryPolicy{}
 	return c
 }
 

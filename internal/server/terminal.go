@@ -133,7 +133,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request, c caller) int 
 		return map[string]any{"args": cmd.Args, "dir": cmd.Dir, "env": envMap(cmd.Env), "terminal": true}, nil
 	}
 	if err := s.begin(e, c, "exec", what); err != nil {
-		return fail(w, stepStatus(err), "%v", err)
+		return failStep(w, err)
 	}
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {

@@ -2,12 +2,36 @@
 //
 // Types of @cordon-sandbox/sdk (index.js): the client of cordon serve.
 
+/**
+ * What is done with a request refused with 429 (nothing was done): sent
+ * again at most maxRetries times, each after the wait Retry-After asks
+ * for (1 s when it says none, at most 10 s), as long as the waits add up
+ * to at most maxWaitMs; onRetry is called before each wait. Then
+ * RateLimitError. {maxRetries: 0} sends nothing again.
+ */
+export interface RetryPolicy {
+  maxRetries?: number;
+  maxWaitMs?: number;
+  onRetry?: (attempt: number, waitMs: number, error: RateLimitError) => void;
+}
+
+/** The policy when none is given: 3 retries within 30 s. */
+export declare const DEFAULT_RETRY_POLICY: Readonly<Required<Omit<RetryPolicy, "onRetry">>>;
+
+/** The server when neither url nor $CORDON_URL names one: "http://127.0.0.1:8700". */
+export declare const DEFAULT_URL: string;
+
+/** The outcome statuses of a command a limit ended. */
+export declare const LIMIT_STATUSES: ReadonlySet<string>;
+
 /** Where the server is and who asks. */
 export interface ConnectionOpts {
-  /** cordon serve's URL, http://HOST:PORT (default: $CORDON_URL). */
+  /** cordon serve's URL, http://HOST:PORT (default: $CORDON_URL, else DEFAULT_URL). */
   url?: string;
   /** An agent's token (default: $CORDON_TOKEN). */
   token?: string;
+  /** What is done with requests refused for their rate (default DEFAULT_RETRY_POLICY). */
+  retry?: RetryPolicy;
   /** The fetch requests go through (default: the global one). */
   fetch?: typeof globalThis.fetch;
   /** Aborts the request. */
@@ -108,7 +132,7 @@ export interface RunOpts {
 }
 
 export interface CommandResult {
-  /** The command's exit status (cordon's, when it did not exit by itself). */
+  /** The status cordon run would exit with: the command's own, 128+N for signal N, 124 for a timeout, 114-123 for another limit. */
   exitCode: number;
   stdout: string;
   stderr: string;
@@ -127,10 +151,11 @@ export interface EntryInfo {
   path: string;
   /** "file", "dir", "symlink" or "other". */
   type: string;
-  size?: number;
+  size: number;
   /** Permission bits with setuid, setgid and sticky. */
-  mode?: number;
-  modifiedTime?: Date;
+  mode: number;
+  modifiedTime: Date;
+  /** A symlink's target; undefined for another type. */
   symlinkTarget?: string;
 }
 
@@ -158,38 +183,56 @@ export declare class Sandbox {
 
 export default Sandbox;
 
-/** Every error of the SDK; httpStatus is the server's answer, when there was one. */
+/** Every error of the SDK (docs/SDK.md); httpStatus is the server's answer, when there was one. */
 export declare class CordonError extends Error {
   httpStatus?: number;
   sandboxId?: string;
-  outcome?: Outcome;
-  constructor(message: string, opts?: { httpStatus?: number; sandboxId?: string; outcome?: Outcome });
+  constructor(message: string, opts?: { httpStatus?: number; sandboxId?: string });
 }
 
-/** 401 or 403: the token is missing, wrong or not allowed this. */
+/** 401: no valid token. */
 export declare class AuthError extends CordonError {}
+
+/** 403: not this token's to do, or a path the sandbox may not write. */
+export declare class ForbiddenError extends CordonError {}
 
 /** 404: no such sandbox (or not the token's agent's), or no such path in it. */
 export declare class NotFoundError extends CordonError {}
 
-/** A limit ended the command. */
-export declare class LimitError extends CordonError {
-  outcome: Outcome;
-  /** The outcome's status: "timeout", "memory_limit", "output_limit", ... */
-  status: string;
-  limit?: Limit;
-  exitCode: number;
-  stdout: string;
-  stderr: string;
-  constructor(result: CommandResult);
+/** 409: refused in the sandbox's state, or by its policy. */
+export declare class ConflictError extends CordonError {}
+
+/** 410: the sandbox has ended. */
+export declare class SandboxEndedError extends CordonError {}
+
+/** 413: a request over the server's bounds (a command's stdin, an upload). */
+export declare class TooLargeError extends CordonError {}
+
+/** 423: held for a person; send the very same request again once approvalId is approved. */
+export declare class ApprovalRequiredError extends CordonError {
+  approvalId?: string;
+  constructor(message: string, opts?: { httpStatus?: number; sandboxId?: string; approvalId?: string });
 }
 
-/** The command exited with another status than 0, or was killed by a signal. */
+/** 429, still, after the retry policy's tries. */
+export declare class RateLimitError extends CordonError {
+  /** The wait the server asked for last. */
+  retryAfterMs?: number;
+  constructor(message: string, opts?: { httpStatus?: number; sandboxId?: string; retryAfterMs?: number });
+}
+
+/** The command ran and its outcome is not ok: it exited with another status than 0, a signal or a limit ended it. */
 export declare class CommandExitError extends CordonError {
   outcome: Outcome;
+  /** The outcome's status: "exit_nonzero", "signaled", a limit's. */
   status: string;
   exitCode: number;
   stdout: string;
   stderr: string;
-  constructor(result: CommandResult);
+  constructor(result: CommandResult, sandboxId?: string);
+}
+
+/** A limit ended the command. */
+export declare class LimitError extends CommandExitError {
+  limit?: Limit;
 }

@@ -15,37 +15,51 @@
 /** The API's path prefix. */
 const API = "/v1";
 
-/** How many times a request refused with 429 is sent again, and the longest wait. */
-const RETRIES = 8;
-const MAX_WAIT_MS = 10000;
+/** The server when neither url nor $CORDON_URL names one: cordon serve's default address. */
+export const DEFAULT_URL = "http://127.0.0.1:8700";
+
+/**
+ * What is done with a request refused with 429 (a rate, a cap on commands
+ * at once: nothing was done): sent again at most maxRetries times, each
+ * after the wait Retry-After asks for (1 s when it says none, at most
+ * 10 s), as long as the waits add up to at most maxWaitMs; onRetry(attempt,
+ * waitMs, error) is called before each wait. Then RateLimitError.
+ */
+export const DEFAULT_RETRY_POLICY = Object.freeze({ maxRetries: 3, maxWaitMs: 30000 });
+
+/** The longest one wait for a retry. */
+const LONGEST_WAIT_MS = 10000;
 
 /** Outcome statuses that mean a limit ended the command (docs/OUTCOME.md). */
-const LIMIT_STATUSES = new Set([
+export const LIMIT_STATUSES = Object.freeze(new Set([
   "timeout",
-  "cpu_time_limit",
+  "output_limit",
   "memory_limit",
   "pids_limit",
+  "cpu_time_limit",
   "file_size_limit",
-  "output_limit",
   "egress_budget",
   "egress_denied",
   "workspace_size_limit",
   "workspace_inodes_limit",
   "cache_size_limit",
-]);
+]));
 
-/** Every error of the SDK. httpStatus is the server's answer, when there was one. */
+/**
+ * Every error of the SDK (the SDKs' one vocabulary, docs/SDK.md).
+ * httpStatus is the server's answer, when there was one; sandboxId the
+ * sandbox the error names.
+ */
 export class CordonError extends Error {
-  constructor(message, { httpStatus, sandboxId, outcome } = {}) {
+  constructor(message, { httpStatus, sandboxId } = {}) {
     super(message);
     this.name = "CordonError";
     this.httpStatus = httpStatus;
     this.sandboxId = sandboxId;
-    this.outcome = outcome;
   }
 }
 
-/** The token is missing, wrong (401) or not allowed this request (403). */
+/** 401: no valid token. */
 export class AuthError extends CordonError {
   constructor(message, opts) {
     super(message, opts);
@@ -53,7 +67,15 @@ export class AuthError extends CordonError {
   }
 }
 
-/** The sandbox (or the path in it) does not exist, or is not the token's agent's (404). */
+/** 403: not this token's to do, or a path the sandbox may not write. */
+export class ForbiddenError extends CordonError {
+  constructor(message, opts) {
+    super(message, opts);
+    this.name = "ForbiddenError";
+  }
+}
+
+/** 404: no such sandbox (or not the token's), no such file. */
 export class NotFoundError extends CordonError {
   constructor(message, opts) {
     super(message, opts);
@@ -61,49 +83,98 @@ export class NotFoundError extends CordonError {
   }
 }
 
-/**
- * A limit ended the command: status is the outcome's ("timeout",
- * "memory_limit", "output_limit", ...), limit its {name, value}; the
- * output until then is in stdout and stderr.
- */
-export class LimitError extends CordonError {
-  constructor(result) {
-    super(result.outcome.message || `the ${result.outcome.limit?.name ?? result.outcome.status} limit was reached`, { outcome: result.outcome });
-    this.name = "LimitError";
-    this.status = result.outcome.status;
-    this.limit = result.outcome.limit;
-    this.exitCode = result.exitCode;
-    this.stdout = result.stdout;
-    this.stderr = result.stderr;
+/** 409: refused in the sandbox's state, or by its policy. */
+export class ConflictError extends CordonError {
+  constructor(message, opts) {
+    super(message, opts);
+    this.name = "ConflictError";
   }
 }
 
-/** The command ran and did not succeed: it exited with another status or was killed by a signal. */
+/** 410: the sandbox has ended. */
+export class SandboxEndedError extends CordonError {
+  constructor(message, opts) {
+    super(message, opts);
+    this.name = "SandboxEndedError";
+  }
+}
+
+/** 413: a request over the server's bounds (a command's stdin, an upload). */
+export class TooLargeError extends CordonError {
+  constructor(message, opts) {
+    super(message, opts);
+    this.name = "TooLargeError";
+  }
+}
+
+/** 423: held for a person; send the very same request again once approvalId is approved. */
+export class ApprovalRequiredError extends CordonError {
+  constructor(message, opts = {}) {
+    super(message, opts);
+    this.name = "ApprovalRequiredError";
+    this.approvalId = opts.approvalId;
+  }
+}
+
+/** 429, still, after the retry policy's tries: retryAfterMs is the wait the server asked for last. */
+export class RateLimitError extends CordonError {
+  constructor(message, opts = {}) {
+    super(message, opts);
+    this.name = "RateLimitError";
+    this.retryAfterMs = opts.retryAfterMs;
+  }
+}
+
+/**
+ * The command ran and did not end with status ok: status is the outcome's
+ * (exit_nonzero, signaled, a limit's), exitCode the status cordon run
+ * would exit with (the command's own, 128+N for signal N, 124 for a
+ * timeout), stdout and stderr its output, outcome the whole outcome.
+ */
 export class CommandExitError extends CordonError {
-  constructor(result) {
-    super(result.outcome.message || `the command exited with status ${result.exitCode}`, { outcome: result.outcome });
+  constructor(result, sandboxId) {
+    super(`cordon: command ended with ${result.status}: ${result.outcome.message ?? ""}`, { sandboxId });
     this.name = "CommandExitError";
-    this.status = result.outcome.status;
+    this.status = result.status;
     this.exitCode = result.exitCode;
     this.stdout = result.stdout;
     this.stderr = result.stderr;
+    this.outcome = result.outcome;
   }
 }
+
+/** A limit ended the command: limit is the outcome's {name, value}, undefined when it names none. */
+export class LimitError extends CommandExitError {
+  constructor(result, sandboxId) {
+    super(result, sandboxId);
+    this.name = "LimitError";
+    this.limit = result.outcome.limit;
+  }
+}
+
+const BY_STATUS = {
+  401: AuthError,
+  403: ForbiddenError,
+  404: NotFoundError,
+  409: ConflictError,
+  410: SandboxEndedError,
+  413: TooLargeError,
+  423: ApprovalRequiredError,
+  429: RateLimitError,
+};
 
 /** The error for an answer that is not a success. */
-function answerError(httpStatus, message, sandboxId) {
-  const opts = { httpStatus, sandboxId };
-  const text = `cordon serve: ${httpStatus}: ${message}`;
-  if (httpStatus === 401 || httpStatus === 403) return new AuthError(text, opts);
-  if (httpStatus === 404) return new NotFoundError(text, opts);
-  return new CordonError(text, opts);
+function answerError(httpStatus, message, opts = {}) {
+  const Type = BY_STATUS[httpStatus] ?? CordonError;
+  const text = httpStatus ? `cordon serve: ${httpStatus}: ${message}` : `cordon serve: ${message}`;
+  return new Type(text, { httpStatus: httpStatus || undefined, ...opts });
 }
 
 /** The wait a Retry-After header asks for, in ms: 1s when it says nothing usable. */
 function retryAfter(h) {
   const n = Number.parseInt(h ?? "", 10);
   if (!Number.isFinite(n) || n < 1) return 1000;
-  return Math.min(n * 1000, MAX_WAIT_MS);
+  return Math.min(n * 1000, LONGEST_WAIT_MS);
 }
 
 /** A stream's bytes made text as they come, a character split between chunks kept whole. */
@@ -133,14 +204,14 @@ class StreamText {
   }
 }
 
-/** The connection to one cordon serve: its URL, token and fetch. */
+/** The connection to one cordon serve: its URL, token, fetch and retry policy. */
 class Connection {
   constructor(opts = {}) {
-    const url = opts.url ?? process.env.CORDON_URL;
+    const url = opts.url || process.env.CORDON_URL || DEFAULT_URL;
     const token = opts.token ?? process.env.CORDON_TOKEN;
-    if (!url) throw new CordonError("no server: give url (http://HOST:PORT) or set CORDON_URL");
     this.url = String(url).replace(/\/+$/, "");
     this.token = token;
+    this.retry = { ...DEFAULT_RETRY_POLICY, ...(opts.retry ?? {}) };
     this.fetch = opts.fetch ?? globalThis.fetch;
     if (typeof this.fetch !== "function") throw new CordonError("no fetch: Node 18 or later is needed");
   }
@@ -150,31 +221,46 @@ class Connection {
     const headers = {};
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     if (contentType) headers["Content-Type"] = contentType;
+    let waited = 0;
     for (let attempt = 0; ; attempt++) {
-      const res = await this.fetch(this.url + path, { method, headers, body, signal });
-      if (res.status === 429 && attempt < RETRIES) {
-        // Refused before anything was done (a rate, a cap on commands at
-        // once): sent again when the server says.
-        await res.arrayBuffer().catch(() => {});
-        await new Promise((resolve) => setTimeout(resolve, retryAfter(res.headers.get("retry-after"))));
-        continue;
+      let res;
+      try {
+        res = await this.fetch(this.url + path, { method, headers, body, signal });
+      } catch (err) {
+        if (err?.name === "AbortError") throw err;
+        throw new CordonError(`cordon serve at ${this.url}: ${err?.cause?.message ?? err?.message ?? err}`);
       }
-      if (res.status >= 300) {
-        const text = await res.text().catch(() => "");
-        let message = text.trim();
-        let sandboxId;
-        try {
-          const e = JSON.parse(text);
-          if (e && typeof e.error === "string") {
-            message = e.error;
-            sandboxId = e.sandbox;
-          }
-        } catch {
-          // Not JSON: the text itself.
+      if (res.status < 300) return res;
+      const text = await res.text().catch(() => "");
+      let message = text.trim();
+      let sandboxId;
+      let approvalId;
+      try {
+        const e = JSON.parse(text);
+        if (e && typeof e.error === "string") {
+          message = e.error;
+          sandboxId = typeof e.sandbox === "string" ? e.sandbox : undefined;
+          approvalId = typeof e.approval === "string" ? e.approval : undefined;
         }
-        throw answerError(res.status, message || res.statusText, sandboxId);
+      } catch {
+        // Not JSON: the text itself.
       }
-      return res;
+      const wait = retryAfter(res.headers.get("retry-after"));
+      const err = answerError(res.status, message || res.statusText, {
+        sandboxId,
+        approvalId,
+        retryAfterMs: res.status === 429 ? wait : undefined,
+      });
+      const p = this.retry;
+      if (res.status !== 429 || attempt >= p.maxRetries || waited + wait > p.maxWaitMs) {
+        if (res.status === 429 && attempt > 0) err.message += ` (sent ${attempt + 1} times over ${waited / 1000} s)`;
+        throw err;
+      }
+      // Refused before anything was done (a rate, a cap on commands at
+      // once): sent again when the server says, as the policy allows.
+      if (typeof p.onRetry === "function") p.onRetry(attempt + 1, wait, err);
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      waited += wait;
     }
   }
 
@@ -247,7 +333,9 @@ export class Commands {
         break;
       }
       if (ev.error) {
-        throw new CordonError(`cordon serve: ${ev.error}`, { httpStatus: 409, sandboxId: this.sandbox.sandboxId });
+        // The command could not be run after all: the error the same
+        // request without stream would have had.
+        throw answerError(ev.http_status, ev.error, { sandboxId: this.sandbox.sandboxId });
       }
       if (ev.stdout !== undefined || ev.stdout_text !== undefined) emit(opts.onStdout, out.push(ev.stdout ?? "", ev.stdout_text));
       if (ev.stderr !== undefined || ev.stderr_text !== undefined) emit(opts.onStderr, errText.push(ev.stderr ?? "", ev.stderr_text));
@@ -256,16 +344,15 @@ export class Commands {
     emit(opts.onStderr, errText.end());
     if (!outcome) throw new CordonError("cordon serve: the output ended without the command's outcome");
     const result = {
-      exitCode: outcome.command_exit_code ?? outcome.exit_code,
+      exitCode: outcome.exit_code,
       stdout: out.text,
       stderr: errText.text,
       status: outcome.status,
       outcome,
     };
     if (outcome.status === "ok" || opts.throwOnError === false) return result;
-    if (LIMIT_STATUSES.has(outcome.status)) throw new LimitError(result);
-    if (outcome.status === "exit_nonzero" || outcome.status === "signaled") throw new CommandExitError(result);
-    throw new CordonError(`cordon: ${outcome.error || outcome.message || outcome.status}`, { outcome, sandboxId: this.sandbox.sandboxId });
+    if (outcome.limit || LIMIT_STATUSES.has(outcome.status)) throw new LimitError(result, this.sandbox.sandboxId);
+    throw new CommandExitError(result, this.sandbox.sandboxId);
   }
 }
 
@@ -337,7 +424,7 @@ export class Files {
       size: e.size,
       mode: Number.parseInt(e.mode, 8),
       modifiedTime: new Date(e.modified),
-      ...(e.target !== undefined ? { symlinkTarget: e.target } : {}),
+      symlinkTarget: e.target,
     }));
   }
 }
@@ -385,7 +472,7 @@ export class Sandbox {
     try {
       return (await this.getInfo()).state === "running";
     } catch (err) {
-      if (err instanceof NotFoundError) return false;
+      if (err instanceof NotFoundError || err instanceof SandboxEndedError) return false;
       throw err;
     }
   }

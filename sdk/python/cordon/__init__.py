@@ -1,7 +1,7 @@
 """Python client of cordon serve (https://github.com/cordon-sandbox/cordon):
 Linux sandboxes for AI agents, with an API shaped like E2B's.
 
-    from cordon import Sandbox, LimitExceeded
+    from cordon import Sandbox, LimitError
 
     # url from $CORDON_URL (else http://127.0.0.1:8700), token from $CORDON_TOKEN
     with Sandbox.create() as sandbox:
@@ -9,8 +9,21 @@ Linux sandboxes for AI agents, with an API shaped like E2B's.
         sandbox.files.write("/workspace/in.txt", "data")
 """
 
-from .errors import AuthError, CommandExitError, CordonError, LimitExceeded, NotFound
-from .sandbox import LIMIT_STATUSES, CommandResult, Commands, EntryInfo, Files, Sandbox
+from ._http import RetryPolicy
+from .errors import (
+    ApprovalRequiredError,
+    AuthError,
+    CommandExitError,
+    ConflictError,
+    CordonError,
+    ForbiddenError,
+    LimitError,
+    NotFoundError,
+    RateLimitError,
+    SandboxEndedError,
+    TooLargeError,
+)
+from .sandbox import DEFAULT_URL, LIMIT_STATUSES, CommandResult, Commands, EntryInfo, Files, Sandbox
 
 __all__ = [
     "Sandbox",
@@ -18,10 +31,18 @@ __all__ = [
     "Files",
     "CommandResult",
     "EntryInfo",
+    "RetryPolicy",
     "LIMIT_STATUSES",
+    "DEFAULT_URL",
     "CordonError",
     "AuthError",
-    "NotFound",
+    "ForbiddenError",
+    "NotFoundError",
+    "ConflictError",
+    "SandboxEndedError",
+    "TooLargeError",
+    "ApprovalRequiredError",
+    "RateLimitError",
     "CommandExitError",
-    "LimitExceeded",
+    "LimitError",
 ]

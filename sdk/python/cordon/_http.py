@@ -6,28 +6,46 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional
 
-from .errors import AuthError, CordonError, NotFound
+from .errors import CordonError, RateLimitError, from_answer
 
 API = "/v1"
-_MAX_RETRIES = 8
-_MAX_WAIT = 10.0
+# One wait is at most this long, whatever Retry-After says.
+_LONGEST_WAIT = 10.0
 
 
-def _error(status: int, body: bytes) -> CordonError:
+@dataclass
+class RetryPolicy:
+    """What the client does with a request refused with 429 (a rate or a
+    cap on commands at once: nothing was done): it sends it again, at
+    most ``max_retries`` times, each after the wait the server's
+    Retry-After asks for (1 s when it says none, at most 10 s), as long as
+    the waits add up to at most ``max_wait`` seconds. ``on_retry(attempt,
+    wait, error)`` is called before each wait, with the 429's error; then
+    RateLimitError is raised. RetryPolicy(max_retries=0) sends nothing
+    again."""
+
+    max_retries: int = 3
+    max_wait: float = 30.0
+    on_retry: Optional[Callable[[int, float, CordonError], Any]] = None
+
+
+def _error(status: int, body: bytes, retry_after: Optional[float] = None) -> CordonError:
+    fields: Dict[str, Any] = {}
     try:
-        message = json.loads(body.decode("utf-8")).get("error") or ""
-    except (ValueError, AttributeError):
-        message = ""
+        decoded = json.loads(body.decode("utf-8"))
+        if isinstance(decoded, dict):
+            fields = decoded
+    except ValueError:
+        pass
+    message = fields.get("error") if isinstance(fields.get("error"), str) else ""
     if not message:
         message = body.decode("utf-8", "replace").strip()
-    message = "cordon serve: %d: %s" % (status, message)
-    if status in (401, 403):
-        return AuthError(message, status)
-    if status == 404:
-        return NotFound(message, status)
-    return CordonError(message, status)
+    sandbox = fields.get("sandbox") if isinstance(fields.get("sandbox"), str) else None
+    approval = fields.get("approval") if isinstance(fields.get("approval"), str) else None
+    return from_answer(status, message, sandbox, approval, retry_after)
 
 
 def _retry_after(value: Optional[str]) -> float:
@@ -35,16 +53,18 @@ def _retry_after(value: Optional[str]) -> float:
         n = int((value or "").strip())
     except ValueError:
         return 1.0
-    return 1.0 if n < 1 else min(float(n), _MAX_WAIT)
+    return 1.0 if n < 1 else min(float(n), _LONGEST_WAIT)
 
 
 class Connection:
     """One cordon serve at ``url`` (http://HOST:PORT) with ``token``."""
 
-    def __init__(self, url: str, token: Optional[str], timeout: Optional[float] = 60.0) -> None:
+    def __init__(self, url: str, token: Optional[str], timeout: Optional[float] = 60.0,
+                 retry: Optional[RetryPolicy] = None) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.retry = retry if retry is not None else RetryPolicy()
 
     def open(
         self,
@@ -67,23 +87,32 @@ class Connection:
         if content_type:
             headers["Content-Type"] = content_type
         wait = self.timeout if timeout == "default" else timeout
-        for attempt in range(_MAX_RETRIES + 1):
+        waited = 0.0
+        attempt = 0
+        while True:
             req = urllib.request.Request(url, data=body, headers=headers, method=method)
             try:
                 return urllib.request.urlopen(req, timeout=wait)
             except urllib.error.HTTPError as e:
                 data = e.read(1 << 20)
-                retry = e.headers.get("Retry-After") if e.headers else None
+                retry_after = _retry_after(e.headers.get("Retry-After") if e.headers else None)
                 e.close()
-                if e.code == 429 and attempt < _MAX_RETRIES:
-                    # Refused before anything was done: sent again once the
-                    # server says.
-                    time.sleep(_retry_after(retry))
-                    continue
-                raise _error(e.code, data) from None
+                err = _error(e.code, data, retry_after if e.code == 429 else None)
+                policy = self.retry
+                if e.code != 429 or attempt >= policy.max_retries or waited + retry_after > policy.max_wait:
+                    if isinstance(err, RateLimitError) and attempt > 0:
+                        err.message = "%s (sent %d times over %.0f s)" % (err.message, attempt + 1, waited)
+                        err.args = (err.message,)
+                    raise err from None
+                # Refused before anything was done: sent again once the
+                # server says, as the policy allows.
+                attempt += 1
+                if policy.on_retry is not None:
+                    policy.on_retry(attempt, retry_after, err)
+                time.sleep(retry_after)
+                waited += retry_after
             except urllib.error.URLError as e:
                 raise CordonError("cordon serve at %s: %s" % (self.url, e.reason)) from None
-        raise CordonError("cordon serve: too many requests")  # not reached
 
     def call(self, method: str, path: str, payload: Any = None, query: Optional[Dict[str, str]] = None) -> Any:
         """Sends payload as JSON (when not None) and returns the decoded

@@ -2,15 +2,16 @@
 commands with their output streamed, move files, keep it alive, kill it."""
 
 import base64
+import datetime
 import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from ._http import Connection, sandbox_path
-from .errors import CommandExitError, CordonError, LimitExceeded
+from ._http import Connection, RetryPolicy, sandbox_path
+from .errors import CommandExitError, CordonError, LimitError, NotFoundError, SandboxEndedError, from_answer
 
-__all__ = ["Sandbox", "Commands", "Files", "CommandResult", "EntryInfo", "LIMIT_STATUSES"]
+__all__ = ["Sandbox", "Commands", "Files", "CommandResult", "EntryInfo", "LIMIT_STATUSES", "DEFAULT_URL"]
 
 DEFAULT_URL = "http://127.0.0.1:8700"
 
@@ -34,13 +35,17 @@ LIMIT_STATUSES = frozenset(
 
 @dataclass
 class CommandResult:
-    """A command's output and how it ended. ``exit_code`` is the command's
-    own exit status, -1 when it did not exit (a signal or a limit ended it);
-    ``outcome`` is the outcome as cordon run reports it (docs/OUTCOME.md)."""
+    """A command's output and how it ended. ``status`` is the outcome's
+    status (``ok``, ``exit_nonzero``, a limit's, ...); ``exit_code`` the
+    status cordon run would exit with: the command's own when it exited,
+    128+N when signal N killed it, 124 for a timeout and another of 114-123
+    for another limit (README, "Exit statuses"); ``outcome`` the outcome as
+    cordon run reports it (docs/OUTCOME.md)."""
 
     stdout: str
     stderr: str
     exit_code: int
+    status: str
     outcome: Dict[str, Any]
     stdout_bytes: bytes = b""
     stderr_bytes: bytes = b""
@@ -49,16 +54,16 @@ class CommandResult:
 @dataclass
 class EntryInfo:
     """One entry of a directory: ``type`` is "file", "dir", "symlink" or
-    "other"; ``mode`` the permission bits in octal ("0644"); ``target`` a
-    symlink's target."""
+    "other"; ``mode`` the permission bits (0o644); ``symlink_target`` a
+    symlink's target, None for another type."""
 
     name: str
     type: str
     path: str
     size: int
-    mode: str
-    modified: str
-    target: Optional[str] = None
+    mode: int
+    modified_time: Optional[datetime.datetime]
+    symlink_target: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -87,11 +92,13 @@ class Sandbox:
         url: Optional[str] = None,
         token: Optional[str] = None,
         request_timeout: Optional[float] = 60.0,
+        retry: Optional[RetryPolicy] = None,
     ) -> "Sandbox":
         """Claims a sandbox of ``agent`` (None: the token's own) from the
         server at ``url`` (default $CORDON_URL, else http://127.0.0.1:8700)
-        with ``token`` (default $CORDON_TOKEN)."""
-        conn = _connection(url, token, request_timeout)
+        with ``token`` (default $CORDON_TOKEN); ``retry`` is what is done
+        with requests refused for their rate (default RetryPolicy())."""
+        conn = _connection(url, token, request_timeout, retry)
         payload: Dict[str, Any] = {}
         if agent:
             payload["agent"] = agent
@@ -104,11 +111,24 @@ class Sandbox:
         url: Optional[str] = None,
         token: Optional[str] = None,
         request_timeout: Optional[float] = 60.0,
+        retry: Optional[RetryPolicy] = None,
     ) -> "Sandbox":
         """The sandbox ``sandbox_id``, created earlier, as the server
         describes it now."""
-        conn = _connection(url, token, request_timeout)
+        conn = _connection(url, token, request_timeout, retry)
         return cls(conn.call("GET", sandbox_path(sandbox_id)), conn)
+
+    @classmethod
+    def list(
+        cls,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        request_timeout: Optional[float] = 60.0,
+        retry: Optional[RetryPolicy] = None,
+    ) -> List[Dict[str, Any]]:
+        """The sandboxes the token may see, as the server describes them."""
+        listing = _connection(url, token, request_timeout, retry).call("GET", "/sandboxes")
+        return list(listing) if isinstance(listing, list) else []
 
     def get_info(self) -> Dict[str, Any]:
         """How the sandbox is now: its state, why it ended, its timeouts."""
@@ -116,9 +136,13 @@ class Sandbox:
         return self.info
 
     def is_running(self) -> bool:
-        return self.get_info().get("state") == "running"
+        """Whether the sandbox still runs (False too when it is gone)."""
+        try:
+            return self.get_info().get("state") == "running"
+        except (NotFoundError, SandboxEndedError):
+            return False
 
-    def keepalive(self) -> Dict[str, Any]:
+    def keep_alive(self) -> Dict[str, Any]:
         """Restarts the sandbox's idle timeout (the server's idle_timeout;
         its max_lifetime still holds)."""
         self.info = self._conn.call("POST", sandbox_path(self.sandbox_id, "/keepalive"))
@@ -136,12 +160,30 @@ class Sandbox:
             self.kill()
 
 
-def _connection(url: Optional[str], token: Optional[str], timeout: Optional[float]) -> Connection:
+def _connection(url: Optional[str], token: Optional[str], timeout: Optional[float],
+                retry: Optional[RetryPolicy] = None) -> Connection:
     return Connection(
         url or os.environ.get("CORDON_URL") or DEFAULT_URL,
         token if token is not None else os.environ.get("CORDON_TOKEN"),
         timeout,
+        retry,
     )
+
+
+def _time(value: Any) -> Optional[datetime.datetime]:
+    """An RFC 3339 time of the API, None when there is none."""
+    if not isinstance(value, str) or not value:
+        return None
+    # fromisoformat before 3.11 takes neither Z nor nanoseconds.
+    text = value.replace("Z", "+00:00")
+    head, dot, rest = text.partition(".")
+    if dot:
+        frac = "".join(ch for ch in rest if ch.isdigit())
+        text = head + "." + frac[:6].ljust(6, "0") + rest[len(frac):]
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def _duration(seconds: float) -> str:
@@ -163,6 +205,7 @@ class Commands:
         envs: Optional[Dict[str, str]] = None,
         cwd: Optional[str] = None,
         stdin: Optional[Union[str, bytes]] = None,
+        throw_on_error: bool = True,
     ) -> CommandResult:
         """Runs ``cmd`` (a string, with sh -c; or an argv, as it is), its
         output given to ``on_stdout`` and ``on_stderr`` as it comes, and
@@ -170,8 +213,9 @@ class Commands:
 
         ``timeout`` (seconds) ends the command, at most the profile's wall
         limit, which holds without it. A command that does not end with
-        status ok raises CommandExitError, or LimitExceeded when a limit
-        ended it; each carries the result and the outcome.
+        status ok raises CommandExitError, or LimitError when a limit
+        ended it; each carries the result and the outcome. With
+        ``throw_on_error=False`` the result is returned whatever its status.
         """
         args = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         payload: Dict[str, Any] = {"args": args, "stream": True}
@@ -203,7 +247,12 @@ class Commands:
                     outcome = ev["outcome"]
                     break
                 if ev.get("error"):
-                    raise CordonError("cordon serve: %s" % ev["error"], 409)
+                    # The command could not be run after all: the error the
+                    # same request without stream would have had.
+                    status = ev.get("http_status")
+                    if isinstance(status, int):
+                        raise from_answer(status, ev["error"], self._sb.sandbox_id)
+                    raise CordonError("cordon serve: %s" % ev["error"], None, self._sb.sandbox_id)
                 for key, chunks, callback in (("stdout", out, on_stdout), ("stderr", err, on_stderr)):
                     if ev.get(key):
                         data = base64.b64decode(ev[key])
@@ -214,21 +263,22 @@ class Commands:
         if outcome is None:
             raise CordonError("cordon serve: the output ended without an outcome")
         stdout, stderr = b"".join(out), b"".join(err)
-        code = outcome.get("command_exit_code")
+        code = outcome.get("exit_code")
+        status = str(outcome.get("status", ""))
         result = CommandResult(
             stdout=stdout.decode("utf-8", "replace"),
             stderr=stderr.decode("utf-8", "replace"),
             exit_code=code if isinstance(code, int) else -1,
+            status=status,
             outcome=outcome,
             stdout_bytes=stdout,
             stderr_bytes=stderr,
         )
-        status = outcome.get("status")
-        if status == "ok":
+        if status == "ok" or not throw_on_error:
             return result
         if outcome.get("limit") or status in LIMIT_STATUSES:
-            raise LimitExceeded(result)
-        raise CommandExitError(result)
+            raise LimitError(result, self._sb.sandbox_id)
+        raise CommandExitError(result, self._sb.sandbox_id)
 
 
 class Files:
@@ -275,9 +325,9 @@ class Files:
                 type=e["type"],
                 path=base + "/" + e["name"],
                 size=e.get("size", 0),
-                mode=e.get("mode", ""),
-                modified=e.get("modified", ""),
-                target=e.get("target"),
+                mode=int(e.get("mode") or "0", 8),
+                modified_time=_time(e.get("modified")),
+                symlink_target=e.get("target"),
                 raw=e,
             )
             for e in listing.get("entries") or []

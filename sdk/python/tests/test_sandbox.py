@@ -18,9 +18,10 @@ import urllib.request
 from cordon import (
     AuthError,
     CommandExitError,
-    CordonError,
-    LimitExceeded,
-    NotFound,
+    ForbiddenError,
+    LimitError,
+    NotFoundError,
+    SandboxEndedError,
     Sandbox,
 )
 
@@ -172,7 +173,7 @@ class SandboxTest(ServeTest):
         self.assertEqual(res.stdout, "one\nh\u00e9\n/workspace\n")
         self.assertEqual(res.stderr_bytes, b"warn\n")
         self.assertEqual(res.exit_code, 0)
-        self.assertEqual(res.outcome["status"], "ok")
+        self.assertEqual((res.status, res.outcome["status"]), ("ok", "ok"))
         # An argv runs as it is; env, cwd and stdin reach it.
         res = sb.commands.run(["sh", "-c", 'cat; echo " $X"; pwd'], envs={"X": "y"}, cwd="/tmp", stdin="in")
         self.assertEqual(res.stdout, "in y\n/tmp\n")
@@ -188,51 +189,62 @@ class SandboxTest(ServeTest):
         entries = sb.files.list("/workspace/d")
         self.assertEqual([(e.name, e.type, e.size, e.path) for e in entries],
                          [("a.txt", "file", 6, "/workspace/d/a.txt"), ("b.bin", "file", 2, "/workspace/d/b.bin")])
-        self.assertEqual(entries[1].mode, "0600")
-        with self.assertRaises(NotFound):
+        self.assertEqual(entries[1].mode, 0o600)
+        self.assertIsNotNone(entries[1].modified_time)
+        self.assertIsNone(entries[1].symlink_target)
+        with self.assertRaises(NotFoundError):
             sb.files.read("/workspace/d/missing")
 
     def test_limits_and_failures_are_typed(self) -> None:
         sb = self.sandbox()
-        # The profile's output limit (4 KiB) ends the command: LimitExceeded,
+        # The profile's output limit (4 KiB) ends the command: LimitError,
         # with the outcome; the sandbox goes on.
-        with self.assertRaises(LimitExceeded) as cm:
+        with self.assertRaises(LimitError) as cm:
             sb.commands.run("yes | head -c 100000")
-        self.assertEqual(cm.exception.outcome["status"], "output_limit")
+        self.assertEqual((cm.exception.status, cm.exception.exit_code), ("output_limit", 123))
         self.assertEqual(cm.exception.limit["name"], "output")
         self.assertLessEqual(len(cm.exception.stdout), 8 << 10)
         # A timeout of the request, likewise.
-        with self.assertRaises(LimitExceeded) as cm:
+        with self.assertRaises(LimitError) as cm:
             sb.commands.run("sleep 20", timeout=0.3)
-        self.assertEqual(cm.exception.outcome_status, "timeout")
+        self.assertEqual((cm.exception.status, cm.exception.exit_code), ("timeout", 124))
         self.assertEqual(cm.exception.limit, {"name": "timeout", "value": "300ms"})
         # A command that fails on its own is a CommandExitError, not a limit.
         with self.assertRaises(CommandExitError) as cm:
             sb.commands.run("echo failing; exit 3")
-        self.assertNotIsInstance(cm.exception, LimitExceeded)
+        self.assertNotIsInstance(cm.exception, LimitError)
         self.assertEqual((cm.exception.exit_code, cm.exception.stdout), (3, "failing\n"))
         self.assertEqual(cm.exception.outcome["status"], "exit_nonzero")
+        # Killed by a signal: 128+N, as a shell says.
+        with self.assertRaises(CommandExitError) as cm:
+            sb.commands.run("kill -9 $$")
+        self.assertEqual((cm.exception.status, cm.exception.exit_code), ("signaled", 137))
+        # throw_on_error=False: the result, whatever its status.
+        res = sb.commands.run("exit 5", throw_on_error=False)
+        self.assertEqual((res.status, res.exit_code), ("exit_nonzero", 5))
         self.assertEqual(sb.commands.run("echo still here").stdout, "still here\n")
 
     def test_keepalive_kill_and_errors(self) -> None:
         sb = self.sandbox()
         before = sb.info["idle_expires"]
-        info = sb.keepalive()
+        info = sb.keep_alive()
         self.assertEqual(info["id"], sb.sandbox_id)
         self.assertGreaterEqual(info["idle_expires"], before)
         again = Sandbox.connect(sb.sandbox_id, url=self.url, token=self.token)
         self.assertEqual(again.info["state"], "running")
         sb.kill()
         self.assertEqual((sb.info["state"], sb.info.get("ended")), ("ended", "killed"))
-        with self.assertRaises(CordonError) as cm:
+        self.assertIn(sb.sandbox_id, [i["id"] for i in Sandbox.list(url=self.url, token=self.token)])
+        with self.assertRaises(SandboxEndedError) as cm:
             again.commands.run("true")
-        self.assertEqual(cm.exception.status, 410)
-        with self.assertRaises(NotFound):
+        self.assertEqual(cm.exception.http_status, 410)
+        self.assertFalse(again.is_running())
+        with self.assertRaises(NotFoundError):
             Sandbox.connect("sb-0000000000000000", url=self.url, token=self.token)
         with self.assertRaises(AuthError) as cm:
             Sandbox.create(url=self.url, token="not-a-token")
-        self.assertEqual(cm.exception.status, 401)
-        with self.assertRaises(AuthError):
+        self.assertEqual(cm.exception.http_status, 401)
+        with self.assertRaises(ForbiddenError):
             Sandbox.create(agent="other", url=self.url, token=self.token)
 
 

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { AuthError, CommandExitError, CordonError, LimitError, NotFoundError, Sandbox } from "../index.js";
+import { AuthError, CommandExitError, CordonError, DEFAULT_URL, ForbiddenError, LimitError, NotFoundError, Sandbox, SandboxEndedError } from "../index.js";
 import { startServe } from "./serve.js";
 
 describe("against cordon serve", () => {
@@ -108,6 +108,8 @@ describe("against cordon serve", () => {
     const slow = await sandbox.commands.run("sleep 30", { timeoutMs: 200 }).catch((e) => e);
     assert.ok(slow instanceof LimitError, `want a LimitError, got ${slow}`);
     assert.equal(slow.status, "timeout");
+    assert.equal(slow.exitCode, 124);
+    assert.ok(slow instanceof CommandExitError);
     assert.deepEqual(slow.limit && [slow.limit.name, slow.limit.value], ["timeout", "200ms"]);
 
     // Without throwOnError, the result whatever the status.
@@ -125,6 +127,10 @@ describe("against cordon serve", () => {
     assert.equal(err.status, "exit_nonzero");
     assert.equal(err.stdout, "out\n");
     assert.equal(err.stderr, "err\n");
+    // Killed by a signal: 128+N, as a shell says.
+    const killed = await sandbox.commands.run("kill -9 $$").catch((e) => e);
+    assert.ok(killed instanceof CommandExitError && !(killed instanceof LimitError), `want a CommandExitError, got ${killed}`);
+    assert.deepEqual([killed.status, killed.exitCode], ["signaled", 137]);
     await sandbox.kill();
   });
 
@@ -142,13 +148,13 @@ describe("against cordon serve", () => {
     assert.equal(ended.state, "ended");
     assert.equal(ended.ended, "killed");
     assert.equal(await sandbox.isRunning(), false);
-    await assert.rejects(sandbox.commands.run("true"), (err) => err instanceof CordonError && err.httpStatus >= 400);
+    await assert.rejects(sandbox.commands.run("true"), (err) => err instanceof SandboxEndedError && err.httpStatus === 410);
   });
 
-  test("a wrong token is an AuthError, an unknown sandbox a NotFoundError", async (t) => {
+  test("a wrong token is an AuthError, another agent's a ForbiddenError, an unknown sandbox a NotFoundError", async (t) => {
     if (skip) return t.skip(skip);
     await assert.rejects(Sandbox.create({ url: serve.url, token: "not-a-token" }), (err) => err instanceof AuthError && err.httpStatus === 401);
-    await assert.rejects(Sandbox.create({ url: serve.url, token: serve.token, agent: "someone-else" }), (err) => err instanceof AuthError && err.httpStatus === 403);
+    await assert.rejects(Sandbox.create({ url: serve.url, token: serve.token, agent: "someone-else" }), (err) => err instanceof ForbiddenError && err.httpStatus === 403);
     await assert.rejects(Sandbox.connect("sb-does-not-exist", { url: serve.url, token: serve.token }), (err) => err instanceof NotFoundError && err.httpStatus === 404);
   });
 });
@@ -202,12 +208,25 @@ describe("streamed output", () => {
     await assert.rejects(cut.commands.run("x"), /without the command's outcome/);
     const failed = await Sandbox.create({ url: "http://127.0.0.1:1", fetch: fakeFetch([JSON.stringify({ error: "the sandbox ended" }) + "\n"]) });
     await assert.rejects(failed.commands.run("x"), (err) => err instanceof CordonError && /the sandbox ended/.test(err.message));
+    // With the status the same request without stream would have had, the error of that status.
+    const gone = await Sandbox.create({ url: "http://127.0.0.1:1", fetch: fakeFetch([JSON.stringify({ error: "sandbox sb-1 has ended (memory)", http_status: 410 }) + "\n"]) });
+    await assert.rejects(gone.commands.run("x"), (err) => err instanceof SandboxEndedError && err.httpStatus === 410 && err.sandboxId === "sb-1");
   });
 
   test("bad arguments are refused before anything is sent", async () => {
     const sandbox = await Sandbox.create({ url: "http://127.0.0.1:1", fetch: fakeFetch([ok]) });
     await assert.rejects(sandbox.commands.run([]), /non-empty array/);
     await assert.rejects(sandbox.commands.run("x", { timeoutMs: 1.5 }), /timeoutMs/);
-    await assert.rejects(Sandbox.create({ url: "" }), (err) => err instanceof CordonError && /no server/.test(err.message));
+    // No url and no $CORDON_URL: cordon serve's default address.
+    const asked = [];
+    const saved = process.env.CORDON_URL;
+    delete process.env.CORDON_URL;
+    try {
+      await Sandbox.create({ url: "", fetch: async (url) => (asked.push(url), new Response('{"id":"sb-1"}', { status: 201 })) });
+    } finally {
+      if (saved !== undefined) process.env.CORDON_URL = saved;
+    }
+    assert.deepEqual(asked, [`${DEFAULT_URL}/v1/sandboxes`]);
+    assert.equal(DEFAULT_URL, "http://127.0.0.1:8700");
   });
 });

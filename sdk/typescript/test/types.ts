@@ -3,11 +3,12 @@
 // Type-checked (tsc -p test/tsconfig.json), never run: the declarations of
 // index.d.ts describe the API as a TypeScript user writes it.
 
-import Default, { AuthError, CommandExitError, CordonError, LimitError, NotFoundError, Sandbox } from "../index.js";
-import type { CommandResult, EntryInfo, Outcome, SandboxInfo } from "../index.js";
+import Default, { ApprovalRequiredError, AuthError, CommandExitError, CordonError, DEFAULT_URL, LimitError, NotFoundError, RateLimitError, Sandbox } from "../index.js";
+import type { CommandResult, EntryInfo, Outcome, RetryPolicy, SandboxInfo } from "../index.js";
 
 export async function example(url: string, token: string): Promise<void> {
-  const sandbox: Sandbox = await Sandbox.create({ url, token, agent: "builder" });
+  const retry: RetryPolicy = { maxRetries: 1, maxWaitMs: 5000, onRetry: (n: number, ms: number, e: RateLimitError) => void [n, ms, e.retryAfterMs] };
+  const sandbox: Sandbox = await Sandbox.create({ url: url || DEFAULT_URL, token, agent: "builder", retry });
   const id: string = sandbox.sandboxId;
   const r: CommandResult = await sandbox.commands.run("make test", {
     onStdout: (s: string) => void s.length,
@@ -38,6 +39,9 @@ export async function example(url: string, token: string): Promise<void> {
       void [status, limit, outcome];
     } else if (err instanceof CommandExitError) {
       void (err.exitCode + err.stdout.length);
+    } else if (err instanceof ApprovalRequiredError) {
+      const approval: string | undefined = err.approvalId;
+      void approval;
     } else if (err instanceof AuthError || err instanceof NotFoundError) {
       const status: number | undefined = err.httpStatus;
       void status;

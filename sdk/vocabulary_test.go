@@ -1,0 +1,617 @@
+// Package sdk_test checks that cordon's three SDKs (the Go client, Python
+// and TypeScript) speak one vocabulary: sdk/vocabulary.json, tabled in
+// docs/SDK.md. The same fake server answers each of them with every
+// refusal the API has, every kind of outcome and a directory listing; what
+// each SDK makes of them (error types and their bases, fields, exit
+// codes, entries, defaults, the retry policy) must be what the vocabulary
+// says, the same in all three.
+package sdk_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/cordon-sandbox/cordon/client"
+)
+
+type vocabulary struct {
+	Defaults struct {
+		URL            string  `json:"url"`
+		MaxRetries     int     `json:"max_retries"`
+		MaxWaitSeconds float64 `json:"max_wait_seconds"`
+	} `json:"defaults"`
+	Errors []struct {
+		Name       string   `json:"name"`
+		Base       string   `json:"base"`
+		HTTPStatus int      `json:"http_status"`
+		Fields     []string `json:"fields"`
+	} `json:"errors"`
+	LimitStatuses []string `json:"limit_statuses"`
+	Types         map[string]struct {
+		Fields  []string `json:"fields"`
+		Methods []string `json:"methods"`
+		Static  []string `json:"static"`
+	} `json:"types"`
+	Durations []string          `json:"durations"`
+	GoNames   map[string]string `json:"go_names"`
+}
+
+func loadVocabulary(t *testing.T) *vocabulary {
+	t.Helper()
+	b, err := os.ReadFile("vocabulary.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v vocabulary
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("vocabulary.json: %v", err)
+	}
+	return &v
+}
+
+// The statuses the probes ask for, and the exec cases.
+var (
+	statuses  = []int{400, 401, 403, 404, 409, 410, 413, 423, 429, 500, 503}
+	execCases = func(v *vocabulary) []string {
+		return append([]string{"ok", "exit_nonzero", "signaled", "gone"}, v.LimitStatuses...)
+	}
+)
+
+// exitCodes are the exit codes the fake server gives each limit (README,
+// "Exit statuses"); limits are those its outcomes name (the others name
+// none, and are still limits by their status).
+var (
+	exitCodes = map[string]int{"timeout": 124, "output_limit": 123, "pids_limit": 122, "memory_limit": 121, "cpu_time_limit": 120,
+		"file_size_limit": 119, "egress_budget": 118, "egress_denied": 116, "workspace_size_limit": 115, "workspace_inodes_limit": 114, "cache_size_limit": 113}
+	limits = map[string]map[string]any{"timeout": {"name": "timeout", "value": "1s"}, "memory_limit": {"name": "memory", "value": "64MiB"}}
+)
+
+// fakeServer answers as cordon serve would: GET /v1/sandboxes/sb-NNN
+// with status NNN, sb-ok as a running sandbox whose exec answers the case
+// its argv names.
+func fakeServer(t *testing.T) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`[{"id":"sb-ok","state":"running"},{"id":"sb-2","state":"ended"}]`))
+	})
+	mux.HandleFunc("GET /v1/sandboxes/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if id == "sb-ok" {
+			w.Write([]byte(`{"id":"sb-ok","agent":"a","state":"running"}`))
+			return
+		}
+		status, err := strconv.Atoi(strings.TrimPrefix(id, "sb-"))
+		if err != nil {
+			http.Error(w, "no such sandbox", http.StatusNotFound)
+			return
+		}
+		body := map[string]string{"error": fmt.Sprintf("refused %d", status), "sandbox": "sb-named"}
+		if status == http.StatusLocked {
+			body["approval"] = "ap-1"
+		}
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(body)
+	})
+	mux.HandleFunc("POST /v1/sandboxes/sb-ok/exec", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Args []string }
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Args) != 1 {
+			t.Errorf("exec: %v %v", err, req.Args)
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		c := req.Args[0]
+		enc := json.NewEncoder(w)
+		enc.Encode(map[string]any{"stdout": base64.StdEncoding.EncodeToString([]byte("out\n")), "stdout_text": "out\n"})
+		enc.Encode(map[string]any{"stderr": base64.StdEncoding.EncodeToString([]byte("err\n"))})
+		o := map[string]any{"status": c, "message": "ended with " + c}
+		switch c {
+		case "gone":
+			enc.Encode(map[string]any{"error": "sandbox sb-ok has ended (memory)", "http_status": 410})
+			return
+		case "ok":
+			o["exit_code"], o["command_exit_code"] = 0, 0
+		case "exit_nonzero":
+			o["exit_code"], o["command_exit_code"] = 3, 3
+		case "signaled":
+			o["exit_code"], o["signal"] = 137, "SIGKILL"
+		default:
+			o["exit_code"] = exitCodes[c]
+			if l := limits[c]; l != nil {
+				o["limit"] = l
+			}
+		}
+		enc.Encode(map[string]any{"outcome": o})
+	})
+	mux.HandleFunc("GET /v1/sandboxes/sb-ok/files/list", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"path":"/d","truncated":false,"entries":[` +
+			`{"name":"a.txt","type":"file","size":3,"mode":"0640","modified":"2026-01-02T03:04:05.123456789Z"},` +
+			`{"name":"l","type":"symlink","target":"a.txt","size":5,"mode":"0777","modified":"2026-01-02T03:04:06Z"}]}`))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the fake server was asked %s %s", r.Method, r.URL)
+		http.Error(w, "no such route", http.StatusNotFound)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestVocabulary runs the three SDKs against the fake server and checks
+// what each makes of it.
+func TestVocabulary(t *testing.T) {
+	v := loadVocabulary(t)
+	srv := fakeServer(t)
+	cases := strings.Join(execCases(v), "\n")
+	docs := map[string]map[string]any{"go": goProbe(t, v, srv.URL, execCases(v))}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Log("python3 is not installed: the Python SDK is not compared")
+	} else {
+		cmd := exec.Command("python3", "testdata/probe.py", srv.URL)
+		cmd.Env = append(os.Environ(), "PYTHONPATH=python", "PYTHONDONTWRITEBYTECODE=1")
+		docs["python"] = runProbe(t, cmd, cases)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Log("node is not installed: the TypeScript SDK is not compared")
+	} else {
+		docs["typescript"] = runProbe(t, exec.Command("node", "testdata/probe.mjs", srv.URL, filepath.Join("typescript", "index.js")), cases)
+	}
+	for lang, doc := range docs {
+		t.Run(lang, func(t *testing.T) { checkDoc(t, v, lang, normalize(v, lang, doc)) })
+	}
+}
+
+func runProbe(t *testing.T, cmd *exec.Cmd, stdin string) map[string]any {
+	t.Helper()
+	cmd.Stdin = strings.NewReader(stdin)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, stderr.String())
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("%s printed %q: %v", strings.Join(cmd.Args, " "), out, err)
+	}
+	return doc
+}
+
+// goProbe is what the Go client makes of the fake server, in the probes'
+// shape.
+func goProbe(t *testing.T, v *vocabulary, url string, cases []string) map[string]any {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Setenv("CORDON_URL", "")
+	def := client.New("", "t")
+	c := client.New(url, "t")
+	c.Retry = client.RetryPolicy{}
+	doc := map[string]any{
+		"defaults": map[string]any{"url": client.DefaultURL, "max_retries": def.Retry.MaxRetries, "max_wait": def.Retry.MaxWait},
+	}
+	if u := reflect.ValueOf(def).Elem().FieldByName("base").String(); u != client.DefaultURL {
+		t.Errorf("client.New(\"\", ...) talks to %q, want %q", u, client.DefaultURL)
+	}
+	run := func(fn func() (any, error)) map[string]any {
+		r, err := fn()
+		if err != nil {
+			return map[string]any{"error": goError(t, err)}
+		}
+		return map[string]any{"result": r}
+	}
+	errs := map[string]any{}
+	for _, st := range statuses {
+		errs[strconv.Itoa(st)] = run(func() (any, error) {
+			return c.ConnectSandbox(fmt.Sprintf("sb-%d", st)).GetInfo(ctx)
+		})
+	}
+	doc["errors"] = errs
+	sb := c.ConnectSandbox("sb-ok")
+	ex := map[string]any{}
+	for _, name := range cases {
+		ex[name] = run(func() (any, error) {
+			r, err := sb.Commands.RunArgs(ctx, []string{name}, nil)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"fields": goFields(reflect.TypeOf(*r)), "status": r.Status, "exit_code": r.ExitCode, "stdout": r.Stdout, "stderr": r.Stderr}, nil
+		})
+	}
+	doc["exec"] = ex
+	entries, err := sb.Files.List(ctx, "/d")
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("Files.List: %v, %d entries", err, len(entries))
+	}
+	var es []any
+	for _, e := range entries {
+		es = append(es, map[string]any{"name": e.Name, "path": e.Path, "type": e.Type, "size": e.Size, "mode": e.Mode,
+			"modified_time": e.ModifiedTime.UTC().Format("2006-01-02T15:04:05Z"), "symlink_target": e.SymlinkTarget})
+	}
+	doc["entries"] = es
+	sbMembers := append(goFields(reflect.TypeOf(*sb)), goMethods(reflect.TypeOf(sb))...)
+	for _, static := range []string{"create", "connect", "list"} {
+		name, ok := strings.CutPrefix(v.GoNames["Sandbox."+static], "Client.")
+		if !ok {
+			t.Fatalf("go_names has no Client method for Sandbox.%s", static)
+		}
+		if _, ok := reflect.TypeOf(c).MethodByName(name); ok {
+			sbMembers = append(sbMembers, static)
+		}
+	}
+	doc["members"] = map[string]any{
+		"Sandbox":     sbMembers,
+		"Commands":    goMethods(reflect.TypeOf(sb.Commands)),
+		"Files":       goMethods(reflect.TypeOf(sb.Files)),
+		"EntryInfo":   goFields(reflect.TypeOf(entries[0])),
+		"RetryPolicy": goFields(reflect.TypeOf(client.RetryPolicy{})),
+	}
+	list, err := c.ListSandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []any
+	for _, s := range list {
+		ids = append(ids, s.ID)
+	}
+	doc["listed"] = ids
+	var told []any
+	rc := client.New(url, "t")
+	rc.Retry = client.RetryPolicy{MaxRetries: 2, MaxWait: 30 * time.Second, OnRetry: func(attempt int, wait time.Duration, err error) {
+		told = append(told, []any{attempt, wait, goTypeName(err)})
+	}}
+	_, err = rc.ConnectSandbox("sb-429").GetInfo(ctx)
+	var rl *client.RateLimitError
+	if !errors.As(err, &rl) {
+		t.Fatalf("sb-429 with retries: %v", err)
+	}
+	doc["retry"] = map[string]any{"told": told, "error": goTypeName(err), "retry_after": rl.RetryAfter}
+	// Through JSON, so that values compare as the probes' do.
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func goTypeName(err error) string {
+	return strings.TrimPrefix(reflect.TypeOf(err).String(), "*client.")
+}
+
+// goError is an error of the Go client in the probes' shape: its type, the
+// types it unwraps to, and its fields and methods' values.
+func goError(t *testing.T, err error) map[string]any {
+	doc := map[string]any{"class": goTypeName(err)}
+	var chain []string
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		chain = append(chain, goTypeName(e))
+	}
+	doc["chain"] = chain
+	rv := reflect.ValueOf(err)
+	fields := goFields(rv.Elem().Type())
+	for _, f := range fields {
+		doc[f] = rv.Elem().FieldByName(f).Interface()
+	}
+	for _, m := range goMethods(rv.Type()) {
+		if m == "Error" || m == "Unwrap" {
+			continue
+		}
+		fields = append(fields, m)
+		if r := rv.MethodByName(m).Call(nil); len(r) == 1 {
+			doc[m] = r[0].Interface()
+		}
+	}
+	doc["fields"] = fields
+	if o, ok := doc["Outcome"].(client.Outcome); ok {
+		doc["Outcome"] = map[string]any{"status": o.Status}
+	}
+	return doc
+}
+
+// goFields are a struct's exported fields, promoted ones included,
+// embedded ones themselves not.
+func goFields(t reflect.Type) []string {
+	var out []string
+	for _, f := range reflect.VisibleFields(t) {
+		if f.IsExported() && !f.Anonymous {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+func goMethods(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumMethod() {
+		out = append(out, t.Method(i).Name)
+	}
+	return out
+}
+
+// snake is a name in snake_case: keepAlive, KeepAlive and keep_alive are
+// keep_alive; HTTPStatus is http_status, SandboxID sandbox_id.
+func snake(name string) string {
+	r := []rune(name)
+	var b strings.Builder
+	for i, c := range r {
+		if unicode.IsUpper(c) {
+			prevLower := i > 0 && (unicode.IsLower(r[i-1]) || unicode.IsDigit(r[i-1]))
+			nextLower := i > 0 && i+1 < len(r) && unicode.IsUpper(r[i-1]) && unicode.IsLower(r[i+1])
+			if prevLower || nextLower {
+				b.WriteByte('_')
+			}
+			c = unicode.ToLower(c)
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// normalize rewrites a probe's document in the vocabulary's spelling:
+// names in snake_case (Go's as go_names says), durations in seconds, and
+// absent values (nil, 0, "") as nil.
+func normalize(v *vocabulary, lang string, doc map[string]any) map[string]any {
+	name := func(n string) string {
+		if lang == "python" {
+			return n
+		}
+		if lang == "go" {
+			for voc, g := range v.GoNames {
+				if i := strings.LastIndexByte(voc, '.'); i >= 0 && g == n && !strings.Contains(g, ".") {
+					return voc[i+1:]
+				}
+			}
+		}
+		s := snake(n)
+		if lang == "typescript" {
+			if base, ok := strings.CutSuffix(s, "_ms"); ok && slices.Contains(v.Durations, base) {
+				return base
+			}
+		}
+		return s
+	}
+	value := func(field string, x any) any {
+		switch y := x.(type) {
+		case nil:
+			return nil
+		case string:
+			if y == "" {
+				return nil
+			}
+		case float64:
+			if y == 0 && field != "exit_code" {
+				return nil
+			}
+			if slices.Contains(v.Durations, field) {
+				switch lang {
+				case "typescript":
+					return y / 1000
+				case "go":
+					return y / 1e9
+				}
+			}
+		}
+		return x
+	}
+	errDoc := func(e map[string]any) map[string]any {
+		out := map[string]any{"class": e["class"], "chain": e["chain"]}
+		var fields []string
+		for _, f := range e["fields"].([]any) {
+			n := name(f.(string))
+			fields = append(fields, n)
+			out[n] = value(n, e[f.(string)])
+		}
+		slices.Sort(fields)
+		out["fields"] = fields
+		return out
+	}
+	answer := func(a any) any {
+		m := a.(map[string]any)
+		if e, ok := m["error"]; ok {
+			return map[string]any{"error": errDoc(e.(map[string]any))}
+		}
+		if r, ok := m["result"].(map[string]any); ok {
+			if fs, ok := r["fields"].([]any); ok {
+				var names []string
+				for _, f := range fs {
+					names = append(names, name(f.(string)))
+				}
+				slices.Sort(names)
+				r["fields"] = names
+			}
+		}
+		return m
+	}
+	out := map[string]any{"defaults": doc["defaults"], "listed": doc["listed"]}
+	d := out["defaults"].(map[string]any)
+	d["max_wait"] = value("max_wait", d["max_wait"])
+	for _, k := range []string{"errors", "exec"} {
+		m := map[string]any{}
+		for c, a := range doc[k].(map[string]any) {
+			m[c] = answer(a)
+		}
+		out[k] = m
+	}
+	var entries []any
+	for _, e := range doc["entries"].([]any) {
+		m := map[string]any{}
+		for k, x := range e.(map[string]any) {
+			m[k] = value(k, x)
+		}
+		entries = append(entries, m)
+	}
+	out["entries"] = entries
+	members := map[string][]string{}
+	for typ, ns := range doc["members"].(map[string]any) {
+		for _, n := range ns.([]any) {
+			members[typ] = append(members[typ], name(n.(string)))
+		}
+	}
+	out["members"] = members
+	r := doc["retry"].(map[string]any)
+	var told []any
+	for _, x := range r["told"].([]any) {
+		a := x.([]any)
+		told = append(told, []any{a[0], value("retry_after", a[1]), a[2]})
+	}
+	out["retry"] = map[string]any{"told": told, "error": r["error"], "retry_after": value("retry_after", r["retry_after"])}
+	return out
+}
+
+// checkDoc compares a normalized document with what the vocabulary says.
+func checkDoc(t *testing.T, v *vocabulary, lang string, doc map[string]any) {
+	byName := map[string]int{}
+	for i, e := range v.Errors {
+		byName[e.Name] = i
+	}
+	chainOf := func(name string) (chain []string, fields []string) {
+		for name != "" {
+			e := v.Errors[byName[name]]
+			chain = append(chain, name)
+			fields = append(fields, e.Fields...)
+			name = e.Base
+		}
+		return chain, fields
+	}
+	goName := func(n string) string {
+		if lang == "go" && v.GoNames[n] != "" {
+			return v.GoNames[n]
+		}
+		return n
+	}
+	checkErr := func(what string, got any, class string, want map[string]any) {
+		t.Helper()
+		m, ok := got.(map[string]any)
+		e, _ := m["error"].(map[string]any)
+		if !ok || e == nil {
+			t.Errorf("%s: %v, want a %s", what, got, class)
+			return
+		}
+		chain, fields := chainOf(class)
+		for i := range chain {
+			chain[i] = goName(chain[i])
+		}
+		if fmt.Sprint(e["class"]) != goName(class) || fmt.Sprint(e["chain"]) != fmt.Sprint(chain) {
+			t.Errorf("%s: %v (unwrapping to %v), want %s (%v)", what, e["class"], e["chain"], goName(class), chain)
+		}
+		have := e["fields"].([]string)
+		for _, f := range fields {
+			if !slices.Contains(have, f) {
+				t.Errorf("%s: the %s has no %s (it has %v)", what, class, f, have)
+			}
+		}
+		for f, w := range want {
+			if f == "message" {
+				if s, _ := e[f].(string); !strings.Contains(s, w.(string)) {
+					t.Errorf("%s: message %q, want it to hold %q", what, s, w)
+				}
+				continue
+			}
+			if fmt.Sprint(e[f]) != fmt.Sprint(w) {
+				t.Errorf("%s: %s is %v, want %v", what, f, e[f], w)
+			}
+		}
+	}
+
+	d := doc["defaults"].(map[string]any)
+	if d["url"] != v.Defaults.URL || d["max_retries"] != float64(v.Defaults.MaxRetries) || d["max_wait"] != v.Defaults.MaxWaitSeconds {
+		t.Errorf("defaults %v, want url %s, max_retries %d, max_wait %vs", d, v.Defaults.URL, v.Defaults.MaxRetries, v.Defaults.MaxWaitSeconds)
+	}
+	errs := doc["errors"].(map[string]any)
+	for _, st := range statuses {
+		class := "CordonError"
+		for _, e := range v.Errors {
+			if e.HTTPStatus == st {
+				class = e.Name
+			}
+		}
+		want := map[string]any{"http_status": st, "sandbox_id": "sb-named", "message": fmt.Sprintf("refused %d", st)}
+		if st == http.StatusLocked {
+			want["approval_id"] = "ap-1"
+		}
+		if st == http.StatusTooManyRequests {
+			want["retry_after"] = 1
+		}
+		checkErr(fmt.Sprintf("answered %d", st), errs[strconv.Itoa(st)], class, want)
+	}
+
+	ex := doc["exec"].(map[string]any)
+	ok, _ := ex["ok"].(map[string]any)["result"].(map[string]any)
+	if ok == nil {
+		t.Errorf("a command with status ok: %v", ex["ok"])
+	} else {
+		for _, f := range v.Types["CommandResult"].Fields {
+			if !slices.Contains(ok["fields"].([]string), f) {
+				t.Errorf("CommandResult has no %s (it has %v)", f, ok["fields"])
+			}
+		}
+		if ok["status"] != "ok" || ok["exit_code"] != 0.0 || ok["stdout"] != "out\n" || ok["stderr"] != "err\n" {
+			t.Errorf("a command with status ok: %v", ok)
+		}
+	}
+	output := map[string]any{"stdout": "out\n", "stderr": "err\n", "sandbox_id": "sb-ok", "http_status": nil}
+	with := func(m map[string]any) map[string]any {
+		for k, x := range output {
+			m[k] = x
+		}
+		return m
+	}
+	checkErr("exit_nonzero", ex["exit_nonzero"], "CommandExitError", with(map[string]any{"status": "exit_nonzero", "exit_code": 3}))
+	checkErr("signaled", ex["signaled"], "CommandExitError", with(map[string]any{"status": "signaled", "exit_code": 137, "limit": nil}))
+	for _, st := range v.LimitStatuses {
+		want := with(map[string]any{"status": st, "exit_code": exitCodes[st]})
+		if l := limits[st]; l != nil {
+			want["limit"] = l
+		}
+		checkErr(st, ex[st], "LimitError", want)
+	}
+	checkErr("a stream's error line with http_status 410", ex["gone"], "SandboxEndedError", map[string]any{"http_status": 410, "sandbox_id": "sb-ok", "message": "has ended"})
+
+	wantEntries := []any{
+		map[string]any{"name": "a.txt", "path": "/d/a.txt", "type": "file", "size": 3.0, "mode": float64(0o640), "modified_time": "2026-01-02T03:04:05Z", "symlink_target": nil},
+		map[string]any{"name": "l", "path": "/d/l", "type": "symlink", "size": 5.0, "mode": float64(0o777), "modified_time": "2026-01-02T03:04:06Z", "symlink_target": "a.txt"},
+	}
+	if !reflect.DeepEqual(doc["entries"], wantEntries) {
+		t.Errorf("files.list gave\n%v\nwant\n%v", doc["entries"], wantEntries)
+	}
+	members := doc["members"].(map[string][]string)
+	for typ, want := range v.Types {
+		if typ == "CommandResult" {
+			continue // checked above, on a result
+		}
+		for _, n := range slices.Concat(want.Fields, want.Methods, want.Static) {
+			if !slices.Contains(members[typ], n) {
+				t.Errorf("%s has no %s (it has %v)", typ, n, members[typ])
+			}
+		}
+	}
+	if fmt.Sprint(doc["listed"]) != "[sb-ok sb-2]" {
+		t.Errorf("Sandbox.list gave %v", doc["listed"])
+	}
+	r := doc["retry"].(map[string]any)
+	wantTold := fmt.Sprint([]any{[]any{1.0, 1.0, goName("RateLimitError")}, []any{2.0, 1.0, goName("RateLimitError")}})
+	if fmt.Sprint(r["told"]) != wantTold || r["error"] != goName("RateLimitError") || r["retry_after"] != 1.0 {
+		t.Errorf("429 three times with 2 retries: on_retry told %v, then %v (retry_after %v); want told %v, then a RateLimitError (1s)", r["told"], r["error"], r["retry_after"], wantTold)
+	}
+}
