@@ -102,6 +102,7 @@ func callCmd(e *env, args []string) int {
 // callFlags registers cordon call's flags: pf's and the audit log's.
 func callFlags(fs *flag.FlagSet, pf *profileFlags) (auditLog *string) {
 	pf.register(fs)
+	pf.registerLintGate(fs)
 	return fs.String("audit-log", "", "append the call's audit events to `FILE` (default: the configuration's)")
 }
 

@@ -150,6 +150,7 @@ type mcpFlags struct {
 
 func (f *mcpFlags) register(fs *flag.FlagSet) {
 	f.pf.register(fs)
+	f.pf.registerLintGate(fs)
 	fs.Var(&f.degraded, "allow-degraded", "run the tools' sandboxes even if `LAYER` ("+strings.Join(sandbox.DegradableLayers, ", ")+") is unavailable; repeatable or comma-separated")
 	fs.StringVar(&f.auditLog, "audit-log", "", "append the calls' audit events to `FILE` (default: the configuration's)")
 	fs.StringVar(&f.addr, "http", "", "serve streamable HTTP on `ADDR` (a loopback address and port) instead of stdin and stdout, to the clients of the configuration's mcp_clients")

@@ -6,11 +6,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/approval"
+	"github.com/cordon-sandbox/cordon/internal/lint"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/protect"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/termsafe"
 )
 
 // profileFlags are the flags that choose and adjust a profile, shared by run
@@ -27,6 +30,21 @@ type profileFlags struct {
 	// homeFirst: open refuses a workspace that is a home directory before
 	// anything else (see homeWorkspace); set by commands that run one.
 	homeFirst bool
+	// lintGate: open refuses a profile lint rates an error, unless
+	// allowLintErrors (--allow-lint-errors); set by the commands that
+	// register that flag. authored is the profile as its file (or the
+	// embedded default) has it, before the flags adjust it; lintAllowed
+	// the errors a run goes on with, to be said in its outcome.
+	lintGate, allowLintErrors bool
+	authored                  *profile.Profile
+	lintAllowed               []lint.Finding
+}
+
+// registerLintGate adds --allow-lint-errors, and has open refuse a
+// profile with lint errors without it.
+func (pf *profileFlags) registerLintGate(fs *flag.FlagSet) {
+	pf.lintGate = true
+	fs.BoolVar(&pf.allowLintErrors, "allow-lint-errors", false, "run even if cordon lint rates the profile an error (the outcome's notes name each one)")
 }
 
 func (pf *profileFlags) register(fs *flag.FlagSet) {
@@ -58,6 +76,9 @@ func (pf *profileFlags) load(e *env) (*profile.Profile, error) {
 		if p, err = profile.LoadFile(pf.file); err != nil {
 			return nil, err
 		}
+	}
+	if pf.lintGate {
+		pf.authored = p.Clone()
 	}
 	if pf.workspace != "" {
 		p.Workspace.Path = pf.abs(e, pf.workspace)
@@ -140,6 +161,9 @@ func (pf *profileFlags) open(e *env, degraded list, logFlag string) (*profile.Pr
 			return nil, nil, nil, err
 		}
 	}
+	if err := pf.lint(e); err != nil {
+		return nil, nil, nil, err
+	}
 	if err := pf.gate(e, p, allow); err != nil {
 		return nil, nil, nil, err
 	}
@@ -148,6 +172,69 @@ func (pf *profileFlags) open(e *env, degraded list, logFlag string) (*profile.Pr
 		return nil, nil, nil, fmt.Errorf("audit log: %w", err)
 	}
 	return p, allow, al, nil
+}
+
+// lint refuses, where the command gates on it, a profile cordon lint
+// rates an error: a secret handed over, writes or network left unscoped,
+// a limit unbounded. It judges the profile as written, not the flags that
+// adjust it for one run, and leaves approval records to gate and probe
+// reports to cordon lint. With --allow-lint-errors it warns and keeps the
+// errors for the outcome's notes.
+func (pf *profileFlags) lint(e *env) error {
+	if !pf.lintGate || pf.authored == nil {
+		return nil
+	}
+	file := ""
+	if pf.file != "" {
+		file = pf.abs(e, pf.file)
+	}
+	errs := lintErrors(file, pf.authored)
+	if len(errs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	lint.WriteText(&b, errs)
+	text := strings.TrimSuffix(b.String(), "\n")
+	text = text[:strings.LastIndexByte(text, '\n')] // the count line: said below
+	name := pf.file
+	if name == "" {
+		name = profile.DefaultName
+	}
+	if !pf.allowLintErrors {
+		return fmt.Errorf("the profile %s has %s, which stop a run (cordon lint %s shows them; --allow-lint-errors runs anyway, and says so):\n%s", name, lintCount(len(errs)), name, termsafe.Text(text))
+	}
+	fmt.Fprintf(e.stderr, "cordon: warning: running with %s in the profile %s, as --allow-lint-errors asked:\n%s\n", lintCount(len(errs)), name, termsafe.Text(text))
+	pf.lintAllowed = errs
+	return nil
+}
+
+// lintErrors are the findings of severity error of cordon lint's rules on
+// one profile, but the approval record's (gate's to judge).
+func lintErrors(file string, p *profile.Profile) []lint.Finding {
+	c := &lint.Context{Targets: []*lint.Target{{Path: file, Profile: p}}, Now: time.Now()}
+	var errs []lint.Finding
+	for _, f := range lint.Run(c) {
+		if f.Severity == lint.Error && f.Code != "CL502" {
+			errs = append(errs, f)
+		}
+	}
+	return errs
+}
+
+func lintCount(n int) string {
+	if n == 1 {
+		return "1 lint error"
+	}
+	return fmt.Sprintf("%d lint errors", n)
+}
+
+// lintNotes are the outcome's notes of the lint errors a run went on with.
+func (pf *profileFlags) lintNotes() []string {
+	var notes []string
+	for _, f := range pf.lintAllowed {
+		notes = append(notes, fmt.Sprintf("ran with lint error %s %s (%s), as --allow-lint-errors asked", f.Code, f.Rule, f.Message))
+	}
+	return notes
 }
 
 // gate applies the profile's governance before a sandbox is built from it:

@@ -144,6 +144,7 @@ func runCmd(e *env, args []string) int {
 		o.Message += "; " + hint
 		fmt.Fprintf(e.stderr, "cordon: %s\n", termsafe.Line(hint))
 	}
+	o.Notes = append(o.Notes, pf.lintNotes()...)
 	if opts.JournalDir == "" {
 		o.Notes = append(o.Notes, "cordon kept no journal of what it made on the host for this run (neither its state directory nor a runtime directory of yours would do): had it been killed, its cgroup and placeholders would have stayed")
 	}
@@ -223,6 +224,7 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	f.pf.register(fs)
+	f.pf.registerLintGate(fs)
 	fs.Var(&f.degraded, "allow-degraded", "run even if `LAYER` ("+strings.Join(sandbox.DegradableLayers, ", ")+") is unavailable; repeatable or comma-separated")
 	fs.BoolVar(&f.json, "json", false, "print the outcome as JSON on stderr after the command's output")
 	fs.StringVar(&f.outcome, "outcome", "", "write the outcome as JSON to `FILE`")

@@ -16,6 +16,13 @@ func init() {
 		Why:     "a profile shared by several agents grants each of them what any of them needs, and no review can match it to one agent's approved scope",
 		Fix:     "write one profile per agent, each with only what that agent needs",
 		Check: func(c *Context, t *Target, r *Reporter) {
+			// The embedded default (no file) is cordon's own baseline for
+			// whoever runs a command without a profile: shared by design,
+			// built into the binary, and granting nothing beyond the
+			// workspace, so no agent's needs can accumulate in it.
+			if t.Path == "" {
+				return
+			}
 			if slices.Contains(sharedNames, strings.ToLower(t.Profile.Agent)) {
 				r.At(t, "agent", fmt.Sprintf("the agent name %q names no single agent", t.Profile.Agent), "name the one agent this profile serves, and give other agents profiles of their own")
 			}
