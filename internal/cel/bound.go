@@ -44,3 +44,79 @@ func within(n node, arg string) ([]string, bool) {
 	}
 	return nil, false
 }
+
+// ArgCall is a method called on an argument with one literal string:
+// args.ARG.FN("LIT"), anywhere in an expression.
+type ArgCall struct {
+	Arg, Fn, Lit string
+	// Col is the call's column in the expression, from 1.
+	Col int
+}
+
+// ArgCalls returns every call of a method on args.ARG with one literal
+// string argument, in the order they are written.
+func (p *Program) ArgCalls() []ArgCall {
+	var out []ArgCall
+	walk(p.root, func(n node) {
+		c, ok := n.(*callNode)
+		if !ok || len(c.args) != 1 {
+			return
+		}
+		sel, ok := c.recv.(*selectNode)
+		if !ok {
+			return
+		}
+		if id, ok := sel.x.(*ident); !ok || id.name != "args" {
+			return
+		}
+		if l, ok := c.args[0].(*lit); ok {
+			if s, ok := l.v.(string); ok {
+				out = append(out, ArgCall{Arg: sel.field, Fn: c.fn, Lit: s, Col: c.pos + 1})
+			}
+		}
+	})
+	return out
+}
+
+// walk calls f on n and every node under it, depth first, in source order.
+func walk(n node, f func(node)) {
+	if n == nil {
+		return
+	}
+	f(n)
+	switch n := n.(type) {
+	case *selectNode:
+		walk(n.x, f)
+	case *indexNode:
+		walk(n.x, f)
+		walk(n.i, f)
+	case *callNode:
+		walk(n.recv, f)
+		for _, a := range n.args {
+			walk(a, f)
+		}
+	case *unaryNode:
+		walk(n.x, f)
+	case *binaryNode:
+		walk(n.x, f)
+		walk(n.y, f)
+	case *condNode:
+		walk(n.c, f)
+		walk(n.t, f)
+		walk(n.f, f)
+	case *listNode:
+		for _, e := range n.elems {
+			walk(e, f)
+		}
+	case *mapNode:
+		for i := range n.keys {
+			walk(n.keys[i], f)
+			walk(n.vals[i], f)
+		}
+	case *hasNode:
+		walk(n.x, f)
+	case *compNode:
+		walk(n.rng, f)
+		walk(n.body, f)
+	}
+}
