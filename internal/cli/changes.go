@@ -69,6 +69,16 @@ func orChanges(dir string) string {
 	return dir
 }
 
+// related reports whether a change set's workspace is dir's: dir itself,
+// a directory holding it, or one under it.
+func related(workspace, dir string) bool {
+	in := func(a, b string) bool { // a is b or under it
+		rel, err := filepath.Rel(b, a)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	return in(dir, workspace) || in(workspace, dir)
+}
+
 // keepChanges returns the sandbox's Review hook for a run of p: it
 // captures the layer into the change set named by the run's id, with the
 // profile's review policy beside it.
@@ -127,8 +137,9 @@ func openSet(dir, run string, paths []string) (*changes.Set, []changes.Change, c
 // changesCmd implements `cordon changes [RUN] [PATH...]`: the change sets
 // waiting for review, or one of them.
 func changesCmd(e *env, args []string) int {
-	fs := newFlags(e, "changes", "changes [--json] [--diff] [RUN [PATH...]]")
+	fs := newFlags(e, "changes", "changes [--json] [--diff] [--all] [RUN [PATH...]]")
 	dirF, asJSON, diff := changesFlags(fs)
+	all := fs.Bool("all", false, "list the change sets of every workspace (default: those of workspaces here: the current directory, a directory holding it, or one under it)")
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
@@ -142,8 +153,26 @@ func changesCmd(e *env, args []string) int {
 		for _, b := range broken {
 			fmt.Fprintf(e.stderr, "cordon: %s (cordon discard drops it)\n", termsafe.Line(b.Error()))
 		}
+		elsewhere := 0
+		if !*all {
+			here := sets[:0]
+			for _, s := range sets {
+				if related(s.Workspace, e.cwd) {
+					here = append(here, s)
+				} else {
+					elsewhere++
+				}
+			}
+			sets = here
+		}
 		if *asJSON {
+			if sets == nil {
+				sets = []*changes.Set{}
+			}
 			return printJSON(e, sets)
+		}
+		if elsewhere > 0 {
+			defer fmt.Fprintf(e.stderr, "cordon: %d change set(s) of other workspaces not listed: cordon changes --all lists them\n", elsewhere)
 		}
 		if len(sets) == 0 {
 			fmt.Fprintln(e.stdout, "no change sets")
