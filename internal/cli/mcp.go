@@ -119,7 +119,7 @@ func mcpCmd(e *env, args []string) int {
 	if listOnly {
 		restart = gateway.Restart{Once: true}
 	}
-	g, err := newGateway(ctx, e, p, file, allow, degraded, al, store, al.log.Append, restart)
+	g, err := newGateway(ctx, e, p, file, allow, degraded, al, store, al.log.Append, restart, f.pf.allowLintErrors)
 	if err != nil {
 		return fail(e, err)
 	}
@@ -217,14 +217,16 @@ func outsideViews(e *env, p *profile.Profile, file, path string) error {
 // wait in store, and record receives the audit events.
 func gatewayFor(ctx context.Context, e *env, p *profile.Profile, file string, allow map[string]bool, degraded list, al *auditLog,
 	store *approvals.Store, record func(...audit.Event) error) (*gateway.Gateway, error) {
-	return newGateway(ctx, e, p, file, allow, degraded, al, store, record, gateway.Restart{KeepAlive: 30 * time.Second})
+	return newGateway(ctx, e, p, file, allow, degraded, al, store, record, gateway.Restart{KeepAlive: 30 * time.Second}, true)
 }
 
 // newGateway is gatewayFor with restart saying how its upstream servers
-// are kept up.
+// are kept up, and allowLint whether their profiles may have lint errors
+// (cordon serve does not judge its agents' profiles by lint; cordon mcp
+// does, as --allow-lint-errors says).
 func newGateway(ctx context.Context, e *env, p *profile.Profile, file string, allow map[string]bool, degraded list, al *auditLog,
-	store *approvals.Store, record func(...audit.Event) error, restart gateway.Restart) (*gateway.Gateway, error) {
-	ups, err := upstreamTransports(e, file, p, degraded)
+	store *approvals.Store, record func(...audit.Event) error, restart gateway.Restart, allowLint bool) (*gateway.Gateway, error) {
+	ups, err := upstreamTransports(e, file, p, degraded, allowLint)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +326,7 @@ func serveHTTP(ctx context.Context, e *env, g *gateway.Gateway, addr string, cli
 // how to reach it, anew for each start. A command runs as `cordon run` with
 // the server's own profile (a file beside p's); a URL is reached through an
 // egress proxy with p's network rules.
-func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) (map[string]func() (mcp.Transport, error), error) {
+func upstreamTransports(e *env, file string, p *profile.Profile, degraded list, allowLint bool) (map[string]func() (mcp.Transport, error), error) {
 	out := map[string]func() (mcp.Transport, error){}
 	if len(p.Servers) == 0 {
 		return out, nil
@@ -359,7 +361,15 @@ func upstreamTransports(e *env, file string, p *profile.Profile, degraded list) 
 		if err != nil {
 			return nil, fmt.Errorf("servers.%s.profile: %w", name, err)
 		}
-		argv := []string{"run", "--profile", file}
+		// Its lint errors are judged here, once, before anything starts;
+		// its runs go on with those allowed, and say so.
+		if errs := lintErrors(file, sp); len(errs) > 0 {
+			if !allowLint {
+				return nil, fmt.Errorf("servers.%s.profile: %w", name, lintRefusal(file, errs))
+			}
+			lintWarning(e, file, errs)
+		}
+		argv := []string{"run", "--profile", file, "--allow-lint-errors"}
 		argv = append(argv, serverView(e, p, name, sp)...)
 		for _, l := range degraded {
 			argv = append(argv, "--allow-degraded", l)

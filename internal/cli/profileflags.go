@@ -161,10 +161,10 @@ func (pf *profileFlags) open(e *env, degraded list, logFlag string) (*profile.Pr
 			return nil, nil, nil, err
 		}
 	}
-	if err := pf.lint(e); err != nil {
+	if err := pf.gate(e, p, allow); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := pf.gate(e, p, allow); err != nil {
+	if err := pf.lint(e); err != nil {
 		return nil, nil, nil, err
 	}
 	al, err := openAudit(e, logFlag, p)
@@ -192,20 +192,34 @@ func (pf *profileFlags) lint(e *env) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	lint.WriteText(&b, errs)
-	text := strings.TrimSuffix(b.String(), "\n")
-	text = text[:strings.LastIndexByte(text, '\n')] // the count line: said below
 	name := pf.file
 	if name == "" {
 		name = profile.DefaultName
 	}
 	if !pf.allowLintErrors {
-		return fmt.Errorf("the profile %s has %s, which stop a run (cordon lint %s shows them; --allow-lint-errors runs anyway, and says so):\n%s", name, lintCount(len(errs)), name, termsafe.Text(text))
+		return lintRefusal(name, errs)
 	}
-	fmt.Fprintf(e.stderr, "cordon: warning: running with %s in the profile %s, as --allow-lint-errors asked:\n%s\n", lintCount(len(errs)), name, termsafe.Text(text))
+	lintWarning(e, name, errs)
 	pf.lintAllowed = errs
 	return nil
+}
+
+// lintRefusal is the error of a profile whose lint errors stop a run.
+func lintRefusal(name string, errs []lint.Finding) error {
+	return fmt.Errorf("the profile %s has %s, which stop a run (cordon lint %s shows them; --allow-lint-errors runs anyway, and says so):\n%s", name, lintCount(len(errs)), name, lintText(errs))
+}
+
+// lintWarning says that a run goes on with a profile's lint errors.
+func lintWarning(e *env, name string, errs []lint.Finding) {
+	fmt.Fprintf(e.stderr, "cordon: warning: running with %s in the profile %s, as --allow-lint-errors asked:\n%s\n", lintCount(len(errs)), name, lintText(errs))
+}
+
+// lintText is the findings as cordon lint prints them, without its count.
+func lintText(errs []lint.Finding) string {
+	var b strings.Builder
+	lint.WriteText(&b, errs)
+	text := strings.TrimSuffix(b.String(), "\n")
+	return termsafe.Text(text[:strings.LastIndexByte(text, '\n')])
 }
 
 // lintErrors are the findings of severity error of cordon lint's rules on
