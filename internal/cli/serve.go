@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,6 +67,14 @@ func serveCmd(e *env, args []string) int {
 	for _, a := range cfg.Agents {
 		for _, w := range a.Warnings {
 			fmt.Fprintf(e.stderr, "cordon: agent %s: %s\n", a.Name, w)
+		}
+		// An agent's profile is judged as cordon run judges one.
+		if errs := lintErrors(a.ProfileFile, a.Loaded); len(errs) > 0 {
+			name := cmp.Or(a.ProfileFile, profile.DefaultName)
+			if !f.allowLintErrors {
+				return fail(e, fmt.Errorf("agent %s: %w", a.Name, lintRefusal(name, errs)))
+			}
+			lintWarning(e, name, errs)
 		}
 	}
 	if *listen != "" {
@@ -236,7 +245,7 @@ func serveCmd(e *env, args []string) int {
 type serveFlags struct {
 	config, listen, auditLog, store, node string
 	degraded                              list
-	drain                                 bool
+	drain, allowLintErrors                bool
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -246,6 +255,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.auditLog, "audit-log", "", "the audit log `FILE` (default: the configuration's, see cordon audit)")
 	fs.StringVar(&f.node, "node", "", "this node's `NAME` in the database, the same across restarts (default: the configuration's node, CORDON_NODE, else the host's name)")
 	fs.BoolVar(&f.drain, "drain", false, "ask the node (--node, or this configuration's) to drain: it takes no new sandboxes, lets running commands finish within drain_grace, then stops; waits for it")
+	fs.BoolVar(&f.allowLintErrors, "allow-lint-errors", false, "serve agents whose profile cordon lint rates an error (each is named on stderr)")
 	fs.StringVar(&f.store, "approval-store", "", "the approval store the admin API decides in: a `DIR`, an SQLite file or a postgres:// URL (default: the configuration's database)")
 }
 
