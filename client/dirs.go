@@ -60,3 +60,36 @@ func (c *Client) UploadTar(ctx context.Context, id, path string, r io.Reader) (a
 	}
 	return res, nil
 }
+
+// Stat describes the entry at path inside the sandbox, a link not
+// followed; a *NotFoundError when there is none.
+func (c *Client) Stat(ctx context.Context, id, path string) (api.FileInfo, error) {
+	var fi api.FileInfo
+	err := c.call(ctx, http.MethodGet, sandboxPath(id, "/files/stat?"+url.Values{"path": {path}}.Encode()), nil, &fi)
+	return fi, err
+}
+
+// Remove removes the file, link or empty directory at path inside the
+// sandbox; with recursive, a directory and everything in it.
+func (c *Client) Remove(ctx context.Context, id, path string, recursive bool) error {
+	q := url.Values{"path": {path}}
+	if recursive {
+		q.Set("recursive", "1")
+	}
+	return c.call(ctx, http.MethodDelete, sandboxPath(id, "/files?"+q.Encode()), nil, nil)
+}
+
+// Rename renames the entry at from to to, inside the sandbox.
+func (c *Client) Rename(ctx context.Context, id, from, to string) error {
+	return c.call(ctx, http.MethodPost, sandboxPath(id, "/files/rename?"+url.Values{"path": {from}, "to": {to}}.Encode()), nil, nil)
+}
+
+// MakeDir makes the directory at path inside the sandbox, with its
+// parents, and reports whether it made it (false: it was there).
+func (c *Client) MakeDir(ctx context.Context, id, path string) (bool, error) {
+	var a struct {
+		Created bool `json:"created"`
+	}
+	err := c.call(ctx, http.MethodPost, sandboxPath(id, "/files/mkdir?"+url.Values{"path": {path}}.Encode()), nil, &a)
+	return a.Created, err
+}

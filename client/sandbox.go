@@ -177,6 +177,43 @@ func (f *Files) Write(ctx context.Context, path string, data []byte) error {
 	return f.sb.c.Upload(ctx, f.sb.ID, path, bytes.NewReader(data), 0)
 }
 
+// Remove removes the file, link or directory (with everything in it) at
+// path inside the sandbox.
+func (f *Files) Remove(ctx context.Context, path string) error {
+	return f.sb.c.Remove(ctx, f.sb.ID, path, true)
+}
+
+// Rename renames the entry at from to to, inside the sandbox.
+func (f *Files) Rename(ctx context.Context, from, to string) error {
+	return f.sb.c.Rename(ctx, f.sb.ID, from, to)
+}
+
+// MakeDir makes the directory at path inside the sandbox, with its
+// parents; false when it was there already.
+func (f *Files) MakeDir(ctx context.Context, path string) (bool, error) {
+	return f.sb.c.MakeDir(ctx, f.sb.ID, path)
+}
+
+// GetInfo describes the entry at path inside the sandbox (a link not
+// followed); a *NotFoundError when there is none.
+func (f *Files) GetInfo(ctx context.Context, path string) (EntryInfo, error) {
+	fi, err := f.sb.c.Stat(ctx, f.sb.ID, path)
+	if err != nil {
+		return EntryInfo{}, err
+	}
+	return entryInfo(fi.Path, fi.DirEntry), nil
+}
+
+// Exists reports whether there is an entry at path inside the sandbox.
+func (f *Files) Exists(ctx context.Context, path string) (bool, error) {
+	_, err := f.sb.c.Stat(ctx, f.sb.ID, path)
+	var nf *NotFoundError
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // EntryInfo is one entry of a directory: Type is "file", "dir",
 // "symlink" or "other"; Mode the permission bits (with setuid, setgid and
 // sticky); SymlinkTarget a symlink's target.
@@ -198,8 +235,12 @@ func (f *Files) List(ctx context.Context, path string) ([]EntryInfo, error) {
 	dir := strings.TrimSuffix(l.Path, "/") + "/"
 	out := make([]EntryInfo, 0, len(l.Entries))
 	for _, e := range l.Entries {
-		mode, _ := strconv.ParseUint(e.Mode, 8, 32)
-		out = append(out, EntryInfo{Name: e.Name, Path: dir + e.Name, Type: e.Type, Size: e.Size, Mode: uint32(mode), ModifiedTime: e.Modified, SymlinkTarget: e.Target})
+		out = append(out, entryInfo(dir+e.Name, e))
 	}
 	return out, nil
+}
+
+func entryInfo(path string, e DirEntry) EntryInfo {
+	mode, _ := strconv.ParseUint(e.Mode, 8, 32)
+	return EntryInfo{Name: e.Name, Path: path, Type: e.Type, Size: e.Size, Mode: uint32(mode), ModifiedTime: e.Modified, SymlinkTarget: e.Target}
 }

@@ -146,6 +146,31 @@ func fakeServer(t *testing.T) *httptest.Server {
 			`{"name":"a.txt","type":"file","size":3,"mode":"0640","modified":"2026-01-02T03:04:05.123456789Z"},` +
 			`{"name":"l","type":"symlink","target":"a.txt","size":5,"mode":"0777","modified":"2026-01-02T03:04:06Z"}]}`))
 	})
+	// The operations on names: each answers only the request the API
+	// defines, else 400.
+	mux.HandleFunc("GET /v1/sandboxes/sb-ok/files/stat", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("path") != "/d/a.txt" {
+			http.Error(w, `{"error":"no such file"}`, http.StatusNotFound)
+			return
+		}
+		w.Write([]byte(`{"path":"/d/a.txt","name":"a.txt","type":"file","size":3,"mode":"0640","modified":"2026-01-02T03:04:05Z"}`))
+	})
+	fileOp := func(want map[string]string, answer string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			q := r.URL.Query()
+			for k, v := range want {
+				if q.Get(k) != v {
+					t.Errorf("%s %s: %s is %q, want %q", r.Method, r.URL.Path, k, q.Get(k), v)
+					http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+					return
+				}
+			}
+			w.Write([]byte(answer))
+		}
+	}
+	mux.HandleFunc("DELETE /v1/sandboxes/sb-ok/files", fileOp(map[string]string{"path": "/d/old", "recursive": "1"}, `{"path":"/d/old"}`))
+	mux.HandleFunc("POST /v1/sandboxes/sb-ok/files/rename", fileOp(map[string]string{"path": "/d/a.txt", "to": "/d/b.txt"}, `{"path":"/d/b.txt","from":"/d/a.txt"}`))
+	mux.HandleFunc("POST /v1/sandboxes/sb-ok/files/mkdir", fileOp(map[string]string{"path": "/d/new"}, `{"path":"/d/new","created":true}`))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("the fake server was asked %s %s", r.Method, r.URL)
 		http.Error(w, "no such route", http.StatusNotFound)
@@ -246,6 +271,18 @@ func goProbe(t *testing.T, v *vocabulary, url string, cases []string) map[string
 			"modified_time": e.ModifiedTime.UTC().Format("2006-01-02T15:04:05Z"), "symlink_target": e.SymlinkTarget})
 	}
 	doc["entries"] = es
+	info, err := sb.Files.GetInfo(ctx, "/d/a.txt")
+	if err != nil {
+		t.Fatalf("Files.GetInfo: %v", err)
+	}
+	ops := map[string]any{"info": map[string]any{"name": info.Name, "path": info.Path, "type": info.Type, "size": info.Size, "mode": info.Mode,
+		"modified_time": info.ModifiedTime.UTC().Format("2006-01-02T15:04:05Z"), "symlink_target": info.SymlinkTarget}}
+	ops["exists"], err = sb.Files.Exists(ctx, "/d/a.txt")
+	ops["missing"], _ = sb.Files.Exists(ctx, "/d/missing")
+	ops["made"], err = sb.Files.MakeDir(ctx, "/d/new")
+	ops["removed"] = fmt.Sprint(sb.Files.Remove(ctx, "/d/old"))
+	ops["renamed"] = fmt.Sprint(sb.Files.Rename(ctx, "/d/a.txt", "/d/b.txt"))
+	doc["files"] = ops
 	sbMembers := append(goFields(reflect.TypeOf(*sb)), goMethods(reflect.TypeOf(sb))...)
 	for _, static := range []string{"create", "connect", "list"} {
 		name, ok := strings.CutPrefix(v.GoNames["Sandbox."+static], "Client.")
@@ -462,6 +499,18 @@ func normalize(v *vocabulary, lang string, doc map[string]any) map[string]any {
 		entries = append(entries, m)
 	}
 	out["entries"] = entries
+	files := map[string]any{}
+	for k, x := range doc["files"].(map[string]any) {
+		if m, ok := x.(map[string]any); ok {
+			n := map[string]any{}
+			for kk, xx := range m {
+				n[kk] = value(kk, xx)
+			}
+			x = n
+		}
+		files[k] = x
+	}
+	out["files"] = files
 	members := map[string][]string{}
 	for typ, ns := range doc["members"].(map[string]any) {
 		for _, n := range ns.([]any) {
@@ -594,6 +643,10 @@ func checkDoc(t *testing.T, v *vocabulary, lang string, doc map[string]any) {
 	}
 	if !reflect.DeepEqual(doc["entries"], wantEntries) {
 		t.Errorf("files.list gave\n%v\nwant\n%v", doc["entries"], wantEntries)
+	}
+	wantFiles := map[string]any{"info": wantEntries[0], "exists": true, "missing": false, "made": true, "removed": "<nil>", "renamed": "<nil>"}
+	if !reflect.DeepEqual(doc["files"], wantFiles) {
+		t.Errorf("the operations on names gave\n%v\nwant\n%v", doc["files"], wantFiles)
 	}
 	members := doc["members"].(map[string][]string)
 	for typ, want := range v.Types {

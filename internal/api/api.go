@@ -190,6 +190,13 @@ type DirEntry struct {
 	Modified time.Time `json:"modified"`
 }
 
+// FileInfo describes one entry of a sandbox, as GET .../files/stat
+// answers: its DirEntry (a link not followed) and its path.
+type FileInfo struct {
+	DirEntry
+	Path string `json:"path"`
+}
+
 // TarResult is the answer of PUT /v1/sandboxes/{id}/files/tar: the
 // entries extracted and the bytes of file content they hold, as the
 // sandbox reported them, and the bytes of the archive received.

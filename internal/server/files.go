@@ -19,6 +19,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
 
 // FileArg is the hidden subcommand that reads or writes one file inside a
@@ -37,12 +38,13 @@ const (
 	fileTooLarge = 6
 )
 
-// FileMain runs `cordon __file read|write|list|tar-out|tar-in PATH [ARG]`
-// inside a sandbox: read copies the file to stdout, write replaces it with
-// stdin (created with MODE, octal, default 0644), list writes the listing
-// of a directory (at most ARG entries) as JSON, tar-out writes a directory
-// as a tar stream and tar-in extracts one from stdin into a directory (see
-// dirOp). It returns the exit status.
+// FileMain runs `cordon __file OP PATH [ARG]` inside a sandbox: read
+// copies the file to stdout, write replaces it with stdin (created with
+// MODE, octal, default 0644), list writes the listing of a directory (at
+// most ARG entries) as JSON, tar-out writes a directory as a tar stream and
+// tar-in extracts one from stdin into a directory (see dirOp); stat,
+// remove, rename and mkdir act on names (see fileOp). It returns the exit
+// status.
 func FileMain(args []string) int {
 	if len(args) < 2 || !path.IsAbs(args[1]) {
 		fmt.Fprintln(os.Stderr, "usage: __file read|write /PATH [MODE]")
@@ -82,8 +84,13 @@ func FileMain(args []string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return fileUsage
 		}
+	case "stat", "remove", "rename", "mkdir":
+		if err = fileOp(op, p, args[2:], wire.ReadPlaceholders(), os.Stdout); errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, err)
+			return fileUsage
+		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: __file read|write|list|tar-out|tar-in /PATH [ARG]")
+		fmt.Fprintln(os.Stderr, "usage: __file read|write|list|tar-out|tar-in|stat|remove|rename|mkdir /PATH [ARG]")
 		return fileUsage
 	}
 	switch {
@@ -161,8 +168,12 @@ func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, c caller) (*
 // status already answered when it cannot.
 func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, e *entry, p, kind, action string, body *content) int {
 	what := map[string]any{"path": p}
-	if m := r.URL.Query().Get("mode"); m != "" {
-		what["mode"] = m
+	// What the request says besides the path is what an approver sees,
+	// and what a retry must match.
+	for _, k := range []string{"mode", "to", "recursive"} {
+		if v := r.URL.Query().Get(k); v != "" {
+			what[k] = v
+		}
 	}
 	if body != nil {
 		what["content"] = *body

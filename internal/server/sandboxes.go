@@ -48,6 +48,7 @@ func (s *Server) routes() {
 	s.handle("GET "+api.Version+"/sandboxes/{id}/files", agentOnly, s.download)
 	s.handle("PUT "+api.Version+"/sandboxes/{id}/files", agentOnly, s.upload)
 	s.dirRoutes()
+	s.fileOpRoutes()
 	s.changeRoutes()
 	s.handle(api.Version+"/mcp", agentOnly, s.mcp)
 	s.adminRoutes()

@@ -68,6 +68,31 @@ out.entries = entries.map((e) => ({
   modified_time: e.modifiedTime ? e.modifiedTime.toISOString().slice(0, 19) + "Z" : null,
   symlink_target: e.symlinkTarget ?? null,
 }));
+const done = async (fn) => {
+  try {
+    await fn();
+    return "<nil>";
+  } catch (err) {
+    return String(err.message);
+  }
+};
+const info = await sb.files.getInfo("/d/a.txt");
+out.files = {
+  info: {
+    name: info.name,
+    path: info.path,
+    type: info.type,
+    size: info.size,
+    mode: info.mode,
+    modified_time: info.modifiedTime.toISOString().slice(0, 19) + "Z",
+    symlink_target: info.symlinkTarget ?? null,
+  },
+  exists: await sb.files.exists("/d/a.txt"),
+  missing: await sb.files.exists("/d/missing"),
+  made: await sb.files.makeDir("/d/new"),
+  removed: await done(() => sb.files.remove("/d/old")),
+  renamed: await done(() => sb.files.rename("/d/a.txt", "/d/b.txt")),
+};
 out.members = {
   Sandbox: [...new Set([...members(sb), ...["create", "connect", "list"].filter((n) => typeof Sandbox[n] === "function")])].sort(),
   Commands: members(sb.commands),

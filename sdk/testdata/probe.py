@@ -77,6 +77,22 @@ for case in sys.stdin.read().split():
 
 entries = sb.files.list("/d")
 out["entries"] = [entry_doc(e) for e in entries]
+def done(fn):
+    try:
+        fn()
+        return "<nil>"
+    except cordon.CordonError as err:
+        return str(err)
+
+
+out["files"] = {
+    "info": entry_doc(sb.files.get_info("/d/a.txt")),
+    "exists": sb.files.exists("/d/a.txt"),
+    "missing": sb.files.exists("/d/missing"),
+    "made": sb.files.make_dir("/d/new"),
+    "removed": done(lambda: sb.files.remove("/d/old")),
+    "renamed": done(lambda: sb.files.rename("/d/a.txt", "/d/b.txt")),
+}
 out["members"] = {
     "Sandbox": sorted(set(public(sb)) | {n for n in ("create", "connect", "list") if hasattr(Sandbox, n)}),
     "Commands": public(sb.commands),

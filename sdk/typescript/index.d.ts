@@ -164,6 +164,14 @@ export declare class Files {
   read(path: string, opts: { format: "bytes"; signal?: AbortSignal }): Promise<Uint8Array>;
   write(path: string, data: string | Uint8Array | ArrayBuffer, opts?: { mode?: number; signal?: AbortSignal }): Promise<EntryInfo>;
   list(path: string, opts?: { max?: number; signal?: AbortSignal }): Promise<EntryInfo[]>;
+  /** Removes the file, link or directory (with everything in it). */
+  remove(path: string, opts?: { signal?: AbortSignal }): Promise<void>;
+  rename(oldPath: string, newPath: string, opts?: { signal?: AbortSignal }): Promise<void>;
+  /** Makes the directory with its parents; false when it was there already. */
+  makeDir(path: string, opts?: { signal?: AbortSignal }): Promise<boolean>;
+  /** The entry (a link not followed); NotFoundError when there is none. */
+  getInfo(path: string, opts?: { signal?: AbortSignal }): Promise<EntryInfo>;
+  exists(path: string, opts?: { signal?: AbortSignal }): Promise<boolean>;
 }
 
 export declare class Sandbox {

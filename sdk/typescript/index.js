@@ -412,21 +412,59 @@ export class Files {
     return { name, path, type: "file" };
   }
 
+  /** Removes the file, link or directory (with everything in it) at path. */
+  async remove(path, opts = {}) {
+    await this.sandbox.connection.call("DELETE", this.path(path, "/files", { recursive: "1" }), undefined, opts.signal);
+  }
+
+  /** Renames the entry at oldPath to newPath. */
+  async rename(oldPath, newPath, opts = {}) {
+    await this.sandbox.connection.call("POST", this.path(oldPath, "/files/rename", { to: newPath }), undefined, opts.signal);
+  }
+
+  /** Makes the directory at path, with its parents; false when it was there already. */
+  async makeDir(path, opts = {}) {
+    const a = await this.sandbox.connection.call("POST", this.path(path, "/files/mkdir"), undefined, opts.signal);
+    return a.created === true;
+  }
+
+  /** Describes the entry at path (a link not followed); NotFoundError when there is none. */
+  async getInfo(path, opts = {}) {
+    const e = await this.sandbox.connection.call("GET", this.path(path, "/files/stat"), undefined, opts.signal);
+    return entryInfo(e.path ?? path, e);
+  }
+
+  /** Whether there is an entry at path. */
+  async exists(path, opts = {}) {
+    try {
+      await this.getInfo(path, opts);
+      return true;
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
   /** The entries of the directory at path (absolute), sorted by name. */
   async list(path, opts = {}) {
     const extra = opts.max === undefined ? {} : { max: String(opts.max) };
     const l = await this.sandbox.connection.call("GET", this.path(path, "/files/list", extra), undefined, opts.signal);
     const dir = l.path.endsWith("/") ? l.path : `${l.path}/`;
-    return l.entries.map((e) => ({
-      name: e.name,
-      path: dir + e.name,
-      type: e.type,
-      size: e.size,
-      mode: Number.parseInt(e.mode, 8),
-      modifiedTime: new Date(e.modified),
-      symlinkTarget: e.target,
-    }));
+    return l.entries.map((e) => entryInfo(dir + e.name, e));
   }
+}
+
+/** An entry of the API (a listing's, or stat's) at path. */
+function entryInfo(path, e) {
+  return {
+    name: e.name,
+    path,
+    type: e.type,
+    size: e.size,
+    mode: Number.parseInt(e.mode, 8),
+    modifiedTime: new Date(e.modified),
+    symlinkTarget: e.target,
+  };
 }
 
 /** One sandbox of a cordon serve. */

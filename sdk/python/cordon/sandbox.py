@@ -311,6 +311,36 @@ class Files:
         ) as resp:
             resp.read()
 
+    def remove(self, path: str) -> None:
+        """Removes the file, link or directory (with everything in it) at
+        ``path`` inside the sandbox."""
+        self._sb._conn.call("DELETE", sandbox_path(self._sb.sandbox_id, "/files"), query={"path": path, "recursive": "1"})
+
+    def rename(self, old_path: str, new_path: str) -> None:
+        """Renames the entry at ``old_path`` to ``new_path``, inside the
+        sandbox."""
+        self._sb._conn.call("POST", sandbox_path(self._sb.sandbox_id, "/files/rename"), query={"path": old_path, "to": new_path})
+
+    def make_dir(self, path: str) -> bool:
+        """Makes the directory at ``path`` inside the sandbox, with its
+        parents; False when it was there already."""
+        answer = self._sb._conn.call("POST", sandbox_path(self._sb.sandbox_id, "/files/mkdir"), query={"path": path})
+        return bool(answer.get("created"))
+
+    def get_info(self, path: str) -> EntryInfo:
+        """Describes the entry at ``path`` inside the sandbox (a link not
+        followed); NotFoundError when there is none."""
+        e = self._sb._conn.call("GET", sandbox_path(self._sb.sandbox_id, "/files/stat"), query={"path": path})
+        return _entry(e.get("path", path), e)
+
+    def exists(self, path: str) -> bool:
+        """Whether there is an entry at ``path`` inside the sandbox."""
+        try:
+            self.get_info(path)
+        except NotFoundError:
+            return False
+        return True
+
     def list(self, path: str, max: Optional[int] = None) -> List[EntryInfo]:
         """The entries of the directory at ``path`` inside the sandbox,
         sorted by name: at most ``max`` (default the server's, 1000)."""
@@ -319,16 +349,18 @@ class Files:
             query["max"] = str(max)
         listing = self._sb._conn.call("GET", sandbox_path(self._sb.sandbox_id, "/files/list"), query=query)
         base = listing.get("path", path).rstrip("/")
-        return [
-            EntryInfo(
-                name=e["name"],
-                type=e["type"],
-                path=base + "/" + e["name"],
-                size=e.get("size", 0),
-                mode=int(e.get("mode") or "0", 8),
-                modified_time=_time(e.get("modified")),
-                symlink_target=e.get("target"),
-                raw=e,
-            )
-            for e in listing.get("entries") or []
-        ]
+        return [_entry(base + "/" + e["name"], e) for e in listing.get("entries") or []]
+
+
+def _entry(path: str, e: Dict[str, Any]) -> EntryInfo:
+    """An entry of the API (a listing's, or stat's) at ``path``."""
+    return EntryInfo(
+        name=e["name"],
+        type=e["type"],
+        path=path,
+        size=e.get("size", 0),
+        mode=int(e.get("mode") or "0", 8),
+        modified_time=_time(e.get("modified")),
+        symlink_target=e.get("target"),
+        raw=e,
+    )

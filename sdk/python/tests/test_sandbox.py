@@ -194,6 +194,22 @@ class SandboxTest(ServeTest):
         self.assertIsNone(entries[1].symlink_target)
         with self.assertRaises(NotFoundError):
             sb.files.read("/workspace/d/missing")
+        # Names: made, described, renamed, removed, as a command then sees them.
+        self.assertTrue(sb.files.make_dir("/workspace/out/deep"))
+        self.assertFalse(sb.files.make_dir("/workspace/out/deep"))
+        self.assertTrue(sb.files.exists("/workspace/out/deep"))
+        self.assertFalse(sb.files.exists("/workspace/out/none"))
+        sb.files.rename("/workspace/d/a.txt", "/workspace/out/deep/b.txt")
+        info = sb.files.get_info("/workspace/out/deep/b.txt")
+        self.assertEqual((info.name, info.path, info.type, info.size), ("b.txt", "/workspace/out/deep/b.txt", "file", 6))
+        with self.assertRaises(NotFoundError):
+            sb.files.get_info("/workspace/d/a.txt")
+        sb.files.remove("/workspace/out")
+        self.assertEqual(sb.commands.run("ls /workspace").stdout, "d\n")
+        # A path the sandbox may not write is refused as a command would be.
+        with self.assertRaises(ForbiddenError) as cm:
+            sb.files.make_dir("/usr/cordon-test")
+        self.assertEqual(cm.exception.http_status, 403)
 
     def test_limits_and_failures_are_typed(self) -> None:
         sb = self.sandbox()

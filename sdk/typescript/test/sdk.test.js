@@ -82,6 +82,20 @@ describe("against cordon serve", () => {
     assert.ok(entries[0].modifiedTime instanceof Date && !Number.isNaN(entries[0].modifiedTime.getTime()));
     assert.equal((await sandbox.commands.run("/workspace/notes/run.sh")).stdout, "ran\n");
     await assert.rejects(sandbox.files.read("/workspace/none.md"), (err) => err instanceof NotFoundError && err.httpStatus === 404);
+
+    // Names: made, described, renamed, removed, as a command then sees them.
+    assert.equal(await sandbox.files.makeDir("/workspace/out/deep"), true);
+    assert.equal(await sandbox.files.makeDir("/workspace/out/deep"), false);
+    assert.equal(await sandbox.files.exists("/workspace/out/deep"), true);
+    assert.equal(await sandbox.files.exists("/workspace/out/none"), false);
+    await sandbox.files.rename("/workspace/notes/a.md", "/workspace/out/deep/b.md");
+    const moved = await sandbox.files.getInfo("/workspace/out/deep/b.md");
+    assert.deepEqual([moved.name, moved.path, moved.type, moved.size], ["b.md", "/workspace/out/deep/b.md", "file", Buffer.byteLength(text)]);
+    await assert.rejects(sandbox.files.getInfo("/workspace/notes/a.md"), (err) => err instanceof NotFoundError);
+    await sandbox.files.remove("/workspace/out");
+    assert.equal((await sandbox.commands.run("ls /workspace")).stdout, "notes\n");
+    // A path the sandbox may not write is refused as it would refuse a command.
+    await assert.rejects(sandbox.files.makeDir("/usr/cordon-test"), (err) => err instanceof ForbiddenError && err.httpStatus === 403);
     await sandbox.kill();
   });
 

@@ -24,6 +24,12 @@ export async function example(url: string, token: string): Promise<void> {
   const bytes: Uint8Array = await sandbox.files.read("/workspace/a.md", { format: "bytes" });
   const w: EntryInfo = await sandbox.files.write("/workspace/a.md", "text", { mode: 0o644 });
   const entries: EntryInfo[] = await sandbox.files.list("/workspace");
+  const made: boolean = await sandbox.files.makeDir("/workspace/out");
+  const there: boolean = await sandbox.files.exists("/workspace/out");
+  const one: EntryInfo = await sandbox.files.getInfo("/workspace/a.md");
+  await sandbox.files.rename("/workspace/a.md", "/workspace/out/a.md");
+  await sandbox.files.remove("/workspace/out");
+  void [made, there, one.mode];
   const info: SandboxInfo = await sandbox.keepAlive();
   const running: boolean = await sandbox.isRunning();
   const all: SandboxInfo[] = await Default.list({ url, token });
