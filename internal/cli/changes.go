@@ -39,11 +39,12 @@ func dirFlag(fs *flag.FlagSet) *string {
 }
 
 // changesFlags registers cordon changes' flags.
-func changesFlags(fs *flag.FlagSet) (dir *string, asJSON, diff *bool) {
+func changesFlags(fs *flag.FlagSet) (dir *string, asJSON, diff, all *bool) {
 	dir = dirFlag(fs)
 	asJSON = fs.Bool("json", false, "print JSON")
 	diff = fs.Bool("diff", false, "show a unified diff of each change against the host's workspace")
-	return dir, asJSON, diff
+	all = fs.Bool("all", false, "list the change sets of every workspace (default: those of workspaces here: the current directory, a directory holding it, or one under it)")
+	return dir, asJSON, diff, all
 }
 
 // applyFlags registers cordon apply's flags.
@@ -138,8 +139,7 @@ func openSet(dir, run string, paths []string) (*changes.Set, []changes.Change, c
 // waiting for review, or one of them.
 func changesCmd(e *env, args []string) int {
 	fs := newFlags(e, "changes", "changes [--json] [--diff] [--all] [RUN [PATH...]]")
-	dirF, asJSON, diff := changesFlags(fs)
-	all := fs.Bool("all", false, "list the change sets of every workspace (default: those of workspaces here: the current directory, a directory holding it, or one under it)")
+	dirF, asJSON, diff, all := changesFlags(fs)
 	operands, err := parseAnywhere(fs, args)
 	if err != nil {
 		return fail(e, err)
