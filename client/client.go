@@ -220,6 +220,14 @@ func (c *Client) Create(ctx context.Context, agent string) (api.Sandbox, error) 
 	return sb, err
 }
 
+// CreateWith claims a sandbox as req says: its agent, the environment of
+// its commands, its timeout, and a first command.
+func (c *Client) CreateWith(ctx context.Context, req api.CreateRequest) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, http.MethodPost, api.Version+"/sandboxes", req, &sb)
+	return sb, err
+}
+
 // CreateAndRun claims a sandbox of the token's agent and runs a first
 // command in it, in one round trip; the answer's Result is the command's.
 // A first command that could not be run is an error (the server ended the

@@ -43,6 +43,28 @@ func (c *Client) CreateSandbox(ctx context.Context, agent string) (*Sandbox, err
 	return c.sandbox(info), nil
 }
 
+// CreateOptions are what a sandbox is created with: its agent ("" is the
+// token's own), the environment of all its commands (a command's own Env
+// wins), and its timeout (0: the agent's max_lifetime, its upper bound).
+type CreateOptions struct {
+	Agent   string
+	Env     map[string]string
+	Timeout time.Duration
+}
+
+// CreateSandboxWith claims a sandbox as o says.
+func (c *Client) CreateSandboxWith(ctx context.Context, o CreateOptions) (*Sandbox, error) {
+	req := CreateRequest{Agent: o.Agent, Env: o.Env}
+	if o.Timeout > 0 {
+		req.Timeout = o.Timeout.String()
+	}
+	info, err := c.CreateWith(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return c.sandbox(info), nil
+}
+
 // ConnectSandbox returns the sandbox id, created earlier, without asking
 // the server (its Info holds only the id until Refresh).
 func (c *Client) ConnectSandbox(id string) *Sandbox { return c.sandbox(SandboxInfo{ID: id}) }

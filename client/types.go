@@ -12,6 +12,9 @@ type (
 	// SandboxInfo describes a sandbox: its id, agent, state, timeouts and
 	// session counters.
 	SandboxInfo = api.Sandbox
+	// CreateRequest is a sandbox to create: its agent, the environment
+	// of its commands, its timeout and a first command.
+	CreateRequest = api.CreateRequest
 	// ExecRequest is one command to run: its argv, environment,
 	// directory, stdin and timeout.
 	ExecRequest = api.ExecRequest

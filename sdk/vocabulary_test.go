@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode"
@@ -84,8 +85,17 @@ var (
 // fakeServer answers as cordon serve would: GET /v1/sandboxes/sb-NNN
 // with status NNN, sb-ok as a running sandbox whose exec answers the case
 // its argv names.
-func fakeServer(t *testing.T) *httptest.Server {
+func fakeServer(t *testing.T, creates *createLog) *httptest.Server {
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			t.Errorf("create: %v", err)
+		}
+		creates.add(body)
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"id":"sb-ok","agent":"a","state":"running"}`))
+	})
 	mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(`[{"id":"sb-ok","state":"running"},{"id":"sb-2","state":"ended"}]`))
 	})
@@ -180,24 +190,62 @@ func fakeServer(t *testing.T) *httptest.Server {
 	return srv
 }
 
+// createLog keeps the bodies of the creates the fake server was sent.
+type createLog struct {
+	mu     sync.Mutex
+	bodies []map[string]any
+}
+
+func (l *createLog) add(b map[string]any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bodies = append(l.bodies, b)
+}
+
+// take returns the bodies sent since the last take.
+func (l *createLog) take() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bodies
+	l.bodies = nil
+	return b
+}
+
 // TestVocabulary runs the three SDKs against the fake server and checks
 // what each makes of it.
 func TestVocabulary(t *testing.T) {
 	v := loadVocabulary(t)
-	srv := fakeServer(t)
+	creates := &createLog{}
+	srv := fakeServer(t, creates)
 	cases := strings.Join(execCases(v), "\n")
 	docs := map[string]map[string]any{"go": goProbe(t, v, srv.URL, execCases(v))}
+	sent := map[string][]map[string]any{"go": creates.take()}
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Log("python3 is not installed: the Python SDK is not compared")
 	} else {
 		cmd := exec.Command("python3", "testdata/probe.py", srv.URL)
 		cmd.Env = append(os.Environ(), "PYTHONPATH=python", "PYTHONDONTWRITEBYTECODE=1")
 		docs["python"] = runProbe(t, cmd, cases)
+		sent["python"] = creates.take()
 	}
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Log("node is not installed: the TypeScript SDK is not compared")
 	} else {
 		docs["typescript"] = runProbe(t, exec.Command("node", "testdata/probe.mjs", srv.URL, filepath.Join("typescript", "index.js")), cases)
+		sent["typescript"] = creates.take()
+	}
+	// Each created one sandbox with an agent, an environment and a
+	// timeout of 90s, and sent the same request.
+	for lang, bodies := range sent {
+		if len(bodies) != 1 {
+			t.Errorf("%s sent %d creates, want 1", lang, len(bodies))
+			continue
+		}
+		b := bodies[0]
+		d, err := time.ParseDuration(fmt.Sprint(b["timeout"]))
+		if b["agent"] != "a" || fmt.Sprint(b["env"]) != "map[A:1]" || err != nil || d != 90*time.Second || len(b) != 3 {
+			t.Errorf("%s created a sandbox with %v, want agent a, env A=1 and a timeout of 90s", lang, b)
+		}
 	}
 	for lang, doc := range docs {
 		t.Run(lang, func(t *testing.T) { checkDoc(t, v, lang, normalize(v, lang, doc)) })
@@ -271,6 +319,9 @@ func goProbe(t *testing.T, v *vocabulary, url string, cases []string) map[string
 			"modified_time": e.ModifiedTime.UTC().Format("2006-01-02T15:04:05Z"), "symlink_target": e.SymlinkTarget})
 	}
 	doc["entries"] = es
+	if _, err := c.CreateSandboxWith(ctx, client.CreateOptions{Agent: "a", Env: map[string]string{"A": "1"}, Timeout: 90 * time.Second}); err != nil {
+		t.Fatalf("CreateSandboxWith: %v", err)
+	}
 	info, err := sb.Files.GetInfo(ctx, "/d/a.txt")
 	if err != nil {
 		t.Fatalf("Files.GetInfo: %v", err)

@@ -19,6 +19,13 @@ const Version = "/v1"
 type CreateRequest struct {
 	Agent string       `json:"agent,omitempty"`
 	Exec  *ExecRequest `json:"exec,omitempty"`
+	// Env is set for every command of the sandbox, its first included;
+	// a command's own env wins over it.
+	Env map[string]string `json:"env,omitempty"`
+	// Timeout ends the sandbox this long after its creation (a duration,
+	// such as 30m); at most the agent's max_lifetime, which holds
+	// without it. A keep-alive does not move it.
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // Sandbox describes one sandbox of the server.

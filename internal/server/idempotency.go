@@ -219,8 +219,10 @@ func digestable(req api.CreateRequest) any {
 	sum := sha256.Sum256(x.Stdin)
 	x.Stdin = nil
 	return struct {
-		Agent       string          `json:"agent"`
-		Exec        api.ExecRequest `json:"exec"`
-		StdinSHA256 string          `json:"stdin_sha256"`
-	}{req.Agent, x, hex.EncodeToString(sum[:])}
+		Agent       string            `json:"agent"`
+		Exec        api.ExecRequest   `json:"exec"`
+		StdinSHA256 string            `json:"stdin_sha256"`
+		Env         map[string]string `json:"env,omitempty"`
+		Timeout     string            `json:"timeout,omitempty"`
+	}{req.Agent, x, hex.EncodeToString(sum[:]), req.Env, req.Timeout}
 }

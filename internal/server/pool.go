@@ -38,6 +38,21 @@ type entry struct {
 	// review is the change set of a reviewed workspace; nil when the
 	// workspace is not reviewed (see changes.go).
 	review *review
+	// env is set for every command (the create's Env); deadline ends the
+	// sandbox (the create's Timeout; zero: only max_lifetime does).
+	// Both are set once, when it is claimed.
+	env      map[string]string
+	deadline time.Time
+}
+
+// expires is when the sandbox ends whatever is done with it: its
+// max_lifetime, or the deadline its create gave. The caller holds e.mu.
+func (e *entry) expires() time.Time {
+	end := e.built.Add(e.agent.Lifetime)
+	if !e.deadline.IsZero() && e.deadline.Before(end) {
+		return e.deadline
+	}
+	return end
 }
 
 // info describes the entry for the API.
@@ -47,7 +62,7 @@ func (e *entry) info() api.Sandbox {
 	out := api.Sandbox{ID: e.id, Agent: e.agent.Name, Profile: e.agent.Profile, ProfileSHA256: e.sha,
 		Created: e.claimed.UTC(), Warm: e.warm, ColdStartMS: e.coldMS, State: "running",
 		Commands: e.commands, Running: e.running, Reviewed: e.review != nil,
-		IdleExpires: e.touched.Add(e.agent.Idle).UTC(), Expires: e.built.Add(e.agent.Lifetime).UTC()}
+		IdleExpires: e.touched.Add(e.agent.Idle).UTC(), Expires: e.expires().UTC()}
 	if e.ended != "" {
 		out.State, out.Ended = "ended", e.ended
 	}
@@ -352,9 +367,14 @@ func (s *Server) janitor() {
 				continue
 			default:
 			}
+			e.mu.Lock()
+			deadline := e.deadline
+			e.mu.Unlock()
 			switch {
 			case now.Sub(e.built) >= e.agent.Lifetime:
 				s.endAside(e, "max_lifetime")
+			case !deadline.IsZero() && !now.Before(deadline):
+				s.endAside(e, "timeout")
 			case e.idle(now) >= e.agent.Idle:
 				s.endAside(e, "idle_timeout")
 			default:

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"path"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
@@ -88,6 +90,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 			return fail(w, http.StatusBadRequest, "exec.stream: the first command's output comes whole with the sandbox; stream later commands")
 		}
 	}
+	lifetime, err := parseLifetime(req)
+	if err != nil {
+		return fail(w, bodyStatus(err), "%v", err)
+	}
 	if req.Agent != "" && req.Agent != c.token.Agent {
 		// A token never gets another agent's profile.
 		s.metrics.denial(c.token.Agent, "access.agent")
@@ -100,8 +106,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	a := s.opts.Config.Agents[c.token.Agent]
 	if p, perr := a.Current(); perr == nil {
 		if err := checkTimeout(cmd.Timeout, p); err != nil {
+			k.done(0, false, nil)
 			return fail(w, http.StatusBadRequest, "exec.%v", err)
 		}
+	}
+	if lifetime > a.Lifetime {
+		k.done(0, false, nil)
+		return fail(w, http.StatusBadRequest, "timeout: %v is longer than agent %s's max_lifetime (%v), which bounds every sandbox", lifetime, a.Name, a.Lifetime)
 	}
 	e, err := s.claim(a, c)
 	switch {
@@ -115,6 +126,22 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c caller) int {
 	if err != nil {
 		k.done(status, false, nil)
 		return status
+	}
+	e.mu.Lock()
+	e.env = req.Env
+	if lifetime > 0 {
+		e.deadline = s.opts.Now().Add(lifetime)
+	}
+	e.mu.Unlock()
+	if req.Exec != nil && len(req.Env) > 0 {
+		// The first command is one of the sandbox's: its env under the
+		// command's own (checked above, so this holds too, but for the
+		// caps on both together).
+		if cmd, err = sandboxEnv(e, *req.Exec); err != nil {
+			s.end(e, endFirstCommand)
+			k.done(0, false, nil)
+			return fail(w, bodyStatus(err), "exec.%v", err)
+		}
 	}
 	s.metrics.claimed(a.Name, e.warm)
 	// No record, no sandbox: its start is written now (on the disk with
@@ -456,6 +483,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 		k.done(0, false, nil)
 		return fail(w, http.StatusBadRequest, "%v", err)
 	}
+	if cmd, err = sandboxEnv(e, req); err != nil {
+		k.done(0, false, nil)
+		return fail(w, bodyStatus(err), "%v", err)
+	}
 	key := r.Header.Get(KeyHeader)
 	if !req.Stream {
 		out, o, err := s.runBuffered(ctx, e, c, cmd)
@@ -488,6 +519,60 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	last.Replay = &api.Replay{Key: key, StdoutBytes: stdout.n, StdoutSHA256: stdout.sum(), StderrBytes: stderr.n, StderrSHA256: stderr.sum(), Note: replayNote}
 	k.done(http.StatusOK, true, last)
 	return http.StatusOK
+}
+
+// sandboxEnv is the command req in e: checkExec's options, with the
+// environment the sandbox's create gave under the command's own.
+func sandboxEnv(e *entry, req api.ExecRequest) (sandbox.ExecOptions, error) {
+	e.mu.Lock()
+	base := e.env
+	e.mu.Unlock()
+	if len(base) > 0 {
+		env := maps.Clone(base)
+		maps.Copy(env, req.Env)
+		req.Env = env
+	}
+	return checkExec(req)
+}
+
+// baseEnv is env (NAME=value, sorted) under the environment e's create
+// gave, sorted.
+func baseEnv(e *entry, env []string) []string {
+	e.mu.Lock()
+	base := e.env
+	e.mu.Unlock()
+	if len(base) == 0 {
+		return env
+	}
+	m := maps.Clone(base)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// parseLifetime checks a create's env and timeout: the env as a
+// command's (names, caps), the timeout a duration of at least a second.
+func parseLifetime(req api.CreateRequest) (time.Duration, error) {
+	if len(req.Env) > 0 {
+		if _, err := checkExec(api.ExecRequest{Args: []string{"env"}, Env: req.Env}); err != nil {
+			return 0, err
+		}
+	}
+	if req.Timeout == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(req.Timeout)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("timeout: want a duration of at least 1s, such as 30m, found %q", req.Timeout)
+	}
+	return d, nil
 }
 
 // checkExec checks an exec request and turns it into the command's

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type fakeBox struct {
 	closed bool
 	done   chan struct{}
 	inputs []string // the stdin of each command that had one
+	envs   [][]string
 }
 
 func (b *fakeBox) Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outcome, error) {
@@ -47,6 +49,9 @@ func (b *fakeBox) Exec(ctx context.Context, e sandbox.ExecOptions) (outcome.Outc
 	if closed {
 		return outcome.Outcome{}, sandbox.ErrEnded
 	}
+	b.mu.Lock()
+	b.envs = append(b.envs, e.Env)
+	b.mu.Unlock()
 	if e.Stdin != nil {
 		in, _ := io.ReadAll(e.Stdin)
 		b.mu.Lock()
@@ -396,6 +401,57 @@ func TestTimeouts(t *testing.T) {
 	}
 	f.advance(time.Hour)
 	waitFor(t, "the old sandbox to end", func() bool { sb, _ := a.Get(ctx, kept.ID); return sb.Ended == "max_lifetime" })
+}
+
+// A create's env reaches every command of the sandbox, under the
+// command's own; its timeout ends the sandbox, within the agent's
+// max_lifetime, and a keep-alive does not move it.
+func TestCreateEnvAndTimeout(t *testing.T) {
+	f := newFixtureWith(t, 1, nil, nil, nil, func(o *Options) { o.Config.Agents["a"].Idle = 2 * time.Hour })
+	ctx := context.Background()
+	a := f.client("alice-a")
+	for _, bad := range []api.CreateRequest{{Timeout: "2h"}, {Timeout: "10ms"}, {Timeout: "soon"}, {Env: map[string]string{"A=B": "x"}}} {
+		if _, err := a.CreateWith(ctx, bad); !client.IsStatus(err, http.StatusBadRequest) {
+			t.Errorf("create %+v: %v, want 400", bad, err)
+		}
+	}
+	sb, err := a.CreateWith(ctx, api.CreateRequest{Env: map[string]string{"BASE": "1", "BOTH": "sandbox"}, Timeout: "30m",
+		Exec: &api.ExecRequest{Args: []string{"first"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := f.now.Load().Add(30 * time.Minute); !sb.Expires.Equal(want) {
+		t.Errorf("expires %v, want %v", sb.Expires, want)
+	}
+	if _, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{"second"}, Env: map[string]string{"BOTH": "command", "OWN": "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	b := f.boxes[sb.ID]
+	f.mu.Unlock()
+	b.mu.Lock()
+	envs := slices.Clone(b.envs)
+	b.mu.Unlock()
+	want := [][]string{{"BASE=1", "BOTH=sandbox"}, {"BASE=1", "BOTH=command", "OWN=2"}}
+	if fmt.Sprint(envs) != fmt.Sprint(want) {
+		t.Errorf("the commands' environments: %v, want %v", envs, want)
+	}
+	other, err := a.Create(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.advance(20 * time.Minute)
+	if _, err := a.KeepAlive(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.KeepAlive(ctx, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.advance(11 * time.Minute)
+	waitFor(t, "the sandbox to end at its timeout", func() bool { got, _ := a.Get(ctx, sb.ID); return got.Ended == "timeout" })
+	if got, _ := a.Get(ctx, other.ID); got.State != "running" {
+		t.Errorf("a sandbox without a timeout: %+v", got)
+	}
 }
 
 func TestTrajectoryStopsTheSession(t *testing.T) {

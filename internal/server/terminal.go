@@ -126,6 +126,9 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request, c caller) int 
 	if err == nil {
 		err = checkTimeout(cmd.Timeout, e.profile)
 	}
+	if err == nil {
+		cmd.Env = baseEnv(e, cmd.Env)
+	}
 	if err != nil {
 		return fail(w, http.StatusBadRequest, "%v", err)
 	}

@@ -50,6 +50,7 @@ for (const status of [400, 401, 403, 404, 409, 410, 413, 423, 429, 500, 503]) {
   out.errors[String(status)] = await run(async () => (await Sandbox.connect(`sb-${status}`, { url, token: "t", retry: noRetry })).info);
 }
 
+await Sandbox.create({ agent: "a", envs: { A: "1" }, timeoutMs: 90000, url, token: "t", retry: noRetry });
 const sb = await Sandbox.connect("sb-ok", { url, token: "t", retry: noRetry });
 for (const c of readFileSync(0, "utf8").split(/\s+/).filter(Boolean)) {
   out.exec[c] = await run(async () => {

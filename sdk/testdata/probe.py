@@ -70,6 +70,7 @@ out = {
 for status in (400, 401, 403, 404, 409, 410, 413, 423, 429, 500, 503):
     out["errors"][str(status)] = run(lambda: Sandbox.connect("sb-%d" % status, url=URL, token="t", retry=no_retry).info)
 
+Sandbox.create(agent="a", envs={"A": "1"}, timeout=90, url=URL, token="t", retry=no_retry)
 sb = Sandbox.connect("sb-ok", url=URL, token="t", retry=no_retry)
 for case in sys.stdin.read().split():
     res = run(lambda: result_doc(sb.commands.run([case])))

@@ -41,6 +41,10 @@ export interface ConnectionOpts {
 export interface SandboxOpts extends ConnectionOpts {
   /** The agent whose profile the sandbox is built from; only the token's own (default). */
   agent?: string;
+  /** Variables set for every command of the sandbox (a command's own envs win). */
+  envs?: Record<string, string>;
+  /** Ends the sandbox after this long; at most the agent's max_lifetime, which holds without it. */
+  timeoutMs?: number;
 }
 
 /** A limit, as the outcome names it. */

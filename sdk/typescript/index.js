@@ -479,11 +479,15 @@ export class Sandbox {
 
   /**
    * Claims a sandbox of the token's agent (or of agent, which must be the
-   * token's own) from cordon serve at url.
+   * token's own) from cordon serve at url. envs are set for every command
+   * (a command's own win); timeoutMs ends the sandbox, at most the agent's
+   * max_lifetime, which holds without it.
    */
   static async create(opts = {}) {
     const conn = new Connection(opts);
     const req = opts.agent ? { agent: opts.agent } : {};
+    if (opts.envs) req.env = opts.envs;
+    if (opts.timeoutMs !== undefined) req.timeout = duration(opts.timeoutMs);
     const info = await conn.call("POST", `${API}/sandboxes`, req, opts.signal);
     return new Sandbox(conn, info);
   }

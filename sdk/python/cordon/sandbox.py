@@ -93,15 +93,25 @@ class Sandbox:
         token: Optional[str] = None,
         request_timeout: Optional[float] = 60.0,
         retry: Optional[RetryPolicy] = None,
+        envs: Optional[Dict[str, str]] = None,
+        timeout: Optional[float] = None,
     ) -> "Sandbox":
         """Claims a sandbox of ``agent`` (None: the token's own) from the
         server at ``url`` (default $CORDON_URL, else http://127.0.0.1:8700)
         with ``token`` (default $CORDON_TOKEN); ``retry`` is what is done
-        with requests refused for their rate (default RetryPolicy())."""
+        with requests refused for their rate (default RetryPolicy()).
+
+        ``envs`` is set for every command of the sandbox (a command's own
+        ``envs`` win); ``timeout`` (seconds) ends the sandbox, at most the
+        agent's max_lifetime, which holds without it."""
         conn = _connection(url, token, request_timeout, retry)
         payload: Dict[str, Any] = {}
         if agent:
             payload["agent"] = agent
+        if envs:
+            payload["env"] = dict(envs)
+        if timeout is not None:
+            payload["timeout"] = _duration(timeout)
         return cls(conn.call("POST", "/sandboxes", payload), conn)
 
     @classmethod

@@ -240,6 +240,18 @@ class SandboxTest(ServeTest):
         self.assertEqual((res.status, res.exit_code), ("exit_nonzero", 5))
         self.assertEqual(sb.commands.run("echo still here").stdout, "still here\n")
 
+    def test_env_and_timeout_at_create(self) -> None:
+        sb = Sandbox.create(url=self.url, token=self.token, envs={"X": "sandbox", "Y": "y"}, timeout=2)
+        self.addCleanup(lambda: sb.kill() if sb.is_running() else None)
+        self.assertEqual(sb.commands.run('echo "$X $Y"').stdout, "sandbox y\n")
+        self.assertEqual(sb.commands.run('echo "$X $Y"', envs={"X": "command"}).stdout, "command y\n")
+        # The timeout ends it, whatever is done with it meanwhile.
+        sb.keep_alive()
+        deadline = time.monotonic() + 60
+        while sb.is_running() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(sb.get_info()["ended"], "timeout")
+
     def test_keepalive_kill_and_errors(self) -> None:
         sb = self.sandbox()
         before = sb.info["idle_expires"]

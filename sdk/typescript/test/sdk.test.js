@@ -165,6 +165,18 @@ describe("against cordon serve", () => {
     await assert.rejects(sandbox.commands.run("true"), (err) => err instanceof SandboxEndedError && err.httpStatus === 410);
   });
 
+  test("envs and a timeout at create", async (t) => {
+    if (skip) return t.skip(skip);
+    const sandbox = await Sandbox.create({ url: serve.url, token: serve.token, envs: { X: "sandbox", Y: "y" }, timeoutMs: 2000 });
+    assert.equal((await sandbox.commands.run('echo "$X $Y"')).stdout, "sandbox y\n");
+    assert.equal((await sandbox.commands.run('echo "$X $Y"', { envs: { X: "command" } })).stdout, "command y\n");
+    // The timeout ends it, whatever is done with it meanwhile.
+    await sandbox.keepAlive();
+    const deadline = Date.now() + 60000;
+    while ((await sandbox.isRunning()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    assert.equal((await sandbox.getInfo()).ended, "timeout");
+  });
+
   test("a wrong token is an AuthError, another agent's a ForbiddenError, an unknown sandbox a NotFoundError", async (t) => {
     if (skip) return t.skip(skip);
     await assert.rejects(Sandbox.create({ url: serve.url, token: "not-a-token" }), (err) => err instanceof AuthError && err.httpStatus === 401);
