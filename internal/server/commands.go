@@ -264,6 +264,7 @@ func execBody(maxStdin int64) int64 { return (maxStdin+2)/3*4 + 1<<20 }
 func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, v any, stdin func() []byte) int {
 	max := s.cmdLimits.Stdin
 	tooLarge := func() int {
+		drainRefused(w, r)
 		return fail(w, http.StatusRequestEntityTooLarge, "the request body is too large: a command's stdin may hold at most %s (commands.max_stdin); send larger inputs as a file (PUT %s/sandboxes/{id}/files) and read it from there", profile.FormatSize(max), api.Version)
 	}
 	limit := execBody(max)

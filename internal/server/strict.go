@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // bodyError is a request (its body, or what it asks) that was refused;
@@ -36,6 +38,28 @@ func bodyStatus(err error) int {
 // alone would take "ARGS" for "args", and keep the last of two "args").
 // An empty body leaves v as it is. The body is read once and checked in
 // place: a large stdin is not copied again.
+// A body refused as too large is still read, to a bound, before the
+// answer, and the connection is then closed: a client that sends its
+// whole body before it reads (Python's urllib, curl) gets the 413, not a
+// connection reset by a server that stopped reading.
+const (
+	drainMax  = 64 << 20
+	drainTime = 5 * time.Second
+)
+
+// drainRefused reads and drops what is left of r's body, at most drainMax
+// bytes for at most drainTime, and has the connection closed after the
+// answer.
+func drainRefused(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(drainTime)) != nil {
+		return
+	}
+	io.Copy(io.Discard, io.LimitReader(r.Body, drainMax))
+	rc.SetReadDeadline(time.Time{})
+}
+
 func readStrict(r *http.Request, w http.ResponseWriter, max int64, v any) error {
 	var buf bytes.Buffer
 	if r.ContentLength > 0 && r.ContentLength <= max {
@@ -44,6 +68,7 @@ func readStrict(r *http.Request, w http.ResponseWriter, max int64, v any) error 
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max)); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
+			drainRefused(w, r)
 			return &bodyError{http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is over %d bytes", max)}
 		}
 		return &bodyError{http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err)}

@@ -1,15 +1,20 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
@@ -196,4 +201,43 @@ func FuzzCheckStrict(f *testing.F) {
 			t.Fatalf("%q is not JSON, and was taken", body)
 		}
 	})
+}
+
+// A client that sends its whole body before it reads the answer gets the
+// 413 of a body over the bound, not a connection reset: the server reads
+// what is left (to a bound) before it answers, then closes.
+func TestOversizedBodyIsAnsweredToASenderThatDoesNotRead(t *testing.T) {
+	f := newFixture(t, 1, nil, nil)
+	sb, err := f.client("alice-a").Create(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(f.url)
+	for _, announce := range []bool{true, false} {
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := `{"args":["cat"],"stdin":"` + strings.Repeat("eHh4", (12<<20)/4) + `"}`
+		head := "POST /v1/sandboxes/" + sb.ID + "/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + f.tokens["alice-a"] + "\r\nContent-Type: application/json\r\n"
+		if announce {
+			head += fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body))
+		} else {
+			head += "Transfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n", len(body))
+			body += "\r\n0\r\n\r\n"
+		}
+		conn.SetDeadline(time.Now().Add(time.Minute))
+		if _, err := io.WriteString(conn, head+body); err != nil {
+			t.Fatalf("sending the whole body (Content-Length %v): %v", announce, err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("reading the answer (Content-Length %v): %v", announce, err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+			t.Errorf("Content-Length %v: %d, close %v: %s", announce, resp.StatusCode, resp.Close, msg)
+		}
+		conn.Close()
+	}
 }

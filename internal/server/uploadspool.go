@@ -119,11 +119,13 @@ func envMap(env []string) map[string]string {
 // kept; nothing was done either way).
 func (s *Server) spoolBody(w http.ResponseWriter, r *http.Request, max int64, what string) (*spooled, int) {
 	if r.ContentLength > max {
+		drainRefused(w, r)
 		return nil, fail(w, http.StatusRequestEntityTooLarge, "%s is %d bytes, over its limit of %d", what, r.ContentLength, max)
 	}
 	body, err := s.uploads.take(r.Body, max)
 	switch {
 	case errors.Is(err, errTooLarge):
+		drainRefused(w, r)
 		return nil, fail(w, http.StatusRequestEntityTooLarge, "%s is over its limit of %d bytes; nothing was written", what, max)
 	case err != nil:
 		s.logf("%v", err)

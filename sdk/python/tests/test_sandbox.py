@@ -23,6 +23,7 @@ from cordon import (
     NotFoundError,
     SandboxEndedError,
     Sandbox,
+    TooLargeError,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -235,6 +236,10 @@ class SandboxTest(ServeTest):
         with self.assertRaises(CommandExitError) as cm:
             sb.commands.run("kill -9 $$")
         self.assertEqual((cm.exception.status, cm.exception.exit_code), ("signaled", 137))
+        # A stdin over the server's bound is refused as that, whole.
+        with self.assertRaises(TooLargeError) as cm:
+            sb.commands.run("cat >/dev/null", stdin=b"x" * (9 << 20))
+        self.assertEqual(cm.exception.http_status, 413)
         # throw_on_error=False: the result, whatever its status.
         res = sb.commands.run("exit 5", throw_on_error=False)
         self.assertEqual((res.status, res.exit_code), ("exit_nonzero", 5))
