@@ -231,3 +231,18 @@ type TerminalMessage struct {
 	Outcome *outcome.Outcome `json:"outcome,omitempty"`
 	Error   string           `json:"error,omitempty"`
 }
+
+// PortURLRequest asks for a port URL (POST /v1/sandboxes/{id}/port-urls):
+// the sandbox's port, and how long the URL holds (default 15m, at most
+// 1h, never past the sandbox's end).
+type PortURLRequest struct {
+	Port      int    `json:"port"`
+	ExpiresIn string `json:"expires_in,omitempty"`
+}
+
+// PortURL is a port URL: the path (on the server that made it) that opens
+// the port for anyone who has it, until Expires.
+type PortURL struct {
+	Path    string    `json:"path"`
+	Expires time.Time `json:"expires"`
+}

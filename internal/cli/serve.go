@@ -68,14 +68,6 @@ func serveCmd(e *env, args []string) int {
 		for _, w := range a.Warnings {
 			fmt.Fprintf(e.stderr, "cordon: agent %s: %s\n", a.Name, w)
 		}
-		// An agent's profile is judged as cordon run judges one.
-		if errs := lintErrors(a.ProfileFile, a.Loaded); len(errs) > 0 {
-			name := cmp.Or(a.ProfileFile, profile.DefaultName)
-			if !f.allowLintErrors {
-				return fail(e, fmt.Errorf("agent %s: %w", a.Name, lintRefusal(name, errs)))
-			}
-			lintWarning(e, name, errs)
-		}
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
@@ -127,6 +119,17 @@ func serveCmd(e *env, args []string) int {
 			if where := visibleIn(e, a.Loaded, sandboxDir, f.path); where != "" {
 				return fail(e, fmt.Errorf("agent %s: the %s %s is inside %s, which its sandboxes can see", a.Name, f.what, f.path, where))
 			}
+		}
+	}
+	// An agent's profile is judged as cordon run judges one, once what
+	// the server keeps is known to be out of its sandboxes' reach.
+	for _, a := range cfg.Agents {
+		if errs := lintErrors(a.ProfileFile, a.Loaded); len(errs) > 0 {
+			name := cmp.Or(a.ProfileFile, profile.DefaultName)
+			if !f.allowLintErrors {
+				return fail(e, fmt.Errorf("agent %s: %w", a.Name, lintRefusal(name, errs)))
+			}
+			lintWarning(e, name, errs)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -334,6 +334,10 @@ func TestServeSecretsNotPassed(t *testing.T) {
 	t.Setenv("CORDON_CLUSTER_SECRET", strings.Repeat("7f", 32))
 	t.Setenv("CORDON_DATABASE", filepath.Join(t.TempDir(), "db", "cordon.db"))
 	profile := strings.Replace(testProfile("builder", "  wall: 1m\n"), "env:\n", "env:\n  pass: [CORDON_CLUSTER_SECRET, CORDON_DATABASE, HOME]\n", 1)
+	// Lint rates that profile an error (CL302): served anyway, it still
+	// gets none of them.
+	serveArgs = []string{"--allow-lint-errors"}
+	defer func() { serveArgs = nil }()
 	s := startServeWith(t, "  builder:\n    profile: builder.yaml\n", map[string]string{"builder.yaml": profile},
 		"node: secret-node\ncluster:\n  advertise: http://{{listen}}\n", nil)
 	sb, err := s.client("builder").CreateAndRun(context.Background(), api.ExecRequest{Args: []string{"sh", "-c", `echo "[$CORDON_CLUSTER_SECRET][$CORDON_DATABASE][$HOME]"`}})

@@ -137,10 +137,10 @@ func TestServeListHidesPlaceholders(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(ws, 0o755)
-	profile := strings.Replace(testProfile("shared", "  wall: 1m\n"), "  path: .\n", "  path: "+ws+"\n  target: /workspace\n", 1)
-	s := startServe(t, "  shared:\n    profile: shared.yaml\n", map[string]string{"shared.yaml": profile})
+	profile := strings.Replace(testProfile("lister", "  wall: 1m\n"), "  path: .\n", "  path: "+ws+"\n  target: /workspace\n", 1)
+	s := startServe(t, "  lister:\n    profile: lister.yaml\n", map[string]string{"lister.yaml": profile})
 	ctx := context.Background()
-	c := s.client("shared")
+	c := s.client("lister")
 	sb, err := c.CreateAndRun(ctx, api.ExecRequest{Args: []string{"sh", "-c", "ls -A /workspace | tr '\\n' ' '"}})
 	if err != nil || sb.Result == nil || sb.Result.Outcome.Status != outcome.OK {
 		t.Fatalf("%+v %v", sb, err)

@@ -43,6 +43,10 @@ type served struct {
 // startServe writes the configuration (agents, in YAML, indented under
 // agents:), with a token per agent named after it and an admin's named
 // "ops", and starts cordon serve on it.
+// serveArgs are flags startServeWith adds to cordon serve's (no test of
+// this package runs in parallel).
+var serveArgs []string
+
 func startServe(t *testing.T, agents string, files map[string]string) *served {
 	t.Helper()
 	return startServeWith(t, agents, files, "", nil)
@@ -95,7 +99,7 @@ func startServeWith(t *testing.T, agents string, files map[string]string, top st
 		t.Fatal(err)
 	}
 	s.url = "http://" + addr
-	s.cmd = exec.Command(filepath.Join(binDir, "cordon"), "serve", "--config", filepath.Join(dir, "serve.yaml"), "--listen", addr)
+	s.cmd = exec.Command(filepath.Join(binDir, "cordon"), append([]string{"serve", "--config", filepath.Join(dir, "serve.yaml"), "--listen", addr}, serveArgs...)...)
 	s.cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "state"), "CORDON_AUDIT_LOG="+filepath.Join(dir, "audit", "audit.jsonl"), "HOME="+dir)
 	s.cmd.Dir = dir
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log

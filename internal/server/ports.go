@@ -105,6 +105,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 			resp.Trailer = nil // none announced (see below)
 			resp.Header.Set("Content-Security-Policy", forwardCSP)
 			resp.Header.Set("X-Content-Type-Options", "nosniff")
+			// A page opened by a port URL carries its capability in its
+			// own address: no link it holds may send that on.
+			resp.Header.Set("Referrer-Policy", "no-referrer")
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -137,6 +140,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 		status = sw.status
 	}
 	rec := map[string]any{"port": port, "method": r.Method, "path": "/" + r.PathValue("path"), "status": status, "token": c.name()}
+	if c.viaURL {
+		rec["via"] = "port_url"
+	}
 	if aborted {
 		rec["aborted"] = true // the answer broke off half sent
 	}
@@ -150,6 +156,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 // portRoutes registers the forwarding of a sandbox's ports.
 func (s *Server) portRoutes() {
 	s.handle(api.Version+"/sandboxes/{id}/ports/{port}/{path...}", anyToken, s.forward)
+	s.portURLRoutes()
 }
 
 // no1xx passes an answer on but for its informational (1xx) heads, other

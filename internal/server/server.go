@@ -98,6 +98,9 @@ type Server struct {
 	opts    Options
 	mux     *http.ServeMux
 	metrics *metrics
+	// portKey signs port URLs (porturl.go): this process's, so that a URL
+	// dies with it.
+	portKey [32]byte
 	// bounds and conns bound what clients take: requests.go, conns.go.
 	bounds *bounds
 	conns  *connLimiter
@@ -170,6 +173,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{}, claiming: map[string]int{},
 		stop: make(chan struct{}), metrics: newMetrics(), pending: pending{changed: map[string]*entry{}}}
+	rand.Read(s.portKey[:])
 	s.gatewayCtx, s.stopGateways = context.WithCancel(context.Background())
 	if err := opts.Config.loadLimits(plainError); err != nil {
 		return nil, err
@@ -380,6 +384,8 @@ type caller struct {
 	// client it came from (relay.go); to is the node this one forwarded
 	// it to.
 	via, who, to string
+	// viaURL: the token's request came through a port URL (porturl.go).
+	viaURL bool
 }
 
 func (c caller) name() string {
