@@ -6,6 +6,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/api"
 )
 
 // PortURL is the URL at which the server forwards path to 127.0.0.1:port
@@ -42,4 +45,19 @@ func (c *Client) Port(ctx context.Context, id string, port int, method, path str
 		return nil, answerError(resp.StatusCode, strings.TrimSpace(string(b)), "", "", 0)
 	}
 	return resp, nil
+}
+
+// SignedPortURL asks the server for a port URL: a URL that opens port of
+// the sandbox to whoever has it (a browser, which sends no token), until
+// the time it returns (ttl 0: the server's default, 15m; at most 1h).
+func (c *Client) SignedPortURL(ctx context.Context, id string, port int, ttl time.Duration) (string, time.Time, error) {
+	req := api.PortURLRequest{Port: port}
+	if ttl > 0 {
+		req.ExpiresIn = ttl.String()
+	}
+	var u api.PortURL
+	if err := c.call(ctx, http.MethodPost, sandboxPath(id, "/port-urls"), req, &u); err != nil {
+		return "", time.Time{}, err
+	}
+	return c.base + u.Path, u.Expires, nil
 }

@@ -116,6 +116,13 @@ func (s *Sandbox) IsRunning(ctx context.Context) (bool, error) {
 // ListSandboxes describes the sandboxes the token may see.
 func (c *Client) ListSandboxes(ctx context.Context) ([]SandboxInfo, error) { return c.List(ctx) }
 
+// PortURL is a URL that opens port of the sandbox in a browser (no token
+// needed) for ttl (0: 15m; at most 1h, never past the sandbox's end).
+func (s *Sandbox) PortURL(ctx context.Context, port int, ttl time.Duration) (string, error) {
+	u, _, err := s.c.SignedPortURL(ctx, s.ID, port, ttl)
+	return u, err
+}
+
 // Commands runs commands in a sandbox.
 type Commands struct{ sb *Sandbox }
 

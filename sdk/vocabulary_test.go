@@ -181,6 +181,17 @@ func fakeServer(t *testing.T, creates *createLog) *httptest.Server {
 	mux.HandleFunc("DELETE /v1/sandboxes/sb-ok/files", fileOp(map[string]string{"path": "/d/old", "recursive": "1"}, `{"path":"/d/old"}`))
 	mux.HandleFunc("POST /v1/sandboxes/sb-ok/files/rename", fileOp(map[string]string{"path": "/d/a.txt", "to": "/d/b.txt"}, `{"path":"/d/b.txt","from":"/d/a.txt"}`))
 	mux.HandleFunc("POST /v1/sandboxes/sb-ok/files/mkdir", fileOp(map[string]string{"path": "/d/new"}, `{"path":"/d/new","created":true}`))
+	mux.HandleFunc("POST /v1/sandboxes/sb-ok/port-urls", func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		d, err := time.ParseDuration(fmt.Sprint(body["expires_in"]))
+		if body["port"] != 8080.0 || err != nil || d != 5*time.Minute || len(body) != 2 {
+			t.Errorf("port-urls: %v", body)
+			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+			return
+		}
+		w.Write([]byte(`{"path":"/v1/p/CAP/","expires":"2026-01-02T03:09:05Z"}`))
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("the fake server was asked %s %s", r.Method, r.URL)
 		http.Error(w, "no such route", http.StatusNotFound)
@@ -248,7 +259,7 @@ func TestVocabulary(t *testing.T) {
 		}
 	}
 	for lang, doc := range docs {
-		t.Run(lang, func(t *testing.T) { checkDoc(t, v, lang, normalize(v, lang, doc)) })
+		t.Run(lang, func(t *testing.T) { checkDoc(t, v, lang, srv.URL, normalize(v, lang, doc)) })
 	}
 }
 
@@ -333,6 +344,10 @@ func goProbe(t *testing.T, v *vocabulary, url string, cases []string) map[string
 	ops["made"], err = sb.Files.MakeDir(ctx, "/d/new")
 	ops["removed"] = fmt.Sprint(sb.Files.Remove(ctx, "/d/old"))
 	ops["renamed"] = fmt.Sprint(sb.Files.Rename(ctx, "/d/a.txt", "/d/b.txt"))
+	ops["port_url"], err = sb.PortURL(ctx, 8080, 5*time.Minute)
+	if err != nil {
+		t.Errorf("PortURL: %v", err)
+	}
 	doc["files"] = ops
 	sbMembers := append(goFields(reflect.TypeOf(*sb)), goMethods(reflect.TypeOf(sb))...)
 	for _, static := range []string{"create", "connect", "list"} {
@@ -580,7 +595,7 @@ func normalize(v *vocabulary, lang string, doc map[string]any) map[string]any {
 }
 
 // checkDoc compares a normalized document with what the vocabulary says.
-func checkDoc(t *testing.T, v *vocabulary, lang string, doc map[string]any) {
+func checkDoc(t *testing.T, v *vocabulary, lang, url string, doc map[string]any) {
 	byName := map[string]int{}
 	for i, e := range v.Errors {
 		byName[e.Name] = i
@@ -695,7 +710,7 @@ func checkDoc(t *testing.T, v *vocabulary, lang string, doc map[string]any) {
 	if !reflect.DeepEqual(doc["entries"], wantEntries) {
 		t.Errorf("files.list gave\n%v\nwant\n%v", doc["entries"], wantEntries)
 	}
-	wantFiles := map[string]any{"info": wantEntries[0], "exists": true, "missing": false, "made": true, "removed": "<nil>", "renamed": "<nil>"}
+	wantFiles := map[string]any{"info": wantEntries[0], "exists": true, "missing": false, "made": true, "removed": "<nil>", "renamed": "<nil>", "port_url": url + "/v1/p/CAP/"}
 	if !reflect.DeepEqual(doc["files"], wantFiles) {
 		t.Errorf("the operations on names gave\n%v\nwant\n%v", doc["files"], wantFiles)
 	}

@@ -93,6 +93,7 @@ out.files = {
   made: await sb.files.makeDir("/d/new"),
   removed: await done(() => sb.files.remove("/d/old")),
   renamed: await done(() => sb.files.rename("/d/a.txt", "/d/b.txt")),
+  port_url: await sb.portUrl(8080, { expiresInMs: 300000 }),
 };
 out.members = {
   Sandbox: [...new Set([...members(sb), ...["create", "connect", "list"].filter((n) => typeof Sandbox[n] === "function")])].sort(),

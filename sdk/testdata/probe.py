@@ -93,6 +93,7 @@ out["files"] = {
     "made": sb.files.make_dir("/d/new"),
     "removed": done(lambda: sb.files.remove("/d/old")),
     "renamed": done(lambda: sb.files.rename("/d/a.txt", "/d/b.txt")),
+    "port_url": sb.port_url(8080, expires_in=300),
 }
 out["members"] = {
     "Sandbox": sorted(set(public(sb)) | {n for n in ("create", "connect", "list") if hasattr(Sandbox, n)}),

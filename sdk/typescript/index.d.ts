@@ -190,6 +190,8 @@ export declare class Sandbox {
   getInfo(): Promise<SandboxInfo>;
   isRunning(): Promise<boolean>;
   keepAlive(): Promise<SandboxInfo>;
+  /** A URL that opens port in a browser, no token needed, for expiresInMs (default 15 minutes, at most an hour). */
+  portUrl(port: number, opts?: { expiresInMs?: number; signal?: AbortSignal }): Promise<string>;
   kill(): Promise<SandboxInfo>;
 }
 

@@ -525,6 +525,18 @@ export class Sandbox {
     return this.info;
   }
 
+  /**
+   * A URL that opens port of the sandbox in a browser (no token needed) for
+   * expiresInMs (default 15 minutes; at most an hour, never past the
+   * sandbox's end).
+   */
+  async portUrl(port, opts = {}) {
+    const req = { port };
+    if (opts.expiresInMs !== undefined) req.expires_in = duration(opts.expiresInMs);
+    const u = await this.connection.call("POST", sandboxPath(this.sandboxId, "/port-urls"), req, opts.signal);
+    return this.connection.url + u.path;
+  }
+
   /** Ends the sandbox and everything running in it. */
   async kill() {
     this.info = await this.connection.call("DELETE", sandboxPath(this.sandboxId));

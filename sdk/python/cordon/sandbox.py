@@ -158,6 +158,16 @@ class Sandbox:
         self.info = self._conn.call("POST", sandbox_path(self.sandbox_id, "/keepalive"))
         return self.info
 
+    def port_url(self, port: int, expires_in: Optional[float] = None) -> str:
+        """A URL that opens ``port`` of the sandbox in a browser (no token
+        needed) for ``expires_in`` seconds (default 15 minutes; at most an
+        hour, never past the sandbox's end)."""
+        payload: Dict[str, Any] = {"port": port}
+        if expires_in is not None:
+            payload["expires_in"] = _duration(expires_in)
+        answer = self._conn.call("POST", sandbox_path(self.sandbox_id, "/port-urls"), payload)
+        return self._conn.url + answer["path"]
+
     def kill(self) -> None:
         """Ends the sandbox and everything in it."""
         self.info = self._conn.call("DELETE", sandbox_path(self.sandbox_id))

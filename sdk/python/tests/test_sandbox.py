@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 from cordon import (
@@ -244,6 +245,36 @@ class SandboxTest(ServeTest):
         res = sb.commands.run("exit 5", throw_on_error=False)
         self.assertEqual((res.status, res.exit_code), ("exit_nonzero", 5))
         self.assertEqual(sb.commands.run("echo still here").stdout, "still here\n")
+
+    def test_port_url(self) -> None:
+        sb = self.sandbox()
+        sb.files.write("/workspace/index.html", "<p>served</p>")
+        # A server in a session of its own outlives the command that
+        # started it (Popen returns once it runs in that session).
+        sb.commands.run([
+            "python3", "-c",
+            "import subprocess; subprocess.Popen(['python3', '-m', 'http.server', '8123', '--bind', '127.0.0.1'],"
+            " cwd='/workspace', start_new_session=True, stdin=subprocess.DEVNULL,"
+            " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)",
+        ])
+        url = sb.port_url(8123, expires_in=120)
+        self.assertTrue(url.startswith(self.url + "/v1/p/"), url)
+        # A browser's request: no token.
+        body, deadline = None, time.monotonic() + 60
+        while body is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(url + "index.html", timeout=10) as r:
+                    body = r.read().decode()
+                    self.assertEqual(r.headers.get("Referrer-Policy"), "no-referrer")
+            except urllib.error.HTTPError as e:
+                if e.code != 502:  # the server is not listening yet
+                    raise
+                time.sleep(0.2)
+        self.assertEqual(body, "<p>served</p>")
+        # Altered, it opens nothing.
+        with self.assertRaises(urllib.error.HTTPError) as cm:
+            urllib.request.urlopen(url[:-3] + "xx/index.html", timeout=10)
+        self.assertEqual(cm.exception.code, 401)
 
     def test_env_and_timeout_at_create(self) -> None:
         sb = Sandbox.create(url=self.url, token=self.token, envs={"X": "sandbox", "Y": "y"}, timeout=2)

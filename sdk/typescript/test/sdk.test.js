@@ -165,6 +165,35 @@ describe("against cordon serve", () => {
     await assert.rejects(sandbox.commands.run("true"), (err) => err instanceof SandboxEndedError && err.httpStatus === 410);
   });
 
+  test("a port URL opens a port to a request without a token", async (t) => {
+    if (skip) return t.skip(skip);
+    const sandbox = await Sandbox.create({ url: serve.url, token: serve.token });
+    await sandbox.files.write("/workspace/index.html", "<p>served</p>");
+    // A server in a session of its own outlives the command that started it.
+    await sandbox.commands.run([
+      "python3",
+      "-c",
+      "import subprocess; subprocess.Popen(['python3', '-m', 'http.server', '8124', '--bind', '127.0.0.1'], cwd='/workspace', start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)",
+    ]);
+    const url = await sandbox.portUrl(8124, { expiresInMs: 120000 });
+    assert.ok(url.startsWith(`${serve.url}/v1/p/`), url);
+    let res;
+    const deadline = Date.now() + 60000;
+    for (;;) {
+      res = await fetch(`${url}index.html`);
+      if (res.status !== 502 || Date.now() > deadline) break;
+      await res.arrayBuffer();
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), "<p>served</p>");
+    assert.equal(res.headers.get("referrer-policy"), "no-referrer");
+    const altered = await fetch(`${url.slice(0, -3)}xx/index.html`);
+    assert.equal(altered.status, 401);
+    await altered.arrayBuffer();
+    await sandbox.kill();
+  });
+
   test("envs and a timeout at create", async (t) => {
     if (skip) return t.skip(skip);
     const sandbox = await Sandbox.create({ url: serve.url, token: serve.token, envs: { X: "sandbox", Y: "y" }, timeoutMs: 2000 });

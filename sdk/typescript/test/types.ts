@@ -31,6 +31,8 @@ export async function example(url: string, token: string): Promise<void> {
   await sandbox.files.remove("/workspace/out");
   void [made, there, one.mode];
   const info: SandboxInfo = await sandbox.keepAlive();
+  const page: string = await sandbox.portUrl(3000, { expiresInMs: 60000 });
+  void page;
   const running: boolean = await sandbox.isRunning();
   const all: SandboxInfo[] = await Default.list({ url, token });
   const again: Sandbox = await Sandbox.connect(id, { url, token });
