@@ -206,6 +206,19 @@ func (f *Files) Write(ctx context.Context, path string, data []byte) error {
 	return f.sb.c.Upload(ctx, f.sb.ID, path, bytes.NewReader(data), 0)
 }
 
+// ReadTar writes the directory at path inside the sandbox to w as a tar
+// stream (links as links, never followed); an archive cut short is an
+// error.
+func (f *Files) ReadTar(ctx context.Context, path string, w io.Writer) (TarResult, error) {
+	return f.sb.c.DownloadTar(ctx, f.sb.ID, path, w)
+}
+
+// WriteTar extracts the tar stream r into the directory at path inside the
+// sandbox (which must exist), as its user, under its rules.
+func (f *Files) WriteTar(ctx context.Context, path string, r io.Reader) (TarResult, error) {
+	return f.sb.c.UploadTar(ctx, f.sb.ID, path, r)
+}
+
 // Remove removes the file, link or directory (with everything in it) at
 // path inside the sandbox.
 func (f *Files) Remove(ctx context.Context, path string) error {

@@ -8,11 +8,15 @@
 package sdk_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -181,6 +185,31 @@ func fakeServer(t *testing.T, creates *createLog) *httptest.Server {
 	mux.HandleFunc("DELETE /v1/sandboxes/sb-ok/files", fileOp(map[string]string{"path": "/d/old", "recursive": "1"}, `{"path":"/d/old"}`))
 	mux.HandleFunc("POST /v1/sandboxes/sb-ok/files/rename", fileOp(map[string]string{"path": "/d/a.txt", "to": "/d/b.txt"}, `{"path":"/d/b.txt","from":"/d/a.txt"}`))
 	mux.HandleFunc("POST /v1/sandboxes/sb-ok/files/mkdir", fileOp(map[string]string{"path": "/d/new"}, `{"path":"/d/new","created":true}`))
+	// Tar: /d whole; /cut cut short where a naive check would be fooled
+	// (after a member's header and two zero blocks of its content), the
+	// trailer saying so as the server does.
+	whole, cut := tarFixtures(t)
+	mux.HandleFunc("GET /v1/sandboxes/sb-ok/files/tar", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "Cordon-Tar-Error")
+		switch r.URL.Query().Get("path") {
+		case "/d":
+			w.Write(whole)
+		case "/cut":
+			w.Write(cut)
+			w.Header().Set("Cordon-Tar-Error", "the sandbox ended")
+		default:
+			http.Error(w, `{"error":"no such directory"}`, http.StatusNotFound)
+		}
+	})
+	mux.HandleFunc("PUT /v1/sandboxes/sb-ok/files/tar", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Query().Get("path") != "/d" || !bytes.Equal(b, whole) || r.Header.Get("Content-Type") != "application/x-tar" {
+			t.Errorf("tar upload: %s, %d bytes, %s", r.URL.RawQuery, len(b), r.Header.Get("Content-Type"))
+			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, `{"path":"/d","entries":2,"bytes":2051,"archive_bytes":%d}`, len(b))
+	})
 	mux.HandleFunc("POST /v1/sandboxes/sb-ok/port-urls", func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]any
 		json.NewDecoder(r.Body).Decode(&body)
@@ -199,6 +228,27 @@ func fakeServer(t *testing.T, creates *createLog) *httptest.Server {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// tarFixtures are a whole archive (a.txt, and zeros.bin of 2048 zero
+// bytes) and the same cut after zeros.bin's header and 1024 bytes of it.
+func tarFixtures(t *testing.T) (whole, cut []byte) {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"a.txt", []byte("abc")}, {"zeros.bin", make([]byte, 2048)}} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(f.data)
+	}
+	tw.Close()
+	whole = b.Bytes()
+	// a.txt: header and one block; zeros.bin: header, then two of its four
+	// blocks.
+	return whole, whole[:512+512+512+1024]
 }
 
 // createLog keeps the bodies of the creates the fake server was sent.
@@ -344,6 +394,18 @@ func goProbe(t *testing.T, v *vocabulary, url string, cases []string) map[string
 	ops["made"], err = sb.Files.MakeDir(ctx, "/d/new")
 	ops["removed"] = fmt.Sprint(sb.Files.Remove(ctx, "/d/old"))
 	ops["renamed"] = fmt.Sprint(sb.Files.Rename(ctx, "/d/a.txt", "/d/b.txt"))
+	var tb bytes.Buffer
+	if _, err := sb.Files.ReadTar(ctx, "/d", &tb); err != nil {
+		t.Errorf("ReadTar: %v", err)
+	}
+	ops["tar_sha256"] = fmt.Sprintf("%x", sha256.Sum256(tb.Bytes()))
+	_, err = sb.Files.ReadTar(ctx, "/cut", io.Discard)
+	ops["tar_cut"] = err != nil
+	res, err := sb.Files.WriteTar(ctx, "/d", bytes.NewReader(tb.Bytes()))
+	ops["tar_entries"] = res.Entries
+	if err != nil {
+		t.Errorf("WriteTar: %v", err)
+	}
 	ops["port_url"], err = sb.PortURL(ctx, 8080, 5*time.Minute)
 	if err != nil {
 		t.Errorf("PortURL: %v", err)
@@ -710,7 +772,9 @@ func checkDoc(t *testing.T, v *vocabulary, lang, url string, doc map[string]any)
 	if !reflect.DeepEqual(doc["entries"], wantEntries) {
 		t.Errorf("files.list gave\n%v\nwant\n%v", doc["entries"], wantEntries)
 	}
-	wantFiles := map[string]any{"info": wantEntries[0], "exists": true, "missing": false, "made": true, "removed": "<nil>", "renamed": "<nil>", "port_url": url + "/v1/p/CAP/"}
+	whole, _ := tarFixtures(t)
+	wantFiles := map[string]any{"info": wantEntries[0], "exists": true, "missing": false, "made": true, "removed": "<nil>", "renamed": "<nil>", "port_url": url + "/v1/p/CAP/",
+		"tar_sha256": fmt.Sprintf("%x", sha256.Sum256(whole)), "tar_cut": true, "tar_entries": 2.0}
 	if !reflect.DeepEqual(doc["files"], wantFiles) {
 		t.Errorf("the operations on names gave\n%v\nwant\n%v", doc["files"], wantFiles)
 	}

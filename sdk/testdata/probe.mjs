@@ -5,6 +5,7 @@
 // usage: node probe.mjs URL SDK (SDK: the path of sdk/typescript/index.js)
 // Durations are printed as the SDK gives them, in milliseconds.
 
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 
@@ -95,6 +96,10 @@ out.files = {
   renamed: await done(() => sb.files.rename("/d/a.txt", "/d/b.txt")),
   port_url: await sb.portUrl(8080, { expiresInMs: 300000 }),
 };
+const tar = await sb.files.readTar("/d");
+out.files.tar_sha256 = createHash("sha256").update(tar).digest("hex");
+out.files.tar_cut = (await done(() => sb.files.readTar("/cut"))) !== "<nil>";
+out.files.tar_entries = (await sb.files.writeTar("/d", tar)).entries;
 out.members = {
   Sandbox: [...new Set([...members(sb), ...["create", "connect", "list"].filter((n) => typeof Sandbox[n] === "function")])].sort(),
   Commands: members(sb.commands),

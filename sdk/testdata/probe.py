@@ -6,6 +6,7 @@ usage: python3 probe.py URL (with sdk/python on PYTHONPATH)
 """
 
 import datetime
+import hashlib
 import json
 import os
 import sys
@@ -95,6 +96,10 @@ out["files"] = {
     "renamed": done(lambda: sb.files.rename("/d/a.txt", "/d/b.txt")),
     "port_url": sb.port_url(8080, expires_in=300),
 }
+tar = sb.files.read_tar("/d")
+out["files"]["tar_sha256"] = hashlib.sha256(tar).hexdigest()
+out["files"]["tar_cut"] = done(lambda: sb.files.read_tar("/cut")) != "<nil>"
+out["files"]["tar_entries"] = sb.files.write_tar("/d", tar)["entries"]
 out["members"] = {
     "Sandbox": sorted(set(public(sb)) | {n for n in ("create", "connect", "list") if hasattr(Sandbox, n)}),
     "Commands": public(sb.commands),

@@ -168,6 +168,10 @@ export declare class Files {
   read(path: string, opts: { format: "bytes"; signal?: AbortSignal }): Promise<Uint8Array>;
   write(path: string, data: string | Uint8Array | ArrayBuffer, opts?: { mode?: number; signal?: AbortSignal }): Promise<EntryInfo>;
   list(path: string, opts?: { max?: number; signal?: AbortSignal }): Promise<EntryInfo[]>;
+  /** The directory as a tar archive; an archive cut short throws. */
+  readTar(path: string, opts?: { signal?: AbortSignal }): Promise<Uint8Array>;
+  /** Extracts a tar archive into the directory (which must exist). */
+  writeTar(path: string, data: Uint8Array | ArrayBuffer, opts?: { signal?: AbortSignal }): Promise<{ path: string; entries: number; bytes: number; archive_bytes: number }>;
   /** Removes the file, link or directory (with everything in it). */
   remove(path: string, opts?: { signal?: AbortSignal }): Promise<void>;
   rename(oldPath: string, newPath: string, opts?: { signal?: AbortSignal }): Promise<void>;

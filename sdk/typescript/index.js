@@ -412,6 +412,29 @@ export class Files {
     return { name, path, type: "file" };
   }
 
+  /**
+   * The directory at path as a tar archive (links as links, never
+   * followed); an archive the server cut short (no end marker) throws.
+   */
+  async readTar(path, opts = {}) {
+    const res = await this.sandbox.connection.request("GET", this.path(path, "/files/tar"), { signal: opts.signal });
+    const data = new Uint8Array(await res.arrayBuffer());
+    if (!tarComplete(data)) {
+      throw new CordonError(`cordon serve: the archive of ${path} was cut short (${data.length} bytes, no end marker)`, { sandboxId: this.sandbox.sandboxId });
+    }
+    return data;
+  }
+
+  /** Extracts the tar archive data into the directory at path (which must exist); answers what was extracted. */
+  async writeTar(path, data, opts = {}) {
+    const res = await this.sandbox.connection.request("PUT", this.path(path, "/files/tar"), {
+      body: Buffer.from(data instanceof ArrayBuffer ? new Uint8Array(data) : data),
+      contentType: "application/x-tar",
+      signal: opts.signal,
+    });
+    return res.json();
+  }
+
   /** Removes the file, link or directory (with everything in it) at path. */
   async remove(path, opts = {}) {
     await this.sandbox.connection.call("DELETE", this.path(path, "/files", { recursive: "1" }), undefined, opts.signal);
@@ -452,6 +475,29 @@ export class Files {
     const dir = l.path.endsWith("/") ? l.path : `${l.path}/`;
     return l.entries.map((e) => entryInfo(dir + e.name, e));
   }
+}
+
+/**
+ * Whether data is a whole tar archive: header by header, each member's
+ * blocks, to the end marker (two zero blocks) where a header would be.
+ */
+function tarComplete(data) {
+  const zero = (from) => from + 512 <= data.length && data.subarray(from, from + 512).every((b) => b === 0);
+  let pos = 0;
+  while (pos + 512 <= data.length) {
+    if (zero(pos)) return zero(pos + 512);
+    const field = data.subarray(pos + 124, pos + 136);
+    let size = 0;
+    if (field[0] & 0x80) {
+      for (const b of field.subarray(1)) size = size * 256 + b;
+    } else {
+      const text = Buffer.from(field).toString("latin1").split("\0")[0].trim();
+      if (text !== "" && !/^[0-7]+$/.test(text)) return false;
+      size = text === "" ? 0 : Number.parseInt(text, 8);
+    }
+    pos += 512 + Math.ceil(size / 512) * 512;
+  }
+  return false;
 }
 
 /** An entry of the API (a listing's, or stat's) at path. */

@@ -331,6 +331,28 @@ class Files:
         ) as resp:
             resp.read()
 
+    def read_tar(self, path: str) -> bytes:
+        """The directory at ``path`` inside the sandbox as a tar archive
+        (links as links, never followed). An archive the server cut short
+        (its end marker missing) raises CordonError."""
+        conn = self._sb._conn
+        with conn.open("GET", sandbox_path(self._sb.sandbox_id, "/files/tar"), query={"path": path}, timeout=None) as resp:
+            data = resp.read()
+        if not _tar_complete(data):
+            raise CordonError("cordon serve: the archive of %s was cut short (%d bytes, no end marker)" % (path, len(data)),
+                              None, self._sb.sandbox_id)
+        return data
+
+    def write_tar(self, path: str, data: bytes) -> Dict[str, Any]:
+        """Extracts the tar archive ``data`` into the directory at ``path``
+        inside the sandbox (which must exist), as its user, under its
+        rules; returns what was extracted (entries, bytes)."""
+        conn = self._sb._conn
+        with conn.open("PUT", sandbox_path(self._sb.sandbox_id, "/files/tar"), bytes(data), "application/x-tar",
+                       {"path": path}, timeout=None) as resp:
+            answer: Dict[str, Any] = json.loads(resp.read().decode("utf-8"))
+        return answer
+
     def remove(self, path: str) -> None:
         """Removes the file, link or directory (with everything in it) at
         ``path`` inside the sandbox."""
@@ -370,6 +392,28 @@ class Files:
         listing = self._sb._conn.call("GET", sandbox_path(self._sb.sandbox_id, "/files/list"), query=query)
         base = listing.get("path", path).rstrip("/")
         return [_entry(base + "/" + e["name"], e) for e in listing.get("entries") or []]
+
+
+def _tar_complete(data: bytes) -> bool:
+    """Whether ``data`` is a whole tar archive: header by header, each
+    member's blocks, to the end marker (two zero blocks) where a header
+    would be. A cut at any block boundary is told apart, a zero block
+    inside a member's content included."""
+    pos = 0
+    while pos + 512 <= len(data):
+        block = data[pos:pos + 512]
+        if block == bytes(512):
+            return data[pos + 512:pos + 1024] == bytes(512)
+        field = block[124:136]
+        if field[0] & 0x80:  # base-256
+            size = int.from_bytes(field[1:], "big")
+        else:
+            try:
+                size = int(field.split(b"\0", 1)[0].strip() or b"0", 8)
+            except ValueError:
+                return False
+        pos += 512 + (size + 511) // 512 * 512
+    return False
 
 
 def _entry(path: str, e: Dict[str, Any]) -> EntryInfo:

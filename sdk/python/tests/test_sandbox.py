@@ -3,6 +3,7 @@ $CORDON_BIN, or built with go from this repository. Skipped when neither
 can be had, or when this host cannot run cordon sandboxes."""
 
 import hashlib
+import io
 import json
 import os
 import secrets
@@ -10,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tarfile
 import tempfile
 import time
 import unittest
@@ -208,6 +210,13 @@ class SandboxTest(ServeTest):
             sb.files.get_info("/workspace/d/a.txt")
         sb.files.remove("/workspace/out")
         self.assertEqual(sb.commands.run("ls /workspace").stdout, "d\n")
+        # A directory out as a tar archive, and into another.
+        data = sb.files.read_tar("/workspace/d")
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            self.assertEqual(sorted(m.name for m in tf.getmembers() if m.isfile()), ["b.bin"])
+        sb.files.make_dir("/workspace/copy")
+        self.assertEqual(sb.files.write_tar("/workspace/copy", data)["entries"], len(tarfile.open(fileobj=io.BytesIO(data)).getmembers()))
+        self.assertEqual(sb.files.read("/workspace/copy/b.bin", format="bytes"), b"\x00\xff")
         # A path the sandbox may not write is refused as a command would be.
         with self.assertRaises(ForbiddenError) as cm:
             sb.files.make_dir("/usr/cordon-test")

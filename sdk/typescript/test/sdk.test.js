@@ -92,6 +92,13 @@ describe("against cordon serve", () => {
     const moved = await sandbox.files.getInfo("/workspace/out/deep/b.md");
     assert.deepEqual([moved.name, moved.path, moved.type, moved.size], ["b.md", "/workspace/out/deep/b.md", "file", Buffer.byteLength(text)]);
     await assert.rejects(sandbox.files.getInfo("/workspace/notes/a.md"), (err) => err instanceof NotFoundError);
+    // A directory out as a tar archive, and into another.
+    const tar = await sandbox.files.readTar("/workspace/out");
+    await sandbox.files.makeDir("/workspace/copy");
+    const put = await sandbox.files.writeTar("/workspace/copy", tar);
+    assert.ok(put.entries >= 2, JSON.stringify(put));
+    assert.equal(await sandbox.files.read("/workspace/copy/deep/b.md"), text);
+    await sandbox.files.remove("/workspace/copy");
     await sandbox.files.remove("/workspace/out");
     assert.equal((await sandbox.commands.run("ls /workspace")).stdout, "notes\n");
     // A path the sandbox may not write is refused as it would refuse a command.
