@@ -10,6 +10,7 @@ Linux sandboxes for AI agents, with an API shaped like E2B's.
 """
 
 from ._http import RetryPolicy
+from .aio import AsyncCommands, AsyncFiles, AsyncSandbox
 from .errors import (
     ApprovalRequiredError,
     AuthError,
@@ -27,6 +28,9 @@ from .sandbox import DEFAULT_URL, LIMIT_STATUSES, CommandResult, Commands, Entry
 
 __all__ = [
     "Sandbox",
+    "AsyncSandbox",
+    "AsyncCommands",
+    "AsyncFiles",
     "Commands",
     "Files",
     "CommandResult",

@@ -2,7 +2,9 @@
 $CORDON_BIN, or built with go from this repository. Skipped when neither
 can be had, or when this host cannot run cordon sandboxes."""
 
+import asyncio
 import hashlib
+import inspect
 import io
 import json
 import os
@@ -19,6 +21,8 @@ import urllib.error
 import urllib.request
 
 from cordon import (
+    Commands,
+    Files,
     AuthError,
     CommandExitError,
     ForbiddenError,
@@ -28,6 +32,8 @@ from cordon import (
     Sandbox,
     TooLargeError,
 )
+
+from cordon.aio import AsyncCommands, AsyncFiles, AsyncSandbox
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
@@ -319,6 +325,37 @@ class SandboxTest(ServeTest):
         self.assertEqual(cm.exception.http_status, 401)
         with self.assertRaises(ForbiddenError):
             Sandbox.create(agent="other", url=self.url, token=self.token)
+
+
+class AsyncTest(ServeTest):
+    def test_async_client(self) -> None:
+        async def scenario() -> None:
+            async with await AsyncSandbox.create(url=self.url, token=self.token, envs={"X": "async"}) as sb:
+                seen = []
+                res = await sb.commands.run('echo "one $X"; echo two', on_stdout=seen.append)
+                self.assertEqual(("".join(seen), res.stdout, res.exit_code), ("one async\ntwo\n", "one async\ntwo\n", 0))
+                await sb.files.write("/workspace/a.txt", "caf\u00e9")
+                self.assertEqual(await sb.files.read("/workspace/a.txt"), "caf\u00e9")
+                self.assertTrue(await sb.files.exists("/workspace/a.txt"))
+                with self.assertRaises(CommandExitError):
+                    await sb.commands.run("exit 4")
+                self.assertTrue(await sb.is_running())
+            self.assertEqual(sb.info["state"], "ended")
+
+        asyncio.run(scenario())
+
+
+class AsyncParityTest(unittest.TestCase):
+    """The asynchronous client has every public method of the
+    synchronous one, as a coroutine."""
+
+    def test_parity(self) -> None:
+        for sync, aio in ((Sandbox, AsyncSandbox), (Commands, AsyncCommands), (Files, AsyncFiles)):
+            for name, member in vars(sync).items():
+                if name.startswith("_") or not callable(getattr(sync, name)) or isinstance(member, property):
+                    continue
+                self.assertTrue(hasattr(aio, name), "%s has no %s" % (aio.__name__, name))
+                self.assertTrue(inspect.iscoroutinefunction(getattr(aio, name)), "%s.%s is no coroutine" % (aio.__name__, name))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,177 @@
+"""The asynchronous client: AsyncSandbox is Sandbox for asyncio, with the
+same methods as coroutines.
+
+    from cordon.aio import AsyncSandbox
+
+    async with await AsyncSandbox.create() as sandbox:
+        result = await sandbox.commands.run("make test", on_stdout=print)
+
+Each call runs the synchronous client's in a worker thread
+(asyncio.to_thread), so that the event loop never waits on the network;
+the output callbacks are called on the event loop's thread, in order.
+Errors are the synchronous client's (cordon.errors).
+"""
+
+import asyncio
+import functools
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from ._http import RetryPolicy
+from .sandbox import CommandResult, EntryInfo, Sandbox
+
+__all__ = ["AsyncSandbox", "AsyncCommands", "AsyncFiles"]
+
+
+async def _run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, callback: Optional[Callable[[str], Any]]) -> Optional[Callable[[str], Any]]:
+    """callback, called on loop's thread (from the worker's)."""
+    if callback is None:
+        return None
+    return lambda text: loop.call_soon_threadsafe(callback, text)
+
+
+class AsyncSandbox:
+    """One sandbox of a cordon serve, for asyncio: Sandbox's methods as
+    coroutines. ``sync`` is the synchronous Sandbox underneath."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sync = sandbox
+        self.commands = AsyncCommands(sandbox)
+        self.files = AsyncFiles(sandbox)
+
+    @property
+    def sandbox_id(self) -> str:
+        return self.sync.sandbox_id
+
+    @property
+    def info(self) -> Dict[str, Any]:
+        return self.sync.info
+
+    @classmethod
+    async def create(
+        cls,
+        agent: Optional[str] = None,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        request_timeout: Optional[float] = 60.0,
+        retry: Optional[RetryPolicy] = None,
+        envs: Optional[Dict[str, str]] = None,
+        timeout: Optional[float] = None,
+    ) -> "AsyncSandbox":
+        """Sandbox.create."""
+        return cls(await _run(Sandbox.create, agent, url, token, request_timeout, retry, envs, timeout))
+
+    @classmethod
+    async def connect(
+        cls,
+        sandbox_id: str,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        request_timeout: Optional[float] = 60.0,
+        retry: Optional[RetryPolicy] = None,
+    ) -> "AsyncSandbox":
+        """Sandbox.connect."""
+        return cls(await _run(Sandbox.connect, sandbox_id, url, token, request_timeout, retry))
+
+    @classmethod
+    async def list(
+        cls,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        request_timeout: Optional[float] = 60.0,
+        retry: Optional[RetryPolicy] = None,
+    ) -> List[Dict[str, Any]]:
+        """Sandbox.list."""
+        return await _run(Sandbox.list, url, token, request_timeout, retry)
+
+    async def get_info(self) -> Dict[str, Any]:
+        return await _run(self.sync.get_info)
+
+    async def is_running(self) -> bool:
+        return await _run(self.sync.is_running)
+
+    async def keep_alive(self) -> Dict[str, Any]:
+        return await _run(self.sync.keep_alive)
+
+    async def port_url(self, port: int, expires_in: Optional[float] = None) -> str:
+        return await _run(self.sync.port_url, port, expires_in)
+
+    async def kill(self) -> None:
+        await _run(self.sync.kill)
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self.sync.info.get("state") == "running":
+            await self.kill()
+
+
+class AsyncCommands:
+    """Commands.run as a coroutine."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+
+    async def run(
+        self,
+        cmd: Union[str, Sequence[str]],
+        on_stdout: Optional[Callable[[str], Any]] = None,
+        on_stderr: Optional[Callable[[str], Any]] = None,
+        timeout: Optional[float] = None,
+        envs: Optional[Dict[str, str]] = None,
+        cwd: Optional[str] = None,
+        stdin: Optional[Union[str, bytes]] = None,
+        throw_on_error: bool = True,
+    ) -> CommandResult:
+        """Commands.run; the callbacks are called on the event loop's
+        thread."""
+        loop = asyncio.get_running_loop()
+        result: CommandResult = await _run(
+            self._sb.commands.run, cmd, _on_loop(loop, on_stdout), _on_loop(loop, on_stderr),
+            timeout, envs, cwd, stdin, throw_on_error,
+        )
+        # The callbacks scheduled by the worker run before the result is
+        # handed over.
+        await asyncio.sleep(0)
+        return result
+
+
+class AsyncFiles:
+    """Files' methods as coroutines."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+
+    async def read(self, path: str, format: str = "text") -> Union[str, bytes]:
+        return await _run(self._sb.files.read, path, format)
+
+    async def write(self, path: str, data: Union[str, bytes], mode: Optional[int] = None) -> None:
+        await _run(self._sb.files.write, path, data, mode)
+
+    async def list(self, path: str, max: Optional[int] = None) -> List[EntryInfo]:
+        return await _run(self._sb.files.list, path, max)
+
+    async def remove(self, path: str) -> None:
+        await _run(self._sb.files.remove, path)
+
+    async def rename(self, old_path: str, new_path: str) -> None:
+        await _run(self._sb.files.rename, old_path, new_path)
+
+    async def make_dir(self, path: str) -> bool:
+        return await _run(self._sb.files.make_dir, path)
+
+    async def get_info(self, path: str) -> EntryInfo:
+        return await _run(self._sb.files.get_info, path)
+
+    async def exists(self, path: str) -> bool:
+        return await _run(self._sb.files.exists, path)
+
+    async def read_tar(self, path: str) -> bytes:
+        return await _run(self._sb.files.read_tar, path)
+
+    async def write_tar(self, path: str, data: bytes) -> Dict[str, Any]:
+        return await _run(self._sb.files.write_tar, path, data)
