@@ -275,9 +275,12 @@ func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
 	if out.line() != "ready" {
 		return Error, fmt.Sprintf("the attack said %q (%s)", out.line(), o.Status)
 	}
-	left := waitGone(marker, os.Getpid(), cgroupsBefore, 5*time.Second)
-	// cordon's helpers end, and are reaped, just after the run.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	// What the run leaves is gone as soon as cordon has ended it and its
+	// helpers have ended and been reaped, which on a loaded host takes
+	// seconds: it is waited for (up to leftoverWait), and only what
+	// outlasts that is left. A real leftover outlasts any wait.
+	left := waitGone(marker, os.Getpid(), cgroupsBefore, leftoverWait)
+	for deadline := time.Now().Add(leftoverWait); ; time.Sleep(20 * time.Millisecond) {
 		var helpers []string
 		for pid, cmdline := range children() {
 			if _, ok := kidsBefore[pid]; !ok {
@@ -310,6 +313,11 @@ func probeLeftovers(r Runner, base *profile.Profile) (Status, string) {
 	}
 	return Contained, fmt.Sprintf("no process, cgroup, mount or temporary file left (run %s)", o.Status)
 }
+
+// leftoverWait bounds how long life-leftovers waits for what a run leaves
+// to go; it is no margin the probe depends on: what goes sooner is not
+// waited for.
+const leftoverWait = 30 * time.Second
 
 // waitGone waits until no process carries marker and no cgroup of the
 // cordon process supervisor is left but those in before, and returns what
