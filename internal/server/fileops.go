@@ -64,6 +64,11 @@ func fileOp(op, p string, args []string, hidden map[protect.ID]bool, w io.Writer
 		if placeholder(args[0]) {
 			return fmt.Errorf("%s: %w", args[0], fs.ErrPermission)
 		}
+		// Nor is a tree that holds one moved (in a sandbox, a placeholder
+		// is a mount, and the kernel refuses that too).
+		if err := holdsPlaceholder(p, placeholder); err != nil {
+			return err
+		}
 		return os.Rename(p, args[0])
 	case "mkdir":
 		_, err := os.Lstat(p)
@@ -80,6 +85,18 @@ func fileOp(op, p string, args []string, hidden map[protect.ID]bool, w io.Writer
 // refuses a tree that holds a placeholder (what the sandbox sees in place
 // of a protected path: it cannot be removed, and is not the sandbox's).
 func removeAll(p string, placeholder func(string) bool) error {
+	if err := holdsPlaceholder(p, placeholder); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(p); err != nil {
+		return err
+	}
+	return os.RemoveAll(p)
+}
+
+// holdsPlaceholder is an error when p, or anything under it (links not
+// followed), is a placeholder.
+func holdsPlaceholder(p string, placeholder func(string) bool) error {
 	var held error
 	err := walkNoFollow(p, func(q string) {
 		if held == nil && placeholder(q) {
@@ -89,13 +106,7 @@ func removeAll(p string, placeholder func(string) bool) error {
 	if err != nil {
 		return err
 	}
-	if held != nil {
-		return held
-	}
-	if _, err := os.Lstat(p); err != nil {
-		return err
-	}
-	return os.RemoveAll(p)
+	return held
 }
 
 // walkNoFollow calls f on p and every path under it, links not followed.

@@ -163,14 +163,23 @@ func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, c caller) (*
 	return e, p, release, 0
 }
 
+// fileParams are the query parameters each file operation takes besides
+// its path, by its audit action.
+var fileParams = map[string][]string{
+	"file_write":  {"mode"},
+	"file_remove": {"recursive"},
+	"file_rename": {"to"},
+}
+
 // fileStep starts a files request on p in e as a step of the sandbox's
 // session, body describing an upload's content (nil for a download): the
 // status already answered when it cannot.
 func (s *Server) fileStep(w http.ResponseWriter, r *http.Request, c caller, e *entry, p, kind, action string, body *content) int {
-	what := map[string]any{"path": p}
-	// What the request says besides the path is what an approver sees,
-	// and what a retry must match.
-	for _, k := range []string{"mode", "to", "recursive"} {
+	// What an approver sees, and what a retry must match: the operation
+	// itself (a mkdir's approval is no remove's, a stat's no download's),
+	// the path, and what else the operation takes from the request.
+	what := map[string]any{"operation": action, "path": p}
+	for _, k := range fileParams[action] {
 		if v := r.URL.Query().Get(k); v != "" {
 			what[k] = v
 		}

@@ -24,6 +24,12 @@ const maxForwards = 32
 // own (where the web page keeps an admin's token).
 const forwardCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
+// originWide are answer headers a browser applies to the whole origin
+// (the server's own, where its web page is): a sandbox's server never
+// sets them.
+var originWide = []string{"Clear-Site-Data", "Strict-Transport-Security", "Alt-Svc", "Service-Worker-Allowed",
+	"Origin-Agent-Cluster", "Cross-Origin-Opener-Policy", "Cross-Origin-Embedder-Policy", "Permissions-Policy"}
+
 // connector is a sandbox that can connect to its own loopback
 // (sandbox.Box).
 type connector interface {
@@ -74,9 +80,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 		return fail(w, http.StatusTooManyRequests, "sandbox %s has %d forwarded connections open already", e.id, maxForwards)
 	}
 	defer s.releaseForward(e.id)
-	e.mu.Lock()
-	e.touched = s.opts.Now() // a request to it is use
-	e.mu.Unlock()
+	if !c.viaURL {
+		// A request to it is use; one through a port URL is not, or its
+		// holder (the sandbox's own page, even) would keep it from its
+		// idle timeout.
+		e.mu.Lock()
+		e.touched = s.opts.Now()
+		e.mu.Unlock()
+	}
 	status = http.StatusBadGateway
 	sw := &statusWriter{ResponseWriter: w}
 	proxy := &httputil.ReverseProxy{
@@ -85,6 +96,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 			pr.Out.Host = pr.Out.URL.Host
 			pr.Out.Header.Del("Authorization") // the token stays here
 			pr.Out.Header.Del("Cookie")
+			// A page opened by a port URL has its capability in its
+			// address: the sandbox is not told it.
+			pr.Out.Header.Del("Referer")
 			// No X-Forwarded-*, nor the signature of the node that
 			// forwarded the request here (relay.go), which the sandbox
 			// could send again as that node's: the sandbox learns nothing
@@ -102,6 +116,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c caller) int {
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Del("Set-Cookie")
+			// Headers a browser applies to the whole origin (the
+			// server's, where its web page keeps an admin's token).
+			for _, h := range originWide {
+				resp.Header.Del(h)
+			}
 			resp.Trailer = nil // none announced (see below)
 			resp.Header.Set("Content-Security-Policy", forwardCSP)
 			resp.Header.Set("X-Content-Type-Options", "nosniff")

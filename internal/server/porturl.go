@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +36,19 @@ type portGrant struct {
 	Port    int    `json:"p"`
 	Expires int64  `json:"e"` // unix seconds
 	Token   string `json:"t"`
+}
+
+// redactCapability is a path with a port URL's capability replaced by
+// the start of its SHA-256, as the audit log records it: a record is no
+// credential.
+func redactCapability(path string) string {
+	rest, ok := strings.CutPrefix(path, api.Version+"/p/")
+	if !ok {
+		return path
+	}
+	capability, tail, _ := strings.Cut(rest, "/")
+	sum := sha256.Sum256([]byte(capability))
+	return api.Version + "/p/capability-sha256:" + hex.EncodeToString(sum[:8]) + "/" + tail
 }
 
 // signGrant is the capability of g: its JSON and the HMAC-SHA256 of it,
@@ -125,11 +140,22 @@ func (s *Server) signedForward(w http.ResponseWriter, r *http.Request, _ caller)
 	if tok == nil {
 		return fail(w, http.StatusUnauthorized, "the port URL's token %s is no longer configured", g.Token)
 	}
+	c := caller{token: tok, viaURL: true}
+	// The token's rate, as its own requests: a URL handed to many
+	// addresses multiplies nothing.
+	if status := s.admit(w, r, c); status != 0 {
+		return status
+	}
 	if !s.enter() {
 		return refuseDraining(w)
 	}
 	defer s.leave()
+	// Not past its expiry either: a WebSocket or a streamed answer
+	// opened through it ends then.
+	ctx, cancel := context.WithTimeout(r.Context(), time.Unix(g.Expires, 0).Sub(s.opts.Now()))
+	defer cancel()
+	r = r.WithContext(ctx)
 	r.SetPathValue("id", g.Sandbox)
 	r.SetPathValue("port", fmt.Sprint(g.Port))
-	return s.forward(w, r, caller{token: tok, viaURL: true})
+	return s.forward(w, r, c)
 }

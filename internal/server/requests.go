@@ -99,7 +99,7 @@ func (s *Server) recordRequest(r *http.Request, c caller, status int, aborted bo
 		return
 	}
 	data := map[string]any{"token": c.name(), "method": capString(r.Method, maxRecordedMethod),
-		"path": capString(r.URL.Path, maxRecordedPath), "status": status, "remote": capString(r.RemoteAddr, maxRecordedRemote)}
+		"path": capString(redactCapability(r.URL.Path), maxRecordedPath), "status": status, "remote": capString(r.RemoteAddr, maxRecordedRemote)}
 	if c.via != "" {
 		data["via"], data["remote"] = capString(c.via, maxRecordedRemote), capString(c.who, maxRecordedRemote)
 	}
