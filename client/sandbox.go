@@ -116,6 +116,13 @@ func (s *Sandbox) IsRunning(ctx context.Context) (bool, error) {
 // ListSandboxes describes the sandboxes the token may see.
 func (c *Client) ListSandboxes(ctx context.Context) ([]SandboxInfo, error) { return c.List(ctx) }
 
+// Terminal starts a command on a pseudo-terminal in the sandbox (see
+// Client.Terminal): write to it, resize or signal it, and Wait for its
+// outcome with its output as it comes.
+func (s *Sandbox) Terminal(ctx context.Context, o TerminalOptions) (*Terminal, error) {
+	return s.c.Terminal(ctx, s.ID, o)
+}
+
 // PortURL is a URL that opens port of the sandbox in a browser (no token
 // needed) for ttl (0: 15m; at most 1h, never past the sandbox's end).
 func (s *Sandbox) PortURL(ctx context.Context, port int, ttl time.Duration) (string, error) {

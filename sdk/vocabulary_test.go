@@ -427,6 +427,7 @@ func goProbe(t *testing.T, v *vocabulary, url string, cases []string) map[string
 		"Files":       goMethods(reflect.TypeOf(sb.Files)),
 		"EntryInfo":   goFields(reflect.TypeOf(entries[0])),
 		"RetryPolicy": goFields(reflect.TypeOf(client.RetryPolicy{})),
+		"Terminal":    goMethods(reflect.TypeOf(&client.Terminal{})),
 	}
 	list, err := c.ListSandboxes(ctx)
 	if err != nil {

@@ -106,6 +106,7 @@ out.members = {
   Files: members(sb.files),
   EntryInfo: Object.keys(entries[0]).sort(),
   RetryPolicy: Object.keys(DEFAULT_RETRY_POLICY),
+  Terminal: members(Object.create(sdk.Terminal.prototype)),
 };
 out.listed = (await Sandbox.list({ url, token: "t" })).map((s) => s.id);
 

@@ -106,6 +106,7 @@ out["members"] = {
     "Files": public(sb.files),
     "EntryInfo": sorted(n for n in vars(entries[0]) if n != "raw"),
     "RetryPolicy": sorted(vars(RetryPolicy())),
+    "Terminal": public(cordon.Terminal),
 }
 out["listed"] = [s["id"] for s in Sandbox.list(url=URL, token="t")]
 

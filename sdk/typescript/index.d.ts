@@ -194,9 +194,24 @@ export declare class Sandbox {
   getInfo(): Promise<SandboxInfo>;
   isRunning(): Promise<boolean>;
   keepAlive(): Promise<SandboxInfo>;
+  /** Starts cmd (sh -c for a string; an argv; none: the server's shell) on a pseudo-terminal. */
+  terminal(cmd?: string | readonly string[], opts?: { rows?: number; cols?: number; cwd?: string; timeoutMs?: number }): Promise<Terminal>;
   /** A URL that opens port in a browser, no token needed, for expiresInMs (default 15 minutes, at most an hour). */
   portUrl(port: number, opts?: { expiresInMs?: number; signal?: AbortSignal }): Promise<string>;
   kill(): Promise<SandboxInfo>;
+}
+
+/** A command on a pseudo-terminal in a sandbox. */
+export declare class Terminal {
+  /** Sends input (text as UTF-8, or bytes). */
+  write(data: string | Uint8Array): void;
+  resize(rows: number, cols: number): void;
+  /** Sends a signal ("SIGINT", ...) to the command's process group. */
+  signal(name: string): void;
+  /** Reads until the command ends, output to onData as it comes; the outcome. */
+  wait(opts?: { onData?: (data: Uint8Array) => void }): Promise<Outcome>;
+  /** Ends the terminal, and so its command. */
+  close(): void;
 }
 
 export default Sandbox;

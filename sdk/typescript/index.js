@@ -12,6 +12,10 @@
 // No dependencies: Node 18's fetch, TextDecoder and Buffer. The types are
 // in index.d.ts.
 
+import { createHash, randomBytes } from "node:crypto";
+import http from "node:http";
+import https from "node:https";
+
 /** The API's path prefix. */
 const API = "/v1";
 
@@ -513,6 +517,192 @@ function entryInfo(path, e) {
   };
 }
 
+/** The most one terminal message may hold. */
+const MAX_MESSAGE = 1 << 20;
+
+/**
+ * A command on a pseudo-terminal in a sandbox, over the API's WebSocket
+ * (spoken here with node:http: binary messages are the terminal's bytes
+ * both ways, text messages JSON control messages).
+ */
+export class Terminal {
+  constructor(socket, head, sandboxId) {
+    this.socket = socket;
+    this.sandboxId = sandboxId;
+    this.buf = Buffer.from(head ?? []);
+    this.fragments = null;
+    this.waiters = [];
+    this.done = null; // {outcome} or {error}, once the terminal ended
+    this.onData = null;
+    socket.on("data", (chunk) => {
+      this.buf = Buffer.concat([this.buf, chunk]);
+      this.parse();
+    });
+    const ended = () => this.finish({ error: new CordonError("cordon serve: the terminal ended without an outcome", { sandboxId }) });
+    socket.on("end", ended);
+    socket.on("close", ended);
+    socket.on("error", (err) => this.finish({ error: new CordonError(`cordon serve: the terminal: ${err.message}`, { sandboxId }) }));
+  }
+
+  /** Starts a command on a terminal of the sandbox (see Sandbox.terminal). */
+  static open(connection, sandboxId, query) {
+    const u = new URL(`${connection.url}${sandboxPath(sandboxId, "/terminal")}?${query}`);
+    const key = randomBytes(16).toString("base64");
+    const headers = { Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Key": key, "Sec-WebSocket-Version": "13" };
+    if (connection.token) headers.Authorization = `Bearer ${connection.token}`;
+    return new Promise((resolve, reject) => {
+      const req = (u.protocol === "https:" ? https : http).request(u, { headers });
+      req.on("upgrade", (res, socket, head) => {
+        const want = createHash("sha1").update(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64");
+        if (res.statusCode !== 101 || res.headers["sec-websocket-accept"] !== want) {
+          socket.destroy();
+          reject(new CordonError("cordon serve: the terminal's WebSocket answer does not match its key", { sandboxId }));
+          return;
+        }
+        resolve(new Terminal(socket, head, sandboxId));
+      });
+      req.on("response", (res) => {
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          let message = text.trim();
+          let fields = {};
+          try {
+            fields = JSON.parse(text) ?? {};
+            if (typeof fields.error === "string") message = fields.error;
+          } catch {
+            // Not JSON: the text itself.
+          }
+          reject(answerError(res.statusCode, message, { sandboxId: fields.sandbox, approvalId: fields.approval }));
+        });
+      });
+      req.on("error", (err) => reject(new CordonError(`cordon serve at ${connection.url}: ${err.message}`)));
+      req.end();
+    });
+  }
+
+  /** Sends input (text as UTF-8, or bytes). */
+  write(data) {
+    this.send(0x2, typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data));
+  }
+
+  /** Changes the terminal's size. */
+  resize(rows, cols) {
+    this.send(0x1, Buffer.from(JSON.stringify({ type: "resize", rows, cols })));
+  }
+
+  /** Sends a signal ("SIGINT", "SIGTERM", ...) to the command's process group. */
+  signal(name) {
+    this.send(0x1, Buffer.from(JSON.stringify({ type: "signal", signal: name })));
+  }
+
+  /**
+   * Reads the terminal until its command ends, giving each piece of output
+   * to onData as it comes; answers the outcome (cordon run's).
+   */
+  wait({ onData } = {}) {
+    this.onData = onData ?? null;
+    if (this.done) return this.done.error ? Promise.reject(this.done.error) : Promise.resolve(this.done.outcome);
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  /** Ends the terminal (and so its command). */
+  close() {
+    try {
+      this.send(0x8, Buffer.from([0x03, 0xe8]));
+    } catch {
+      // Closed already.
+    }
+    this.socket.destroy();
+  }
+
+  send(opcode, payload) {
+    const n = payload.length;
+    let head;
+    if (n < 126) head = Buffer.from([0x80 | opcode, 0x80 | n]);
+    else if (n < 65536) {
+      head = Buffer.alloc(4);
+      head[0] = 0x80 | opcode;
+      head[1] = 0x80 | 126;
+      head.writeUInt16BE(n, 2);
+    } else {
+      head = Buffer.alloc(10);
+      head[0] = 0x80 | opcode;
+      head[1] = 0x80 | 127;
+      head.writeBigUInt64BE(BigInt(n), 2);
+    }
+    const mask = randomBytes(4);
+    const masked = Buffer.alloc(n);
+    for (let i = 0; i < n; i++) masked[i] = payload[i] ^ mask[i % 4];
+    this.socket.write(Buffer.concat([head, mask, masked]));
+  }
+
+  parse() {
+    for (;;) {
+      if (this.buf.length < 2) return;
+      const b0 = this.buf[0];
+      const b1 = this.buf[1];
+      let n = b1 & 0x7f;
+      let at = 2;
+      if (b1 & 0x80) return this.finish({ error: new CordonError("cordon serve: the terminal's WebSocket sent a masked frame") });
+      if (n === 126) {
+        if (this.buf.length < 4) return;
+        n = this.buf.readUInt16BE(2);
+        at = 4;
+      } else if (n === 127) {
+        if (this.buf.length < 10) return;
+        const big = this.buf.readBigUInt64BE(2);
+        if (big > BigInt(MAX_MESSAGE)) return this.finish({ error: new CordonError(`cordon serve: a terminal message over ${MAX_MESSAGE} bytes`) });
+        n = Number(big);
+        at = 10;
+      }
+      if (n > MAX_MESSAGE) return this.finish({ error: new CordonError(`cordon serve: a terminal message over ${MAX_MESSAGE} bytes`) });
+      if (this.buf.length < at + n) return;
+      const payload = this.buf.subarray(at, at + n);
+      this.buf = this.buf.subarray(at + n);
+      const op = b0 & 0x0f;
+      const fin = (b0 & 0x80) !== 0;
+      if (op === 0x8) return this.finish({ error: new CordonError("cordon serve: the terminal was closed without an outcome", { sandboxId: this.sandboxId }) });
+      if (op === 0x9) {
+        this.send(0xa, payload);
+        continue;
+      }
+      if (op === 0xa) continue;
+      if (op === 0x1 || op === 0x2) this.fragments = { op, parts: [payload] };
+      else if (op === 0x0 && this.fragments) this.fragments.parts.push(payload);
+      if (!fin || !this.fragments) continue;
+      const msg = { op: this.fragments.op, data: Buffer.concat(this.fragments.parts) };
+      this.fragments = null;
+      if (msg.op === 0x2) {
+        if (this.onData) this.onData(new Uint8Array(msg.data));
+        continue;
+      }
+      let m;
+      try {
+        m = JSON.parse(msg.data.toString("utf8"));
+      } catch (err) {
+        return this.finish({ error: new CordonError(`cordon serve: reading the terminal: ${err.message}`) });
+      }
+      if (m.type === "exit" && m.outcome) return this.finish({ outcome: m.outcome });
+      if (m.type === "error") {
+        return this.finish({ error: answerError(Number.isInteger(m.http_status) ? m.http_status : 409, String(m.error ?? ""), { sandboxId: this.sandboxId }) });
+      }
+    }
+  }
+
+  finish(done) {
+    if (this.done) return;
+    this.done = done;
+    for (const w of this.waiters) {
+      if (done.error) w.reject(done.error);
+      else w.resolve(done.outcome);
+    }
+    this.waiters = [];
+    this.socket.destroy();
+  }
+}
+
 /** One sandbox of a cordon serve. */
 export class Sandbox {
   constructor(connection, info) {
@@ -569,6 +759,22 @@ export class Sandbox {
   async keepAlive() {
     this.info = await this.connection.call("POST", sandboxPath(this.sandboxId, "/keepalive"));
     return this.info;
+  }
+
+  /**
+   * Starts cmd (a string, run by sh -c; an argv; none: the server's shell)
+   * on a pseudo-terminal of rows x cols, and answers its Terminal.
+   */
+  async terminal(cmd, opts = {}) {
+    const q = new URLSearchParams();
+    if (cmd !== undefined && cmd !== null) {
+      for (const a of typeof cmd === "string" ? ["sh", "-c", cmd] : cmd) q.append("arg", a);
+    }
+    q.set("rows", String(opts.rows ?? 24));
+    q.set("cols", String(opts.cols ?? 80));
+    if (opts.cwd) q.set("dir", opts.cwd);
+    if (opts.timeoutMs !== undefined) q.set("timeout", duration(opts.timeoutMs));
+    return Terminal.open(this.connection, this.sandboxId, q.toString());
   }
 
   /**

@@ -24,6 +24,7 @@ from .errors import (
     SandboxEndedError,
     TooLargeError,
 )
+from .terminal import Terminal
 from .sandbox import DEFAULT_URL, LIMIT_STATUSES, CommandResult, Commands, EntryInfo, Files, Sandbox
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "Files",
     "CommandResult",
     "EntryInfo",
+    "Terminal",
     "RetryPolicy",
     "LIMIT_STATUSES",
     "DEFAULT_URL",

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ._http import RetryPolicy
 from .sandbox import CommandResult, EntryInfo, Sandbox
+from .terminal import Terminal
 
 __all__ = ["AsyncSandbox", "AsyncCommands", "AsyncFiles"]
 
@@ -95,6 +96,18 @@ class AsyncSandbox:
 
     async def keep_alive(self) -> Dict[str, Any]:
         return await _run(self.sync.keep_alive)
+
+    async def terminal(
+        self,
+        cmd: Optional[Union[str, Sequence[str]]] = None,
+        rows: int = 24,
+        cols: int = 80,
+        cwd: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Terminal:
+        """Sandbox.terminal: the Terminal it returns is the synchronous
+        one (its wait blocks: run it with asyncio.to_thread)."""
+        return await _run(self.sync.terminal, cmd, rows, cols, cwd, timeout)
 
     async def port_url(self, port: int, expires_in: Optional[float] = None) -> str:
         return await _run(self.sync.port_url, port, expires_in)

@@ -6,9 +6,10 @@ import datetime
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._http import Connection, RetryPolicy, sandbox_path
+from .terminal import Terminal
 from .errors import CommandExitError, CordonError, LimitError, NotFoundError, SandboxEndedError, from_answer
 
 __all__ = ["Sandbox", "Commands", "Files", "CommandResult", "EntryInfo", "LIMIT_STATUSES", "DEFAULT_URL"]
@@ -157,6 +158,31 @@ class Sandbox:
         its max_lifetime still holds)."""
         self.info = self._conn.call("POST", sandbox_path(self.sandbox_id, "/keepalive"))
         return self.info
+
+    def terminal(
+        self,
+        cmd: Optional[Union[str, Sequence[str]]] = None,
+        rows: int = 24,
+        cols: int = 80,
+        cwd: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Terminal:
+        """Starts ``cmd`` (a string, with sh -c; an argv; None: the
+        server's shell) on a pseudo-terminal of ``rows`` x ``cols`` in the
+        sandbox, and returns the Terminal: write to it, resize or signal
+        it, and wait() for its outcome with its output as it comes.
+        ``timeout`` (seconds) ends the command, at most the profile's wall
+        limit."""
+        query: List[Tuple[str, str]] = []
+        if cmd is not None:
+            args = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+            query += [("arg", a) for a in args]
+        query += [("rows", str(rows)), ("cols", str(cols))]
+        if cwd:
+            query.append(("dir", cwd))
+        if timeout is not None:
+            query.append(("timeout", _duration(timeout)))
+        return Terminal.open(self._conn.url, self._conn.token, self.sandbox_id, query, self._conn.timeout)
 
     def port_url(self, port: int, expires_in: Optional[float] = None) -> str:
         """A URL that opens ``port`` of the sandbox in a browser (no token

@@ -261,6 +261,31 @@ class SandboxTest(ServeTest):
         self.assertEqual((res.status, res.exit_code), ("exit_nonzero", 5))
         self.assertEqual(sb.commands.run("echo still here").stdout, "still here\n")
 
+    def test_terminal(self) -> None:
+        sb = self.sandbox()
+        term = sb.terminal(rows=30, cols=100)
+        term.write("stty size; tty; printf 'typed %s\\n' word; exit 7\n")
+        out = bytearray()
+        outcome = term.wait(on_data=out.extend)
+        text = out.decode("utf-8", "replace")
+        self.assertIn("30 100", text)
+        self.assertIn("/dev/pts/", text)
+        self.assertIn("typed word", text)
+        self.assertEqual((outcome["status"], outcome["exit_code"]), ("exit_nonzero", 7))
+        # Resized and signalled while it runs.
+        term = sb.terminal(["sh"])
+        term.resize(40, 120)
+        term.write("stty size; exit\n")
+        out = bytearray()
+        term.wait(on_data=out.extend)
+        self.assertIn("40 120", out.decode("utf-8", "replace"))
+        term = sb.terminal("sleep 30")
+        term.signal("SIGINT")
+        self.assertEqual(term.wait()["status"], "signaled")
+        # A sandbox that is not there: the server's refusal, typed.
+        with self.assertRaises(NotFoundError):
+            Sandbox({"id": "sb-0000000000000000"}, sb._conn).terminal()
+
     def test_port_url(self) -> None:
         sb = self.sandbox()
         sb.files.write("/workspace/index.html", "<p>served</p>")

@@ -172,6 +172,33 @@ describe("against cordon serve", () => {
     await assert.rejects(sandbox.commands.run("true"), (err) => err instanceof SandboxEndedError && err.httpStatus === 410);
   });
 
+  test("a terminal: its size, input, output, resize, signal and outcome", async (t) => {
+    if (skip) return t.skip(skip);
+    const sandbox = await Sandbox.create({ url: serve.url, token: serve.token });
+    let term = await sandbox.terminal(undefined, { rows: 30, cols: 100 });
+    term.write("stty size; tty; printf 'typed %s\\n' word; exit 7\n");
+    let out = "";
+    let outcome = await term.wait({ onData: (b) => (out += Buffer.from(b).toString("utf8")) });
+    assert.match(out, /30 100/);
+    assert.match(out, /\/dev\/pts\//);
+    assert.match(out, /typed word/);
+    assert.deepEqual([outcome.status, outcome.exit_code], ["exit_nonzero", 7]);
+    term = await sandbox.terminal(["sh"]);
+    term.resize(40, 120);
+    term.write("stty size; exit\n");
+    out = "";
+    await term.wait({ onData: (b) => (out += Buffer.from(b).toString("utf8")) });
+    assert.match(out, /40 120/);
+    term = await sandbox.terminal("sleep 30");
+    term.signal("SIGINT");
+    outcome = await term.wait();
+    assert.equal(outcome.status, "signaled");
+    const gone = await Sandbox.connect(sandbox.sandboxId, { url: serve.url, token: serve.token });
+    gone.sandboxId = "sb-0000000000000000";
+    await assert.rejects(gone.terminal(), (err) => err instanceof NotFoundError && err.httpStatus === 404);
+    await sandbox.kill();
+  });
+
   test("a port URL opens a port to a request without a token", async (t) => {
     if (skip) return t.skip(skip);
     const sandbox = await Sandbox.create({ url: serve.url, token: serve.token });

@@ -4,7 +4,7 @@
 // index.d.ts describe the API as a TypeScript user writes it.
 
 import Default, { ApprovalRequiredError, AuthError, CommandExitError, CordonError, DEFAULT_URL, LimitError, NotFoundError, RateLimitError, Sandbox } from "../index.js";
-import type { CommandResult, EntryInfo, Outcome, RetryPolicy, SandboxInfo } from "../index.js";
+import type { CommandResult, EntryInfo, Outcome, RetryPolicy, SandboxInfo, Terminal } from "../index.js";
 
 export async function example(url: string, token: string): Promise<void> {
   const retry: RetryPolicy = { maxRetries: 1, maxWaitMs: 5000, onRetry: (n: number, ms: number, e: RateLimitError) => void [n, ms, e.retryAfterMs] };
@@ -32,6 +32,11 @@ export async function example(url: string, token: string): Promise<void> {
   void [made, there, one.mode];
   const info: SandboxInfo = await sandbox.keepAlive();
   const page: string = await sandbox.portUrl(3000, { expiresInMs: 60000 });
+  const term: Terminal = await sandbox.terminal("bash", { rows: 40, cols: 120 });
+  term.write("ls\n");
+  term.resize(50, 132);
+  const ended: Outcome = await term.wait({ onData: (b: Uint8Array) => void b.length });
+  void ended;
   void page;
   const running: boolean = await sandbox.isRunning();
   const all: SandboxInfo[] = await Default.list({ url, token });
