@@ -89,6 +89,9 @@ type ExecRequest struct {
 	// or "2m"; at most the profile's wall limit, which applies without it.
 	// A command it ends has the outcome timeout, limit "timeout".
 	Timeout string `json:"timeout,omitempty"`
+	// Background answers 202 with the Command as soon as it started; its
+	// output and outcome are asked for later (GET .../commands/{id}).
+	Background bool `json:"background,omitempty"`
 }
 
 // ExecEvent is one line of a streamed exec: output, or the outcome last.
@@ -245,4 +248,14 @@ type PortURLRequest struct {
 type PortURL struct {
 	Path    string    `json:"path"`
 	Expires time.Time `json:"expires"`
+}
+
+// Command is a background command of a sandbox: State "running" or
+// "ended", with its Outcome once it ended (none when it could not run).
+type Command struct {
+	ID      string           `json:"id"`
+	Args    []string         `json:"args"`
+	Started time.Time        `json:"started"`
+	State   string           `json:"state"`
+	Outcome *outcome.Outcome `json:"outcome,omitempty"`
 }

@@ -43,6 +43,8 @@ type entry struct {
 	// Both are set once, when it is claimed.
 	env      map[string]string
 	deadline time.Time
+	// bg are its background commands (background.go), oldest first.
+	bg []*bgCommand
 }
 
 // expires is when the sandbox ends whatever is done with it: its
@@ -354,6 +356,16 @@ func (s *Server) janitor() {
 			if ended != "" {
 				if now.Sub(at) > keepEnded {
 					delete(s.entries, id)
+					// Its background commands ended with it: their
+					// output goes with it.
+					e.mu.Lock()
+					for _, b := range e.bg {
+						if b.ended() {
+							b.out.Close()
+						}
+					}
+					e.bg = nil
+					e.mu.Unlock()
 				}
 				continue
 			}

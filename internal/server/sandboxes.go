@@ -51,6 +51,7 @@ func (s *Server) routes() {
 	s.handle("PUT "+api.Version+"/sandboxes/{id}/files", agentOnly, s.upload)
 	s.dirRoutes()
 	s.fileOpRoutes()
+	s.backgroundRoutes()
 	s.changeRoutes()
 	s.handle(api.Version+"/mcp", agentOnly, s.mcp)
 	s.adminRoutes()
@@ -459,7 +460,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	if release == nil {
 		return status
 	}
-	defer release()
+	// A background command takes the slot with it.
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			release()
+		}
+	}()
 	var req api.ExecRequest
 	if status := s.decodeCommand(w, r, &req, func() []byte { return req.Stdin }); status != 0 {
 		return status
@@ -467,6 +474,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	cmd, err := checkExec(req)
 	if err != nil {
 		return fail(w, bodyStatus(err), "%v", err)
+	}
+	if req.Background && req.Stream {
+		return fail(w, http.StatusBadRequest, "background and stream: a background command's output is asked for later (GET %s/sandboxes/{id}/commands/{command})", api.Version)
 	}
 	// The key first: a command of a sandbox gone with its node is
 	// answered from the key.
@@ -486,6 +496,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 	if cmd, err = sandboxEnv(e, req); err != nil {
 		k.done(0, false, nil)
 		return fail(w, bodyStatus(err), "%v", err)
+	}
+	if req.Background {
+		handedOver = true
+		return s.startBackground(w, ctx, e, c, cmd, k, release)
 	}
 	key := r.Header.Get(KeyHeader)
 	if !req.Stream {
