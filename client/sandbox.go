@@ -3,8 +3,12 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -193,6 +197,74 @@ func (c *Commands) RunArgs(ctx context.Context, args []string, o *RunOptions) (*
 	}
 	res := &CommandResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: oc.ExitCode, Status: oc.Status, Outcome: oc}
 	return res, resultError(res, c.sb.ID)
+}
+
+// CommandHandle is a command running in the background in a sandbox
+// (Commands.Start): Wait for its result, or Kill it.
+type CommandHandle struct {
+	ID   string
+	Args []string
+	sb   *Sandbox
+}
+
+// Start starts cmd with sh -c in the background in the sandbox: it is
+// answered as soon as it started, and runs on (holding one of the agent's
+// command slots) until it ends, is killed, or the sandbox ends. Its
+// output is kept for Wait (RunOptions' Stdout and Stderr are not used).
+func (c *Commands) Start(ctx context.Context, cmd string, o *RunOptions) (*CommandHandle, error) {
+	return c.StartArgs(ctx, []string{"sh", "-c", cmd}, o)
+}
+
+// StartArgs is Start with an argv, run as it is.
+func (c *Commands) StartArgs(ctx context.Context, args []string, o *RunOptions) (*CommandHandle, error) {
+	if o == nil {
+		o = &RunOptions{}
+	}
+	req := ExecRequest{Args: args, Env: o.Env, Dir: o.Dir, Stdin: o.Stdin, Background: true}
+	if o.Timeout > 0 {
+		req.Timeout = o.Timeout.String()
+	}
+	var cmd Command
+	if err := c.sb.c.call(ctx, http.MethodPost, sandboxPath(c.sb.ID, "/exec"), req, &cmd); err != nil {
+		return nil, err
+	}
+	return &CommandHandle{ID: cmd.ID, Args: cmd.Args, sb: c.sb}, nil
+}
+
+// List describes the sandbox's background commands, oldest first.
+func (c *Commands) List(ctx context.Context) ([]Command, error) {
+	var list []Command
+	err := c.sb.c.call(ctx, http.MethodGet, sandboxPath(c.sb.ID, "/commands"), nil, &list)
+	return list, err
+}
+
+// Connect is the background command id, started earlier.
+func (c *Commands) Connect(id string) *CommandHandle { return &CommandHandle{ID: id, sb: c.sb} }
+
+// Wait waits for the command to end and returns its result: as Run's, a
+// *CommandExitError or *LimitError when its outcome is not ok.
+func (h *CommandHandle) Wait(ctx context.Context) (*CommandResult, error) {
+	for {
+		var raw map[string]json.RawMessage
+		if err := h.sb.c.call(ctx, http.MethodGet, sandboxPath(h.sb.ID, "/commands/"+url.PathEscape(h.ID)+"?wait=1"), nil, &raw); err != nil {
+			return nil, err
+		}
+		if _, running := raw["id"]; running {
+			continue // given up before it ended (a proxy's timeout): again
+		}
+		b, _ := json.Marshal(raw)
+		var res ExecResult
+		if err := json.Unmarshal(b, &res); err != nil {
+			return nil, fmt.Errorf("cordon serve: reading the result of command %s: %w", h.ID, err)
+		}
+		r := &CommandResult{Stdout: string(res.Stdout), Stderr: string(res.Stderr), ExitCode: res.Outcome.ExitCode, Status: res.Outcome.Status, Outcome: res.Outcome}
+		return r, resultError(r, h.sb.ID)
+	}
+}
+
+// Kill ends the command (its process group).
+func (h *CommandHandle) Kill(ctx context.Context) error {
+	return h.sb.c.call(ctx, http.MethodPost, sandboxPath(h.sb.ID, "/commands/"+url.PathEscape(h.ID)+"/kill"), nil, nil)
 }
 
 // Files moves files in and out of a sandbox.

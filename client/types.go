@@ -18,6 +18,9 @@ type (
 	// ExecRequest is one command to run: its argv, environment,
 	// directory, stdin and timeout.
 	ExecRequest = api.ExecRequest
+	// Command is a background command: its id, argv, state and, once
+	// it ended, its outcome.
+	Command = api.Command
 	// ExecResult is a command's whole output and outcome.
 	ExecResult = api.ExecResult
 	// ExecEvent is one line of a streamed command.

@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -125,11 +126,41 @@ func fakeServer(t *testing.T, creates *createLog) *httptest.Server {
 		w.WriteHeader(status)
 		json.NewEncoder(w).Encode(body)
 	})
+	var waits atomic.Int32
+	mux.HandleFunc("GET /v1/sandboxes/sb-ok/commands", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`[{"id":"cmd-1","args":["bg"],"started":"2026-01-02T03:04:05Z","state":"running"}]`))
+	})
+	mux.HandleFunc("GET /v1/sandboxes/sb-ok/commands/cmd-1", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait") != "1" {
+			t.Errorf("waiting for a background command: %s", r.URL.RawQuery)
+		}
+		// A wait given up once (a proxy's timeout), then the result.
+		if waits.Add(1)%2 == 1 {
+			w.Write([]byte(`{"id":"cmd-1","args":["bg"],"started":"2026-01-02T03:04:05Z","state":"running"}`))
+			return
+		}
+		w.Write([]byte(`{"stdout":"Ymcgb3V0Cg==","stdout_text":"bg out\n","stderr":"","outcome":{"status":"exit_nonzero","exit_code":3,"command_exit_code":3,"message":"exited 3"}}`))
+	})
+	mux.HandleFunc("POST /v1/sandboxes/sb-ok/commands/cmd-1/kill", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"id":"cmd-1","args":["bg"],"started":"2026-01-02T03:04:05Z","state":"ended"}`))
+	})
 	mux.HandleFunc("POST /v1/sandboxes/sb-ok/exec", func(w http.ResponseWriter, r *http.Request) {
-		var req struct{ Args []string }
+		var req struct {
+			Args       []string
+			Background bool
+			Stream     bool
+		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Args) != 1 {
 			t.Errorf("exec: %v %v", err, req.Args)
 			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if req.Background {
+			if req.Stream || req.Args[0] != "bg" {
+				t.Errorf("a background exec: %+v", req)
+			}
+			w.WriteHeader(http.StatusAccepted)
+			w.Write([]byte(`{"id":"cmd-1","args":["bg"],"started":"2026-01-02T03:04:05Z","state":"running"}`))
 			return
 		}
 		c := req.Args[0]
@@ -406,6 +437,15 @@ func goProbe(t *testing.T, v *vocabulary, url string, cases []string) map[string
 	if err != nil {
 		t.Errorf("WriteTar: %v", err)
 	}
+	h, err := sb.Commands.StartArgs(ctx, []string{"bg"}, nil)
+	if err != nil {
+		t.Fatalf("StartArgs: %v", err)
+	}
+	r, err := h.Wait(ctx)
+	var ce *client.CommandExitError
+	ops["bg"] = map[string]any{"id": h.ID, "wait_error": errors.As(err, &ce), "exit_code": r.ExitCode, "stdout": r.Stdout, "kill": fmt.Sprint(h.Kill(ctx))}
+	listed, _ := sb.Commands.List(ctx)
+	ops["bg_listed"] = len(listed)
 	ops["port_url"], err = sb.PortURL(ctx, 8080, 5*time.Minute)
 	if err != nil {
 		t.Errorf("PortURL: %v", err)
@@ -422,12 +462,13 @@ func goProbe(t *testing.T, v *vocabulary, url string, cases []string) map[string
 		}
 	}
 	doc["members"] = map[string]any{
-		"Sandbox":     sbMembers,
-		"Commands":    goMethods(reflect.TypeOf(sb.Commands)),
-		"Files":       goMethods(reflect.TypeOf(sb.Files)),
-		"EntryInfo":   goFields(reflect.TypeOf(entries[0])),
-		"RetryPolicy": goFields(reflect.TypeOf(client.RetryPolicy{})),
-		"Terminal":    goMethods(reflect.TypeOf(&client.Terminal{})),
+		"Sandbox":       sbMembers,
+		"Commands":      goMethods(reflect.TypeOf(sb.Commands)),
+		"Files":         goMethods(reflect.TypeOf(sb.Files)),
+		"EntryInfo":     goFields(reflect.TypeOf(entries[0])),
+		"RetryPolicy":   goFields(reflect.TypeOf(client.RetryPolicy{})),
+		"Terminal":      goMethods(reflect.TypeOf(&client.Terminal{})),
+		"CommandHandle": append(goFields(reflect.TypeOf(client.CommandHandle{})), goMethods(reflect.TypeOf(&client.CommandHandle{}))...),
 	}
 	list, err := c.ListSandboxes(ctx)
 	if err != nil {
@@ -538,14 +579,16 @@ func snake(name string) string {
 // names in snake_case (Go's as go_names says), durations in seconds, and
 // absent values (nil, 0, "") as nil.
 func normalize(v *vocabulary, lang string, doc map[string]any) map[string]any {
-	name := func(n string) string {
+	// name spells n, a member of type typ ("" for a field of an error or
+	// a result), as the vocabulary does.
+	memberName := func(typ, n string) string {
 		if lang == "python" {
 			return n
 		}
-		if lang == "go" {
+		if lang == "go" && typ != "" {
 			for voc, g := range v.GoNames {
-				if i := strings.LastIndexByte(voc, '.'); i >= 0 && g == n && !strings.Contains(g, ".") {
-					return voc[i+1:]
+				if m, ok := strings.CutPrefix(voc, typ+"."); ok && g == n {
+					return m
 				}
 			}
 		}
@@ -557,6 +600,7 @@ func normalize(v *vocabulary, lang string, doc map[string]any) map[string]any {
 		}
 		return s
 	}
+	name := func(n string) string { return memberName("", n) }
 	value := func(field string, x any) any {
 		switch y := x.(type) {
 		case nil:
@@ -643,7 +687,7 @@ func normalize(v *vocabulary, lang string, doc map[string]any) map[string]any {
 	members := map[string][]string{}
 	for typ, ns := range doc["members"].(map[string]any) {
 		for _, n := range ns.([]any) {
-			members[typ] = append(members[typ], name(n.(string)))
+			members[typ] = append(members[typ], memberName(typ, n.(string)))
 		}
 	}
 	out["members"] = members
@@ -775,7 +819,8 @@ func checkDoc(t *testing.T, v *vocabulary, lang, url string, doc map[string]any)
 	}
 	whole, _ := tarFixtures(t)
 	wantFiles := map[string]any{"info": wantEntries[0], "exists": true, "missing": false, "made": true, "removed": "<nil>", "renamed": "<nil>", "port_url": url + "/v1/p/CAP/",
-		"tar_sha256": fmt.Sprintf("%x", sha256.Sum256(whole)), "tar_cut": true, "tar_entries": 2.0}
+		"tar_sha256": fmt.Sprintf("%x", sha256.Sum256(whole)), "tar_cut": true, "tar_entries": 2.0,
+		"bg": map[string]any{"id": "cmd-1", "wait_error": true, "exit_code": 3.0, "stdout": "bg out\n", "kill": "<nil>"}, "bg_listed": 1.0}
 	if !reflect.DeepEqual(doc["files"], wantFiles) {
 		t.Errorf("the operations on names gave\n%v\nwant\n%v", doc["files"], wantFiles)
 	}

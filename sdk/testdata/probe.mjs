@@ -96,6 +96,13 @@ out.files = {
   renamed: await done(() => sb.files.rename("/d/a.txt", "/d/b.txt")),
   port_url: await sb.portUrl(8080, { expiresInMs: 300000 }),
 };
+const h = await sb.commands.run(["bg"], { background: true });
+const waited = await h.wait().then(
+  () => ({ error: false }),
+  (err) => ({ error: err instanceof sdk.CommandExitError, exitCode: err.exitCode, stdout: err.stdout }),
+);
+out.files.bg = { id: h.id, wait_error: waited.error, exit_code: waited.exitCode, stdout: waited.stdout, kill: await done(() => h.kill()) };
+out.files.bg_listed = (await sb.commands.list()).length;
 const tar = await sb.files.readTar("/d");
 out.files.tar_sha256 = createHash("sha256").update(tar).digest("hex");
 out.files.tar_cut = (await done(() => sb.files.readTar("/cut"))) !== "<nil>";
@@ -107,6 +114,7 @@ out.members = {
   EntryInfo: Object.keys(entries[0]).sort(),
   RetryPolicy: Object.keys(DEFAULT_RETRY_POLICY),
   Terminal: members(Object.create(sdk.Terminal.prototype)),
+  CommandHandle: members(new sdk.CommandHandle(sb, "cmd-1", ["bg"])),
 };
 out.listed = (await Sandbox.list({ url, token: "t" })).map((s) => s.id);
 

@@ -96,6 +96,13 @@ out["files"] = {
     "renamed": done(lambda: sb.files.rename("/d/a.txt", "/d/b.txt")),
     "port_url": sb.port_url(8080, expires_in=300),
 }
+h = sb.commands.run(["bg"], background=True)
+try:
+    r, waited = h.wait(), False
+except cordon.CommandExitError as e:
+    r, waited = e.result, True
+out["files"]["bg"] = {"id": h.id, "wait_error": waited, "exit_code": r.exit_code, "stdout": r.stdout, "kill": done(h.kill)}
+out["files"]["bg_listed"] = len(sb.commands.list())
 tar = sb.files.read_tar("/d")
 out["files"]["tar_sha256"] = hashlib.sha256(tar).hexdigest()
 out["files"]["tar_cut"] = done(lambda: sb.files.read_tar("/cut")) != "<nil>"
@@ -107,6 +114,7 @@ out["members"] = {
     "EntryInfo": sorted(n for n in vars(entries[0]) if n != "raw"),
     "RetryPolicy": sorted(vars(RetryPolicy())),
     "Terminal": public(cordon.Terminal),
+    "CommandHandle": public(h),
 }
 out["listed"] = [s["id"] for s in Sandbox.list(url=URL, token="t")]
 

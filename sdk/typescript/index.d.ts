@@ -132,6 +132,8 @@ export interface RunOpts {
   stdin?: string | Uint8Array;
   /** false: answer the result whatever the status, instead of throwing. */
   throwOnError?: boolean;
+  /** Answer a CommandHandle as soon as the command started (onStdout/onStderr are not used: wait() gives the output). */
+  background?: boolean;
   signal?: AbortSignal;
 }
 
@@ -145,9 +147,31 @@ export interface CommandResult {
   outcome: Outcome;
 }
 
+/** A background command of a sandbox, as the server describes it. */
+export interface CommandInfo {
+  id: string;
+  args: string[];
+  started: string;
+  state: "running" | "ended";
+  outcome?: Outcome;
+}
+
+/** A command running in the background: wait() for its result, or kill() it. */
+export declare class CommandHandle {
+  readonly id: string;
+  readonly args: string[];
+  wait(opts?: { throwOnError?: boolean; signal?: AbortSignal }): Promise<CommandResult>;
+  kill(opts?: { signal?: AbortSignal }): Promise<CommandInfo>;
+}
+
 export declare class Commands {
   /** Runs cmd (a string for sh -c, or an argv); throws LimitError or CommandExitError when it did not succeed. */
+  run(cmd: string | readonly string[], opts: RunOpts & { background: true }): Promise<CommandHandle>;
   run(cmd: string | readonly string[], opts?: RunOpts): Promise<CommandResult>;
+  /** The sandbox's background commands, oldest first. */
+  list(opts?: { signal?: AbortSignal }): Promise<CommandInfo[]>;
+  /** The background command id, started earlier. */
+  connect(id: string): CommandHandle;
 }
 
 export interface EntryInfo {

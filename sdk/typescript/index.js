@@ -289,10 +289,53 @@ function duration(ms) {
   return `${ms}ms`;
 }
 
+/** A command running in the background in a sandbox: wait() for its result, or kill() it. */
+export class CommandHandle {
+  constructor(sandbox, id, args = []) {
+    this.sandbox = sandbox;
+    this.id = id;
+    this.args = args;
+  }
+
+  /** Waits for the command to end and answers its result, as run does (LimitError, CommandExitError unless throwOnError is false). */
+  async wait(opts = {}) {
+    const path = sandboxPath(this.sandbox.sandboxId, `/commands/${encodeURIComponent(this.id)}?wait=1`);
+    let answer;
+    do {
+      answer = await this.sandbox.connection.call("GET", path, undefined, opts.signal);
+    } while (answer.id !== undefined); // a wait given up before the end: again
+    const text = (b64) => new TextDecoder("utf-8").decode(Buffer.from(b64 ?? "", "base64"));
+    return commandResult(answer.outcome ?? {}, text(answer.stdout), text(answer.stderr), opts.throwOnError, this.sandbox.sandboxId);
+  }
+
+  /** Ends the command (its process group); answers how it is. */
+  async kill(opts = {}) {
+    return this.sandbox.connection.call("POST", sandboxPath(this.sandbox.sandboxId, `/commands/${encodeURIComponent(this.id)}/kill`), undefined, opts.signal);
+  }
+}
+
+/** A command's result; thrown as LimitError or CommandExitError when its status is not ok, unless throwOnError is false. */
+function commandResult(outcome, stdout, stderr, throwOnError, sandboxId) {
+  const result = { exitCode: outcome.exit_code, stdout, stderr, status: outcome.status, outcome };
+  if (outcome.status === "ok" || throwOnError === false) return result;
+  if (outcome.limit || LIMIT_STATUSES.has(outcome.status)) throw new LimitError(result, sandboxId);
+  throw new CommandExitError(result, sandboxId);
+}
+
 /** A command, run in a sandbox. */
 export class Commands {
   constructor(sandbox) {
     this.sandbox = sandbox;
+  }
+
+  /** The sandbox's background commands ({id, args, state, outcome once ended}), oldest first. */
+  async list(opts = {}) {
+    return this.sandbox.connection.call("GET", sandboxPath(this.sandbox.sandboxId, "/commands"), undefined, opts.signal);
+  }
+
+  /** The background command id, started earlier. */
+  connect(id) {
+    return new CommandHandle(this.sandbox, id);
   }
 
   /**
@@ -314,6 +357,12 @@ export class Commands {
       req.stdin = Buffer.from(typeof opts.stdin === "string" ? Buffer.from(opts.stdin, "utf8") : opts.stdin).toString("base64");
     }
     const conn = this.sandbox.connection;
+    if (opts.background) {
+      delete req.stream;
+      req.background = true;
+      const started = await conn.call("POST", sandboxPath(this.sandbox.sandboxId, "/exec"), req, opts.signal);
+      return new CommandHandle(this.sandbox, started.id, started.args);
+    }
     const res = await conn.request("POST", sandboxPath(this.sandbox.sandboxId, "/exec"), {
       body: JSON.stringify(req),
       contentType: "application/json",
@@ -347,16 +396,7 @@ export class Commands {
     emit(opts.onStdout, out.end());
     emit(opts.onStderr, errText.end());
     if (!outcome) throw new CordonError("cordon serve: the output ended without the command's outcome");
-    const result = {
-      exitCode: outcome.exit_code,
-      stdout: out.text,
-      stderr: errText.text,
-      status: outcome.status,
-      outcome,
-    };
-    if (outcome.status === "ok" || opts.throwOnError === false) return result;
-    if (outcome.limit || LIMIT_STATUSES.has(outcome.status)) throw new LimitError(result, this.sandbox.sandboxId);
-    throw new CommandExitError(result, this.sandbox.sandboxId);
+    return commandResult(outcome, out.text, errText.text, opts.throwOnError, this.sandbox.sandboxId);
   }
 }
 

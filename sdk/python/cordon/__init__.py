@@ -25,7 +25,7 @@ from .errors import (
     TooLargeError,
 )
 from .terminal import Terminal
-from .sandbox import DEFAULT_URL, LIMIT_STATUSES, CommandResult, Commands, EntryInfo, Files, Sandbox
+from .sandbox import DEFAULT_URL, LIMIT_STATUSES, CommandHandle, CommandResult, Commands, EntryInfo, Files, Sandbox
 
 __all__ = [
     "Sandbox",
@@ -33,6 +33,7 @@ __all__ = [
     "AsyncCommands",
     "AsyncFiles",
     "Commands",
+    "CommandHandle",
     "Files",
     "CommandResult",
     "EntryInfo",

@@ -17,10 +17,10 @@ import functools
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ._http import RetryPolicy
-from .sandbox import CommandResult, EntryInfo, Sandbox
+from .sandbox import CommandHandle, CommandResult, EntryInfo, Sandbox
 from .terminal import Terminal
 
-__all__ = ["AsyncSandbox", "AsyncCommands", "AsyncFiles"]
+__all__ = ["AsyncSandbox", "AsyncCommands", "AsyncCommandHandle", "AsyncFiles"]
 
 
 async def _run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -124,10 +124,16 @@ class AsyncSandbox:
 
 
 class AsyncCommands:
-    """Commands.run as a coroutine."""
+    """Commands' methods as coroutines."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self._sb = sandbox
+
+    async def list(self) -> List[Dict[str, Any]]:
+        return await _run(self._sb.commands.list)
+
+    async def connect(self, command_id: str) -> "AsyncCommandHandle":
+        return AsyncCommandHandle(self._sb.commands.connect(command_id))
 
     async def run(
         self,
@@ -139,18 +145,36 @@ class AsyncCommands:
         cwd: Optional[str] = None,
         stdin: Optional[Union[str, bytes]] = None,
         throw_on_error: bool = True,
-    ) -> CommandResult:
+        background: bool = False,
+    ) -> Any:
         """Commands.run; the callbacks are called on the event loop's
-        thread."""
+        thread. With background, an AsyncCommandHandle."""
         loop = asyncio.get_running_loop()
-        result: CommandResult = await _run(
+        result = await _run(
             self._sb.commands.run, cmd, _on_loop(loop, on_stdout), _on_loop(loop, on_stderr),
-            timeout, envs, cwd, stdin, throw_on_error,
+            timeout, envs, cwd, stdin, throw_on_error, background,
         )
+        if isinstance(result, CommandHandle):
+            return AsyncCommandHandle(result)
         # The callbacks scheduled by the worker run before the result is
         # handed over.
         await asyncio.sleep(0)
         return result
+
+
+class AsyncCommandHandle:
+    """CommandHandle's methods as coroutines."""
+
+    def __init__(self, handle: CommandHandle) -> None:
+        self.sync = handle
+        self.id = handle.id
+        self.args = handle.args
+
+    async def wait(self, throw_on_error: bool = True) -> CommandResult:
+        return await _run(self.sync.wait, throw_on_error)
+
+    async def kill(self) -> Dict[str, Any]:
+        return await _run(self.sync.kill)
 
 
 class AsyncFiles:

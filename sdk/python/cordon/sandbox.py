@@ -5,6 +5,7 @@ import base64
 import datetime
 import json
 import os
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -12,7 +13,7 @@ from ._http import Connection, RetryPolicy, sandbox_path
 from .terminal import Terminal
 from .errors import CommandExitError, CordonError, LimitError, NotFoundError, SandboxEndedError, from_answer
 
-__all__ = ["Sandbox", "Commands", "Files", "CommandResult", "EntryInfo", "LIMIT_STATUSES", "DEFAULT_URL"]
+__all__ = ["Sandbox", "Commands", "CommandHandle", "Files", "CommandResult", "EntryInfo", "LIMIT_STATUSES", "DEFAULT_URL"]
 
 DEFAULT_URL = "http://127.0.0.1:8700"
 
@@ -236,11 +237,51 @@ def _duration(seconds: float) -> str:
     return "%dms" % max(1, int(round(seconds * 1000)))
 
 
+class CommandHandle:
+    """A command running in the background in a sandbox
+    (``commands.run(..., background=True)``): ``wait()`` for its result,
+    or ``kill()`` it."""
+
+    def __init__(self, sandbox: "Sandbox", command_id: str, args: Optional[List[str]] = None) -> None:
+        self._sb = sandbox
+        self.id = command_id
+        self.args = args or []
+
+    def wait(self, throw_on_error: bool = True) -> "CommandResult":
+        """Waits for the command to end and returns its result, as
+        ``commands.run`` does (CommandExitError, LimitError)."""
+        conn = self._sb._conn
+        path = sandbox_path(self._sb.sandbox_id, "/commands/" + urllib.parse.quote(self.id, safe=""))
+        while True:
+            with conn.open("GET", path, query={"wait": "1"}, timeout=None) as resp:
+                answer = json.loads(resp.read().decode("utf-8"))
+            if "id" not in answer:
+                break  # the result; a description is a wait given up: again
+        return _result(answer.get("outcome") or {}, base64.b64decode(answer.get("stdout") or ""),
+                       base64.b64decode(answer.get("stderr") or ""), throw_on_error, self._sb.sandbox_id)
+
+    def kill(self) -> Dict[str, Any]:
+        """Ends the command (its process group); returns how it is."""
+        path = sandbox_path(self._sb.sandbox_id, "/commands/" + urllib.parse.quote(self.id, safe="") + "/kill")
+        answer: Dict[str, Any] = self._sb._conn.call("POST", path)
+        return answer
+
+
 class Commands:
     """Runs commands in a sandbox."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self._sb = sandbox
+
+    def list(self) -> List[Dict[str, Any]]:
+        """The sandbox's background commands (id, args, state, outcome once
+        ended), oldest first."""
+        answer = self._sb._conn.call("GET", sandbox_path(self._sb.sandbox_id, "/commands"))
+        return list(answer) if isinstance(answer, list) else []
+
+    def connect(self, command_id: str) -> CommandHandle:
+        """The background command ``command_id``, started earlier."""
+        return CommandHandle(self._sb, command_id)
 
     def run(
         self,
@@ -252,7 +293,8 @@ class Commands:
         cwd: Optional[str] = None,
         stdin: Optional[Union[str, bytes]] = None,
         throw_on_error: bool = True,
-    ) -> CommandResult:
+        background: bool = False,
+    ) -> Any:
         """Runs ``cmd`` (a string, with sh -c; or an argv, as it is), its
         output given to ``on_stdout`` and ``on_stderr`` as it comes, and
         returns its result.
@@ -262,6 +304,11 @@ class Commands:
         status ok raises CommandExitError, or LimitError when a limit
         ended it; each carries the result and the outcome. With
         ``throw_on_error=False`` the result is returned whatever its status.
+
+        With ``background=True`` it returns a CommandHandle as soon as the
+        command started (the callbacks are not used: ``wait()`` gives the
+        output); the command runs on until it ends, is killed, or the
+        sandbox ends.
         """
         args = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         payload: Dict[str, Any] = {"args": args, "stream": True}
@@ -275,6 +322,11 @@ class Commands:
         if timeout is not None:
             payload["timeout"] = _duration(timeout)
         conn = self._sb._conn
+        if background:
+            del payload["stream"]
+            payload["background"] = True
+            started = conn.call("POST", sandbox_path(self._sb.sandbox_id, "/exec"), payload)
+            return CommandHandle(self._sb, started["id"], started.get("args"))
         out: List[bytes] = []
         err: List[bytes] = []
         outcome: Optional[Dict[str, Any]] = None
@@ -308,23 +360,28 @@ class Commands:
                             callback(text if text is not None else data.decode("utf-8", "replace"))
         if outcome is None:
             raise CordonError("cordon serve: the output ended without an outcome")
-        stdout, stderr = b"".join(out), b"".join(err)
-        code = outcome.get("exit_code")
-        status = str(outcome.get("status", ""))
-        result = CommandResult(
-            stdout=stdout.decode("utf-8", "replace"),
-            stderr=stderr.decode("utf-8", "replace"),
-            exit_code=code if isinstance(code, int) else -1,
-            status=status,
-            outcome=outcome,
-            stdout_bytes=stdout,
-            stderr_bytes=stderr,
-        )
-        if status == "ok" or not throw_on_error:
-            return result
-        if outcome.get("limit") or status in LIMIT_STATUSES:
-            raise LimitError(result, self._sb.sandbox_id)
-        raise CommandExitError(result, self._sb.sandbox_id)
+        return _result(outcome, b"".join(out), b"".join(err), throw_on_error, self._sb.sandbox_id)
+
+
+def _result(outcome: Dict[str, Any], stdout: bytes, stderr: bytes, throw_on_error: bool, sandbox_id: str) -> CommandResult:
+    """A command's result; raised as CommandExitError or LimitError when
+    its status is not ok, unless throw_on_error is False."""
+    code = outcome.get("exit_code")
+    status = str(outcome.get("status", ""))
+    result = CommandResult(
+        stdout=stdout.decode("utf-8", "replace"),
+        stderr=stderr.decode("utf-8", "replace"),
+        exit_code=code if isinstance(code, int) else -1,
+        status=status,
+        outcome=outcome,
+        stdout_bytes=stdout,
+        stderr_bytes=stderr,
+    )
+    if status == "ok" or not throw_on_error:
+        return result
+    if outcome.get("limit") or status in LIMIT_STATUSES:
+        raise LimitError(result, sandbox_id)
+    raise CommandExitError(result, sandbox_id)
 
 
 class Files:

@@ -261,6 +261,21 @@ class SandboxTest(ServeTest):
         self.assertEqual((res.status, res.exit_code), ("exit_nonzero", 5))
         self.assertEqual(sb.commands.run("echo still here").stdout, "still here\n")
 
+    def test_background_commands(self) -> None:
+        sb = self.sandbox()
+        quick = sb.commands.run("echo started; sleep 0.2; echo done; exit 3", background=True)
+        slow = sb.commands.run(["sleep", "30"], background=True)
+        self.assertTrue(quick.id.startswith("cmd-"))
+        self.assertEqual(sorted(c["id"] for c in sb.commands.list()), sorted([quick.id, slow.id]))
+        with self.assertRaises(CommandExitError) as cm:
+            quick.wait()
+        self.assertEqual((cm.exception.stdout, cm.exception.exit_code), ("started\ndone\n", 3))
+        # Killed: its outcome says so; the sandbox goes on.
+        self.assertIn(slow.kill()["state"], ("running", "ended"))
+        self.assertEqual(slow.wait(throw_on_error=False).status, "signaled")
+        self.assertEqual(sb.commands.connect(quick.id).wait(throw_on_error=False).exit_code, 3)
+        self.assertEqual(sb.commands.run("echo still here").stdout, "still here\n")
+
     def test_terminal(self) -> None:
         sb = self.sandbox()
         term = sb.terminal(rows=30, cols=100)
@@ -279,9 +294,18 @@ class SandboxTest(ServeTest):
         out = bytearray()
         term.wait(on_data=out.extend)
         self.assertIn("40 120", out.decode("utf-8", "replace"))
-        term = sb.terminal("sleep 30")
-        term.signal("SIGINT")
-        self.assertEqual(term.wait()["status"], "signaled")
+        # Signalled once it runs (a signal sent before would find no
+        # process group yet): the first output says so.
+        term = sb.terminal("echo ready; exec sleep 30")
+        seen = bytearray()
+
+        def on_data(b: bytes) -> None:
+            seen.extend(b)
+            if b"ready" in seen and not getattr(on_data, "sent", False):
+                on_data.sent = True  # type: ignore[attr-defined]
+                term.signal("SIGINT")
+
+        self.assertEqual(term.wait(on_data=on_data)["status"], "signaled")
         # A sandbox that is not there: the server's refusal, typed.
         with self.assertRaises(NotFoundError):
             Sandbox({"id": "sb-0000000000000000"}, sb._conn).terminal()

@@ -172,6 +172,23 @@ describe("against cordon serve", () => {
     await assert.rejects(sandbox.commands.run("true"), (err) => err instanceof SandboxEndedError && err.httpStatus === 410);
   });
 
+  test("background commands: started, listed, waited for, killed", async (t) => {
+    if (skip) return t.skip(skip);
+    const sandbox = await Sandbox.create({ url: serve.url, token: serve.token });
+    const quick = await sandbox.commands.run("echo started; sleep 0.2; echo done; exit 3", { background: true });
+    const slow = await sandbox.commands.run(["sleep", "30"], { background: true });
+    assert.ok(quick.id.startsWith("cmd-"));
+    assert.deepEqual((await sandbox.commands.list()).map((c) => c.id).sort(), [quick.id, slow.id].sort());
+    const err = await quick.wait().catch((e) => e);
+    assert.ok(err instanceof CommandExitError, `want a CommandExitError, got ${err}`);
+    assert.deepEqual([err.stdout, err.exitCode], ["started\ndone\n", 3]);
+    await slow.kill();
+    assert.equal((await slow.wait({ throwOnError: false })).status, "signaled");
+    assert.equal((await sandbox.commands.connect(quick.id).wait({ throwOnError: false })).exitCode, 3);
+    assert.equal((await sandbox.commands.run("echo still here")).stdout, "still here\n");
+    await sandbox.kill();
+  });
+
   test("a terminal: its size, input, output, resize, signal and outcome", async (t) => {
     if (skip) return t.skip(skip);
     const sandbox = await Sandbox.create({ url: serve.url, token: serve.token });
@@ -189,9 +206,20 @@ describe("against cordon serve", () => {
     out = "";
     await term.wait({ onData: (b) => (out += Buffer.from(b).toString("utf8")) });
     assert.match(out, /40 120/);
-    term = await sandbox.terminal("sleep 30");
-    term.signal("SIGINT");
-    outcome = await term.wait();
+    // Signalled once it runs (a signal sent before would find no process
+    // group yet): the first output says so.
+    term = await sandbox.terminal("echo ready; exec sleep 30");
+    let sent = false;
+    let seen = "";
+    outcome = await term.wait({
+      onData: (b) => {
+        seen += Buffer.from(b).toString("utf8");
+        if (!sent && seen.includes("ready")) {
+          sent = true;
+          term.signal("SIGINT");
+        }
+      },
+    });
     assert.equal(outcome.status, "signaled");
     const gone = await Sandbox.connect(sandbox.sandboxId, { url: serve.url, token: serve.token });
     gone.sandboxId = "sb-0000000000000000";
