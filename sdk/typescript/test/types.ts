@@ -4,7 +4,7 @@
 // index.d.ts describe the API as a TypeScript user writes it.
 
 import Default, { ApprovalRequiredError, AuthError, CommandExitError, CordonError, DEFAULT_URL, LimitError, NotFoundError, RateLimitError, Sandbox } from "../index.js";
-import type { CommandResult, EntryInfo, Outcome, RetryPolicy, SandboxInfo, Terminal } from "../index.js";
+import type { CommandHandle, CommandInfo, CommandResult, EntryInfo, Outcome, RetryPolicy, SandboxInfo, Terminal } from "../index.js";
 
 export async function example(url: string, token: string): Promise<void> {
   const retry: RetryPolicy = { maxRetries: 1, maxWaitMs: 5000, onRetry: (n: number, ms: number, e: RateLimitError) => void [n, ms, e.retryAfterMs] };
@@ -32,6 +32,10 @@ export async function example(url: string, token: string): Promise<void> {
   void [made, there, one.mode];
   const info: SandboxInfo = await sandbox.keepAlive();
   const page: string = await sandbox.portUrl(3000, { expiresInMs: 60000 });
+  const bg: CommandHandle = await sandbox.commands.run("make serve", { background: true });
+  const bgResult: CommandResult = await bg.wait({ throwOnError: false });
+  const listed: CommandInfo[] = await sandbox.commands.list();
+  void [bgResult.exitCode, listed.length, bg.id];
   const term: Terminal = await sandbox.terminal("bash", { rows: 40, cols: 120 });
   term.write("ls\n");
   term.resize(50, 132);
