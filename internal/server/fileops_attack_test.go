@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,9 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
-	"github.com/cordon-sandbox/cordon/internal/approvals"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
-	"github.com/cordon-sandbox/cordon/internal/profile"
 	"github.com/cordon-sandbox/cordon/internal/protect"
 )
 
@@ -23,35 +20,15 @@ import (
 // command (the file operations' `cordon __file OP PATH` included).
 func heldRecording(t *testing.T) (*fixture, api.Sandbox, func() []string) {
 	t.Helper()
-	p, err := profile.Parse("t.yaml", []byte("version: 1\nagent: a\ntrajectory:\n  rules:\n    - name: many\n      when: 'session.steps >= 2'\n      action: approve\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := approvals.Open(filepath.Join(t.TempDir(), "approvals"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var ran []string
-	result := func(args []string) outcome.Outcome {
+	f, sb := heldFixtureWith(t, "", func(args []string) outcome.Outcome {
 		mu.Lock()
 		ran = append(ran, strings.Join(args, " "))
 		mu.Unlock()
 		code := 0
 		return outcome.Outcome{Status: outcome.OK, CommandExitCode: &code}
-	}
-	f := newFixtureWith(t, 0, p, result, nil, func(o *Options) { o.Approvals = store })
-	ctx := context.Background()
-	a := f.client("alice-a")
-	sb, err := a.Create(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, arg := range []string{"one", "two"} {
-		if _, err := a.Run(ctx, sb.ID, api.ExecRequest{Args: []string{arg}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	return f, sb, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string{}, ran...) }
 }
 

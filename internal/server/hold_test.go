@@ -14,12 +14,19 @@ import (
 	"github.com/cordon-sandbox/cordon/client"
 	"github.com/cordon-sandbox/cordon/internal/api"
 	"github.com/cordon-sandbox/cordon/internal/approvals"
+	"github.com/cordon-sandbox/cordon/internal/outcome"
 	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
 // heldFixture is a server whose sessions are held for a person from their
 // third step on, with a sandbox of agent a that took two steps.
 func heldFixture(t *testing.T, limits string) (*fixture, api.Sandbox) {
+	t.Helper()
+	return heldFixtureWith(t, limits, nil)
+}
+
+// heldFixtureWith is heldFixture whose fake sandboxes answer with result.
+func heldFixtureWith(t *testing.T, limits string, result func([]string) outcome.Outcome) (*fixture, api.Sandbox) {
 	t.Helper()
 	p, err := profile.Parse("t.yaml", []byte("version: 1\nagent: a\n"+limits+"trajectory:\n  rules:\n    - name: many\n      when: 'session.steps >= 2'\n      action: approve\n"))
 	if err != nil {
@@ -29,7 +36,7 @@ func heldFixture(t *testing.T, limits string) (*fixture, api.Sandbox) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixtureWith(t, 0, p, nil, nil, func(o *Options) { o.Approvals = store })
+	f := newFixtureWith(t, 0, p, result, nil, func(o *Options) { o.Approvals = store })
 	ctx := context.Background()
 	a := f.client("alice-a")
 	sb, err := a.Create(ctx, "")

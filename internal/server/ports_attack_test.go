@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
 	"os"
@@ -18,8 +17,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/cordon-sandbox/cordon/internal/profile"
 )
 
 // portBox is a fake sandbox whose loopback is a listener of the test: a
@@ -83,18 +80,8 @@ func startHostileHTTP(t *testing.T, answer string) *hostileHTTP {
 // conformance check (a 1xx would trip it), and a sandbox of agent a.
 func portFixture(t *testing.T, h *hostileHTTP) (url, id, token string) {
 	t.Helper()
-	f := newFixtureWith(t, 0, nil, nil, nil, func(o *Options) {
-		o.Start = func(a *Agent, p *profile.Profile, id string) (Sandbox, error) {
-			return &portBox{fakeBox: &fakeBox{id: id, done: make(chan struct{})}, addr: h.ln.Addr().String()}, nil
-		}
-	})
-	ts := httptest.NewServer(f.srv.Handler())
-	t.Cleanup(ts.Close)
-	sb, err := f.client("alice-a").Create(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ts.URL, sb.ID, f.tokens["alice-a"]
+	f, url, id := portURLFixture(t, h)
+	return url, id, f.tokens["alice-a"]
 }
 
 // TestAttack_PortForward1xxSetCookie: the sandbox's server answers with a
