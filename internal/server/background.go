@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/api"
@@ -33,7 +34,10 @@ type bgCommand struct {
 	started time.Time
 	cancel  context.CancelFunc
 	out     *output
-	done    chan struct{}
+	// dropOnce closes out once, when the output is no longer kept; dropped
+	// says so to getCommand.
+	dropOnce sync.Once
+	done     chan struct{}
 	// Set before done is closed.
 	o   outcome.Outcome
 	err error
@@ -79,16 +83,39 @@ func (s *Server) startBackground(w http.ResponseWriter, ctx context.Context, e *
 		w.Header().Set("Retry-After", "1")
 		return fail(w, http.StatusTooManyRequests, "sandbox %s runs %d background commands already", e.id, maxBackground)
 	}
-	if err := s.begin(e, c, "exec", execWhat(cmd)); err != nil {
+	if inTurn(e.profile) {
+		// Its trajectory rules take one step at a time: a command that
+		// runs on would hold every later step.
+		release()
+		k.done(0, false, nil)
+		return fail(w, http.StatusConflict, "sandbox %s's profile has trajectory rules that take one step at a time: a background command would hold every later step; run it in the foreground", e.id)
+	}
+	// The approver sees that it runs on, detached.
+	what := func() (any, error) {
+		v, err := execWhat(cmd)()
+		if m, ok := v.(map[string]any); ok {
+			m["background"] = true
+		}
+		return v, err
+	}
+	if err := s.begin(e, c, "exec", what); err != nil {
 		release()
 		answer := api.Error{Error: execError(e, err), Approval: heldFor(err)}
 		status := execStatus(err)
 		k.done(status, false, answer)
 		return reply(w, status, answer)
 	}
-	// The command outlives the request: its context is the sandbox's,
-	// ended by kill or by the sandbox's end.
+	// The command outlives the request: it ends by kill, by the
+	// sandbox's end, or by the server's (Close waits for it).
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-e.box.Done():
+		case <-s.stop:
+		case <-bctx.Done():
+		}
+		cancel()
+	}()
 	id := make([]byte, 8)
 	rand.Read(id)
 	b := &bgCommand{id: "cmd-" + hex.EncodeToString(id), args: cmd.Args, started: s.opts.Now(), cancel: cancel, done: make(chan struct{})}
@@ -103,10 +130,12 @@ func (s *Server) startBackground(w http.ResponseWriter, ctx context.Context, e *
 		if i == len(e.bg) {
 			break
 		}
-		e.bg[i].out.Close()
+		s.dropOutput(e.bg[i])
 		e.bg = append(e.bg[:i], e.bg[i+1:]...)
 	}
 	e.mu.Unlock()
+	// The key keeps this answer: a retry with it starts nothing again.
+	markStarted(ctx)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -118,10 +147,54 @@ func (s *Server) startBackground(w http.ResponseWriter, ctx context.Context, e *
 		}
 		b.o, b.err = o, err
 		close(b.done)
+		s.keepOutput(b)
 	}()
 	info := b.info()
 	k.done(http.StatusAccepted, false, info)
 	return reply(w, http.StatusAccepted, info)
+}
+
+// keepOutput counts an ended background command's kept output against
+// the server's bound: at most as many as commands.per_server, the bound of
+// outputs spooled at once before there were background commands; past it,
+// the oldest kept is dropped (its command then answers 410 for it).
+func (s *Server) keepOutput(b *bgCommand) {
+	s.bgMu.Lock()
+	s.bgKept = append(s.bgKept, b)
+	var drop []*bgCommand
+	for len(s.bgKept) > max(s.cmdLimits.PerServer, 1) {
+		drop = append(drop, s.bgKept[0])
+		s.bgKept = s.bgKept[1:]
+	}
+	s.bgMu.Unlock()
+	for _, d := range drop {
+		d.dropOnce.Do(d.out.Close)
+	}
+}
+
+// dropOutput drops an ended command's kept output.
+func (s *Server) dropOutput(b *bgCommand) {
+	s.bgMu.Lock()
+	for i, k := range s.bgKept {
+		if k == b {
+			s.bgKept = append(s.bgKept[:i], s.bgKept[i+1:]...)
+			break
+		}
+	}
+	s.bgMu.Unlock()
+	b.dropOnce.Do(b.out.Close)
+}
+
+// kept reports whether b's output is kept.
+func (s *Server) kept(b *bgCommand) bool {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	for _, k := range s.bgKept {
+		if k == b {
+			return true
+		}
+	}
+	return false
 }
 
 // backgroundRoutes are the background commands' routes.
@@ -193,6 +266,9 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, c caller) in
 	}
 	if b.err != nil {
 		return reply(w, execStatus(b.err), api.Error{Error: execError(e, b.err), Sandbox: e.id})
+	}
+	if !s.kept(b) {
+		return fail(w, http.StatusGone, "the output of background command %s is no longer kept (the server keeps the output of the last %d ended ones); its outcome: %s", b.id, max(s.cmdLimits.PerServer, 1), b.o.Status)
 	}
 	return s.sendResult(w, http.StatusOK, nil, b.out, b.o)
 }

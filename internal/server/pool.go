@@ -359,13 +359,14 @@ func (s *Server) janitor() {
 					// Its background commands ended with it: their
 					// output goes with it.
 					e.mu.Lock()
-					for _, b := range e.bg {
-						if b.ended() {
-							b.out.Close()
-						}
-					}
+					bg := e.bg
 					e.bg = nil
 					e.mu.Unlock()
+					for _, b := range bg {
+						if b.ended() {
+							s.dropOutput(b)
+						}
+					}
 				}
 				continue
 			}

@@ -101,6 +101,10 @@ type Server struct {
 	// portKey signs port URLs (porturl.go): this process's, so that a URL
 	// dies with it.
 	portKey [32]byte
+	// bgMu guards bgKept, the ended background commands whose output is
+	// kept, oldest first (background.go).
+	bgMu   sync.Mutex
+	bgKept []*bgCommand
 	// bounds and conns bound what clients take: requests.go, conns.go.
 	bounds *bounds
 	conns  *connLimiter
