@@ -157,7 +157,7 @@ func (s *Server) startBackground(w http.ResponseWriter, ctx context.Context, e *
 // keepOutput counts an ended background command's kept output against
 // the server's bound: at most as many as commands.per_server, the bound of
 // outputs spooled at once before there were background commands; past it,
-// the oldest kept is dropped (its command then answers 410 for it).
+// the oldest kept is dropped (its command then answers 404 for it).
 func (s *Server) keepOutput(b *bgCommand) {
 	s.bgMu.Lock()
 	s.bgKept = append(s.bgKept, b)
@@ -268,7 +268,7 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, c caller) in
 		return reply(w, execStatus(b.err), api.Error{Error: execError(e, b.err), Sandbox: e.id})
 	}
 	if !s.kept(b) {
-		return fail(w, http.StatusGone, "the output of background command %s is no longer kept (the server keeps the output of the last %d ended ones); its outcome: %s", b.id, max(s.cmdLimits.PerServer, 1), b.o.Status)
+		return fail(w, http.StatusNotFound, "the output of background command %s is no longer kept (the server keeps the output of the last %d ended ones); its outcome: %s", b.id, max(s.cmdLimits.PerServer, 1), b.o.Status)
 	}
 	return s.sendResult(w, http.StatusOK, nil, b.out, b.o)
 }
