@@ -146,8 +146,9 @@ func (s *Server) startBackground(w http.ResponseWriter, ctx context.Context, e *
 			err = b.out.failed()
 		}
 		b.o, b.err = o, err
-		close(b.done)
+		// Kept before it is seen to end: a waiter woken by done finds it.
 		s.keepOutput(b)
+		close(b.done)
 	}()
 	info := b.info()
 	k.done(http.StatusAccepted, false, info)

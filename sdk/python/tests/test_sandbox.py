@@ -290,10 +290,13 @@ class SandboxTest(ServeTest):
         # Resized and signalled while it runs.
         term = sb.terminal(["sh"])
         term.resize(40, 120)
-        term.write("stty size; exit\n")
+        # A resize takes effect as the terminal gets it, not in order with
+        # the input: the shell waits until it has.
+        term.write('while [ "$(stty size)" != "40 120" ]; do sleep 0.05; done; stty size; exit\n')
         out = bytearray()
         term.wait(on_data=out.extend)
-        self.assertIn("40 120", out.decode("utf-8", "replace"))
+        # The answer ends its line; the echoed command line does not.
+        self.assertRegex(out.decode("utf-8", "replace"), r"(?m)40 120\r?$")
         # Signalled once it runs (a signal sent before would find no
         # process group yet): the first output says so.
         term = sb.terminal("echo ready; exec sleep 30")

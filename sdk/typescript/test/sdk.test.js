@@ -202,10 +202,12 @@ describe("against cordon serve", () => {
     assert.deepEqual([outcome.status, outcome.exit_code], ["exit_nonzero", 7]);
     term = await sandbox.terminal(["sh"]);
     term.resize(40, 120);
-    term.write("stty size; exit\n");
+    // A resize takes effect as the terminal gets it, not in order with the
+    // input: the shell waits until it has.
+    term.write('while [ "$(stty size)" != "40 120" ]; do sleep 0.05; done; stty size; exit\n');
     out = "";
     await term.wait({ onData: (b) => (out += Buffer.from(b).toString("utf8")) });
-    assert.match(out, /40 120/);
+    assert.match(out, /40 120\r?$/m); // the answer ends its line; the echoed command line does not
     // Signalled once it runs (a signal sent before would find no process
     // group yet): the first output says so.
     term = await sandbox.terminal("echo ready; exec sleep 30");
