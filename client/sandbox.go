@@ -3,9 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -245,18 +243,18 @@ func (c *Commands) Connect(id string) *CommandHandle { return &CommandHandle{ID:
 // *CommandExitError or *LimitError when its outcome is not ok.
 func (h *CommandHandle) Wait(ctx context.Context) (*CommandResult, error) {
 	for {
-		var raw map[string]json.RawMessage
-		if err := h.sb.c.call(ctx, http.MethodGet, sandboxPath(h.sb.ID, "/commands/"+url.PathEscape(h.ID)+"?wait=1"), nil, &raw); err != nil {
+		// The command while it runs (it has an id), or its result.
+		var ans struct {
+			ID *string `json:"id"`
+			ExecResult
+		}
+		if err := h.sb.c.call(ctx, http.MethodGet, sandboxPath(h.sb.ID, "/commands/"+url.PathEscape(h.ID)+"?wait=1"), nil, &ans); err != nil {
 			return nil, err
 		}
-		if _, running := raw["id"]; running {
+		if ans.ID != nil {
 			continue // given up before it ended (a proxy's timeout): again
 		}
-		b, _ := json.Marshal(raw)
-		var res ExecResult
-		if err := json.Unmarshal(b, &res); err != nil {
-			return nil, fmt.Errorf("cordon serve: reading the result of command %s: %w", h.ID, err)
-		}
+		res := ans.ExecResult
 		r := &CommandResult{Stdout: string(res.Stdout), Stderr: string(res.Stderr), ExitCode: res.Outcome.ExitCode, Status: res.Outcome.Status, Outcome: res.Outcome}
 		return r, resultError(r, h.sb.ID)
 	}

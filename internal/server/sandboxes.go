@@ -538,33 +538,28 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c caller) int {
 // sandboxEnv is the command req in e: checkExec's options, with the
 // environment the sandbox's create gave under the command's own.
 func sandboxEnv(e *entry, req api.ExecRequest) (sandbox.ExecOptions, error) {
-	e.mu.Lock()
-	base := e.env
-	e.mu.Unlock()
-	if len(base) > 0 {
-		env := maps.Clone(base)
-		maps.Copy(env, req.Env)
-		req.Env = env
-	}
+	req.Env = withCreateEnv(e, req.Env)
 	return checkExec(req)
 }
 
-// baseEnv is env (NAME=value, sorted) under the environment e's create
-// gave, sorted.
-func baseEnv(e *entry, env []string) []string {
+// withCreateEnv is own under the environment e's create gave: own's
+// values win.
+func withCreateEnv(e *entry, own map[string]string) map[string]string {
 	e.mu.Lock()
 	base := e.env
 	e.mu.Unlock()
 	if len(base) == 0 {
-		return env
+		return own
 	}
-	m := maps.Clone(base)
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	out := make([]string, 0, len(m))
-	for k, v := range m {
+	env := maps.Clone(base)
+	maps.Copy(env, own)
+	return env
+}
+
+// envList is env as a command's environment: NAME=value, sorted.
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)
@@ -605,14 +600,15 @@ func checkExec(req api.ExecRequest) (sandbox.ExecOptions, error) {
 	if err != nil {
 		return sandbox.ExecOptions{}, err
 	}
-	opts := sandbox.ExecOptions{Args: req.Args, Dir: req.Dir, Timeout: timeout}
-	for k, v := range req.Env {
+	for k := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return sandbox.ExecOptions{}, fmt.Errorf("env: %q is not a variable name", k)
 		}
-		opts.Env = append(opts.Env, k+"="+v)
 	}
-	sort.Strings(opts.Env)
+	opts := sandbox.ExecOptions{Args: req.Args, Dir: req.Dir, Timeout: timeout}
+	if len(req.Env) > 0 {
+		opts.Env = envList(req.Env)
+	}
 	if len(req.Stdin) > 0 {
 		opts.Stdin = bytes.NewReader(req.Stdin)
 	}

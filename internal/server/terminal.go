@@ -127,7 +127,9 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request, c caller) int 
 		err = checkTimeout(cmd.Timeout, e.profile)
 	}
 	if err == nil {
-		cmd.Env = baseEnv(e, cmd.Env)
+		if env := withCreateEnv(e, envMap(cmd.Env)); len(env) > 0 {
+			cmd.Env = envList(env)
+		}
 	}
 	if err != nil {
 		return fail(w, http.StatusBadRequest, "%v", err)
