@@ -30,6 +30,7 @@ const (
 // bgCommand is a background command of a sandbox.
 type bgCommand struct {
 	id      string
+	agent   string
 	args    []string
 	started time.Time
 	cancel  context.CancelFunc
@@ -118,7 +119,7 @@ func (s *Server) startBackground(w http.ResponseWriter, ctx context.Context, e *
 	}()
 	id := make([]byte, 8)
 	rand.Read(id)
-	b := &bgCommand{id: "cmd-" + hex.EncodeToString(id), args: cmd.Args, started: s.opts.Now(), cancel: cancel, done: make(chan struct{})}
+	b := &bgCommand{id: "cmd-" + hex.EncodeToString(id), agent: e.agent.Name, args: cmd.Args, started: s.opts.Now(), cancel: cancel, done: make(chan struct{})}
 	b.out = s.newOutput(e.profile, cancel)
 	e.mu.Lock()
 	e.bg = append(e.bg, b)
@@ -157,15 +158,30 @@ func (s *Server) startBackground(w http.ResponseWriter, ctx context.Context, e *
 
 // keepOutput counts an ended background command's kept output against
 // the server's bound: at most as many as commands.per_server, the bound of
-// outputs spooled at once before there were background commands; past it,
-// the oldest kept is dropped (its command then answers 404 for it).
+// outputs spooled at once before there were background commands. Past
+// it, the oldest of the agent keeping the most is dropped (its command
+// then answers 404 for it): an agent within its share loses nothing to
+// another's flood.
 func (s *Server) keepOutput(b *bgCommand) {
 	s.bgMu.Lock()
 	s.bgKept = append(s.bgKept, b)
 	var drop []*bgCommand
 	for len(s.bgKept) > max(s.cmdLimits.PerServer, 1) {
-		drop = append(drop, s.bgKept[0])
-		s.bgKept = s.bgKept[1:]
+		count := map[string]int{}
+		most := b.agent
+		for _, k := range s.bgKept {
+			count[k.agent]++
+			if count[k.agent] > count[most] {
+				most = k.agent
+			}
+		}
+		for i, k := range s.bgKept {
+			if k.agent == most {
+				drop = append(drop, k)
+				s.bgKept = append(s.bgKept[:i], s.bgKept[i+1:]...)
+				break
+			}
+		}
 	}
 	s.bgMu.Unlock()
 	for _, d := range drop {
@@ -269,7 +285,7 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, c caller) in
 		return reply(w, execStatus(b.err), api.Error{Error: execError(e, b.err), Sandbox: e.id})
 	}
 	if !s.kept(b) {
-		return fail(w, http.StatusNotFound, "the output of background command %s is no longer kept (the server keeps the output of the last %d ended ones); its outcome: %s", b.id, max(s.cmdLimits.PerServer, 1), b.o.Status)
+		return fail(w, http.StatusNotFound, "the output of background command %s is no longer kept (the server keeps at most %d ended commands' output, dropping first the oldest of the agent that keeps the most); its outcome: %s", b.id, max(s.cmdLimits.PerServer, 1), b.o.Status)
 	}
 	return s.sendResult(w, http.StatusOK, nil, b.out, b.o)
 }

@@ -246,3 +246,46 @@ func TestAttack_BackgroundMaxUnderRace(t *testing.T) {
 		t.Fatalf("%d background commands run at once in one sandbox, above maxBackground %d", accepted, maxBackground)
 	}
 }
+
+// One agent's flood of background commands drops its own kept output,
+// never that of an agent within its share of the server's bound.
+func TestAttack_BackgroundKeptOutputFairShare(t *testing.T) {
+	f, _ := bgAttackFixture(t, nil, func(o *Options) {
+		o.Config.Commands.PerSandbox, o.Config.Commands.PerAgent, o.Config.Commands.PerServer = 2, 2, 4
+	})
+	ctx := context.Background()
+	run := func(token string) (string, string) {
+		t.Helper()
+		sb, err := f.client(token).Create(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, body := f.call(t, token, "POST", "/v1/sandboxes/"+sb.ID+"/exec", api.ExecRequest{Args: []string{"echo", "kept"}, Background: true})
+		var c api.Command
+		if status != http.StatusAccepted || json.Unmarshal(body, &c) != nil {
+			t.Fatalf("%s: %d %s", token, status, body)
+		}
+		if status, body := f.call(t, token, "GET", "/v1/sandboxes/"+sb.ID+"/commands/"+c.ID+"?wait=1", nil); status != http.StatusOK {
+			t.Fatalf("%s: waiting: %d %s", token, status, body)
+		}
+		return sb.ID, c.ID
+	}
+	bobSB, bobCmd := run("bob-b")
+	var alice [][2]string
+	for i := 0; i < 6; i++ {
+		sb, cmd := run("alice-a")
+		alice = append(alice, [2]string{sb, cmd})
+		if _, err := f.client("alice-a").Kill(ctx, sb); err != nil { // within max_sandboxes
+			t.Fatal(err)
+		}
+	}
+	if status, body := f.call(t, "bob-b", "GET", "/v1/sandboxes/"+bobSB+"/commands/"+bobCmd, nil); status != http.StatusOK {
+		t.Errorf("bob's kept output, after alice's flood: %d %s", status, body)
+	}
+	if status, _ := f.call(t, "alice-a", "GET", "/v1/sandboxes/"+alice[0][0]+"/commands/"+alice[0][1], nil); status != http.StatusNotFound {
+		t.Errorf("alice's oldest kept output, past the bound: %d", status)
+	}
+	if status, _ := f.call(t, "alice-a", "GET", "/v1/sandboxes/"+alice[5][0]+"/commands/"+alice[5][1], nil); status != http.StatusOK {
+		t.Errorf("alice's newest kept output: %d", status)
+	}
+}
