@@ -221,7 +221,8 @@ type Limit struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 	// Evidence says how cordon knows, when the limit was reached by a
-	// process other than the command and the command did not end of it.
+	// process other than the command and the command did not end of it,
+	// or when cordon found it by a count of its own.
 	Evidence string `json:"evidence,omitempty"`
 }
 
@@ -264,6 +265,10 @@ type Facts struct {
 	// Killed names the limit for which cordon ended the run ("wall",
 	// "timeout", "output", "memory", "pids", "cpu_time"), or "".
 	Killed string
+	// KilledBy says how cordon knows the limit in Killed was reached,
+	// where its own count, not the kernel's report, found it ("" where
+	// the limit says it all).
+	KilledBy string
 	// OOMKills counts processes the kernel killed for memory.
 	OOMKills int64
 	Wall     time.Duration
@@ -372,7 +377,7 @@ func Decide(f Facts) Outcome {
 // the command said.
 func reached(f Facts) (limit, evidence string) {
 	if f.Killed != "" || f.EgressUsedUp != "" {
-		return f.Killed, ""
+		return f.Killed, f.KilledBy
 	}
 	if limit, evidence = counted(f); limit != "" {
 		return limit, evidence
@@ -440,6 +445,9 @@ func said(f Facts) (limit, evidence string) {
 		if limit == "memory" && !privateMemory(f.Limits) {
 			continue // with a cgroup, memory is reached by an OOM kill
 		}
+		if limit == "pids" && !perUserPids(f.Limits) {
+			continue // with a cgroup, pids.events counts the refused forks
+		}
 		if isSet(f.Limits, limit) {
 			return limit, fmt.Sprintf("a process of the run reported %q on its standard error", phrase)
 		}
@@ -461,6 +469,17 @@ func isSet(ls []LimitState, name string) bool {
 // process's private memory by RLIMIT_DATA; shared mappings, memfd and
 // tmpfs are not counted, nor the sandbox as a whole.
 const PrivateMemoryRlimit = "rlimit, private memory per process"
+
+// perUserPids reports whether the pids limit is RLIMIT_NPROC's, whose
+// refusals the kernel counts nowhere cordon can read.
+func perUserPids(ls []LimitState) bool {
+	for _, l := range ls {
+		if l.Name == "pids" {
+			return l.EnforcedBy == "rlimit"
+		}
+	}
+	return false
+}
 
 func privateMemory(ls []LimitState) bool {
 	for _, l := range ls {
@@ -485,6 +504,11 @@ var LimitPhrases = map[string]string{
 	"runtime: out of memory":        "memory",
 	"fatal error: out of memory":    "memory",
 	"JavaScript heap out of memory": "memory",
+	// A fork the pids limit refused, in the words of dash, bash and Go.
+	"Cannot fork":                                   "pids",
+	"fork: Resource temporarily unavailable":        "pids",
+	"fork: retry: Resource temporarily unavailable": "pids",
+	"runtime: failed to create new OS thread":       "pids",
 }
 
 // EndsMessage are the phrases (the C library's strerror texts, which

@@ -124,6 +124,35 @@ func TestMemoryWords(t *testing.T) {
 	}
 }
 
+// Words of a refused fork mean the pids limit only where RLIMIT_NPROC
+// bounds the sandbox; with a cgroup, only its count of refusals does.
+func TestForkWords(t *testing.T) {
+	for by, want := range map[string]Status{"rlimit": PidsLimit, "cgroup v1": ExitNonzero} {
+		f := Facts{Exited: true, Code: 2, OutputSaid: []string{"Cannot fork"},
+			Limits: []LimitState{{Name: "pids", Value: "32", EnforcedBy: by}}}
+		if o := Decide(f); o.Status != want {
+			t.Errorf("pids enforced by %s: got %s (%s), want %s", by, o.Status, o.Message, want)
+		}
+	}
+}
+
+// A limit cordon found by a count of its own says what it counted.
+func TestKilledWithEvidence(t *testing.T) {
+	f := Facts{Signal: 9, SignalName: "SIGKILL", Killed: "pids", KilledBy: "cordon counted 32 tasks",
+		Limits: []LimitState{{Name: "pids", Value: "32", EnforcedBy: "rlimit"}}}
+	o := Decide(f)
+	if o.Status != PidsLimit || o.ExitCode != ExitPidsLimit || o.Limit == nil || o.Limit.Evidence != "cordon counted 32 tasks" {
+		t.Fatalf("got %s/%d, limit %+v", o.Status, o.ExitCode, o.Limit)
+	}
+	if want := "the pids limit (32) was reached: cordon counted 32 tasks"; o.Message != want {
+		t.Errorf("message %q, want %q", o.Message, want)
+	}
+	f.KilledBy = ""
+	if o := Decide(f); o.Message != "stopped: the pids limit (32) was reached" || o.Limit.Evidence != "" {
+		t.Errorf("without evidence: message %q, limit %+v", o.Message, o.Limit)
+	}
+}
+
 // A limit that is not set is never what a run reached, whatever its
 // processes said or how they ended.
 func TestUnsetLimitNotReached(t *testing.T) {

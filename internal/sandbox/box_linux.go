@@ -497,8 +497,8 @@ func (c *command) run(ctx context.Context, e ExecOptions, ch <-chan Status) (out
 	case last == nil:
 		// The sandbox ended under the command.
 		res.Signal = int(unix.SIGKILL)
-		if k := x.lim.tripped(); k != "" {
-			res.killed = k
+		if k, evidence := x.lim.trippedWith(); k != "" {
+			res.killed, res.killedEvidence = k, evidence
 		} else if x.res.drifted() {
 			res.drift = x.res.driftChanges()
 		} else {

@@ -37,6 +37,7 @@ type Result struct {
 	limiter         *limiter
 	output          *outputCap
 	killed          string
+	killedEvidence  string // how cordon knows the limit in killed was reached, when it says
 	stats           cgroup.Stats
 	wall            time.Duration
 	timeout         time.Duration // the command's own, when shorter than wall
@@ -93,6 +94,7 @@ func (r *Result) facts(err error) outcome.Facts {
 		Signal:       r.Signal,
 		ExecFailed:   r.ExecError,
 		Killed:       r.killed,
+		KilledBy:     r.killedEvidence,
 		OOMKills:     r.stats.OOMKills,
 		Wall:         r.wall,
 		Degraded:     r.Degraded,

@@ -35,6 +35,9 @@ type limiter struct {
 	// hostRoot: the sandbox user is host root (--allow-degraded=idmap),
 	// whom RLIMIT_NPROC does not bind.
 	hostRoot bool
+	// nproc is RLIMIT_NPROC's value where it bounds the sandbox's tasks in
+	// place of a cgroup; cordon then counts them (see taskCounter).
+	nproc int64
 	// idle, when set, says no command runs: the counters are then read
 	// every idleWatchEvery only (what a command left running is still
 	// watched, only less often; the kernel enforces the limits meanwhile),
@@ -63,10 +66,13 @@ type limiter struct {
 
 	mu     sync.Mutex
 	killed string // the limit that ended the run
-	kill   func() // kills the whole sandbox
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	start  time.Time
+	// evidence says how cordon knows the limit was reached, where a count
+	// of its own, not the kernel's report, tripped it.
+	evidence string
+	kill     func() // kills the whole sandbox
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	start    time.Time
 }
 
 // needsCgroup reports whether any limit only a cgroup can enforce is set.
@@ -126,6 +132,7 @@ func newLimiter(p *profile.Profile, allow map[string]bool, spec *Spec, res *Resu
 	// processes, RLIMIT_DATA (heap and private writable mappings, not
 	// reserved address space) for memory.
 	spec.Rlimits.Processes = quantity(r.Pids)
+	l.nproc = spec.Rlimits.Processes
 	spec.Rlimits.Data = quantity(r.Memory)
 	res.Degraded = append(res.Degraded, LayerCgroup)
 	return l, nil
@@ -187,6 +194,12 @@ func (l *limiter) begin(initPid int, placed bool, kill func()) error {
 		l.wg.Add(1)
 		go l.watch()
 	}
+	// Host root is not bound by RLIMIT_NPROC: its pids are unenforced, and
+	// said so.
+	if tc := (&taskCounter{init: initPid}); l.group == nil && l.nproc > 0 && !l.hostRoot && tc.counts() && !weakened("task-count") {
+		l.wg.Add(1)
+		go l.watchTasks(tc, l.nproc)
+	}
 	return nil
 }
 
@@ -225,11 +238,15 @@ func (l *limiter) watch() {
 }
 
 // trip ends the run for a limit; the first limit wins.
-func (l *limiter) trip(limit string) {
+func (l *limiter) trip(limit string) { l.tripWith(limit, "") }
+
+// tripWith ends the run for a limit, saying how cordon knows it was
+// reached; the first limit wins.
+func (l *limiter) tripWith(limit, evidence string) {
 	l.mu.Lock()
 	first := l.killed == ""
 	if first {
-		l.killed = limit
+		l.killed, l.evidence = limit, evidence
 	}
 	l.mu.Unlock()
 	if first {
@@ -250,6 +267,14 @@ func (l *limiter) tripped() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.killed
+}
+
+// trippedWith returns the limit that ended the sandbox and how cordon
+// knows it was reached.
+func (l *limiter) trippedWith() (limit, evidence string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.killed, l.evidence
 }
 
 // killAll kills the whole sandbox: init, and whatever is in its cgroup.

@@ -244,6 +244,9 @@ func run(opts Options, res *Result) error {
 	ended = true
 	close(cachesStop)
 	res.killed, res.stats, res.wall = lim.end()
+	if k, evidence := lim.trippedWith(); k == res.killed {
+		res.killedEvidence = evidence
+	}
 	if lim.caches != nil {
 		res.caches = lim.caches.end()
 	}
