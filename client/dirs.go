@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -93,3 +94,56 @@ func (c *Client) MakeDir(ctx context.Context, id, path string) (bool, error) {
 	err := c.call(ctx, http.MethodPost, sandboxPath(id, "/files/mkdir?"+url.Values{"path": {path}}.Encode()), nil, &a)
 	return a.Created, err
 }
+
+// Watch is a watch of a directory inside a sandbox: its changes, one
+// api.FileEvent each, as the server streams them.
+type Watch struct {
+	body   io.ReadCloser
+	lines  *bufio.Scanner
+	reason string
+}
+
+// WatchDir watches the directory at path inside the sandbox (its
+// subdirectories too, with recursive) and returns once the watch is in
+// place. Cancelling ctx, or Close, stops it.
+func (c *Client) WatchDir(ctx context.Context, id, path string, recursive bool) (*Watch, error) {
+	q := url.Values{"path": {path}}
+	if recursive {
+		q.Set("recursive", "1")
+	}
+	resp, err := c.do(ctx, http.MethodGet, sandboxPath(id, "/files/watch?"+q.Encode()), nil, "")
+	if err != nil {
+		return nil, err
+	}
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 4096), 1<<20)
+	return &Watch{body: resp.Body, lines: lines}, nil
+}
+
+// Next returns the next change; io.EOF once the watch ended, when
+// EndReason says why the server ended it ("" when it was stopped here or
+// the connection was lost).
+func (w *Watch) Next() (api.FileEvent, error) {
+	for w.lines.Scan() {
+		var e api.FileEvent
+		if err := json.Unmarshal(w.lines.Bytes(), &e); err != nil {
+			return e, fmt.Errorf("cordon serve: a watch's event: %w", err)
+		}
+		if e.Type == "end" {
+			w.reason = e.Reason
+			return e, io.EOF
+		}
+		return e, nil
+	}
+	if err := w.lines.Err(); err != nil && w.reason == "" {
+		return api.FileEvent{}, err
+	}
+	return api.FileEvent{}, io.EOF
+}
+
+// EndReason says why the server ended the watch, once Next returned
+// io.EOF; "" if it did not.
+func (w *Watch) EndReason() string { return w.reason }
+
+// Close stops the watch.
+func (w *Watch) Close() error { return w.body.Close() }

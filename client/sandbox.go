@@ -333,6 +333,53 @@ func (f *Files) Exists(ctx context.Context, path string) (bool, error) {
 	return err == nil, err
 }
 
+// WatchDir watches the directory at path inside the sandbox (and its
+// subdirectories, with recursive; links are not followed) and returns
+// once the watch is in place: Next gives each change as it comes.
+// Cancelling ctx, or Stop, ends it.
+func (f *Files) WatchDir(ctx context.Context, path string, recursive bool) (*WatchHandle, error) {
+	w, err := f.sb.c.WatchDir(ctx, f.sb.ID, path, recursive)
+	if err != nil {
+		return nil, err
+	}
+	return &WatchHandle{w: w}, nil
+}
+
+// WatchHandle is a watch of a directory of a sandbox. EndReason says why
+// the server ended it, once Next returned io.EOF ("" when it was stopped
+// here, or the connection was lost).
+type WatchHandle struct {
+	EndReason string
+	w         *Watch
+}
+
+// FilesystemEvent is a change under a watched directory: Type is
+// "create", "write", "remove", "rename" (moved away, under its old name),
+// "chmod" or "overflow" (events were lost: list the directory again); Name
+// the entry's path relative to the directory ("" for the directory
+// itself).
+type FilesystemEvent struct {
+	Type, Name string
+	IsDir      bool
+}
+
+// Next waits for the next change; io.EOF once the watch ended.
+func (h *WatchHandle) Next() (FilesystemEvent, error) {
+	e, err := h.w.Next()
+	if err != nil {
+		h.EndReason = h.w.EndReason()
+		return FilesystemEvent{}, err
+	}
+	name := e.Name
+	if e.NameBase64 != nil {
+		name = string(e.NameBase64)
+	}
+	return FilesystemEvent{Type: e.Type, Name: name, IsDir: e.Dir}, nil
+}
+
+// Stop ends the watch.
+func (h *WatchHandle) Stop() error { return h.w.Close() }
+
 // EntryInfo is one entry of a directory: Type is "file", "dir",
 // "symlink" or "other"; Mode the permission bits (with setuid, setgid and
 // sticky); SymlinkTarget a symlink's target.

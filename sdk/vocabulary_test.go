@@ -241,6 +241,16 @@ func fakeServer(t *testing.T, creates *createLog) *httptest.Server {
 		}
 		fmt.Fprintf(w, `{"path":"/d","entries":2,"bytes":2051,"archive_bytes":%d}`, len(b))
 	})
+	// A watch of /d, recursive: its changes, then the server's end.
+	mux.HandleFunc("GET /v1/sandboxes/sb-ok/files/watch", func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query(); q.Get("path") != "/d" || q.Get("recursive") != "1" {
+			t.Errorf("watch: %s", r.URL.RawQuery)
+			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.Write([]byte(watchLines))
+	})
 	mux.HandleFunc("POST /v1/sandboxes/sb-ok/port-urls", func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]any
 		json.NewDecoder(r.Body).Decode(&body)
@@ -450,6 +460,19 @@ func goProbe(t *testing.T, v *vocabulary, url string, cases []string) map[string
 	if err != nil {
 		t.Errorf("PortURL: %v", err)
 	}
+	watch, err := sb.Files.WatchDir(ctx, "/d", true)
+	if err != nil {
+		t.Fatalf("WatchDir: %v", err)
+	}
+	var events []any
+	for {
+		e, err := watch.Next()
+		if err != nil {
+			break
+		}
+		events = append(events, []any{e.Type, e.Name, e.IsDir})
+	}
+	ops["watch"] = map[string]any{"events": events, "end_reason": watch.EndReason}
 	doc["files"] = ops
 	sbMembers := append(goFields(reflect.TypeOf(*sb)), goMethods(reflect.TypeOf(sb))...)
 	for _, static := range []string{"create", "connect", "list"} {
@@ -462,13 +485,15 @@ func goProbe(t *testing.T, v *vocabulary, url string, cases []string) map[string
 		}
 	}
 	doc["members"] = map[string]any{
-		"Sandbox":       sbMembers,
-		"Commands":      goMethods(reflect.TypeOf(sb.Commands)),
-		"Files":         goMethods(reflect.TypeOf(sb.Files)),
-		"EntryInfo":     goFields(reflect.TypeOf(entries[0])),
-		"RetryPolicy":   goFields(reflect.TypeOf(client.RetryPolicy{})),
-		"Terminal":      goMethods(reflect.TypeOf(&client.Terminal{})),
-		"CommandHandle": append(goFields(reflect.TypeOf(client.CommandHandle{})), goMethods(reflect.TypeOf(&client.CommandHandle{}))...),
+		"Sandbox":         sbMembers,
+		"Commands":        goMethods(reflect.TypeOf(sb.Commands)),
+		"Files":           goMethods(reflect.TypeOf(sb.Files)),
+		"EntryInfo":       goFields(reflect.TypeOf(entries[0])),
+		"RetryPolicy":     goFields(reflect.TypeOf(client.RetryPolicy{})),
+		"Terminal":        goMethods(reflect.TypeOf(&client.Terminal{})),
+		"WatchHandle":     append(goFields(reflect.TypeOf(client.WatchHandle{})), goMethods(reflect.TypeOf(&client.WatchHandle{}))...),
+		"FilesystemEvent": goFields(reflect.TypeOf(client.FilesystemEvent{})),
+		"CommandHandle":   append(goFields(reflect.TypeOf(client.CommandHandle{})), goMethods(reflect.TypeOf(&client.CommandHandle{}))...),
 	}
 	list, err := c.ListSandboxes(ctx)
 	if err != nil {
@@ -820,7 +845,10 @@ func checkDoc(t *testing.T, v *vocabulary, lang, url string, doc map[string]any)
 	whole, _ := tarFixtures(t)
 	wantFiles := map[string]any{"info": wantEntries[0], "exists": true, "missing": false, "made": true, "removed": "<nil>", "renamed": "<nil>", "port_url": url + "/v1/p/CAP/",
 		"tar_sha256": fmt.Sprintf("%x", sha256.Sum256(whole)), "tar_cut": true, "tar_entries": 2.0,
-		"bg": map[string]any{"id": "cmd-1", "wait_error": true, "exit_code": 3.0, "stdout": "bg out\n", "kill": "<nil>"}, "bg_listed": 1.0}
+		"bg": map[string]any{"id": "cmd-1", "wait_error": true, "exit_code": 3.0, "stdout": "bg out\n", "kill": "<nil>"}, "bg_listed": 1.0,
+		"watch": map[string]any{"end_reason": "sandbox sb-ok ended", "events": []any{
+			[]any{"create", "a.txt", false}, []any{"write", "a.txt", false}, []any{"create", "sub", true},
+			[]any{"rename", "a.txt", false}, []any{"overflow", "", false}, []any{"remove", "", true}}}}
 	if !reflect.DeepEqual(doc["files"], wantFiles) {
 		t.Errorf("the operations on names gave\n%v\nwant\n%v", doc["files"], wantFiles)
 	}
@@ -844,3 +872,14 @@ func checkDoc(t *testing.T, v *vocabulary, lang, url string, doc map[string]any)
 		t.Errorf("429 three times with 2 retries: on_retry told %v, then %v (retry_after %v); want told %v, then a RateLimitError (1s)", r["told"], r["error"], r["retry_after"], wantTold)
 	}
 }
+
+// watchLines is the fake server's watch: each kind of change, the
+// directory's own end, and the server's end line.
+const watchLines = `{"type":"create","name":"a.txt"}
+{"type":"write","name":"a.txt"}
+{"type":"create","name":"sub","dir":true}
+{"type":"rename","name":"a.txt"}
+{"type":"overflow"}
+{"type":"remove","dir":true}
+{"type":"end","reason":"sandbox sb-ok ended"}
+`

@@ -200,6 +200,24 @@ type DirEntry struct {
 	Modified time.Time `json:"modified"`
 }
 
+// FileEvent is a change under a watched directory, as GET .../files/watch
+// streams them, a JSON object per line.
+type FileEvent struct {
+	// Type is "create" (made, or moved in), "write", "remove", "rename"
+	// (moved away, under its old name: a "create" names the new one when
+	// it stays under the directory), "chmod" (permissions, owner or
+	// times), "overflow" (events were lost: list the directory again), or
+	// "end", the last line when the server ends the watch, with Reason.
+	Type string `json:"type"`
+	// Name is the entry's path relative to the watched directory ("" for
+	// the directory itself); NameBase64 its bytes when they are not UTF-8.
+	Name       string `json:"name,omitempty"`
+	NameBase64 []byte `json:"name_base64,omitempty"`
+	// Dir says the entry is a directory.
+	Dir    bool   `json:"dir,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
 // FileInfo describes one entry of a sandbox, as GET .../files/stat
 // answers: its DirEntry (a link not followed) and its path.
 type FileInfo struct {

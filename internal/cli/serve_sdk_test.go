@@ -65,6 +65,34 @@ func TestServeSDKScenario(t *testing.T) {
 		t.Errorf("a terminal: %+v %v %q", o, err, screen.String())
 	}
 
+	// A watch is in place when it returns: what a command then does
+	// under the directory comes as events, the new tree's included.
+	watch, err := sb.Files.WatchDir(ctx, "/workspace", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Commands.Run(ctx, "mkdir -p /workspace/w/x && echo hi > /workspace/w/x/f && rm -r /workspace/w", nil); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for want := []string{"create w/", "create w/x/f", "remove w/"}; len(want) > 0; {
+		e, err := watch.Next()
+		if err != nil {
+			t.Fatalf("watching /workspace: %v after %q (ended: %q)", err, seen, watch.EndReason)
+		}
+		s := e.Type + " " + e.Name
+		if e.IsDir {
+			s += "/"
+		}
+		seen = append(seen, s)
+		if s == want[0] {
+			want = want[1:]
+		}
+	}
+	if err := watch.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := sb.Files.Write(ctx, "/workspace/index.html", []byte("<p>served</p>")); err != nil {
 		t.Fatal(err)
 	}

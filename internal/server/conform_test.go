@@ -110,7 +110,9 @@ func checkAnswer(req *http.Request, status int, header http.Header, body []byte,
 		return nil
 	}
 	opts := &openapi3filter.Options{IncludeResponseStatus: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}
-	if !whole {
+	if !whole || len(body) == 0 && strings.HasPrefix(header.Get("Content-Type"), "application/x-ndjson") {
+		// A stream of no lines (its client left before the first)
+		// holds nothing to check.
 		opts.ExcludeResponseBody = true
 	}
 	in := &openapi3filter.ResponseValidationInput{

@@ -134,6 +134,7 @@ func (s *Server) fileOpRoutes() {
 	s.handle("DELETE "+api.Version+"/sandboxes/{id}/files", agentOnly, s.removeFile)
 	s.handle("POST "+api.Version+"/sandboxes/{id}/files/rename", agentOnly, s.renameFile)
 	s.handle("POST "+api.Version+"/sandboxes/{id}/files/mkdir", agentOnly, s.makeDir)
+	s.handle("GET "+api.Version+"/sandboxes/{id}/files/watch", agentOnly, s.watchFiles)
 }
 
 // runFileOp runs `cordon __file ARGS...` in e as a step of kind, recorded

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/audit"
 	"github.com/cordon-sandbox/cordon/internal/outcome"
+	"github.com/cordon-sandbox/cordon/internal/protect"
 	"github.com/cordon-sandbox/cordon/internal/sandbox"
 	"github.com/cordon-sandbox/cordon/internal/sandbox/wire"
 )
@@ -43,8 +44,8 @@ const (
 // MODE, octal, default 0644), list writes the listing of a directory (at
 // most ARG entries) as JSON, tar-out writes a directory as a tar stream and
 // tar-in extracts one from stdin into a directory (see dirOp); stat,
-// remove, rename and mkdir act on names (see fileOp). It returns the exit
-// status.
+// remove, rename and mkdir act on names (see fileOp); watch writes the
+// changes under a directory (see watchDir). It returns the exit status.
 func FileMain(args []string) int {
 	if len(args) < 2 || !path.IsAbs(args[1]) {
 		fmt.Fprintln(os.Stderr, "usage: __file read|write /PATH [MODE]")
@@ -84,13 +85,26 @@ func FileMain(args []string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return fileUsage
 		}
+	case "watch":
+		recursive := len(args) == 3 && args[2] == "recursive"
+		if len(args) > 3 || len(args) == 3 && !recursive {
+			fmt.Fprintln(os.Stderr, "usage: __file watch /DIR [recursive]")
+			return fileUsage
+		}
+		hidden := wire.ReadPlaceholders()
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil && hidden[protect.ID{Dev: st.Dev, Ino: st.Ino}] {
+			err = fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+		} else {
+			err = watchDir(p, recursive, hidden, os.Stdout)
+		}
 	case "stat", "remove", "rename", "mkdir":
 		if err = fileOp(op, p, args[2:], wire.ReadPlaceholders(), os.Stdout); errors.Is(err, errUsage) {
 			fmt.Fprintln(os.Stderr, err)
 			return fileUsage
 		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: __file read|write|list|tar-out|tar-in|stat|remove|rename|mkdir /PATH [ARG]")
+		fmt.Fprintln(os.Stderr, "usage: __file read|write|list|tar-out|tar-in|stat|remove|rename|mkdir|watch /PATH [ARG]")
 		return fileUsage
 	}
 	switch {
@@ -169,6 +183,7 @@ var fileParams = map[string][]string{
 	"file_write":  {"mode"},
 	"file_remove": {"recursive"},
 	"file_rename": {"to"},
+	"file_watch":  {"recursive"},
 }
 
 // fileStep starts a files request on p in e as a step of the sandbox's

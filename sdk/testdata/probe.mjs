@@ -107,6 +107,10 @@ const tar = await sb.files.readTar("/d");
 out.files.tar_sha256 = createHash("sha256").update(tar).digest("hex");
 out.files.tar_cut = (await done(() => sb.files.readTar("/cut"))) !== "<nil>";
 out.files.tar_entries = (await sb.files.writeTar("/d", tar)).entries;
+const watched = [];
+const watch = await sb.files.watchDir("/d", (e) => watched.push(e), { recursive: true });
+const endReason = await watch.wait();
+out.files.watch = { events: watched.map((e) => [e.type, e.name, e.isDir]), end_reason: endReason };
 out.members = {
   Sandbox: [...new Set([...members(sb), ...["create", "connect", "list"].filter((n) => typeof Sandbox[n] === "function")])].sort(),
   Commands: members(sb.commands),
@@ -115,6 +119,8 @@ out.members = {
   RetryPolicy: Object.keys(DEFAULT_RETRY_POLICY),
   Terminal: members(Object.create(sdk.Terminal.prototype)),
   CommandHandle: members(new sdk.CommandHandle(sb, "cmd-1", ["bg"])),
+  WatchHandle: members(watch),
+  FilesystemEvent: Object.keys(watched[0]).sort(),
 };
 out.listed = (await Sandbox.list({ url, token: "t" })).map((s) => s.id);
 

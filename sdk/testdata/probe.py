@@ -107,6 +107,8 @@ tar = sb.files.read_tar("/d")
 out["files"]["tar_sha256"] = hashlib.sha256(tar).hexdigest()
 out["files"]["tar_cut"] = done(lambda: sb.files.read_tar("/cut")) != "<nil>"
 out["files"]["tar_entries"] = sb.files.write_tar("/d", tar)["entries"]
+watch = sb.files.watch_dir("/d", recursive=True)
+out["files"]["watch"] = {"events": [[e.type, e.name, e.is_dir] for e in watch], "end_reason": watch.end_reason}
 out["members"] = {
     "Sandbox": sorted(set(public(sb)) | {n for n in ("create", "connect", "list") if hasattr(Sandbox, n)}),
     "Commands": public(sb.commands),
@@ -115,6 +117,8 @@ out["members"] = {
     "RetryPolicy": sorted(vars(RetryPolicy())),
     "Terminal": public(cordon.Terminal),
     "CommandHandle": public(h),
+    "WatchHandle": public(watch),
+    "FilesystemEvent": sorted(vars(cordon.FilesystemEvent("create"))),
 }
 out["listed"] = [s["id"] for s in Sandbox.list(url=URL, token="t")]
 

@@ -204,6 +204,29 @@ export declare class Files {
   /** The entry (a link not followed); NotFoundError when there is none. */
   getInfo(path: string, opts?: { signal?: AbortSignal }): Promise<EntryInfo>;
   exists(path: string, opts?: { signal?: AbortSignal }): Promise<boolean>;
+  /** Watches the directory (its subdirectories too, with recursive); answers once the watch is in place. */
+  watchDir(
+    path: string,
+    onEvent: (event: FilesystemEvent) => void,
+    opts?: { recursive?: boolean; onExit?: (reason?: string) => void; signal?: AbortSignal },
+  ): Promise<WatchHandle>;
+}
+
+/** A change under a watched directory. */
+export interface FilesystemEvent {
+  /** "create", "write", "remove", "rename" (moved away, under its old name), "chmod" or "overflow" (changes were lost). */
+  type: string;
+  /** The entry's path relative to the directory ("" for the directory itself). */
+  name: string;
+  isDir: boolean;
+}
+
+export declare class WatchHandle {
+  /** Why the server ended the watch, once it did; undefined when it was stopped here. */
+  endReason?: string;
+  /** Waits for the watch to end; answers endReason. */
+  wait(): Promise<string | undefined>;
+  stop(): Promise<void>;
 }
 
 export declare class Sandbox {

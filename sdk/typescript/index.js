@@ -512,12 +512,71 @@ export class Files {
     }
   }
 
+  /**
+   * Watches the directory at path (and its subdirectories, with
+   * {recursive: true}; links are not followed) and answers once the
+   * watch is in place: onEvent gets each change ({type, name, isDir}) as
+   * it comes, onExit(reason) is called once it ended, with why the server
+   * ended it (undefined when stopped here, or the connection was lost).
+   */
+  async watchDir(path, onEvent, opts = {}) {
+    const controller = new AbortController();
+    opts.signal?.addEventListener("abort", () => controller.abort(), { once: true });
+    const extra = opts.recursive ? { recursive: "1" } : {};
+    const res = await this.sandbox.connection.request("GET", this.path(path, "/files/watch", extra), { signal: controller.signal });
+    return new WatchHandle(res.body, onEvent, opts.onExit, controller);
+  }
+
   /** The entries of the directory at path (absolute), sorted by name. */
   async list(path, opts = {}) {
     const extra = opts.max === undefined ? {} : { max: String(opts.max) };
     const l = await this.sandbox.connection.call("GET", this.path(path, "/files/list", extra), undefined, opts.signal);
     const dir = l.path.endsWith("/") ? l.path : `${l.path}/`;
     return l.entries.map((e) => entryInfo(dir + e.name, e));
+  }
+}
+
+/**
+ * A watch of a directory of a sandbox (Files.watchDir): stop() ends it;
+ * wait() answers, once it ended, why the server ended it (endReason;
+ * undefined when it was stopped here). A change is {type, name, isDir}:
+ * type "create", "write", "remove", "rename" (moved away, under its old
+ * name), "chmod" or "overflow" (changes were lost: list the directory
+ * again); name the entry's path relative to the directory ("" for the
+ * directory itself).
+ */
+export class WatchHandle {
+  constructor(body, onEvent, onExit, controller) {
+    this.endReason = undefined;
+    this.controller = controller;
+    this.done = (async () => {
+      try {
+        for await (const line of jsonLines(body)) {
+          const e = JSON.parse(line);
+          if (e.type === "end") {
+            this.endReason = e.reason;
+            break;
+          }
+          const name = e.name_base64 ? Buffer.from(e.name_base64, "base64").toString("utf8") : (e.name ?? "");
+          if (typeof onEvent === "function") onEvent({ type: e.type, name, isDir: e.dir === true });
+        }
+      } catch {
+        // Stopped here, or the connection was lost: no reason.
+      }
+      if (typeof onExit === "function") onExit(this.endReason);
+      return this.endReason;
+    })();
+  }
+
+  /** Waits for the watch to end; answers why the server ended it. */
+  wait() {
+    return this.done;
+  }
+
+  /** Ends the watch, and waits until it has. */
+  async stop() {
+    this.controller.abort();
+    await this.done;
   }
 }
 

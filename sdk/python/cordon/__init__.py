@@ -25,7 +25,8 @@ from .errors import (
     TooLargeError,
 )
 from .terminal import Terminal
-from .sandbox import DEFAULT_URL, LIMIT_STATUSES, CommandHandle, CommandResult, Commands, EntryInfo, Files, Sandbox
+from .sandbox import (DEFAULT_URL, LIMIT_STATUSES, CommandHandle, CommandResult, Commands, EntryInfo, Files,
+                      FilesystemEvent, Sandbox, WatchHandle)
 
 __all__ = [
     "Sandbox",
@@ -37,6 +38,8 @@ __all__ = [
     "Files",
     "CommandResult",
     "EntryInfo",
+    "FilesystemEvent",
+    "WatchHandle",
     "Terminal",
     "RetryPolicy",
     "LIMIT_STATUSES",

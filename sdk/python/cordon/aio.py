@@ -17,17 +17,17 @@ import functools
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ._http import RetryPolicy
-from .sandbox import CommandHandle, CommandResult, EntryInfo, Sandbox
+from .sandbox import CommandHandle, CommandResult, EntryInfo, FilesystemEvent, Sandbox, WatchHandle
 from .terminal import Terminal
 
-__all__ = ["AsyncSandbox", "AsyncCommands", "AsyncCommandHandle", "AsyncFiles"]
+__all__ = ["AsyncSandbox", "AsyncCommands", "AsyncCommandHandle", "AsyncFiles", "AsyncWatchHandle"]
 
 
 async def _run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop, callback: Optional[Callable[[str], Any]]) -> Optional[Callable[[str], Any]]:
+def _on_loop(loop: asyncio.AbstractEventLoop, callback: Optional[Callable[[Any], Any]]) -> Optional[Callable[[Any], Any]]:
     """callback, called on loop's thread (from the worker's)."""
     if callback is None:
         return None
@@ -212,3 +212,46 @@ class AsyncFiles:
 
     async def write_tar(self, path: str, data: bytes) -> Dict[str, Any]:
         return await _run(self._sb.files.write_tar, path, data)
+
+    async def watch_dir(
+        self,
+        path: str,
+        on_event: Optional[Callable[[FilesystemEvent], Any]] = None,
+        recursive: bool = False,
+        on_exit: Optional[Callable[[Optional[str]], Any]] = None,
+    ) -> "AsyncWatchHandle":
+        """Files.watch_dir; the callbacks are called on the event loop's
+        thread, and the handle is iterated with ``async for``."""
+        loop = asyncio.get_running_loop()
+        handle = await _run(self._sb.files.watch_dir, path, _on_loop(loop, on_event), recursive, _on_loop(loop, on_exit))
+        return AsyncWatchHandle(handle)
+
+
+class AsyncWatchHandle:
+    """WatchHandle for asyncio: ``async for event in handle``."""
+
+    def __init__(self, handle: WatchHandle) -> None:
+        self.sync = handle
+
+    @property
+    def end_reason(self) -> Optional[str]:
+        return self.sync.end_reason
+
+    def get_new_events(self) -> List[FilesystemEvent]:
+        return self.sync.get_new_events()
+
+    def __aiter__(self) -> "AsyncWatchHandle":
+        return self
+
+    async def __anext__(self) -> FilesystemEvent:
+        # A second at a time: a worker thread is never held long by a
+        # waiter that was cancelled.
+        while True:
+            event = await _run(self.sync._next, 1.0)
+            if event is None:
+                raise StopAsyncIteration
+            if isinstance(event, FilesystemEvent):
+                return event
+
+    async def stop(self) -> None:
+        await _run(self.sync.stop)

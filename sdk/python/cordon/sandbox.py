@@ -2,9 +2,12 @@
 commands with their output streamed, move files, keep it alive, kill it."""
 
 import base64
+import collections
 import datetime
 import json
 import os
+import socket
+import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -13,7 +16,8 @@ from ._http import Connection, RetryPolicy, sandbox_path
 from .terminal import Terminal
 from .errors import CommandExitError, CordonError, LimitError, NotFoundError, SandboxEndedError, from_answer
 
-__all__ = ["Sandbox", "Commands", "CommandHandle", "Files", "CommandResult", "EntryInfo", "LIMIT_STATUSES", "DEFAULT_URL"]
+__all__ = ["Sandbox", "Commands", "CommandHandle", "Files", "CommandResult", "EntryInfo", "FilesystemEvent", "WatchHandle",
+           "LIMIT_STATUSES", "DEFAULT_URL"]
 
 DEFAULT_URL = "http://127.0.0.1:8700"
 
@@ -466,6 +470,25 @@ class Files:
             return False
         return True
 
+    def watch_dir(
+        self,
+        path: str,
+        on_event: Optional[Callable[["FilesystemEvent"], Any]] = None,
+        recursive: bool = False,
+        on_exit: Optional[Callable[[Optional[str]], Any]] = None,
+    ) -> "WatchHandle":
+        """Watches the directory at ``path`` inside the sandbox (and its
+        subdirectories, with ``recursive``; links are not followed) and
+        returns once the watch is in place. Each change is passed to
+        ``on_event`` (on a thread of the handle's), and kept for
+        ``get_new_events`` or iteration; ``on_exit`` is called with why
+        the server ended the watch (None when it was stopped here)."""
+        query = {"path": path}
+        if recursive:
+            query["recursive"] = "1"
+        resp = self._sb._conn.open("GET", sandbox_path(self._sb.sandbox_id, "/files/watch"), query=query, timeout=None)
+        return WatchHandle(resp, on_event, on_exit)
+
     def list(self, path: str, max: Optional[int] = None) -> List[EntryInfo]:
         """The entries of the directory at ``path`` inside the sandbox,
         sorted by name: at most ``max`` (default the server's, 1000)."""
@@ -475,6 +498,112 @@ class Files:
         listing = self._sb._conn.call("GET", sandbox_path(self._sb.sandbox_id, "/files/list"), query=query)
         base = listing.get("path", path).rstrip("/")
         return [_entry(base + "/" + e["name"], e) for e in listing.get("entries") or []]
+
+
+@dataclass
+class FilesystemEvent:
+    """A change under a watched directory. ``type`` is "create", "write",
+    "remove", "rename" (moved away, under its old name), "chmod" or
+    "overflow" (events were lost: list the directory again); ``name`` the
+    entry's path relative to the directory ("" for the directory
+    itself)."""
+
+    type: str
+    name: str = ""
+    is_dir: bool = False
+
+
+class WatchHandle:
+    """A watch of a directory of a sandbox (Files.watch_dir): iterate it
+    for the changes as they come, or take those that came with
+    get_new_events; ``end_reason`` says why the server ended it. At most
+    10,000 changes wait to be taken; past that, one "overflow" stands for
+    those dropped."""
+
+    def __init__(self, resp: Any, on_event: Optional[Callable[[FilesystemEvent], Any]],
+                 on_exit: Optional[Callable[[Optional[str]], Any]]) -> None:
+        self.end_reason: Optional[str] = None
+        self._resp = resp
+        self._on_event = on_event
+        self._on_exit = on_exit
+        self._cond = threading.Condition()
+        self._pending: "collections.deque[FilesystemEvent]" = collections.deque()
+        self._dropping = False
+        self._ended = False
+        self._thread = threading.Thread(target=self._read, name="cordon-watch", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for line in self._resp:
+                e = json.loads(line.decode("utf-8"))
+                if e.get("type") == "end":
+                    self.end_reason = e.get("reason")
+                    break
+                name = e.get("name", "")
+                if e.get("name_base64"):
+                    name = base64.b64decode(e["name_base64"]).decode("utf-8", "surrogateescape")
+                event = FilesystemEvent(e.get("type", ""), name, bool(e.get("dir")))
+                self._keep(event)
+                if self._on_event is not None:
+                    self._on_event(event)
+        except (OSError, ValueError):
+            pass  # stopped here, or the connection was lost
+        finally:
+            self._resp.close()
+            with self._cond:
+                self._ended = True
+                self._cond.notify_all()
+            if self._on_exit is not None:
+                self._on_exit(self.end_reason)
+
+    def _keep(self, event: FilesystemEvent) -> None:
+        with self._cond:
+            if len(self._pending) >= _KEEP_EVENTS:
+                if not self._dropping:
+                    self._dropping = True
+                    self._pending.append(FilesystemEvent("overflow"))
+                return
+            self._dropping = False
+            self._pending.append(event)
+            self._cond.notify_all()
+
+    def _next(self, timeout: Optional[float] = None) -> Any:
+        """The next change, waiting for it; None once the watch ended,
+        _WAITED when ``timeout`` passed first."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._pending or self._ended, timeout):
+                return _WAITED
+            return self._pending.popleft() if self._pending else None
+
+    def get_new_events(self) -> List[FilesystemEvent]:
+        """The changes that came since the last call, without waiting."""
+        with self._cond:
+            out = list(self._pending)
+            self._pending.clear()
+            return out
+
+    def __iter__(self) -> Any:
+        while True:
+            event = self._next()
+            if event is None:
+                return
+            yield event
+
+    def stop(self) -> None:
+        """Ends the watch, and waits until its thread has."""
+        try:
+            self._resp.fp.raw._sock.shutdown(socket.SHUT_RDWR)
+        except (AttributeError, OSError):
+            pass
+        self._thread.join(30)
+
+
+# _KEEP_EVENTS bounds the changes a WatchHandle keeps untaken.
+_KEEP_EVENTS = 10000
+
+# _WAITED is what WatchHandle._next returns when its timeout passed.
+_WAITED = object()
 
 
 def _tar_complete(data: bytes) -> bool:

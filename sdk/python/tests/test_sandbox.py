@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
@@ -228,6 +229,37 @@ class SandboxTest(ServeTest):
             sb.files.make_dir("/usr/cordon-test")
         self.assertEqual(cm.exception.http_status, 403)
 
+    def test_watch_dir(self) -> None:
+        sb = self.sandbox()
+        sb.files.make_dir("/workspace/w")
+        seen = []
+        exited = threading.Event()
+        handle = sb.files.watch_dir("/workspace/w", on_event=seen.append, recursive=True, on_exit=lambda r: exited.set())
+        # In place when it returns: what a command does next is seen.
+        sb.commands.run("mkdir -p /workspace/w/x && echo hi > /workspace/w/x/f && mv /workspace/w/x/f /workspace/w/g")
+        want = [("create", "x", True), ("create", "x/f", False), ("rename", "x/f", False), ("create", "g", False)]
+        got = []
+        for event in handle:
+            got.append((event.type, event.name, event.is_dir))
+            if [w for w in want if w in got] == want:
+                break
+        self.assertEqual([w for w in want if w in got], want, got)
+        # Removing the directory ends the watch, with the reason.
+        sb.files.remove("/workspace/w")
+        rest = list(handle)
+        self.assertIn(("remove", "", True), [(e.type, e.name, e.is_dir) for e in rest])
+        self.assertEqual(handle.end_reason, "/workspace/w was removed or moved")
+        self.assertTrue(exited.wait(10))
+        self.assertEqual([e.type for e in seen][:2], ["create", "create"])
+        # Stopped here: no reason, and the handle's thread ends.
+        sb.files.make_dir("/workspace/w2")
+        handle = sb.files.watch_dir("/workspace/w2")
+        handle.stop()
+        self.assertEqual(list(handle), [])
+        self.assertIsNone(handle.end_reason)
+        with self.assertRaises(NotFoundError):
+            sb.files.watch_dir("/workspace/none")
+
     def test_limits_and_failures_are_typed(self) -> None:
         sb = self.sandbox()
         # The profile's output limit (4 KiB) ends the command: LimitError,
@@ -389,6 +421,12 @@ class AsyncTest(ServeTest):
                 await sb.files.write("/workspace/a.txt", "caf\u00e9")
                 self.assertEqual(await sb.files.read("/workspace/a.txt"), "caf\u00e9")
                 self.assertTrue(await sb.files.exists("/workspace/a.txt"))
+                watch = await sb.files.watch_dir("/workspace")
+                await sb.commands.run("touch /workspace/b.txt")
+                async for event in watch:
+                    if (event.type, event.name) == ("create", "b.txt"):
+                        break
+                await watch.stop()
                 with self.assertRaises(CommandExitError):
                     await sb.commands.run("exit 4")
                 self.assertTrue(await sb.is_running())

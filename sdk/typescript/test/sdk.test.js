@@ -106,6 +106,36 @@ describe("against cordon serve", () => {
     await sandbox.kill();
   });
 
+  test("a watch: in place when it answers, changes as they come, its end and why", async (t) => {
+    if (skip) return t.skip(skip);
+    const sandbox = await Sandbox.create({ url: serve.url, token: serve.token, agent: "sdk" });
+    await sandbox.files.makeDir("/workspace/w");
+    const seen = [];
+    let exited;
+    const want = ["create x/", "create x/f", "rename x/f", "create g"];
+    let wanted;
+    const all = new Promise((resolve) => { wanted = resolve; });
+    const handle = await sandbox.files.watchDir("/workspace/w", (e) => {
+      seen.push(`${e.type} ${e.name}${e.isDir ? "/" : ""}`);
+      if (want.every((w) => seen.includes(w))) wanted();
+    }, { recursive: true, onExit: (reason) => { exited = reason; } });
+    await sandbox.commands.run("mkdir -p /workspace/w/x && echo hi > /workspace/w/x/f && mv /workspace/w/x/f /workspace/w/g");
+    await all;
+    assert.deepEqual(want.map((w) => seen.indexOf(w)).every((i, k, a) => i >= 0 && (k === 0 || i > a[k - 1])), true, seen.join(", "));
+    // Removing the directory ends the watch, with the reason.
+    await sandbox.files.remove("/workspace/w");
+    assert.equal(await handle.wait(), "/workspace/w was removed or moved");
+    assert.equal(exited, "/workspace/w was removed or moved");
+    assert.ok(seen.includes("remove /"), seen.join(", "));
+    // Stopped here: no reason.
+    await sandbox.files.makeDir("/workspace/w2");
+    const stopped = await sandbox.files.watchDir("/workspace/w2", () => {});
+    await stopped.stop();
+    assert.equal(stopped.endReason, undefined);
+    await assert.rejects(sandbox.files.watchDir("/workspace/none", () => {}), (err) => err instanceof NotFoundError);
+    await sandbox.kill();
+  });
+
   test("a limit of the profile is a LimitError carrying the outcome", async (t) => {
     if (skip) return t.skip(skip);
     const sandbox = await Sandbox.create({ url: serve.url, token: serve.token });
