@@ -349,6 +349,13 @@ type eventStream struct {
 
 func (s *eventStream) Write(b []byte) (int, error) {
 	n := len(b)
+	sent := s.events
+	defer func() {
+		// What came in one write goes out in one flush.
+		if s.events > sent {
+			s.flush()
+		}
+	}()
 	for len(b) > 0 && s.refused == nil {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
@@ -393,11 +400,15 @@ func (s *eventStream) take(line []byte) {
 	s.events++
 }
 
-// send writes e to the client; a client that does not take it within the
-// send timeout ends the watch.
+// send writes e to the client, to go with the next flush.
 func (s *eventStream) send(e api.FileEvent) {
 	b, _ := json.Marshal(e)
 	s.g.Write(append(b, '\n'))
+}
+
+// flush sends what was written; a client that does not take it within
+// the send timeout ends the watch.
+func (s *eventStream) flush() {
 	s.g.Flush()
 	if s.g.failed.Load() {
 		s.cancel()
@@ -498,6 +509,7 @@ func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request, c caller) in
 		reason := watchEnd(r.Context(), s.stop, e, p, o, err, events.refused)
 		if reason != "" {
 			events.send(api.FileEvent{Type: "end", Reason: reason})
+			events.flush()
 		}
 		if err == nil && events.refused == nil && (reason == "" || o.Status == outcome.OK || isDone(s.stop)) {
 			// It ended as watches end: its client left, its directory

@@ -633,6 +633,7 @@ export class Terminal {
     this.waiters = [];
     this.done = null; // {outcome} or {error}, once the terminal ended
     this.onData = null;
+    this.early = []; // output that came before wait() gave onData
     socket.on("data", (chunk) => {
       this.buf = Buffer.concat([this.buf, chunk]);
       this.parse();
@@ -641,6 +642,8 @@ export class Terminal {
     socket.on("end", ended);
     socket.on("close", ended);
     socket.on("error", (err) => this.finish({ error: new CordonError(`cordon serve: the terminal: ${err.message}`, { sandboxId }) }));
+    // What came with the handshake's answer: the command's first output.
+    this.parse();
   }
 
   /** Starts a command on a terminal of the sandbox (see Sandbox.terminal). */
@@ -702,6 +705,9 @@ export class Terminal {
    */
   wait({ onData } = {}) {
     this.onData = onData ?? null;
+    const early = this.early;
+    this.early = [];
+    if (this.onData) for (const b of early) this.onData(b);
     if (this.done) return this.done.error ? Promise.reject(this.done.error) : Promise.resolve(this.done.outcome);
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
   }
@@ -775,6 +781,7 @@ export class Terminal {
       this.fragments = null;
       if (msg.op === 0x2) {
         if (this.onData) this.onData(new Uint8Array(msg.data));
+        else this.early.push(new Uint8Array(msg.data));
         continue;
       }
       let m;

@@ -253,6 +253,14 @@ describe("against cordon serve", () => {
       },
     });
     assert.equal(outcome.status, "signaled");
+    // Output that came before wait(), with the handshake's answer or
+    // after it, is given to onData all the same.
+    term = await sandbox.terminal("echo early");
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    out = "";
+    outcome = await term.wait({ onData: (b) => (out += Buffer.from(b).toString("utf8")) });
+    assert.equal(outcome.status, "ok");
+    assert.match(out, /early/);
     const gone = await Sandbox.connect(sandbox.sandboxId, { url: serve.url, token: serve.token });
     gone.sandboxId = "sb-0000000000000000";
     await assert.rejects(gone.terminal(), (err) => err instanceof NotFoundError && err.httpStatus === 404);
