@@ -66,6 +66,8 @@ type limiter struct {
 
 	mu     sync.Mutex
 	killed string // the limit that ended the run
+	// peakTasks is the most tasks watchTasks counted (no cgroup).
+	peakTasks int64
 	// evidence says how cordon knows the limit was reached, where a count
 	// of its own, not the kernel's report, tripped it.
 	evidence string
@@ -196,9 +198,11 @@ func (l *limiter) begin(initPid int, placed bool, kill func()) error {
 	}
 	// Host root is not bound by RLIMIT_NPROC: its pids are unenforced, and
 	// said so.
-	if tc := (&taskCounter{init: initPid}); l.group == nil && l.nproc > 0 && !l.hostRoot && tc.counts() && !weakened("task-count") {
-		l.wg.Add(1)
-		go l.watchTasks(tc, l.nproc)
+	if l.group == nil && l.nproc > 0 && !l.hostRoot && !weakened("task-count") {
+		if tc, err := newTaskCounter(initPid); err == nil {
+			l.wg.Add(1)
+			go l.watchTasks(tc, l.nproc)
+		}
 	}
 	return nil
 }
@@ -298,6 +302,11 @@ func (l *limiter) end() (killed string, stats cgroup.Stats, wall time.Duration) 
 	l.mu.Lock()
 	killed = l.killed
 	l.mu.Unlock()
+	if l.group == nil && l.peakTasks > 0 {
+		// Counted every so often, not kept by the kernel: at least this.
+		peak := l.peakTasks
+		stats.PidsPeak = &peak
+	}
 	if l.group != nil {
 		stats, _ = l.group.Stats()
 		// A fork refused by the pids limit just before the command ended

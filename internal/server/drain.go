@@ -62,6 +62,9 @@ func (s *Server) Drain(ctx context.Context) error {
 	}
 	cancel()
 	s.mu.Lock()
+	if !s.draining {
+		close(s.drainBegan)
+	}
 	s.draining = true
 	if s.inflight == 0 {
 		s.mu.Unlock()

@@ -482,9 +482,12 @@ func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request, c caller) in
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	// A watch runs until it is stopped: a drain does not wait for it.
 	go func() {
 		select {
 		case <-s.stop:
+			cancel()
+		case <-s.drainBegan:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -506,12 +509,12 @@ func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request, c caller) in
 		status = fail(w, fileStatus(o), "watching %s in sandbox %s: %s", p, e.id, fileMessage(o, stderr.String()))
 	default:
 		status = http.StatusOK
-		reason := watchEnd(r.Context(), s.stop, e, p, o, err, events.refused)
+		reason := watchEnd(r.Context(), s, e, p, o, err, events.refused)
 		if reason != "" {
 			events.send(api.FileEvent{Type: "end", Reason: reason})
 			events.flush()
 		}
-		if err == nil && events.refused == nil && (reason == "" || o.Status == outcome.OK || isDone(s.stop)) {
+		if err == nil && events.refused == nil && (reason == "" || o.Status == outcome.OK || s.isDraining()) {
 			// It ended as watches end: its client left, its directory
 			// went, the server stopped. Killing it is no failure.
 			code := 0
@@ -524,13 +527,10 @@ func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request, c caller) in
 
 // watchEnd says why a watch ended, for its last line; "" when its client
 // left.
-func watchEnd(client context.Context, stop <-chan struct{}, e *entry, p string, o outcome.Outcome, err error, refused error) string {
-	select {
-	case <-stop:
-		return "the server is stopping"
-	default:
-	}
+func watchEnd(client context.Context, s *Server, e *entry, p string, o outcome.Outcome, err error, refused error) string {
 	switch {
+	case s.isDraining():
+		return "the server is stopping"
 	case client.Err() != nil:
 		return ""
 	case refused != nil:

@@ -127,6 +127,7 @@ type Server struct {
 	hstate       healthState
 	stateLock    *os.File      // the state directory's, when this server holds it
 	draining     bool          // Drain began: new requests are refused
+	drainBegan   chan struct{} // closed when Drain begins: what runs on until stopped (a watch) stops
 	inflight     int           // requests running (see enter)
 	drained      chan struct{} // closed when inflight falls to 0 while draining
 	closed       bool
@@ -176,7 +177,7 @@ func New(opts Options) (*Server, error) {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, entries: map[string]*entry{}, pools: map[string]*pool{}, claiming: map[string]int{},
-		stop: make(chan struct{}), metrics: newMetrics(), pending: pending{changed: map[string]*entry{}}}
+		stop: make(chan struct{}), drainBegan: make(chan struct{}), metrics: newMetrics(), pending: pending{changed: map[string]*entry{}}}
 	rand.Read(s.portKey[:])
 	s.gatewayCtx, s.stopGateways = context.WithCancel(context.Background())
 	if err := opts.Config.loadLimits(plainError); err != nil {

@@ -400,8 +400,11 @@ export class Commands {
   }
 }
 
-/** The lines of a response body, as text. */
-async function* jsonLines(body) {
+/**
+ * The lines of a response body, as text; a line longer than maxLine
+ * characters throws.
+ */
+async function* jsonLines(body, maxLine = 256 << 20) {
   const reader = body.getReader();
   const decoder = new TextDecoder("utf-8");
   let buf = "";
@@ -409,13 +412,16 @@ async function* jsonLines(body) {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
+      const from = buf.length; // no newline before it: searched already
       buf += decoder.decode(value, { stream: true });
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
+      let nl = buf.indexOf("\n", from);
+      while (nl >= 0) {
         const line = buf.slice(0, nl).trim();
         buf = buf.slice(nl + 1);
         if (line) yield line;
+        nl = buf.indexOf("\n");
       }
+      if (buf.length > maxLine) throw new CordonError(`cordon: the server sent a line of more than ${maxLine} characters`);
     }
     buf += decoder.decode();
     if (buf.trim()) yield buf.trim();
@@ -536,6 +542,9 @@ export class Files {
   }
 }
 
+/** The longest line of a watch taken (the server's are at most 64 KiB). */
+const MAX_WATCH_LINE = 1 << 20;
+
 /**
  * A watch of a directory of a sandbox (Files.watchDir): stop() ends it;
  * wait() answers, once it ended, why the server ended it (endReason;
@@ -551,7 +560,7 @@ export class WatchHandle {
     this.controller = controller;
     this.done = (async () => {
       try {
-        for await (const line of jsonLines(body)) {
+        for await (const line of jsonLines(body, MAX_WATCH_LINE)) {
           const e = JSON.parse(line);
           if (e.type === "end") {
             this.endReason = e.reason;
@@ -560,8 +569,10 @@ export class WatchHandle {
           const name = e.name_base64 ? Buffer.from(e.name_base64, "base64").toString("utf8") : (e.name ?? "");
           if (typeof onEvent === "function") onEvent({ type: e.type, name, isDir: e.dir === true });
         }
-      } catch {
-        // Stopped here, or the connection was lost: no reason.
+      } catch (err) {
+        // Stopped here, or the connection was lost: no reason; what this
+        // client refused: why.
+        if (err instanceof CordonError) this.endReason = `${err.message}; the watch was ended`;
       }
       if (typeof onExit === "function") onExit(this.endReason);
       return this.endReason;

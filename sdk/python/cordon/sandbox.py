@@ -516,7 +516,8 @@ class FilesystemEvent:
 class WatchHandle:
     """A watch of a directory of a sandbox (Files.watch_dir): iterate it
     for the changes as they come, or take those that came with
-    get_new_events; ``end_reason`` says why the server ended it. At most
+    get_new_events; ``end_reason`` says why the server ended it (or why
+    this client refused what it sent: a line over 1 MiB). At most
     10,000 changes wait to be taken; past that, one "overflow" stands for
     those dropped."""
 
@@ -535,7 +536,13 @@ class WatchHandle:
 
     def _read(self) -> None:
         try:
-            for line in self._resp:
+            while True:
+                line = self._resp.readline(_MAX_WATCH_LINE)
+                if not line:
+                    break
+                if len(line) == _MAX_WATCH_LINE and not line.endswith(b"\n"):
+                    self.end_reason = "cordon: the server sent a line of more than %d bytes; the watch was ended" % _MAX_WATCH_LINE
+                    break
                 e = json.loads(line.decode("utf-8"))
                 if e.get("type") == "end":
                     self.end_reason = e.get("reason")
@@ -601,6 +608,9 @@ class WatchHandle:
 
 # _KEEP_EVENTS bounds the changes a WatchHandle keeps untaken.
 _KEEP_EVENTS = 10000
+
+# _MAX_WATCH_LINE bounds a line of a watch (the server's are at most 64 KiB).
+_MAX_WATCH_LINE = 1 << 20
 
 # _WAITED is what WatchHandle._next returns when its timeout passed.
 _WAITED = object()
