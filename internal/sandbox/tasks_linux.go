@@ -86,8 +86,9 @@ func (t *taskCounter) close() {
 
 // count counts the sandbox's tasks, stopping once there are more than
 // stop of them (a count the watcher need not finish). A process that
-// starts or ends while it counts may be counted or not; one that forks and
-// ends is counted in one of its two forms, its successor listed after it.
+// starts or ends while it counts may be counted or not (one that forks
+// and ends between the listing and the reading of its stat, missed): a
+// sandbox that holds the limit is seen at it within a few counts.
 func (t *taskCounter) count(stop int) (int, error) {
 	if t.proc < 0 {
 		if err := t.open(); err != nil {

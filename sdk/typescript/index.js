@@ -630,6 +630,9 @@ function entryInfo(path, e) {
 /** The most one terminal message may hold. */
 const MAX_MESSAGE = 1 << 20;
 
+/** The most output a terminal keeps before wait() is called. */
+const MAX_EARLY = 1 << 20;
+
 /**
  * A command on a pseudo-terminal in a sandbox, over the API's WebSocket
  * (spoken here with node:http: binary messages are the terminal's bytes
@@ -644,7 +647,12 @@ export class Terminal {
     this.waiters = [];
     this.done = null; // {outcome} or {error}, once the terminal ended
     this.onData = null;
-    this.early = []; // output that came before wait() gave onData
+    // Output that came before wait(), for its onData: at most
+    // MAX_EARLY bytes, the rest dropped (as all output is once wait()
+    // was called without onData).
+    this.early = [];
+    this.earlyBytes = 0;
+    this.waited = false;
     socket.on("data", (chunk) => {
       this.buf = Buffer.concat([this.buf, chunk]);
       this.parse();
@@ -718,6 +726,7 @@ export class Terminal {
     this.onData = onData ?? null;
     const early = this.early;
     this.early = [];
+    this.waited = true;
     if (this.onData) for (const b of early) this.onData(b);
     if (this.done) return this.done.error ? Promise.reject(this.done.error) : Promise.resolve(this.done.outcome);
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
@@ -785,14 +794,21 @@ export class Terminal {
         continue;
       }
       if (op === 0xa) continue;
-      if (op === 0x1 || op === 0x2) this.fragments = { op, parts: [payload] };
-      else if (op === 0x0 && this.fragments) this.fragments.parts.push(payload);
+      if (op === 0x1 || op === 0x2) this.fragments = { op, parts: [payload], size: payload.length };
+      else if (op === 0x0 && this.fragments) {
+        this.fragments.parts.push(payload);
+        this.fragments.size += payload.length;
+        if (this.fragments.size > MAX_MESSAGE) return this.finish({ error: new CordonError(`cordon serve: a terminal message over ${MAX_MESSAGE} bytes`) });
+      }
       if (!fin || !this.fragments) continue;
       const msg = { op: this.fragments.op, data: Buffer.concat(this.fragments.parts) };
       this.fragments = null;
       if (msg.op === 0x2) {
         if (this.onData) this.onData(new Uint8Array(msg.data));
-        else this.early.push(new Uint8Array(msg.data));
+        else if (!this.waited && this.earlyBytes + msg.data.length <= MAX_EARLY) {
+          this.early.push(new Uint8Array(msg.data));
+          this.earlyBytes += msg.data.length;
+        }
         continue;
       }
       let m;

@@ -544,6 +544,9 @@ class WatchHandle:
                     self.end_reason = "cordon: the server sent a line of more than %d bytes; the watch was ended" % _MAX_WATCH_LINE
                     break
                 e = json.loads(line.decode("utf-8"))
+                if not isinstance(e, dict):
+                    self.end_reason = "cordon: the server sent a line that is no event; the watch was ended"
+                    break
                 if e.get("type") == "end":
                     self.end_reason = e.get("reason")
                     break
