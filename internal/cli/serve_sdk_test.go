@@ -66,27 +66,37 @@ func TestServeSDKScenario(t *testing.T) {
 	}
 
 	// A watch is in place when it returns: what a command then does
-	// under the directory comes as events, the new tree's included.
+	// under the directory comes as events. A new directory is watched
+	// once its event came (what it held before is reported as made).
 	watch, err := sb.Files.WatchDir(ctx, "/workspace", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.Commands.Run(ctx, "mkdir -p /workspace/w/x && echo hi > /workspace/w/x/f && rm -r /workspace/w", nil); err != nil {
-		t.Fatal(err)
-	}
 	var seen []string
-	for want := []string{"create w/", "create w/x/f", "remove w/"}; len(want) > 0; {
-		e, err := watch.Next()
-		if err != nil {
-			t.Fatalf("watching /workspace: %v after %q (ended: %q)", err, seen, watch.EndReason)
+	for _, step := range []struct {
+		cmd  string
+		want []string
+	}{
+		{"mkdir -p /workspace/w/x", []string{"create w/", "create w/x/"}},
+		{"echo hi > /workspace/w/x/f", []string{"create w/x/f"}},
+		{"rm -r /workspace/w", []string{"remove w/x/f", "remove w/"}},
+	} {
+		if _, err := sb.Commands.Run(ctx, step.cmd, nil); err != nil {
+			t.Fatal(err)
 		}
-		s := e.Type + " " + e.Name
-		if e.IsDir {
-			s += "/"
-		}
-		seen = append(seen, s)
-		if s == want[0] {
-			want = want[1:]
+		for want := step.want; len(want) > 0; {
+			e, err := watch.Next()
+			if err != nil {
+				t.Fatalf("watching /workspace: %v after %q (ended: %q)", err, seen, watch.EndReason)
+			}
+			s := e.Type + " " + e.Name
+			if e.IsDir {
+				s += "/"
+			}
+			seen = append(seen, s)
+			if s == want[0] {
+				want = want[1:]
+			}
 		}
 	}
 	if err := watch.Stop(); err != nil {

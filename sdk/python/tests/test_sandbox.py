@@ -235,15 +235,20 @@ class SandboxTest(ServeTest):
         seen = []
         exited = threading.Event()
         handle = sb.files.watch_dir("/workspace/w", on_event=seen.append, recursive=True, on_exit=lambda r: exited.set())
-        # In place when it returns: what a command does next is seen.
-        sb.commands.run("mkdir -p /workspace/w/x && echo hi > /workspace/w/x/f && mv /workspace/w/x/f /workspace/w/g")
-        want = [("create", "x", True), ("create", "x/f", False), ("rename", "x/f", False), ("create", "g", False)]
+        # In place when it returns: what a command does next is seen; a
+        # new directory is watched once its event came.
         got = []
-        for event in handle:
-            got.append((event.type, event.name, event.is_dir))
-            if [w for w in want if w in got] == want:
-                break
-        self.assertEqual([w for w in want if w in got], want, got)
+        for cmd, want in (
+            ("mkdir /workspace/w/x", [("create", "x", True)]),
+            ("echo hi > /workspace/w/x/f && mv /workspace/w/x/f /workspace/w/g",
+             [("create", "x/f", False), ("rename", "x/f", False), ("create", "g", False)]),
+        ):
+            sb.commands.run(cmd)
+            for event in handle:
+                got.append((event.type, event.name, event.is_dir))
+                if [w for w in want if w in got] == want:
+                    break
+            self.assertEqual([w for w in want if w in got], want, got)
         # Removing the directory ends the watch, with the reason.
         sb.files.remove("/workspace/w")
         rest = list(handle)
