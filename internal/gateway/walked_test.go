@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +73,26 @@ type walkedFixture struct {
 	g   *gateway.Gateway
 	mu  sync.Mutex
 	evs []audit.Event
+}
+
+// settle waits until what was just written under dir is older than the
+// margin a call's look at changed files takes before its start (the
+// clock of change times may lag by one of its steps): the fixture's own
+// files are then no change of a call.
+func settle(t *testing.T, dir string) {
+	t.Helper()
+	var newest time.Time
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				if c := time.Unix(st.Ctim.Unix()); c.After(newest) {
+					newest = c
+				}
+			}
+		}
+		return nil
+	})
+	time.Sleep(time.Until(newest.Add(tools.SettleMargin + time.Millisecond)))
 }
 
 func newWalkedFixture(t *testing.T) *walkedFixture {
@@ -210,6 +231,7 @@ func newWalkedFixture(t *testing.T) *walkedFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.g.Close)
+	settle(t, ws)
 	return f
 }
 
@@ -342,6 +364,7 @@ func testHeldWrite(t *testing.T, f *walkedFixture, swap func(), want string) {
 func TestSwapWhileTheServerWritesIsRecorded(t *testing.T) {
 	f := newWalkedFixture(t)
 	os.WriteFile(filepath.Join(f.ws, "notes/y"), []byte("y"), 0o644)
+	settle(t, f.ws)
 	cs := (&fixture{g: f.g}).connect(t)
 	if text, isErr := call(t, cs, "up__write", `{"file":"notes/x","content":"new"}`); isErr {
 		t.Fatalf("an honest write: %q", text)

@@ -44,7 +44,10 @@ func newTaskCounter(init int) (*taskCounter, error) {
 	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/pid", init), &st); err != nil {
 		return nil, fmt.Errorf("reading the sandbox's pid namespace: %w", err)
 	}
-	return &taskCounter{init: init, ns: st.Ino, proc: -1, buf: make([]byte, 1024), dents: make([]byte, 8192)}, nil
+	// A small listing at a time: a process that forks and ends while
+	// the count reads the stats of those listed before it is found again,
+	// as its successor, further on (a new pid is a larger one).
+	return &taskCounter{init: init, ns: st.Ino, proc: -1, buf: make([]byte, 1024), dents: make([]byte, 1024)}, nil
 }
 
 // errNotYet is a /proc that is not (yet) the sandbox's: init has not
@@ -86,9 +89,10 @@ func (t *taskCounter) close() {
 
 // count counts the sandbox's tasks, stopping once there are more than
 // stop of them (a count the watcher need not finish). A process that
-// starts or ends while it counts may be counted or not (one that forks
-// and ends between the listing and the reading of its stat, missed): a
-// sandbox that holds the limit is seen at it within a few counts.
+// starts or ends while it counts may be counted or not; one that forks
+// and ends as it is counted is counted in its successor, listed later
+// (or twice, when both are): a sandbox that holds the limit is seen at
+// it.
 func (t *taskCounter) count(stop int) (int, error) {
 	if t.proc < 0 {
 		if err := t.open(); err != nil {
