@@ -215,15 +215,9 @@ func (l *limiter) watch() {
 	t := time.NewTimer(watchEvery)
 	defer t.Stop()
 	for {
-		select {
-		case <-l.stop:
+		next, ok := l.wake(t)
+		if !ok {
 			return
-		case <-l.busy:
-		case <-t.C:
-		}
-		next := watchEvery
-		if l.idle != nil && l.idle() {
-			next = idleWatchEvery
 		}
 		t.Reset(next)
 		s, err := l.group.Stats()
@@ -239,6 +233,23 @@ func (l *limiter) watch() {
 			l.trip("cpu_time")
 		}
 	}
+}
+
+// wake waits for a watcher's next turn: its timer t, or a command's
+// start. It returns the pace to keep from then (watchEvery, or
+// idleWatchEvery while a kept-alive sandbox runs no command), and false
+// once the limiter stops.
+func (l *limiter) wake(t *time.Timer) (time.Duration, bool) {
+	select {
+	case <-l.stop:
+		return 0, false
+	case <-l.busy:
+	case <-t.C:
+	}
+	if l.idle != nil && l.idle() {
+		return idleWatchEvery, true
+	}
+	return watchEvery, true
 }
 
 // trip ends the run for a limit; the first limit wins.

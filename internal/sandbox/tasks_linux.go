@@ -171,15 +171,9 @@ func (l *limiter) watchTasks(tc *taskCounter, limit int64) {
 	defer t.Stop()
 	var earliest time.Time // no count before it: the pace of the last
 	for {
-		select {
-		case <-l.stop:
+		next, ok := l.wake(t)
+		if !ok {
 			return
-		case <-l.busy:
-		case <-t.C:
-		}
-		next := watchEvery
-		if l.idle != nil && l.idle() {
-			next = idleWatchEvery
 		}
 		if wait := time.Until(earliest); wait > 0 {
 			// Woken by a command's start before the pace allows.

@@ -44,14 +44,7 @@ type bgCommand struct {
 	err error
 }
 
-func (b *bgCommand) ended() bool {
-	select {
-	case <-b.done:
-		return true
-	default:
-		return false
-	}
-}
+func (b *bgCommand) ended() bool { return isDone(b.done) }
 
 // info describes the command for the API.
 func (b *bgCommand) info() api.Command {

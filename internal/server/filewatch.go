@@ -386,7 +386,6 @@ func (s *eventStream) take(line []byte) {
 		}
 		s.ready = true
 		s.g.Header().Set("Content-Type", "application/x-ndjson")
-		s.g.Header().Set("X-Content-Type-Options", "nosniff")
 		s.g.WriteHeader(http.StatusOK)
 		s.g.Flush()
 		return
