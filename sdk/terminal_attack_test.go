@@ -2,14 +2,11 @@ package sdk_test
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,37 +81,15 @@ func floodTerminalServer(t *testing.T, total int, fragmented bool) *httptest.Ser
 // wait(), does not keep the command's whole output (`yes` in the sandbox,
 // or a hostile server's) in memory.
 func TestAttack_TerminalKeepsAllOutputWithoutOnData(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed")
-	}
-	const total = 200 << 20
-	srv := floodTerminalServer(t, total, false)
-	sdkPath, err := filepath.Abs(filepath.Join("typescript", "index.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := `
-import { pathToFileURL } from "node:url";
-const [url, sdkPath] = process.argv.slice(1);
-const { Sandbox } = await import(pathToFileURL(sdkPath).href);
-const sb = await Sandbox.connect("sb-ok", { url, token: "t", retry: { maxRetries: 0 } });
+	srv := floodTerminalServer(t, 200<<20, false)
+	text := runSDKScript(t, srv.URL, `
 const term = await sb.terminal("yes");
 const outcome = await term.wait(); // the outcome only: no onData
 globalThis.gc?.();
 const kept = term.early.reduce((n, b) => n + b.length, 0);
 console.log(JSON.stringify({ status: outcome.status, kept, rss_mib: Math.round(process.memoryUsage().rss / 1048576) }));
-`
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "node", "--expose-gc", "--input-type=module", "-e", script, srv.URL, sdkPath).CombinedOutput()
-	text := strings.TrimSpace(string(out))
-	t.Logf("node: %s (err %v)", text, err)
-	i := strings.Index(text, `"kept":`)
-	if i < 0 {
-		t.Fatalf("no result from node")
-	}
-	kept, _ := strconv.Atoi(strings.SplitN(text[i+len(`"kept":`):], ",", 2)[0])
-	if kept > 8<<20 {
+`, "--expose-gc")
+	if kept := keptOf(t, text); kept > 8<<20 {
 		t.Errorf("after `await term.wait()` (no onData) the Terminal still holds %d MiB of the command's output, all of it: a command's output (or a hostile server's) grows the client's memory without bound", kept>>20)
 	}
 }
@@ -124,38 +99,27 @@ console.log(JSON.stringify({ status: outcome.status, kept, rss_mib: Math.round(p
 // continuation frames that never end (FIN never set) are not gathered
 // past it (the Python SDK bounds the whole message too).
 func TestAttack_TerminalFragmentsUnbounded(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed")
-	}
-	const total = 200 << 20
-	srv := floodTerminalServer(t, total, true)
-	sdkPath, err := filepath.Abs(filepath.Join("typescript", "index.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := `
-import { pathToFileURL } from "node:url";
-const [url, sdkPath] = process.argv.slice(1);
-const { Sandbox } = await import(pathToFileURL(sdkPath).href);
-const sb = await Sandbox.connect("sb-ok", { url, token: "t", retry: { maxRetries: 0 } });
+	srv := floodTerminalServer(t, 200<<20, true)
+	text := runSDKScript(t, srv.URL, `
 const term = await sb.terminal("yes");
 let got = 0;
 const outcome = await Promise.race([term.wait({ onData: (b) => (got += b.length) }).catch((e) => ({ error: e.message })), new Promise((r) => setTimeout(r, 10000).unref())]);
 const kept = (term.fragments?.parts ?? []).reduce((n, b) => n + b.length, 0);
 console.log(JSON.stringify({ outcome: outcome ?? null, got, kept, rss_mib: Math.round(process.memoryUsage().rss / 1048576) }));
 term.close();
-`
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "node", "--input-type=module", "-e", script, srv.URL, sdkPath).CombinedOutput()
-	text := strings.TrimSpace(string(out))
-	t.Logf("node: %s (err %v)", text, err)
+`)
+	if kept := keptOf(t, text); kept > 8<<20 {
+		t.Errorf("the Terminal gathered %d MiB of one unfinished message (frames of at most 1 MiB each): a hostile server grows the client's memory without bound", kept>>20)
+	}
+}
+
+// keptOf is the "kept" number of the JSON line node printed.
+func keptOf(t *testing.T, text string) int {
+	t.Helper()
 	i := strings.Index(text, `"kept":`)
 	if i < 0 {
 		t.Fatalf("no result from node")
 	}
 	kept, _ := strconv.Atoi(strings.SplitN(text[i+len(`"kept":`):], ",", 2)[0])
-	if kept > 8<<20 {
-		t.Errorf("the Terminal gathered %d MiB of one unfinished message (frames of at most 1 MiB each): a hostile server grows the client's memory without bound", kept>>20)
-	}
+	return kept
 }

@@ -111,10 +111,27 @@ print("events", len(events), "end_reason", w.end_reason, "maxrss_kib", resource.
 // and searches each part once for a newline (not the whole line again at
 // each part: quadratic time).
 func TestAttack_WatchEndlessLineTypeScript(t *testing.T) {
+	srv, sent := endlessLineServer(t, endlessTotal)
+	runSDKScript(t, srv.URL, `
+let n = 0;
+const w = await sb.files.watchDir("/d", () => n++);
+const t0 = Date.now();
+const reason = await w.wait();
+console.log("events", n, "end_reason", reason, "rss_mib", Math.round(process.memoryUsage().rss / 1048576), "ms", Date.now() - t0);
+`)
+	if n := sent.Load(); n > endlessSane {
+		t.Errorf("the TypeScript WatchHandle took %d MiB of a single line without giving up (a server's line is at most ~64 KiB; the Go client stops at 1 MiB): a hostile server grows the client's memory without bound", n>>20)
+	}
+}
+
+// runSDKScript runs body with node, after a preamble that imports the
+// TypeScript SDK and connects to sandbox sb-ok of the server at url as
+// sb; it returns what node printed (skipping when there is no node).
+func runSDKScript(t *testing.T, url, body string, flags ...string) string {
+	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("node is not installed")
 	}
-	srv, sent := endlessLineServer(t, endlessTotal)
 	sdkPath, err := filepath.Abs(filepath.Join("typescript", "index.js"))
 	if err != nil {
 		t.Fatal(err)
@@ -124,18 +141,12 @@ import { pathToFileURL } from "node:url";
 const [url, sdkPath] = process.argv.slice(1);
 const { Sandbox } = await import(pathToFileURL(sdkPath).href);
 const sb = await Sandbox.connect("sb-ok", { url, token: "t", retry: { maxRetries: 0 } });
-let n = 0;
-const w = await sb.files.watchDir("/d", () => n++);
-const t0 = Date.now();
-const reason = await w.wait();
-console.log("events", n, "end_reason", reason, "rss_mib", Math.round(process.memoryUsage().rss / 1048576), "ms", Date.now() - t0);
-`
+` + body
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "--input-type=module", "-e", script, srv.URL, sdkPath)
-	out, err := cmd.CombinedOutput()
-	t.Logf("node: %s (err %v)", strings.TrimSpace(string(out)), err)
-	if n := sent.Load(); n > endlessSane {
-		t.Errorf("the TypeScript WatchHandle took %d MiB of a single line without giving up (a server's line is at most ~64 KiB; the Go client stops at 1 MiB): a hostile server grows the client's memory without bound", n>>20)
-	}
+	args := append(flags, "--input-type=module", "-e", script, url, sdkPath)
+	out, err := exec.CommandContext(ctx, "node", args...).CombinedOutput()
+	text := strings.TrimSpace(string(out))
+	t.Logf("node: %s (err %v)", text, err)
+	return text
 }
